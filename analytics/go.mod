@@ -1,0 +1,3 @@
+module github.com/tributary-cdp/tributary/analytics
+
+go 1.26

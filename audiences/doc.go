@@ -1,0 +1,3 @@
+// Package audiences will keep user profiles, evaluate audience rules and emit identify messages
+// when membership changes.
+package audiences

@@ -1,0 +1,3 @@
+module github.com/tributary-cdp/tributary/audiences
+
+go 1.26

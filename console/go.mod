@@ -1,0 +1,3 @@
+module github.com/tributary-cdp/tributary/console
+
+go 1.26

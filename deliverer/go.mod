@@ -1,0 +1,3 @@
+module github.com/tributary-cdp/tributary/deliverer
+
+go 1.26
