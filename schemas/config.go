@@ -1,0 +1,136 @@
+package schemas
+
+// The tenant config model (design §3). A config file (YAML or JSON) holds lists of sources,
+// destinations and audiences; each object is also one record of the compacted topic
+// TopicConfig, keyed by ConfigKey*, with the object's JSON as value (see Config.Records).
+//
+// Field names are a public contract: they are exactly those of design §3, and
+// docs/configuration.md describes each field and every validation rule.
+
+// Config is one tenant config file.
+type Config struct {
+	Sources      []Source      `json:"sources,omitempty" yaml:"sources"`
+	Destinations []Destination `json:"destinations,omitempty" yaml:"destinations"`
+	Audiences    []Audience    `json:"audiences,omitempty" yaml:"audiences"`
+
+	// lines maps a field path ("sources[0].id") to its line in the parsed file, so that
+	// Validate can say where a problem is. It is nil for a config built in code.
+	lines map[string]int
+}
+
+// Source is an application or producer that sends messages with one write key.
+type Source struct {
+	// ID is unique among sources: lower-case letters, digits, '-' and '_'.
+	ID   string `json:"id" yaml:"id"`
+	Name string `json:"name,omitempty" yaml:"name"`
+	// WriteKey is the secret clients send (HTTP Basic user name). It is never stored at rest:
+	// the config store writes WriteKeyHash instead.
+	WriteKey string `json:"writeKey,omitempty" yaml:"writeKey"`
+	// WriteKeyHash is "sha256:<lower-case hex>" of the write key. A config file may give it
+	// instead of WriteKey, to keep the secret out of version control.
+	WriteKeyHash string        `json:"writeKeyHash,omitempty" yaml:"writeKeyHash"`
+	TrackingPlan *TrackingPlan `json:"trackingPlan,omitempty" yaml:"trackingPlan"`
+}
+
+// TrackingPlan filters a source's track calls by event name.
+type TrackingPlan struct {
+	// BlockedEvents are track event names (case-sensitive) that reach no destination.
+	BlockedEvents []string `json:"blockedEvents,omitempty" yaml:"blockedEvents"`
+}
+
+// Destination receives the messages of its sources. The only type is "webhooks".
+type Destination struct {
+	ID   string `json:"id" yaml:"id"`
+	Type string `json:"type" yaml:"type"`
+	Name string `json:"name,omitempty" yaml:"name"`
+	// Enabled switches delivery on; when the field is omitted the destination is enabled.
+	Enabled  *bool               `json:"enabled,omitempty" yaml:"enabled"`
+	Sources  []string            `json:"sources" yaml:"sources"`
+	Settings DestinationSettings `json:"settings" yaml:"settings"`
+}
+
+// IsEnabled reports whether the destination delivers: Enabled is true or omitted.
+func (d *Destination) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
+
+// DestinationSettings are the settings of a webhooks destination (seed 000 §2.1, design §3).
+type DestinationSettings struct {
+	// Webhooks holds 1 to MaxWebhooks entries.
+	Webhooks []Webhook `json:"webhooks" yaml:"webhooks"`
+	// SharedSecret, when set, signs every body: X-Signature = hex HMAC-SHA1.
+	SharedSecret string `json:"sharedSecret,omitempty" yaml:"sharedSecret"`
+	// StandardWebhooks also sends webhook-id, webhook-timestamp and webhook-signature
+	// (HMAC-SHA256, https://www.standardwebhooks.com); it needs SharedSecret.
+	StandardWebhooks bool `json:"standardWebhooks,omitempty" yaml:"standardWebhooks"`
+	// PreviousSharedSecret still signs during a secret rotation.
+	PreviousSharedSecret string `json:"previousSharedSecret,omitempty" yaml:"previousSharedSecret"`
+	// MaxRequestsPerSecond paces this destination (0: no limit); nothing is dropped.
+	MaxRequestsPerSecond float64 `json:"maxRequestsPerSecond,omitempty" yaml:"maxRequestsPerSecond"`
+}
+
+// Webhook is one endpoint of a destination.
+type Webhook struct {
+	// URL is absolute, with the http or https scheme.
+	URL string `json:"url" yaml:"url"`
+	// Headers are static headers added to every request to URL.
+	Headers map[string]string `json:"headers,omitempty" yaml:"headers"`
+}
+
+// Audience is a computed set of users, synced as identify calls with a boolean trait named
+// SnakeCase(Name).
+type Audience struct {
+	ID   string `json:"id" yaml:"id"`
+	Name string `json:"name" yaml:"name"`
+	// Source is the source id its identify messages are routed as.
+	Source string `json:"source" yaml:"source"`
+	Rule   Rule   `json:"rule" yaml:"rule"`
+}
+
+// TraitKey is the trait an audience sets on its members' identify calls: SnakeCase(Name).
+func (a *Audience) TraitKey() string { return SnakeCase(a.Name) }
+
+// Rule is an audience rule: every condition of All, and at least one of Any when Any is
+// not empty.
+type Rule struct {
+	All []Condition `json:"all,omitempty" yaml:"all"`
+	Any []Condition `json:"any,omitempty" yaml:"any"`
+}
+
+// Condition is one clause of a Rule: either an event condition (Event, AtLeast, Within: the
+// user sent track Event at least MinCount times in the last Within, or ever when Within is 0)
+// or a trait condition (Trait, Equals: the user's trait Trait equals Equals).
+type Condition struct {
+	Event   string   `json:"event,omitempty" yaml:"event"`
+	AtLeast int      `json:"atLeast,omitempty" yaml:"atLeast"`
+	Within  Duration `json:"within,omitempty" yaml:"within"`
+	Trait   string   `json:"trait,omitempty" yaml:"trait"`
+	// Equals is a string, a float64 or a bool once parsed (numbers are always float64).
+	Equals any `json:"equals,omitempty" yaml:"equals"`
+}
+
+// IsEvent reports whether c is an event condition (Event is set).
+func (c *Condition) IsEvent() bool { return c.Event != "" }
+
+// MinCount is how many times the event must have happened: AtLeast, or 1 when omitted.
+func (c *Condition) MinCount() int {
+	if c.AtLeast == 0 {
+		return 1
+	}
+	return c.AtLeast
+}
+
+// Config record key prefixes of TopicConfig.
+const (
+	ConfigKeySource      = "source/"
+	ConfigKeyDestination = "destination/"
+	ConfigKeyAudience    = "audience/"
+)
+
+// MaxWebhooks is the most webhook entries one destination may have (seed 000 §8).
+const MaxWebhooks = 5
+
+// DestinationTypeWebhooks is the only destination type; IntegrationWebhooks is its key in a
+// message's integrations object (seed 000 §1).
+const (
+	DestinationTypeWebhooks = "webhooks"
+	IntegrationWebhooks     = "Webhooks"
+)

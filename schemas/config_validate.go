@@ -1,0 +1,364 @@
+package schemas
+
+import (
+	"fmt"
+	"maps"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Validate checks every rule of docs/configuration.md over the whole config: each object's own
+// rules (see Source.Validate, Destination.Validate, Audience.Validate), ids unique per kind,
+// write keys unique across sources, destination and audience sources that exist, and audience
+// names whose trait keys (SnakeCase) do not collide. It returns every problem at once as
+// ConfigErrors, each naming the field path and, for a parsed config, the line.
+func (c *Config) Validate() error {
+	v := &validator{lines: c.lines}
+	sourceIDs := map[string]string{} // id → path of its first use
+	keys := map[string]string{}      // key hash → path of the source
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		p := indexPath("sources", i)
+		s.check(v, p)
+		v.unique(sourceIDs, s.ID, fieldPath(p, "id"))
+		if h := s.KeyHash(); h != "" {
+			kp := fieldPath(p, "writeKey")
+			if s.WriteKey == "" {
+				kp = fieldPath(p, "writeKeyHash")
+			}
+			if first, dup := keys[h]; dup {
+				v.addf(kp, "same write key as %s", first)
+			} else {
+				keys[h] = p
+			}
+		}
+	}
+	destIDs := map[string]string{}
+	for i := range c.Destinations {
+		d := &c.Destinations[i]
+		p := indexPath("destinations", i)
+		d.check(v, p)
+		v.unique(destIDs, d.ID, fieldPath(p, "id"))
+		for j, src := range d.Sources {
+			if _, ok := sourceIDs[src]; !ok && src != "" {
+				v.addf(indexPath(fieldPath(p, "sources"), j), "unknown source %q", src)
+			}
+		}
+	}
+	audIDs := map[string]string{}
+	traitKeys := map[string]int{} // trait key → index of the first audience with it
+	for i := range c.Audiences {
+		a := &c.Audiences[i]
+		p := indexPath("audiences", i)
+		a.check(v, p)
+		v.unique(audIDs, a.ID, fieldPath(p, "id"))
+		if _, ok := sourceIDs[a.Source]; !ok && a.Source != "" {
+			v.addf(fieldPath(p, "source"), "unknown source %q", a.Source)
+		}
+		key := a.TraitKey()
+		if key == "" {
+			continue
+		}
+		if first, dup := traitKeys[key]; dup {
+			v.addf(fieldPath(p, "name"), "%q has the trait key %q, as has audiences[%d].name %q",
+				a.Name, key, first, c.Audiences[first].Name)
+		} else {
+			traitKeys[key] = i
+		}
+	}
+	// Report in the order of the text; a config built in code keeps the order of the checks.
+	slices.SortStableFunc(v.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
+	return v.errs.errOrNil()
+}
+
+// Validate checks the source's own rules (those that need no other object); its errors'
+// paths are relative to the source ("writeKeyHash").
+func (s *Source) Validate() error {
+	v := &validator{}
+	s.check(v, "")
+	return v.errs.errOrNil()
+}
+
+// Validate checks the destination's own rules (those that need no other object; that its
+// sources exist is Config.Validate's job); error paths are relative to the destination.
+func (d *Destination) Validate() error {
+	v := &validator{}
+	d.check(v, "")
+	return v.errs.errOrNil()
+}
+
+// Validate checks the audience's own rules (those that need no other object; that its source
+// exists and its trait key is unique is Config.Validate's job); error paths are relative to
+// the audience.
+func (a *Audience) Validate() error {
+	v := &validator{}
+	a.check(v, "")
+	return v.errs.errOrNil()
+}
+
+// validator collects problems; lines (may be nil) locates paths.
+type validator struct {
+	lines map[string]int
+	errs  ConfigErrors
+}
+
+func (v *validator) addf(path, format string, args ...any) {
+	v.errs = append(v.errs, &ConfigError{Line: lineOf(v.lines, path), Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// set reports whether path was written in the parsed text (even with a zero value).
+func (v *validator) set(path string) bool {
+	_, ok := v.lines[path]
+	return ok
+}
+
+// unique reports a second use of id among seen (id → path of its first use).
+func (v *validator) unique(seen map[string]string, id, path string) {
+	if id == "" {
+		return
+	}
+	if first, dup := seen[id]; dup {
+		v.addf(path, "duplicate id %q (first used by %s)", id, strings.TrimSuffix(first, ".id"))
+		return
+	}
+	seen[id] = path
+}
+
+// validID reports whether id is non-empty and only [a-z0-9_-].
+func validID(id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *validator) id(path, id string) {
+	switch {
+	case id == "":
+		v.addf(path, "is required")
+	case !validID(id):
+		v.addf(path, "%q must contain only a-z, 0-9, '-' and '_'", id)
+	}
+}
+
+func (s *Source) check(v *validator, p string) {
+	v.id(fieldPath(p, "id"), s.ID)
+	switch {
+	case s.WriteKey == "" && s.WriteKeyHash == "":
+		v.addf(p, "one of writeKey or writeKeyHash is required")
+	case s.WriteKey != "" && s.WriteKeyHash != "":
+		v.addf(fieldPath(p, "writeKeyHash"), "give writeKey or writeKeyHash, not both")
+	case s.WriteKey != "" && !validWriteKey(s.WriteKey):
+		// Never echo the key: it is a secret.
+		v.addf(fieldPath(p, "writeKey"), "must be printable ASCII without spaces or ':'")
+	case s.WriteKeyHash != "" && !validWriteKeyHash(s.WriteKeyHash):
+		v.addf(fieldPath(p, "writeKeyHash"), "must be \"sha256:\" followed by 64 lower-case hex digits")
+	}
+	if s.TrackingPlan != nil {
+		bp := fieldPath(fieldPath(p, "trackingPlan"), "blockedEvents")
+		for i, e := range s.TrackingPlan.BlockedEvents {
+			if e == "" {
+				v.addf(indexPath(bp, i), "must not be empty")
+			}
+		}
+	}
+}
+
+// reservedHeader reports whether name (any case) is a request header Tributary sets itself
+// on every delivery, which a webhook entry therefore may not configure: Content-Type,
+// Content-Length and Host describe the body and the connection and are computed by the HTTP
+// client; User-Agent identifies Tributary; X-Signature, X-Message-Id and the Standard Webhooks
+// headers (webhook-id, webhook-timestamp, webhook-signature) carry the signature and the
+// de-duplication id that receivers rely on, which a static value would break or forge.
+func reservedHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "content-type", "content-length", "host", "user-agent", "x-signature", "x-message-id",
+		"webhook-id", "webhook-timestamp", "webhook-signature":
+		return true
+	}
+	return false
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110 §5.6.2).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether value holds no control characters other than tab
+// (RFC 9110 §5.5): CR or LF would split the request.
+func validHeaderValue(value string) bool {
+	for _, c := range []byte(value) {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *Destination) check(v *validator, p string) {
+	v.id(fieldPath(p, "id"), d.ID)
+	if d.Type != DestinationTypeWebhooks {
+		v.addf(fieldPath(p, "type"), "must be %q, got %q", DestinationTypeWebhooks, d.Type)
+	}
+	seen := map[string]bool{}
+	for i, src := range d.Sources {
+		sp := indexPath(fieldPath(p, "sources"), i)
+		switch {
+		case src == "":
+			v.addf(sp, "is empty: want a source id")
+		case seen[src]:
+			v.addf(sp, "source %q is listed twice", src)
+		}
+		seen[src] = true
+	}
+	sp := fieldPath(p, "settings")
+	st := &d.Settings
+	wp := fieldPath(sp, "webhooks")
+	switch n := len(st.Webhooks); {
+	case n == 0:
+		v.addf(wp, "at least 1 webhook is required")
+	case n > MaxWebhooks:
+		v.addf(wp, "at most %d webhooks are allowed, got %d", MaxWebhooks, n)
+	}
+	for i := range st.Webhooks {
+		st.Webhooks[i].check(v, indexPath(wp, i))
+	}
+	if st.SharedSecret == "" {
+		if st.StandardWebhooks {
+			v.addf(fieldPath(sp, "standardWebhooks"), "requires sharedSecret")
+		}
+		if st.PreviousSharedSecret != "" {
+			v.addf(fieldPath(sp, "previousSharedSecret"), "requires sharedSecret")
+		}
+	}
+	if r := st.MaxRequestsPerSecond; r < 0 || !finite(r) {
+		v.addf(fieldPath(sp, "maxRequestsPerSecond"), "must be a number ≥ 0 (0: no limit), got %v", r)
+	}
+}
+
+func (w *Webhook) check(v *validator, p string) {
+	up := fieldPath(p, "url")
+	if w.URL == "" {
+		v.addf(up, "is required")
+	} else if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") ||
+		u.Hostname() == "" || strings.ContainsAny(w.URL, " \t\r\n") {
+		shown := w.URL
+		if err == nil {
+			shown = u.Redacted() // never echo a password in the URL
+		}
+		v.addf(up, "must be an absolute http or https URL with a host, got %q", shown)
+	}
+	hp := fieldPath(p, "headers")
+	canonical := map[string]string{} // lower-case name → name as first written
+	for _, name := range slices.Sorted(maps.Keys(w.Headers)) {
+		kp := keyPath(hp, name)
+		switch {
+		case !validHeaderName(name):
+			v.addf(kp, "is not a valid HTTP header name")
+		case reservedHeader(name):
+			v.addf(kp, "is set by Tributary on every request and cannot be configured")
+		case canonical[strings.ToLower(name)] != "":
+			v.addf(kp, "repeats header %q (header names ignore case)", canonical[strings.ToLower(name)])
+		default:
+			canonical[strings.ToLower(name)] = name
+		}
+		if !validHeaderValue(w.Headers[name]) {
+			// Never echo the value: headers often carry tokens.
+			v.addf(kp, "value must not contain control characters such as CR or LF")
+		}
+	}
+}
+
+func (a *Audience) check(v *validator, p string) {
+	v.id(fieldPath(p, "id"), a.ID)
+	np := fieldPath(p, "name")
+	switch {
+	case a.Name == "":
+		v.addf(np, "is required")
+	case a.TraitKey() == "":
+		v.addf(np, "%q has no letters or digits, so it has no trait key", a.Name)
+	}
+	if a.Source == "" {
+		v.addf(fieldPath(p, "source"), "is required")
+	}
+	rp := fieldPath(p, "rule")
+	if len(a.Rule.All)+len(a.Rule.Any) == 0 {
+		v.addf(rp, "needs at least one condition in all or any")
+	}
+	for i := range a.Rule.All {
+		a.Rule.All[i].check(v, indexPath(fieldPath(rp, "all"), i))
+	}
+	for i := range a.Rule.Any {
+		a.Rule.Any[i].check(v, indexPath(fieldPath(rp, "any"), i))
+	}
+}
+
+func (c *Condition) check(v *validator, p string) {
+	ap, wp, ep := fieldPath(p, "atLeast"), fieldPath(p, "within"), fieldPath(p, "equals")
+	switch {
+	case c.Event != "" && c.Trait != "":
+		v.addf(p, "has both event and trait: a condition is one or the other")
+	case c.Event == "" && c.Trait == "":
+		v.addf(p, "needs event or trait")
+	case c.Event != "":
+		if c.AtLeast < 0 || (c.AtLeast == 0 && v.set(ap)) {
+			v.addf(ap, "must be at least 1, got %d", c.AtLeast)
+		}
+		if c.Within < 0 {
+			v.addf(wp, "must not be negative, got %s", ShortDuration(time.Duration(c.Within)))
+		}
+		if c.Equals != nil {
+			v.addf(ep, "applies to trait conditions only")
+		}
+	default: // trait
+		if c.AtLeast != 0 || v.set(ap) {
+			v.addf(ap, "applies to event conditions only")
+		}
+		if c.Within != 0 || v.set(wp) {
+			v.addf(wp, "applies to event conditions only")
+		}
+		if c.Equals == nil {
+			v.addf(ep, "is required for a trait condition")
+		} else if !validEquals(c.Equals) {
+			got := fmt.Sprintf("%T", c.Equals)
+			if f, ok := c.Equals.(float64); ok {
+				got = fmt.Sprint(f) // NaN or ±Inf
+			}
+			v.addf(ep, "must be a string, a finite number or a boolean, got %s", got)
+		}
+	}
+}
+
+// validEquals accepts the scalar types a trait value can be compared with.
+func validEquals(x any) bool {
+	rv := reflect.ValueOf(x)
+	switch rv.Kind() {
+	case reflect.String, reflect.Bool,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	case reflect.Float32, reflect.Float64:
+		return finite(rv.Float())
+	default:
+		return false
+	}
+}

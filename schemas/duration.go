@@ -1,0 +1,40 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Duration is a time.Duration written as a Go duration string ("720h", "90s") in config files
+// and config records.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(ShortDuration(time.Duration(d)))
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"720h\"")
+	}
+	return d.UnmarshalText([]byte(s))
+}
+
+// MarshalText writes the duration as a string (used by YAML encoders).
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(ShortDuration(time.Duration(d))), nil
+}
+
+// UnmarshalText reads a duration string such as "720h" or "15m".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: use a number with a unit such as \"720h\"", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}

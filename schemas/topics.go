@@ -1,0 +1,90 @@
+package schemas
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kafka topic names (design §2). They are a public contract: producers outside Tributary write to
+// TopicInbound and TopicDeletions, and operators read the others. docs/topics.md describes each.
+const (
+	// TopicInbound carries one Segment-spec JSON message per record from external Kafka
+	// producers; the record header HeaderWriteKey names the source.
+	TopicInbound = "tracking.inbound"
+	// TopicEvents carries validated, enriched messages, keyed by userId, else anonymousId.
+	TopicEvents = "tracking.events"
+	// TopicRejected carries raw messages that failed validation, with HeaderReason.
+	TopicRejected = "tracking.rejected"
+	// TopicDeletions carries deletion (and suppression) requests, keyed by userId.
+	TopicDeletions = "tracking.deletions"
+	// TopicSuppressions is the compacted list of suppressed user ids, keyed by userId.
+	TopicSuppressions = "tracking.suppressions"
+	// TopicDeliveries carries the exact JSON bodies to POST, keyed by destination id + user.
+	TopicDeliveries = "webhooks.deliveries"
+	// TopicDLQ carries deliveries that failed permanently or ran out of retry window.
+	TopicDLQ = "webhooks.dlq"
+	// TopicAttempts carries one JSON record per delivery attempt, keyed by destination id.
+	TopicAttempts = "webhooks.attempts"
+	// TopicConfig is the compacted tenant-config topic: keys "source/<id>",
+	// "destination/<id>", "audience/<id>"; a tombstone deletes.
+	TopicConfig = "tributary.config"
+	// TopicAudiencesState is the compacted changelog of the audiences store, keyed by userId.
+	TopicAudiencesState = "audiences.state"
+
+	// RetryTopicPrefix starts the name of every retry tier topic: webhooks.retry.<delay>.
+	RetryTopicPrefix = "webhooks.retry."
+)
+
+// Record header names (design §2).
+const (
+	HeaderWriteKey       = "write-key"
+	HeaderSourceID       = "source-id"
+	HeaderMessageID      = "message-id"
+	HeaderType           = "type"
+	HeaderReason         = "reason"
+	HeaderDestinationID  = "destination-id"
+	HeaderAttempt        = "attempt"
+	HeaderFirstAttemptAt = "first-attempt-at"
+	HeaderDueAt          = "due-at"
+	HeaderLastError      = "last-error"
+	HeaderLastStatus     = "last-status"
+)
+
+// RetryTopic names the retry tier topic for one delay, e.g. 10s → "webhooks.retry.10s",
+// 1m → "webhooks.retry.1m", 1h30m → "webhooks.retry.1h30m". Whole hours, minutes and seconds
+// print without the zero units that time.Duration.String adds ("1m", not "1m0s").
+func RetryTopic(delay time.Duration) string {
+	return RetryTopicPrefix + ShortDuration(delay)
+}
+
+// ShortDuration prints d like time.Duration.String but drops zero trailing units:
+// 1h0m0s → "1h", 1m0s → "1m", 90s → "1m30s", 1500ms → "1.5s".
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// ParseRetrySchedule parses RETRY_SCHEDULE ("10s,1m,5m"): the delay before each retry.
+// Every delay must be positive.
+func ParseRetrySchedule(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		d, err := time.ParseDuration(part)
+		if err != nil {
+			return nil, fmt.Errorf("RETRY_SCHEDULE: entry %d %q: %w", i+1, part, err)
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("RETRY_SCHEDULE: entry %d %q: must be positive", i+1, part)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

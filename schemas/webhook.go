@@ -1,0 +1,106 @@
+package schemas
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// The delivered webhook body (seed 000 §2.2, design §5): the message's canonical JSON with
+// "version": 1 first (not on delete), and on alias the keys "Previous ID" and "User ID" beside
+// previousId and userId, as the destination's documented payload shows them.
+
+// WebhookVersion is the "version" of every delivered body but delete.
+const WebhookVersion = 1
+
+// RoutingView is what the router reads of a tracking.events message; everything else passes
+// through as bytes.
+type RoutingView struct {
+	Type, Event, MessageID, UserID, AnonymousID, PreviousID string
+	Integrations                                            json.RawMessage
+}
+
+// DecodeRoutingView reads the routing fields of a canonical tracking.events value (as written
+// by Message.AppendJSON). It validates the JSON but builds nothing for the other fields.
+func DecodeRoutingView(event []byte) (RoutingView, error) {
+	var v RoutingView
+	err := eachMember(event, func(key []byte, kEsc bool, val []byte) error {
+		var err error
+		switch string(keyBytes(key, kEsc)) {
+		case "type":
+			v.Type, err = stringField("type", val)
+		case "event":
+			v.Event, err = stringField("event", val)
+		case "messageId":
+			v.MessageID, err = idField("messageId", val)
+		case "userId":
+			v.UserID, err = idField("userId", val)
+		case "anonymousId":
+			v.AnonymousID, err = idField("anonymousId", val)
+		case "previousId":
+			v.PreviousID, err = idField("previousId", val)
+		case "integrations":
+			v.Integrations, err = objectField("integrations", val)
+		}
+		return err
+	})
+	var se *syntaxError
+	switch {
+	case errors.As(err, &se):
+		return v, &DecodeError{Msg: se.Error()}
+	case errors.Is(err, errNotObject):
+		return v, &DecodeError{Msg: err.Error()}
+	}
+	return v, err
+}
+
+// AppendWebhookBodyFromEvent appends the delivered body of a canonical tracking.events value
+// whose RoutingView is v: "version":1 (not on delete), then the event's members as bytes, then
+// for alias "Previous ID" and "User ID". A "version", "Previous ID", "User ID" or "writeKey"
+// member of the event is not copied, so no key repeats. event must be valid JSON (it decoded
+// into v).
+func AppendWebhookBodyFromEvent(dst, event []byte, v *RoutingView) []byte {
+	dst = append(dst, '{')
+	n := len(dst)
+	if v.Type != TypeDelete {
+		dst = append(dst, `"version":1`...)
+	}
+	_ = eachMember(event, func(key []byte, kEsc bool, val []byte) error {
+		switch string(keyBytes(key, kEsc)) {
+		case "version", "Previous ID", "User ID", "writeKey":
+			return nil
+		}
+		if len(dst) > n {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, key...)
+		dst = append(dst, ':')
+		dst = append(dst, val...)
+		return nil
+	})
+	if v.Type == TypeAlias {
+		dst = appendKey(dst, n, "Previous ID")
+		dst = appendString(dst, v.PreviousID)
+		dst = appendKey(dst, n, "User ID")
+		dst = appendString(dst, v.UserID)
+	}
+	return append(dst, '}')
+}
+
+// AppendWebhookBody appends the delivered body of a decoded message; it is byte-identical to
+// AppendWebhookBodyFromEvent of the message's canonical JSON.
+func AppendWebhookBody(dst []byte, m *Message) []byte {
+	event := m.AppendJSON(nil)
+	v := RoutingView{Type: m.Type, UserID: m.UserID, PreviousID: m.PreviousID}
+	return AppendWebhookBodyFromEvent(dst, event, &v)
+}
+
+// AppendDeleteBody appends the body of a deletion notice: type, userId and timestamp only,
+// with no version (seed 000 §2.2).
+func AppendDeleteBody(dst []byte, userID string, ts time.Time) []byte {
+	dst = append(dst, `{"type":"delete","userId":`...)
+	dst = appendString(dst, userID)
+	dst = append(dst, `,"timestamp":"`...)
+	dst = AppendTimestamp(dst, ts)
+	return append(dst, `"}`...)
+}
