@@ -1,0 +1,417 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// ApplyConfig upserts every object of cfg into the config topic (normally
+// schemas.TopicConfig) and waits until the brokers have acknowledged all of them. It is an
+// upsert: objects that exist in the topic but not in cfg stay. cfg is validated first
+// (cfg.Records), and sources are written with their write-key hash, never the key itself.
+func ApplyConfig(ctx context.Context, cl *kgo.Client, topic string, cfg *schemas.Config) error {
+	recs, err := cfg.Records()
+	if err != nil {
+		return fmt.Errorf("applying config: %w", err)
+	}
+	return ProduceConfigRecords(ctx, cl, topic, recs...)
+}
+
+// ApplyConfigFile loads, validates and applies one config file (YAML or JSON): see ApplyConfig.
+func ApplyConfigFile(ctx context.Context, cl *kgo.Client, topic, path string) error {
+	cfg, err := schemas.LoadConfigFile(path)
+	if err != nil {
+		return fmt.Errorf("applying config file: %w", err)
+	}
+	if err := ApplyConfig(ctx, cl, topic, cfg); err != nil {
+		return fmt.Errorf("applying %s: %w", path, err)
+	}
+	return nil
+}
+
+// ProduceConfigRecords writes config records to the config topic, in order, and waits for
+// their acknowledgement. A record with a nil Value is a tombstone: it deletes the object.
+// The console uses it to upsert or delete single objects.
+func ProduceConfigRecords(ctx context.Context, cl *kgo.Client, topic string, recs ...schemas.ConfigRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = &kgo.Record{Topic: topic, Key: []byte(r.Key), Value: r.Value}
+	}
+	if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+		return fmt.Errorf("producing to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// DeleteConfigObject writes the tombstone that deletes one config object, e.g.
+// DeleteConfigObject(ctx, cl, topic, schemas.ConfigKindSource, "web").
+func DeleteConfigObject(ctx context.Context, cl *kgo.Client, topic string, kind schemas.ConfigKind, id string) error {
+	key := schemas.ConfigObject{Kind: kind, ID: id}.Key()
+	return ProduceConfigRecords(ctx, cl, topic, schemas.ConfigRecord{Key: key})
+}
+
+// Snapshot is one immutable, consistent view of the tenant config. Its methods are safe for
+// concurrent use; the objects it returns are shared and must not be modified.
+type Snapshot struct {
+	version      uint64
+	sources      map[string]*schemas.Source
+	byKeyHash    map[string]*schemas.Source
+	destinations map[string]*schemas.Destination
+	bySource     map[string][]*schemas.Destination
+	audiences    map[string]*schemas.Audience
+	stale        chan struct{}
+}
+
+func emptySnapshot() *Snapshot {
+	return &Snapshot{stale: make(chan struct{})}
+}
+
+// Version counts the snapshots a ConfigStore has published: 0 before it is ready, then one
+// more on every change.
+func (s *Snapshot) Version() uint64 { return s.version }
+
+// Stale returns a channel that is closed once a newer snapshot has replaced this one.
+func (s *Snapshot) Stale() <-chan struct{} { return s.stale }
+
+// SourceByID returns the source with this id.
+func (s *Snapshot) SourceByID(id string) (*schemas.Source, bool) {
+	src, ok := s.sources[id]
+	return src, ok
+}
+
+// SourceByKeyHash returns the source whose write-key hash (schemas.HashWriteKey) is hash. If
+// two sources share a hash, the one with the smaller id wins.
+func (s *Snapshot) SourceByKeyHash(hash string) (*schemas.Source, bool) {
+	src, ok := s.byKeyHash[hash]
+	return src, ok
+}
+
+// DestinationByID returns the destination with this id.
+func (s *Snapshot) DestinationByID(id string) (*schemas.Destination, bool) {
+	d, ok := s.destinations[id]
+	return d, ok
+}
+
+// DestinationsForSource returns the destinations that list sourceID among their sources,
+// enabled or not (callers filter with IsEnabled), ordered by id. The slice is shared by every
+// caller (it is not copied, to keep the per-message path allocation-free): do not modify it.
+func (s *Snapshot) DestinationsForSource(sourceID string) []*schemas.Destination {
+	return s.bySource[sourceID]
+}
+
+// Sources returns every source, ordered by id.
+func (s *Snapshot) Sources() []*schemas.Source { return sortedValues(s.sources) }
+
+// Destinations returns every destination, ordered by id.
+func (s *Snapshot) Destinations() []*schemas.Destination { return sortedValues(s.destinations) }
+
+// Audiences returns every audience, ordered by id.
+func (s *Snapshot) Audiences() []*schemas.Audience { return sortedValues(s.audiences) }
+
+// AudienceByID returns the audience with this id.
+func (s *Snapshot) AudienceByID(id string) (*schemas.Audience, bool) {
+	a, ok := s.audiences[id]
+	return a, ok
+}
+
+func sortedValues[T any](m map[string]*T) []*T {
+	keys := slices.Sorted(maps.Keys(m))
+	out := make([]*T, len(keys))
+	for i, k := range keys {
+		out[i] = m[k]
+	}
+	return out
+}
+
+// configState is the mutable state of ConfigStore.Run, owned by its goroutine.
+type configState struct {
+	sources      map[string]*schemas.Source
+	destinations map[string]*schemas.Destination
+	audiences    map[string]*schemas.Audience
+}
+
+func (st *configState) apply(o schemas.ConfigObject) {
+	switch o.Kind {
+	case schemas.ConfigKindSource:
+		if o.Deleted() {
+			delete(st.sources, o.ID)
+		} else {
+			st.sources[o.ID] = o.Source
+		}
+	case schemas.ConfigKindDestination:
+		if o.Deleted() {
+			delete(st.destinations, o.ID)
+		} else {
+			st.destinations[o.ID] = o.Destination
+		}
+	case schemas.ConfigKindAudience:
+		if o.Deleted() {
+			delete(st.audiences, o.ID)
+		} else {
+			st.audiences[o.ID] = o.Audience
+		}
+	}
+}
+
+func (st *configState) snapshot(version uint64) *Snapshot {
+	s := &Snapshot{
+		version:      version,
+		sources:      maps.Clone(st.sources),
+		byKeyHash:    make(map[string]*schemas.Source, len(st.sources)),
+		destinations: maps.Clone(st.destinations),
+		bySource:     make(map[string][]*schemas.Destination),
+		audiences:    maps.Clone(st.audiences),
+		stale:        make(chan struct{}),
+	}
+	for _, src := range sortedValues(st.sources) {
+		if h := src.KeyHash(); h != "" {
+			if _, dup := s.byKeyHash[h]; !dup {
+				s.byKeyHash[h] = src
+			}
+		}
+	}
+	for _, d := range sortedValues(st.destinations) {
+		for _, id := range slices.Compact(slices.Sorted(slices.Values(d.Sources))) {
+			s.bySource[id] = append(s.bySource[id], d)
+		}
+	}
+	return s
+}
+
+// ConfigFetchMaxWait is how long one fetch of the config topic waits for new records: it bounds
+// how long an update takes to become visible when the broker holds fetches (well under a second).
+const ConfigFetchMaxWait = 250 * time.Millisecond
+
+// ConfigStore materialises the compacted config topic in memory: every record upserts its
+// object, a tombstone deletes it, and each batch of changes is published as a new immutable
+// Snapshot. It reads every partition directly from the start, without a consumer group, so
+// every replica of every service holds the whole config.
+//
+// Snapshot, Ready, Changes and WaitFor are safe for concurrent use; Run is called once.
+type ConfigStore struct {
+	opts   []kgo.Opt
+	topic  string
+	logger zerolog.Logger
+
+	snap      atomic.Pointer[Snapshot]
+	ready     chan struct{}
+	readyOnce sync.Once
+	running   atomic.Bool
+}
+
+// NewConfigStore prepares a store of topic (normally schemas.TopicConfig). It validates the
+// settings; the Kafka client is created by Run and closed when Run returns. opts are added to
+// the client's options (tests use them, e.g. for a client id).
+func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts ...kgo.Opt) (*ConfigStore, error) {
+	base, err := s.ClientOpts()
+	if err != nil {
+		return nil, fmt.Errorf("config store: %w", err)
+	}
+	if topic == "" {
+		return nil, errors.New("config store: no topic")
+	}
+	logger = logger.With().Str("component", "configstore").Str("topic", topic).Logger()
+	base = append(base,
+		kgo.WithLogger(NewKgoLogger(logger, kgo.LogLevelWarn)),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(ConfigFetchMaxWait),
+	)
+	cs := &ConfigStore{
+		opts:   append(base, opts...),
+		topic:  topic,
+		logger: logger,
+		ready:  make(chan struct{}),
+	}
+	cs.snap.Store(emptySnapshot())
+	return cs, nil
+}
+
+// Snapshot returns the current snapshot: never nil, empty (version 0) until the store is
+// ready.
+func (cs *ConfigStore) Snapshot() *Snapshot { return cs.snap.Load() }
+
+// Ready returns a channel that is closed once the store has read the topic up to the end
+// offsets it found when Run started, and published that config.
+func (cs *ConfigStore) Ready() <-chan struct{} { return cs.ready }
+
+// Changes returns a channel that is closed when a snapshot newer than the current one is
+// published. To react to every change without missing one, prefer Snapshot().Stale().
+func (cs *ConfigStore) Changes() <-chan struct{} { return cs.Snapshot().Stale() }
+
+// WaitFor blocks until the current snapshot satisfies cond, and returns that snapshot, or
+// returns ctx's error. The console uses it to read its own writes.
+func (cs *ConfigStore) WaitFor(ctx context.Context, cond func(*Snapshot) bool) (*Snapshot, error) {
+	for {
+		s := cs.Snapshot()
+		if s.Version() > 0 && cond(s) {
+			return s, nil
+		}
+		select {
+		case <-s.Stale():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Run consumes the topic until ctx is cancelled, then closes its client and returns nil. It
+// returns an error if it cannot create its client or is called twice. Records that do not
+// decode are logged by key and offset (never by value: it may hold secrets) and skipped; the
+// object keeps its previous state.
+func (cs *ConfigStore) Run(ctx context.Context) error {
+	if cs.running.Swap(true) {
+		return errors.New("config store: Run called twice")
+	}
+	cl, err := kgo.NewClient(cs.opts...)
+	if err != nil {
+		return fmt.Errorf("config store: creating Kafka client: %w", err)
+	}
+	defer cl.Close()
+
+	ends, err := cs.endOffsets(ctx, kadm.NewClient(cl))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	st := &configState{
+		sources:      map[string]*schemas.Source{},
+		destinations: map[string]*schemas.Destination{},
+		audiences:    map[string]*schemas.Audience{},
+	}
+	version := uint64(0)
+	publish := func() {
+		version++
+		next := st.snapshot(version)
+		prev := cs.snap.Swap(next)
+		close(prev.stale)
+	}
+	caughtUp := func() bool {
+		for _, end := range ends {
+			if end > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	becomeReady := func() {
+		publish()
+		cs.markReady()
+		cs.logger.Info().Uint64("version", version).Int("sources", len(st.sources)).
+			Int("destinations", len(st.destinations)).Int("audiences", len(st.audiences)).
+			Msg("config loaded")
+	}
+	if caughtUp() {
+		becomeReady()
+	}
+
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				cs.logger.Warn().Err(err).Int32("partition", p).Msg("fetching config records")
+			}
+		})
+		changed := false
+		fetches.EachRecord(func(r *kgo.Record) {
+			changed = true
+			if end, ok := ends[r.Partition]; ok && r.Offset+1 >= end {
+				delete(ends, r.Partition)
+			}
+			o, err := schemas.DecodeConfigRecord(string(r.Key), r.Value)
+			if err != nil {
+				cs.logger.Error().Err(err).Str("key", string(r.Key)).Int32("partition", r.Partition).
+					Int64("offset", r.Offset).Msg("skipping config record that does not decode")
+				return
+			}
+			st.apply(o)
+		})
+		select {
+		case <-cs.ready:
+			if changed {
+				publish()
+			}
+		default:
+			if caughtUp() {
+				becomeReady()
+			}
+		}
+	}
+}
+
+func (cs *ConfigStore) markReady() { cs.readyOnce.Do(func() { close(cs.ready) }) }
+
+// endOffsets lists, per partition, the end offset the store must read up to before it is
+// ready (0 where the partition is empty or fully compacted away). It waits, logging, while the
+// topic does not exist yet.
+func (cs *ConfigStore) endOffsets(ctx context.Context, adm *kadm.Client) (map[int32]int64, error) {
+	for attempt := 0; ; attempt++ {
+		ends, err := cs.listEnds(ctx, adm)
+		if err == nil {
+			return ends, nil
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) && attempt >= 20 {
+			return nil, fmt.Errorf("config store: listing offsets of %s: %w", cs.topic, err)
+		}
+		if attempt%10 == 0 {
+			cs.logger.Warn().Err(err).Msg("waiting for the config topic")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (cs *ConfigStore) listEnds(ctx context.Context, adm *kadm.Client) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, cs.topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	starts, err := adm.ListStartOffsets(ctx, cs.topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		end := o.Offset
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Offset >= end {
+			end = 0 // nothing left to read in this partition
+		}
+		if end > 0 {
+			out[o.Partition] = end
+		}
+	})
+	if len(out) == 0 && len(ends[cs.topic]) == 0 {
+		return nil, fmt.Errorf("topic %s: %w", cs.topic, kerr.UnknownTopicOrPartition)
+	}
+	return out, nil
+}

@@ -1,0 +1,378 @@
+package platform_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// TestKafkaConformance is the platform's integration suite: it runs once against the embedded
+// broker and once against Apache Kafka.
+func TestKafkaConformance(t *testing.T) {
+	kafkatest.Conformance(t, func(t *testing.T, brokers []string) {
+		settings := platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: 3}
+		t.Run("topic bootstrap", func(t *testing.T) { testTopicBootstrap(t, settings) })
+		t.Run("partitions only grow", func(t *testing.T) { testPartitionsOnlyGrow(t, settings) })
+		t.Run("config store", func(t *testing.T) { testConfigStore(t, settings) })
+		t.Run("config store on an empty topic", func(t *testing.T) { testConfigStoreEmpty(t, settings) })
+	})
+}
+
+func newClient(t *testing.T, s platform.KafkaSettings) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	cl, err := platform.NewKafkaClient(s, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("NewKafkaClient: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
+	ctx := testCtx(t, 60*time.Second)
+	_, adm := newClient(t, s)
+
+	// The default topics, renamed so that runs on the shared Apache broker do not collide.
+	prefix := kafkatest.UniqueTopic(t, "boot")
+	specs := platform.DefaultTopics(s.Partitions, []time.Duration{10 * time.Second, time.Minute, time.Minute})
+	byName := map[string]platform.TopicSpec{}
+	for i := range specs {
+		byName[specs[i].Name] = specs[i]
+		specs[i].Name = prefix + "." + specs[i].Name
+	}
+	for i := range 2 { // the second run must find everything in place and change nothing
+		if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, specs); err != nil {
+			t.Fatalf("EnsureTopics, run %d: %v", i+1, err)
+		}
+	}
+
+	names := make([]string, len(specs))
+	for i, sp := range specs {
+		names[i] = sp.Name
+	}
+	details, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		t.Fatalf("ListTopics: %v", err)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		t.Fatalf("DescribeTopicConfigs: %v", err)
+	}
+	tests := []struct {
+		topic      string
+		partitions int
+		policy     string
+		retention  string // "" when not checked (compacted topics)
+	}{
+		{schemas.TopicConfig, 1, "compact", ""},
+		{schemas.TopicAudiencesState, 3, "compact", ""},
+		{schemas.TopicSuppressions, 3, "compact", ""},
+		{schemas.TopicEvents, 3, "delete", "604800000"},
+		{schemas.TopicInbound, 3, "delete", "604800000"},
+		{schemas.TopicRejected, 3, "delete", "604800000"},
+		{schemas.TopicDeliveries, 3, "delete", "604800000"},
+		{schemas.TopicAttempts, 3, "delete", "604800000"},
+		{schemas.TopicDeletions, 3, "delete", "2592000000"},
+		{schemas.TopicDLQ, 3, "delete", "2592000000"},
+		{"webhooks.retry.10s", 3, "delete", "604800000"},
+		{"webhooks.retry.1m", 3, "delete", "604800000"},
+	}
+	if len(tests) != len(specs) {
+		t.Errorf("DefaultTopics returned %d topics, the table checks %d", len(specs), len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.topic, func(t *testing.T) {
+			if _, ok := byName[tt.topic]; !ok {
+				t.Fatalf("DefaultTopics has no %s", tt.topic)
+			}
+			name := prefix + "." + tt.topic
+			d, ok := details[name]
+			if !ok || d.Err != nil {
+				t.Fatalf("topic not listed: %v", d.Err)
+			}
+			if got := len(d.Partitions); got != tt.partitions {
+				t.Errorf("partitions = %d, want %d", got, tt.partitions)
+			}
+			rc, err := configs.On(name, nil)
+			if err != nil {
+				t.Fatalf("configs: %v", err)
+			}
+			if got := configValue(rc, "cleanup.policy"); got != tt.policy {
+				t.Errorf("cleanup.policy = %q, want %q", got, tt.policy)
+			}
+			if tt.retention != "" {
+				if got := configValue(rc, "retention.ms"); got != tt.retention {
+					t.Errorf("retention.ms = %q, want %q", got, tt.retention)
+				}
+			}
+		})
+	}
+}
+
+func configValue(rc kadm.ResourceConfig, key string) string {
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			return c.MaybeValue()
+		}
+	}
+	return ""
+}
+
+func testPartitionsOnlyGrow(t *testing.T, s platform.KafkaSettings) {
+	ctx := testCtx(t, 60*time.Second)
+	_, adm := newClient(t, s)
+	topic := kafkatest.UniqueTopic(t, "grow")
+	for _, step := range []struct{ ask, want int32 }{{2, 2}, {4, 4}, {1, 4}} {
+		spec := []platform.TopicSpec{{Name: topic, Partitions: step.ask, Retention: time.Hour}}
+		if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, spec); err != nil {
+			t.Fatalf("EnsureTopics(%d partitions): %v", step.ask, err)
+		}
+		details, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			t.Fatalf("ListTopics: %v", err)
+		}
+		if got := int32(len(details[topic].Partitions)); got != step.want {
+			t.Errorf("after asking for %d partitions: %d, want %d", step.ask, got, step.want)
+		}
+	}
+}
+
+// lockedBuffer is a log sink that the store's goroutine and the test can share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runStore starts a ConfigStore on topic and returns it once ready, with a function that stops
+// it and returns Run's error.
+func runStore(t *testing.T, s platform.KafkaSettings, topic string, logger zerolog.Logger) (*platform.ConfigStore, func() error) {
+	t.Helper()
+	store, err := platform.NewConfigStore(s, topic, logger)
+	if err != nil {
+		t.Fatalf("NewConfigStore: %v", err)
+	}
+	if got := store.Snapshot(); got == nil || got.Version() != 0 || len(got.Sources()) != 0 {
+		t.Fatalf("snapshot before Run = %+v, want empty version 0", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- store.Run(ctx) }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case <-store.Ready():
+	case err := <-done:
+		stopped = true
+		t.Fatalf("store stopped before ready: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("store not ready after 20s")
+	}
+	return store, stop
+}
+
+// waitVisible waits at most a second for cond to hold on the store's snapshot.
+func waitVisible(t *testing.T, store *platform.ConfigStore, what string, cond func(*platform.Snapshot) bool) *platform.Snapshot {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	snap, err := store.WaitFor(ctx, cond)
+	if err != nil {
+		t.Fatalf("%s: not visible within 1s: %v", what, err)
+	}
+	t.Logf("%s: visible after %v", what, time.Since(start).Round(100*time.Microsecond))
+	return snap
+}
+
+func destIDs(ds []*schemas.Destination) string {
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	return strings.Join(ids, ",")
+}
+
+func testConfigStore(t *testing.T, s platform.KafkaSettings) {
+	ctx := testCtx(t, 90*time.Second)
+	cl, adm := newClient(t, s)
+	topic := kafkatest.UniqueTopic(t, "config")
+	spec := []platform.TopicSpec{{Name: topic, Partitions: 1, Compact: true}}
+	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, spec); err != nil {
+		t.Fatalf("EnsureTopics: %v", err)
+	}
+	if err := platform.ApplyConfigFile(ctx, cl, topic, "testdata/config.yaml"); err != nil {
+		t.Fatalf("ApplyConfigFile: %v", err)
+	}
+
+	var logs lockedBuffer
+	store, stop := runStore(t, s, topic, zerolog.New(&logs))
+	snap := store.Snapshot()
+	if snap.Version() == 0 {
+		t.Errorf("ready snapshot has version 0")
+	}
+	web, ok := snap.SourceByID("web")
+	if !ok || web.Name != "Web site" {
+		t.Fatalf("SourceByID(web) = %+v, %v", web, ok)
+	}
+	if web.WriteKey != "" {
+		t.Errorf("source web carries its plaintext write key")
+	}
+	if got, ok := snap.SourceByKeyHash(schemas.HashWriteKey("wk_test_app")); !ok || got.ID != "app" {
+		t.Errorf("SourceByKeyHash(app's key) = %+v, %v", got, ok)
+	}
+	if _, ok := snap.SourceByKeyHash(schemas.HashWriteKey("wk_unknown")); ok {
+		t.Errorf("SourceByKeyHash found a source for an unknown key")
+	}
+	if got := destIDs(snap.DestinationsForSource("web")); got != "order-hooks,paused-hooks" {
+		t.Errorf("DestinationsForSource(web) = %s", got)
+	}
+	if got := destIDs(snap.DestinationsForSource("app")); got != "order-hooks" {
+		t.Errorf("DestinationsForSource(app) = %s", got)
+	}
+	if d, ok := snap.DestinationByID("paused-hooks"); !ok || d.IsEnabled() {
+		t.Errorf("DestinationByID(paused-hooks) = %+v, %v; want a disabled destination", d, ok)
+	}
+	if got := snap.Audiences(); len(got) != 1 || got[0].ID != "power-users" {
+		t.Errorf("Audiences() = %+v", got)
+	}
+
+	// An upsert: a file with only the web source changes it and leaves the rest alone.
+	changes := snap.Stale()
+	cfg := &schemas.Config{Sources: []schemas.Source{{ID: "web", Name: "Web site v2", WriteKey: "wk_test_web2"}}}
+	if err := platform.ApplyConfig(ctx, cl, topic, cfg); err != nil {
+		t.Fatalf("ApplyConfig: %v", err)
+	}
+	snap = waitVisible(t, store, "change", func(s *platform.Snapshot) bool {
+		src, ok := s.SourceByID("web")
+		return ok && src.Name == "Web site v2"
+	})
+	select {
+	case <-changes:
+	default:
+		t.Errorf("the old snapshot's Stale channel is open after a change")
+	}
+	if _, ok := snap.SourceByKeyHash(schemas.HashWriteKey("wk_test_web")); ok {
+		t.Errorf("web's old write key still finds a source")
+	}
+	if got, ok := snap.SourceByKeyHash(schemas.HashWriteKey("wk_test_web2")); !ok || got.ID != "web" {
+		t.Errorf("web's new write key: %+v, %v", got, ok)
+	}
+	if _, ok := snap.SourceByID("app"); !ok {
+		t.Errorf("source app vanished after an upsert that did not mention it")
+	}
+
+	// A tombstone deletes.
+	if err := platform.DeleteConfigObject(ctx, cl, topic, schemas.ConfigKindDestination, "paused-hooks"); err != nil {
+		t.Fatalf("DeleteConfigObject: %v", err)
+	}
+	snap = waitVisible(t, store, "tombstone", func(s *platform.Snapshot) bool {
+		_, ok := s.DestinationByID("paused-hooks")
+		return !ok
+	})
+	if got := destIDs(snap.DestinationsForSource("web")); got != "order-hooks" {
+		t.Errorf("after the tombstone, DestinationsForSource(web) = %s", got)
+	}
+
+	// A record that does not decode is logged without its value and skipped.
+	const secret = "TOPSECRET-do-not-log"
+	bad := schemas.ConfigRecord{Key: "source/broken", Value: []byte(`{"id":"broken","writeKey":"` + secret + `"`)}
+	if err := platform.ProduceConfigRecords(ctx, cl, topic, bad); err != nil {
+		t.Fatalf("producing a bad record: %v", err)
+	}
+	cfg = &schemas.Config{Sources: []schemas.Source{{ID: "later", WriteKey: "wk_test_later"}}}
+	if err := platform.ApplyConfig(ctx, cl, topic, cfg); err != nil {
+		t.Fatalf("ApplyConfig after a bad record: %v", err)
+	}
+	snap = waitVisible(t, store, "change after a bad record", func(s *platform.Snapshot) bool {
+		_, ok := s.SourceByID("later")
+		return ok
+	})
+	if _, ok := snap.SourceByID("broken"); ok {
+		t.Errorf("the record that does not decode became a source")
+	}
+	if l := logs.String(); !strings.Contains(l, "source/broken") {
+		t.Errorf("the bad record was not logged by key; logs:\n%s", l)
+	} else if strings.Contains(l, secret) {
+		t.Errorf("the logs hold the bad record's value")
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("Run returned %v after cancellation, want nil", err)
+	}
+
+	// A new store re-materialises the same state from the topic.
+	again, _ := runStore(t, s, topic, zerolog.Nop())
+	snap2 := again.Snapshot()
+	if got, want := summary(snap2), summary(snap); got != want {
+		t.Errorf("restarted store:\n got %s\nwant %s", got, want)
+	}
+}
+
+func summary(s *platform.Snapshot) string {
+	var b strings.Builder
+	for _, src := range s.Sources() {
+		b.WriteString("source/" + src.ID + "=" + src.Name + "," + src.KeyHash()[:15] + " ")
+	}
+	for _, d := range s.Destinations() {
+		b.WriteString("destination/" + d.ID + " ")
+	}
+	for _, a := range s.Audiences() {
+		b.WriteString("audience/" + a.ID + " ")
+	}
+	return b.String()
+}
+
+func testConfigStoreEmpty(t *testing.T, s platform.KafkaSettings) {
+	ctx := testCtx(t, 60*time.Second)
+	_, adm := newClient(t, s)
+	topic := kafkatest.UniqueTopic(t, "config")
+	spec := []platform.TopicSpec{{Name: topic, Partitions: 1, Compact: true}}
+	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, spec); err != nil {
+		t.Fatalf("EnsureTopics: %v", err)
+	}
+	store, stop := runStore(t, s, topic, zerolog.Nop())
+	if snap := store.Snapshot(); snap.Version() != 1 || len(snap.Sources())+len(snap.Destinations())+len(snap.Audiences()) != 0 {
+		t.Errorf("snapshot of an empty topic: version %d, %s", snap.Version(), summary(snap))
+	}
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -1,0 +1,24 @@
+// Package platform is the shared runtime of every Tributary service. Each service's main wires
+// these pieces together; nothing here keeps package-level state or handles signals on its own.
+//
+//   - Settings: [KafkaSettings], read from the environment by [LoadKafkaSettings]
+//     (KAFKA_BROKERS, SASL/SCRAM, TLS, replication factor, partitions) with a Validate that
+//     names the bad variable.
+//   - Kafka clients: [KafkaSettings.ClientOpts] and [NewKafkaClient] build franz-go clients
+//     whose internal logs go to zerolog ([NewKgoLogger]).
+//   - Topic bootstrap: [DefaultTopics] lists every topic of design §2 with its partitions,
+//     retention and cleanup policy; [EnsureTopics] creates what is missing, idempotently.
+//   - The config store: [ApplyConfig] and [ApplyConfigFile] upsert a tenant config into the
+//     compacted topic tributary.config; [ConfigStore] materialises that topic into an
+//     immutable [Snapshot] that every service reads without locks.
+//   - Logging: [NewLogger] (LOG_LEVEL; JSON, or pretty on a terminal).
+//   - HTTP: [HTTPServer] serves /healthz, /readyz, Prometheus /metrics and the service's own
+//     handler with hardened timeouts, and drains in-flight requests on shutdown; [Health]
+//     holds the readiness of a service's components.
+//   - Lifecycle: [Runner], [RunAll] and, for mains only, [SignalContext].
+//
+// The embedded broker (franz-go's kfake with on-disk persistence) lives in the sub-package
+// platform/embedded so that production services do not link it, and the test helpers shared by
+// every module (a fresh embedded cluster per test, the Apache Kafka conformance switch, unique
+// topic names) in platform/kafkatest.
+package platform

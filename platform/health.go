@@ -1,0 +1,156 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// CheckFunc checks one dependency on each health request (for example that the broker answers);
+// a non-nil error makes the service unhealthy and is shown in the answer, so it must not hold
+// secrets.
+type CheckFunc func(ctx context.Context) error
+
+// DefaultCheckTimeout bounds each CheckFunc call.
+const DefaultCheckTimeout = 2 * time.Second
+
+// Health holds a service's readiness: components that report themselves ready or not
+// (SetReady), and checks run on each request (AddCheck). Its methods are safe for concurrent
+// use.
+//
+// GET /healthz answers 200 when every component is ready and every check passes (design §4:
+// "once a service can serve: broker reachable, config loaded"), else 503 naming what fails.
+// GET /readyz answers the same, and also 503 once the server is shutting down, so that load
+// balancers stop sending requests while in-flight ones drain.
+type Health struct {
+	mu           sync.Mutex
+	components   map[string]bool
+	checks       map[string]CheckFunc
+	checkTimeout time.Duration
+	shuttingDown atomic.Bool
+}
+
+// NewHealth returns a Health with no components and no checks: healthy.
+func NewHealth() *Health {
+	return &Health{components: map[string]bool{}, checks: map[string]CheckFunc{}, checkTimeout: DefaultCheckTimeout}
+}
+
+// SetCheckTimeout changes how long each check may take (DefaultCheckTimeout).
+func (h *Health) SetCheckTimeout(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checkTimeout = d
+}
+
+// SetReady records whether component is ready. Register every component as not ready at
+// start-up, so that the service is unhealthy until each one has come up.
+func (h *Health) SetReady(component string, ready bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.components[component] = ready
+}
+
+// AddCheck registers (or replaces) the check called name.
+func (h *Health) AddCheck(name string, fn CheckFunc) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks[name] = fn
+}
+
+// SetShuttingDown makes /readyz answer 503 from now on; HTTPServer calls it when it starts to
+// shut down.
+func (h *Health) SetShuttingDown() { h.shuttingDown.Store(true) }
+
+// HealthReport is the JSON body of /healthz and /readyz.
+type HealthReport struct {
+	// Status is "ok" or "unavailable".
+	Status string `json:"status"`
+	// Checks maps each component and check to "ok", "not ready", or the check's error.
+	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// Check runs every check concurrently (each under the check timeout) and reports whether the
+// service is healthy, with the state of each component and check.
+func (h *Health) Check(ctx context.Context) (bool, HealthReport) {
+	h.mu.Lock()
+	components := maps.Clone(h.components)
+	checks := maps.Clone(h.checks)
+	timeout := h.checkTimeout
+	h.mu.Unlock()
+
+	report := HealthReport{Status: "ok", Checks: map[string]string{}}
+	healthy := true
+	for name, ready := range components {
+		report.Checks[name] = "ok"
+		if !ready {
+			report.Checks[name] = "not ready"
+			healthy = false
+		}
+	}
+	results := make([]error, len(checks))
+	names := slices.Sorted(maps.Keys(checks))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			results[i] = checks[name](cctx)
+		})
+	}
+	wg.Wait()
+	for i, name := range names {
+		report.Checks[name] = "ok"
+		if results[i] != nil {
+			report.Checks[name] = results[i].Error()
+			healthy = false
+		}
+	}
+	if !healthy {
+		report.Status = "unavailable"
+	}
+	return healthy, report
+}
+
+// HealthzHandler serves /healthz.
+func (h *Health) HealthzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, report := h.Check(r.Context())
+		writeHealth(w, ok, report)
+	})
+}
+
+// ReadyzHandler serves /readyz.
+func (h *Health) ReadyzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, report := h.Check(r.Context())
+		if h.shuttingDown.Load() {
+			ok = false
+			report.Status = "unavailable"
+			report.Checks["shutdown"] = "shutting down"
+		}
+		writeHealth(w, ok, report)
+	})
+}
+
+func writeHealth(w http.ResponseWriter, ok bool, report HealthReport) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if ok {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(report)
+}
+
+// KafkaCheck returns a check that the cluster answers (kgo.Client.Ping).
+func KafkaCheck(cl *kgo.Client) CheckFunc {
+	return func(ctx context.Context) error { return cl.Ping(ctx) }
+}

@@ -1,0 +1,168 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+// HTTP server limits. Handlers that stream or run long set their own deadlines
+// (http.ResponseController); there is no global write timeout for that reason.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+	// DefaultShutdownTimeout is how long Run lets in-flight requests finish after its context
+	// is cancelled, before it closes their connections.
+	DefaultShutdownTimeout = 15 * time.Second
+)
+
+// HTTPServer serves a service's handler next to /healthz, /readyz and /metrics, with hardened
+// timeouts, and shuts down gracefully. Create it with NewHTTPServer; Listen (optional) and Run
+// are called once.
+type HTTPServer struct {
+	// ShutdownTimeout bounds the graceful drain (DefaultShutdownTimeout); set it before Run.
+	ShutdownTimeout time.Duration
+
+	srv    *http.Server
+	health *Health
+	logger zerolog.Logger
+
+	mu sync.Mutex
+	ln net.Listener
+}
+
+// NewHTTPServer returns a server for addr (host:port; port 0 picks a free one) that routes
+// /healthz and /readyz to health, /metrics to gatherer (Prometheus text or OpenMetrics), and
+// every other path to app. A nil health is always healthy, a nil gatherer serves an empty
+// registry, and a nil app answers 404.
+func NewHTTPServer(addr string, app http.Handler, health *Health, gatherer prometheus.Gatherer, logger zerolog.Logger) *HTTPServer {
+	if health == nil {
+		health = NewHealth()
+	}
+	if gatherer == nil {
+		gatherer = prometheus.NewRegistry()
+	}
+	if app == nil {
+		app = http.NotFoundHandler()
+	}
+	logger = logger.With().Str("component", "http").Logger()
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", health.HealthzHandler())
+	mux.Handle("GET /readyz", health.ReadyzHandler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		ErrorLog:          zerologPrinter{logger},
+		EnableOpenMetrics: true,
+	}))
+	mux.Handle("/", app)
+	return &HTTPServer{
+		ShutdownTimeout: DefaultShutdownTimeout,
+		srv: &http.Server{
+			Addr:              addr,
+			Handler:           mux,
+			ReadHeaderTimeout: DefaultReadHeaderTimeout,
+			ReadTimeout:       DefaultReadTimeout,
+			IdleTimeout:       DefaultIdleTimeout,
+			MaxHeaderBytes:    DefaultMaxHeaderBytes,
+			ErrorLog:          log.New(zerologWriter{logger}, "", 0),
+		},
+		health: health,
+		logger: logger,
+	}
+}
+
+// Handler returns the server's full handler (health, metrics and app), for tests.
+func (s *HTTPServer) Handler() http.Handler { return s.srv.Handler }
+
+// Listen binds the address, so that Addr can tell the port before Run serves. Run calls it if
+// it has not been called.
+func (s *HTTPServer) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.srv.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.srv.Addr, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr returns the bound address (host:port) once Listen has succeeded, else the configured
+// one.
+func (s *HTTPServer) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.srv.Addr
+}
+
+// Run listens (unless Listen was called) and serves until ctx is cancelled; then it marks the
+// service as shutting down (/readyz answers 503), stops accepting connections and waits up to
+// ShutdownTimeout for in-flight requests to finish, closing the rest. It returns nil after a
+// clean drain, and an error if serving fails or the drain times out.
+func (s *HTTPServer) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	s.logger.Info().Str("addr", ln.Addr().String()).Msg("serving HTTP")
+
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.health.SetShuttingDown()
+	timeout := s.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if err != nil {
+		_ = s.srv.Close()
+		err = fmt.Errorf("draining HTTP requests on %s: %w", ln.Addr(), err)
+	}
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), serr)
+	}
+	s.logger.Info().Err(err).Msg("HTTP server stopped")
+	return err
+}
+
+// zerologWriter turns net/http's error log lines into warnings.
+type zerologWriter struct{ logger zerolog.Logger }
+
+func (w zerologWriter) Write(p []byte) (int, error) {
+	w.logger.Warn().Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// zerologPrinter turns promhttp's error log lines into errors.
+type zerologPrinter struct{ logger zerolog.Logger }
+
+func (p zerologPrinter) Println(v ...any) {
+	p.logger.Error().Msg(strings.TrimSpace(fmt.Sprintln(v...)))
+}

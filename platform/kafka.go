@@ -1,0 +1,117 @@
+package platform
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// ClientOpts returns the franz-go options that reach the cluster: seed brokers, SASL (PLAIN or
+// SCRAM) and TLS (system roots plus TLSCAFile). It validates the settings first.
+func (s KafkaSettings) ClientOpts() ([]kgo.Opt, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
+	switch s.SASLMechanism {
+	case SASLPlain:
+		opts = append(opts, kgo.SASL(plain.Auth{User: s.SASLUsername, Pass: s.SASLPassword}.AsMechanism()))
+	case SASLScramSHA256:
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.SASLUsername, Pass: s.SASLPassword}.AsSha256Mechanism()))
+	case SASLScramSHA512:
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.SASLUsername, Pass: s.SASLPassword}.AsSha512Mechanism()))
+	}
+	if s.TLS {
+		cfg, err := s.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	return opts, nil
+}
+
+// tlsConfig trusts the system roots plus the certificates of TLSCAFile. franz-go sets the
+// server name of each broker connection from the broker's host.
+func (s KafkaSettings) tlsConfig() (*tls.Config, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if s.TLSCAFile != "" {
+		pem, err := os.ReadFile(s.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("KAFKA_TLS_CA_FILE: reading %s: %w", s.TLSCAFile, err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("KAFKA_TLS_CA_FILE: %s holds no PEM certificate", s.TLSCAFile)
+		}
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+}
+
+// NewKafkaClient builds a franz-go client for the settings. Its internal logs go to logger at
+// warn and above ([NewKgoLogger]); opts come last, so they may override anything, the log
+// level included (kgo.WithLogger). The caller owns the client and must Close it.
+func NewKafkaClient(s KafkaSettings, logger zerolog.Logger, opts ...kgo.Opt) (*kgo.Client, error) {
+	base, err := s.ClientOpts()
+	if err != nil {
+		return nil, err
+	}
+	all := append(base, kgo.WithLogger(NewKgoLogger(logger, kgo.LogLevelWarn)))
+	all = append(all, opts...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// NewKgoLogger adapts a zerolog logger to franz-go's kgo.Logger: messages at level and above
+// are logged with their key-value pairs as fields. It is safe for concurrent use.
+func NewKgoLogger(logger zerolog.Logger, level kgo.LogLevel) kgo.Logger {
+	return kgoLogger{logger: logger.With().Str("component", "kgo").Logger(), level: level}
+}
+
+type kgoLogger struct {
+	logger zerolog.Logger
+	level  kgo.LogLevel
+}
+
+var _ kgo.Logger = kgoLogger{}
+
+func (l kgoLogger) Level() kgo.LogLevel { return l.level }
+
+func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	var ev *zerolog.Event
+	switch level {
+	case kgo.LogLevelError:
+		ev = l.logger.Error()
+	case kgo.LogLevelWarn:
+		ev = l.logger.Warn()
+	case kgo.LogLevelInfo:
+		ev = l.logger.Info()
+	case kgo.LogLevelDebug:
+		ev = l.logger.Debug()
+	default:
+		return
+	}
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		key, ok := keyvals[i].(string)
+		if !ok {
+			key = fmt.Sprint(keyvals[i])
+		}
+		if err, ok := keyvals[i+1].(error); ok {
+			ev = ev.AnErr(key, err)
+			continue
+		}
+		ev = ev.Interface(key, keyvals[i+1])
+	}
+	ev.Msg(msg)
+}

@@ -1,0 +1,215 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// TopicSpec is how one topic is created.
+type TopicSpec struct {
+	// Name is the topic's name.
+	Name string
+	// Partitions is the partition count at creation; EnsureTopics also raises an existing
+	// topic to it, never lowers it.
+	Partitions int32
+	// Retention is retention.ms: 0 keeps the broker default, -1 keeps records forever.
+	// It does not apply to compacted topics.
+	Retention time.Duration
+	// Compact sets cleanup.policy=compact (keep the latest record per key; tombstones
+	// delete) instead of delete.
+	Compact bool
+}
+
+// Retention periods of DefaultTopics.
+const (
+	day = 24 * time.Hour
+	// RetentionDefault keeps what flows through the pipeline for a week: long enough to
+	// replay after an incident, short enough to bound the disk.
+	RetentionDefault = 7 * day
+	// RetentionLong keeps what an operator acts on later (the DLQ, deletion requests) for 30
+	// days.
+	RetentionLong = 30 * day
+)
+
+// DefaultTopics returns every topic of design §2, each with its partition count, retention and
+// cleanup policy, and one retry tier topic per distinct delay of retrySchedule (in the order
+// they first appear). partitions is KAFKA_PARTITIONS.
+//
+//	topic                      partitions  cleanup  retention
+//	tributary.config           1           compact  (forever: latest per key)
+//	audiences.state            partitions  compact  (forever: latest per key)
+//	tracking.suppressions      partitions  compact  (forever: latest per key)
+//	tracking.inbound           partitions  delete   7 days
+//	tracking.events            partitions  delete   7 days
+//	tracking.rejected          partitions  delete   7 days
+//	tracking.deletions         partitions  delete   30 days
+//	webhooks.deliveries        partitions  delete   7 days
+//	webhooks.retry.<delay>     partitions  delete   7 days (one topic per distinct delay)
+//	webhooks.dlq               partitions  delete   30 days
+//	webhooks.attempts          partitions  delete   7 days
+//
+// tributary.config has one partition so that every service reads the config writes in the
+// order they were made.
+func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec {
+	specs := []TopicSpec{
+		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
+		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true},
+		{Name: schemas.TopicSuppressions, Partitions: partitions, Compact: true},
+		{Name: schemas.TopicInbound, Partitions: partitions, Retention: RetentionDefault},
+		{Name: schemas.TopicEvents, Partitions: partitions, Retention: RetentionDefault},
+		{Name: schemas.TopicRejected, Partitions: partitions, Retention: RetentionDefault},
+		{Name: schemas.TopicDeletions, Partitions: partitions, Retention: RetentionLong},
+		{Name: schemas.TopicDeliveries, Partitions: partitions, Retention: RetentionDefault},
+	}
+	var seen []time.Duration
+	for _, d := range retrySchedule {
+		if slices.Contains(seen, d) {
+			continue
+		}
+		seen = append(seen, d)
+		specs = append(specs, TopicSpec{Name: schemas.RetryTopic(d), Partitions: partitions, Retention: RetentionDefault})
+	}
+	return append(specs,
+		TopicSpec{Name: schemas.TopicDLQ, Partitions: partitions, Retention: RetentionLong},
+		TopicSpec{Name: schemas.TopicAttempts, Partitions: partitions, Retention: RetentionDefault},
+	)
+}
+
+// Configs returns the topic configs the spec creates the topic with: cleanup.policy, and
+// retention.ms unless Retention is 0 or the topic is compacted.
+func (s TopicSpec) Configs() map[string]*string {
+	policy := "delete"
+	if s.Compact {
+		policy = "compact"
+	}
+	cfg := map[string]*string{"cleanup.policy": &policy}
+	if !s.Compact && s.Retention != 0 {
+		ms := "-1"
+		if s.Retention > 0 {
+			ms = strconv.FormatInt(s.Retention.Milliseconds(), 10)
+		}
+		cfg["retention.ms"] = &ms
+	}
+	return cfg
+}
+
+// topicReadyTimeout bounds how long EnsureTopics waits for created topics to have leaders.
+const topicReadyTimeout = 30 * time.Second
+
+// EnsureTopics makes every topic of specs exist, idempotently: a missing topic is created with
+// its spec's partitions and configs and replicationFactor (-1: the broker default); an existing
+// topic keeps its configs (operators may have tuned them) and gains partitions if it has fewer
+// than its spec asks for, never loses any. Losing a creation race to another service is fine.
+// It returns once every created topic has a leader for each partition, so that callers can
+// produce at once. Errors name the topic.
+func EnsureTopics(ctx context.Context, adm *kadm.Client, replicationFactor int16, specs []TopicSpec) error {
+	names := make([]string, 0, len(specs))
+	for _, s := range specs {
+		if s.Name == "" {
+			return errors.New("ensuring topics: a topic spec has no name")
+		}
+		if s.Partitions < 1 {
+			return fmt.Errorf("ensuring topic %s: %d partitions: must be at least 1", s.Name, s.Partitions)
+		}
+		names = append(names, s.Name)
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	details, err := freshTopics(ctx, adm, names)
+	if err != nil {
+		return fmt.Errorf("listing topics: %w", err)
+	}
+	var created []string
+	var errs []error
+	for _, s := range specs {
+		d, ok := details[s.Name]
+		switch {
+		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			_, err := adm.CreateTopic(ctx, s.Partitions, replicationFactor, s.Configs(), s.Name)
+			if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+				errs = append(errs, fmt.Errorf("creating topic %s: %w", s.Name, err))
+				continue
+			}
+			created = append(created, s.Name)
+		case d.Err != nil:
+			errs = append(errs, fmt.Errorf("describing topic %s: %w", s.Name, d.Err))
+		case int32(len(d.Partitions)) < s.Partitions:
+			resp, err := adm.UpdatePartitions(ctx, int(s.Partitions), s.Name)
+			if err == nil {
+				if r, ok := resp[s.Name]; ok {
+					err = r.Err
+				}
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("raising topic %s from %d to %d partitions: %w", s.Name, len(d.Partitions), s.Partitions, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return waitForLeaders(ctx, adm, created)
+}
+
+// waitForLeaders polls metadata until every topic is listed with a leader for each partition:
+// on a real cluster a topic is usable a moment after CreateTopics returns.
+func waitForLeaders(ctx context.Context, adm *kadm.Client, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, topicReadyTimeout)
+	defer cancel()
+	for {
+		details, err := freshTopics(ctx, adm, topics)
+		pending := ""
+		if err == nil {
+			for _, t := range topics {
+				d, ok := details[t]
+				if !ok || d.Err != nil || len(d.Partitions) == 0 {
+					pending = t
+					break
+				}
+				for _, p := range d.Partitions {
+					if p.Leader < 0 || p.Err != nil {
+						pending = t
+					}
+				}
+				if pending != "" {
+					break
+				}
+			}
+			if pending == "" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if pending == "" && err != nil {
+				return fmt.Errorf("waiting for created topics: %w", err)
+			}
+			return fmt.Errorf("waiting for topic %s to have leaders: %w", pending, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freshTopics describes topics from the brokers. kadm's ListTopics answers from the client's
+// metadata cache (up to MetadataMinAge, 5s, old), which would hide a topic created a moment
+// ago; asking for authorized operations makes kadm issue a direct request instead.
+func freshTopics(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
+	md, err := adm.Metadata(kadm.WithAuthorizedOps(ctx), topics...)
+	if err != nil {
+		return nil, err
+	}
+	return md.Topics, nil
+}
