@@ -1,0 +1,309 @@
+package ingest
+
+import (
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Handler returns the tracking API: /v1/{identify,track,page,screen,group,alias,batch,import}.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, t := range []string{schemas.TypeIdentify, schemas.TypeTrack, schemas.TypePage, schemas.TypeScreen, schemas.TypeGroup, schemas.TypeAlias} {
+		mux.Handle("/v1/"+t, s.endpoint(t, false))
+	}
+	mux.Handle("/v1/batch", s.endpoint("batch", true))
+	mux.Handle("/v1/import", s.endpoint("import", true))
+	return s.cors(mux)
+}
+
+// apiError is the body of every error answer: analytics-python and others parse it.
+type apiError struct {
+	status        int
+	Code, Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, map[string]string{"code": e.Code, "message": e.Message})
+}
+
+// cors answers preflight requests and adds CORS headers so browser clients can post.
+func (s *Service) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" {
+			allowed := len(s.cfg.AllowedOrigins) == 0
+			for _, o := range s.cfg.AllowedOrigins {
+				if o == origin {
+					allowed = true
+				}
+			}
+			if allowed {
+				h := w.Header()
+				h.Set("Access-Control-Allow-Origin", origin)
+				h.Set("Access-Control-Allow-Credentials", "true")
+				h.Set("Vary", "Origin")
+			}
+		}
+		if r.Method == http.MethodOptions {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding")
+			h.Set("Access-Control-Max-Age", "86400")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type response struct {
+	Success  bool       `json:"success"`
+	Rejected []rejected `json:"rejected,omitempty"`
+}
+
+type rejected struct {
+	Index  int    `json:"index"`
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+func (s *Service) endpoint(name string, batch bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		status, n := s.serve(w, r, name, batch)
+		s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
+		s.metrics.requestSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		_ = n
+	})
+}
+
+// serve handles one request and returns the status it answered and the messages accepted.
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, batch bool) (int, int) {
+	fail := func(e *apiError) (int, int) {
+		writeError(w, e)
+		return e.status, 0
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST, OPTIONS")
+		return fail(&apiError{http.StatusMethodNotAllowed, "method_not_allowed", "use POST"})
+	}
+	limit := int64(schemas.MaxMessageBytes)
+	if batch {
+		limit = schemas.MaxBatchBytes
+	}
+	body, apiErr := readBody(r, limit)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+
+	// The write key: HTTP Basic user name; else a Bearer token that is a write key; else the
+	// body's writeKey (analytics-python and analytics-node before 3.1 send no auth header).
+	headerKey, bearer := authKey(r)
+	env := &envelope{receivedAt: time.Now().UTC(), ip: s.clientIP(r)}
+	var raws [][]byte
+	var bodyKey string
+	if batch {
+		b, err := schemas.DecodeBatch(body)
+		if err != nil {
+			return fail(&apiError{http.StatusBadRequest, "invalid_json", err.Error()})
+		}
+		if len(b.Messages) > schemas.MaxBatchMessages {
+			return fail(&apiError{http.StatusRequestEntityTooLarge, "batch_too_large", fmt.Sprintf("a batch holds at most %d messages, got %d", schemas.MaxBatchMessages, len(b.Messages))})
+		}
+		bodyKey = b.WriteKey
+		env.sentAt, env.timestamp, env.context, env.integrations = b.SentAt, b.Timestamp, b.Context, b.Integrations
+		raws = make([][]byte, len(b.Messages))
+		for i, m := range b.Messages {
+			raws[i] = m
+		}
+	} else {
+		m, err := schemas.DecodeMessage(body)
+		if err != nil {
+			return fail(&apiError{http.StatusBadRequest, "invalid_json", err.Error()})
+		}
+		bodyKey = m.WriteKey
+		env.callType = name
+		raws = [][]byte{body}
+	}
+	src := s.lookup(headerKey, bearer, bodyKey)
+	if src == nil {
+		w.Header().Set("WWW-Authenticate", `Basic realm="tributary"`)
+		return fail(&apiError{http.StatusUnauthorized, "unauthorized", "missing or unknown write key: send it as the HTTP Basic user name"})
+	}
+
+	recs := make([]*kgo.Record, 0, len(raws))
+	var rejects []rejected
+	for i, raw := range raws {
+		rec, rej := s.prepare(raw, src, env)
+		if rej != nil {
+			if !batch {
+				status := http.StatusBadRequest
+				if rej.code == "message_too_large" {
+					status = http.StatusRequestEntityTooLarge
+				}
+				return fail(&apiError{status, rej.code, rej.reason})
+			}
+			rejects = append(rejects, rejected{Index: i, Code: rej.code, Reason: rej.reason})
+			recs = append(recs, s.rejectedRecord(raw, src, rejectKey(raw), rej))
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	if err := s.produce(r.Context(), recs); err != nil {
+		s.logger.Warn().Err(err).Str("endpoint", name).Int("records", len(recs)).Msg("kafka did not acknowledge; answering 503")
+		w.Header().Set("Retry-After", "1")
+		return fail(&apiError{http.StatusServiceUnavailable, "unavailable", "the event store did not acknowledge in time; retry"})
+	}
+	accepted := len(recs) - len(rejects)
+	s.metrics.messages.WithLabelValues("accepted").Add(float64(accepted))
+	s.metrics.messages.WithLabelValues("rejected").Add(float64(len(rejects)))
+	writeJSON(w, http.StatusOK, response{Success: true, Rejected: rejects})
+	return http.StatusOK, accepted
+}
+
+// readBody reads the request body, gunzipping it when Content-Encoding is gzip, and refuses
+// (413) anything past limit, counted after decompression so a gzip bomb stops at the limit.
+func readBody(r *http.Request, limit int64) ([]byte, *apiError) {
+	tooLarge := &apiError{http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("the body is larger than %d bytes", limit)}
+	if r.ContentLength > limit && r.Header.Get("Content-Encoding") == "" {
+		return nil, tooLarge
+	}
+	var rd io.Reader = r.Body
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(io.LimitReader(r.Body, limit+1))
+		if err != nil {
+			return nil, &apiError{http.StatusBadRequest, "invalid_body", "the body is not valid gzip"}
+		}
+		defer zr.Close()
+		rd = zr
+	default:
+		return nil, &apiError{http.StatusUnsupportedMediaType, "unsupported_encoding", fmt.Sprintf("Content-Encoding %q is not supported (use gzip)", enc)}
+	}
+	body, err := io.ReadAll(io.LimitReader(rd, limit+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, &apiError{http.StatusBadRequest, "invalid_body", "reading the body: " + err.Error()}
+	}
+	if int64(len(body)) > limit {
+		return nil, tooLarge
+	}
+	return body, nil
+}
+
+// authKey returns the write key of an Authorization header: the user name of Basic (the
+// password is ignored and the colon optional), or a Bearer token (bearer true).
+func authKey(r *http.Request) (key string, bearer bool) {
+	h := r.Header.Get("Authorization")
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok {
+		return "", false
+	}
+	switch strings.ToLower(scheme) {
+	case "basic":
+		dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+		if err != nil {
+			return "", false
+		}
+		user, _, _ := strings.Cut(string(dec), ":")
+		return user, false
+	case "bearer":
+		return strings.TrimSpace(cred), true
+	}
+	return "", false
+}
+
+// lookup finds the source of the first write key that names one. A Basic user name is
+// authoritative; a Bearer token may be a write key, else the body's writeKey decides.
+func (s *Service) lookup(headerKey string, bearer bool, bodyKey string) *schemas.Source {
+	sources := s.deps.Sources()
+	if sources == nil {
+		return nil
+	}
+	find := func(key string) *schemas.Source {
+		if key == "" {
+			return nil
+		}
+		src, ok := sources.SourceByKeyHash(schemas.HashWriteKey(key))
+		if !ok {
+			return nil
+		}
+		return src
+	}
+	if headerKey != "" && !bearer {
+		return find(headerKey)
+	}
+	if src := find(headerKey); src != nil {
+		return src
+	}
+	return find(bodyKey)
+}
+
+// clientIP is the TCP peer, or, when the peer is a trusted proxy, the nearest address of
+// X-Forwarded-For that is not itself a trusted proxy.
+func (s *Service) clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil || !s.trusted(peer) {
+		return host
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break
+		}
+		if !s.trusted(a) {
+			return a.String()
+		}
+	}
+	return host
+}
+
+func (s *Service) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// rejectKey keys a rejected message like its accepted form would be: userId, else
+// anonymousId, when they can be read.
+func rejectKey(raw []byte) []byte {
+	m, err := schemas.DecodeMessage(raw)
+	if err != nil || m.Key() == "" {
+		return nil
+	}
+	return []byte(m.Key())
+}

@@ -1,0 +1,111 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// envelope is what a message inherits from its request: batch-level fields, the peer's IP,
+// the time the request arrived.
+type envelope struct {
+	receivedAt   time.Time
+	sentAt       time.Time
+	timestamp    time.Time // batch-level timestamp: the default for messages without one
+	context      json.RawMessage
+	integrations json.RawMessage
+	ip           string
+	// callType is the type a single-call endpoint implies (/v1/track → "track"); "" for
+	// batches and the Kafka front door, where each message names its own.
+	callType string
+}
+
+// rejection says why one message was refused.
+type rejection struct {
+	code, reason string
+}
+
+// prepare turns one raw message into its tracking.events record, or says why it is rejected.
+func (s *Service) prepare(raw []byte, src *schemas.Source, env *envelope) (*kgo.Record, *rejection) {
+	if len(raw) > schemas.MaxMessageBytes {
+		return nil, &rejection{"message_too_large", fmt.Sprintf("message is %d bytes, more than the %d-byte limit", len(raw), schemas.MaxMessageBytes)}
+	}
+	m, err := schemas.DecodeMessage(raw)
+	if err != nil {
+		return nil, &rejection{"invalid_json", err.Error()}
+	}
+	if env.callType != "" {
+		m.Type = env.callType
+	}
+	if err := m.MergeContext(env.context); err != nil {
+		return nil, &rejection{"invalid_message", err.Error()}
+	}
+	if err := m.MergeIntegrations(env.integrations); err != nil {
+		return nil, &rejection{"invalid_message", err.Error()}
+	}
+	if err := m.Validate(); err != nil {
+		return nil, &rejection{"invalid_message", err.Error()}
+	}
+	enrich(m, env)
+	return &kgo.Record{
+		Topic: s.cfg.EventsTopic,
+		Key:   []byte(m.Key()),
+		Value: m.AppendJSON(make([]byte, 0, len(raw)+160)),
+		Headers: []kgo.RecordHeader{
+			{Key: schemas.HeaderSourceID, Value: []byte(src.ID)},
+			{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},
+			{Key: schemas.HeaderType, Value: []byte(m.Type)},
+		},
+	}, nil
+}
+
+// enrich applies the server-side fields of docs/ingest.md: messageId when missing; receivedAt;
+// originalTimestamp = the client's timestamp; timestamp corrected for the client's clock skew
+// when sentAt is known (receivedAt − (sentAt − timestamp)), the client's timestamp as given
+// otherwise (historical import), receivedAt when there is none; context.ip from the peer
+// unless set.
+func enrich(m *schemas.Message, env *envelope) {
+	if m.MessageID == "" {
+		m.MessageID = uuid.NewString()
+	}
+	m.ReceivedAt = env.receivedAt
+	sentAt := m.SentAt
+	if sentAt.IsZero() {
+		sentAt = env.sentAt
+		m.SentAt = sentAt
+	}
+	ts := m.Timestamp
+	if ts.IsZero() {
+		ts = env.timestamp
+	}
+	switch {
+	case ts.IsZero():
+		m.Timestamp = env.receivedAt
+	case !sentAt.IsZero():
+		m.OriginalTimestamp = ts
+		m.Timestamp = env.receivedAt.Add(-sentAt.Sub(ts))
+	default:
+		m.OriginalTimestamp = ts
+		m.Timestamp = ts
+	}
+	_ = m.SetContextIPIfAbsent(env.ip) // the context decoded as an object already
+}
+
+// rejectedRecord is a tracking.rejected record: the message as sent, its reason.
+func (s *Service) rejectedRecord(raw []byte, src *schemas.Source, key []byte, rej *rejection) *kgo.Record {
+	r := &kgo.Record{
+		Topic:   s.cfg.RejectedTopic,
+		Key:     key,
+		Value:   raw,
+		Headers: []kgo.RecordHeader{{Key: schemas.HeaderReason, Value: []byte(rej.reason)}},
+	}
+	if src != nil {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: schemas.HeaderSourceID, Value: []byte(src.ID)})
+	}
+	return r
+}

@@ -1,0 +1,171 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Sources finds a source by the hash of its write key; *platform.Snapshot is one.
+type Sources interface {
+	SourceByKeyHash(hash string) (*schemas.Source, bool)
+}
+
+var _ Sources = (*platform.Snapshot)(nil)
+
+// Deps are the service's dependencies.
+type Deps struct {
+	// Kafka are the settings of the producer and of the front door's consumer.
+	Kafka platform.KafkaSettings
+	// KafkaOpts are added to both clients (tests use them).
+	KafkaOpts []kgo.Opt
+	// Sources returns the current config snapshot; it is called once per request.
+	Sources func() Sources
+	Logger  zerolog.Logger
+	// Registerer and Gatherer for metrics; nil: a private registry.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Health reports readiness on /healthz and /readyz; nil: a new one.
+	Health *platform.Health
+}
+
+// Service is the ingest service. Create it with New; Handler may serve before Run.
+type Service struct {
+	cfg      Config
+	deps     Deps
+	logger   zerolog.Logger
+	producer *kgo.Client
+	metrics  *metrics
+	server   *platform.HTTPServer
+}
+
+// New builds the service and its Kafka producer (idempotent, acks from all in-sync replicas).
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Sources == nil {
+		return nil, errors.New("ingest: Deps.Sources is required")
+	}
+	if deps.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		deps.Registerer, deps.Gatherer = reg, reg
+	}
+	if deps.Health == nil {
+		deps.Health = platform.NewHealth()
+	}
+	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "ingest").Logger()}
+	var err error
+	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
+		return nil, err
+	}
+	opts := append([]kgo.Opt{
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordDeliveryTimeout(cfg.ProduceTimeout),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+	}, deps.KafkaOpts...)
+	if s.producer, err = platform.NewKafkaClient(deps.Kafka, s.logger, opts...); err != nil {
+		return nil, fmt.Errorf("ingest producer: %w", err)
+	}
+	deps.Health.AddCheck("kafka", platform.KafkaCheck(s.producer))
+	s.server = platform.NewHTTPServer(cfg.Addr, s.Handler(), deps.Health, deps.Gatherer, s.logger)
+	return s, nil
+}
+
+// Listen binds the HTTP listener so Addr is known before Run (optional).
+func (s *Service) Listen() error { return s.server.Listen() }
+
+// Addr is the HTTP listen address, resolved once listening.
+func (s *Service) Addr() string { return s.server.Addr() }
+
+// Run serves HTTP and the tracking.inbound front door until ctx is done, then drains: the
+// HTTP server stops accepting and finishes in-flight requests, the front door finishes and
+// commits its batch, and the producer flushes and closes.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.producer.Close()
+	runners := []platform.Runner{s.server}
+	if !s.cfg.DisableInbound {
+		in, err := s.newInbound()
+		if err != nil {
+			return err
+		}
+		runners = append(runners, in)
+	}
+	s.logger.Info().Str("addr", s.cfg.Addr).Msg("ingest serving")
+	err := platform.RunAll(ctx, runners...)
+	fctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProduceTimeout)
+	defer cancel()
+	if ferr := s.producer.Flush(fctx); ferr != nil {
+		err = errors.Join(err, fmt.Errorf("flushing the producer: %w", ferr))
+	}
+	return err
+}
+
+// produce writes recs and waits until Kafka acknowledged every one, or the first error.
+func (s *Service) produce(ctx context.Context, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProduceTimeout)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		s.producer.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("producing to %s: %w", r.Topic, err)
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+type metrics struct {
+	requests       *prometheus.CounterVec
+	requestSeconds *prometheus.HistogramVec
+	messages       *prometheus.CounterVec
+	inbound        *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_ingest_requests_total", Help: "HTTP requests by endpoint and status.",
+		}, []string{"endpoint", "status"}),
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tributary_ingest_request_seconds", Help: "HTTP request latency, including Kafka's acknowledgement.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"endpoint"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_ingest_messages_total", Help: "Messages by outcome (accepted, rejected) over HTTP.",
+		}, []string{"outcome"}),
+		inbound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_ingest_inbound_messages_total", Help: "tracking.inbound records by outcome (accepted, rejected).",
+		}, []string{"outcome"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.messages, m.inbound} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering ingest metrics: %w", err)
+		}
+	}
+	return m, nil
+}
