@@ -1,0 +1,41 @@
+// Command tributary runs the whole of Tributary in one process: the embedded broker (unless
+// KAFKA_BROKERS is set), topic bootstrap, the tenant config of CONFIG_FILE, and every service.
+// It is what `make run` starts; every setting of docs/operations.md applies.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/tributary-cdp/tributary/devstack"
+	"github.com/tributary-cdp/tributary/platform"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "tributary:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := devstack.LoadConfig()
+	if err != nil {
+		return err
+	}
+	logger, err := platform.NewLogger(cfg.LogLevel, os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := platform.SignalContext(context.Background())
+	defer stop()
+	stack, err := devstack.New(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info().Msg("tributary is running; Ctrl-C stops it")
+	err = stack.Run(ctx)
+	logger.Info().Msg("tributary stopped")
+	return err
+}

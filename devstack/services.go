@@ -1,0 +1,38 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tributary-cdp/tributary/ingest"
+	"github.com/tributary-cdp/tributary/platform"
+)
+
+// addServices builds every service that exists and adds it to the stack's runners. Each issue
+// that adds a service adds it here, built through its library New exactly as its own main does.
+func (s *Stack) addServices(ctx context.Context) error {
+	_ = ctx
+	icfg := ingest.DefaultConfig()
+	icfg.Addr = s.cfg.IngestAddr
+	in, err := ingest.New(icfg, ingest.Deps{
+		Kafka:      s.cfg.Kafka,
+		Sources:    func() ingest.Sources { return s.store.Snapshot() },
+		Logger:     s.logger,
+		Registerer: s.reg,
+		Gatherer:   s.reg,
+	})
+	if err != nil {
+		return fmt.Errorf("building ingest: %w", err)
+	}
+	if err := in.Listen(); err != nil {
+		return fmt.Errorf("ingest: listening on %s (INGEST_ADDR): %w", icfg.Addr, err)
+	}
+	s.ingestAddr = in.Addr()
+	s.services = append(s.services, in)
+	return nil
+}
+
+// IngestAddr is where the tracking API listens.
+func (s *Stack) IngestAddr() string { return s.ingestAddr }
+
+var _ platform.Runner = (*ingest.Service)(nil)
