@@ -58,8 +58,12 @@ func FuzzDecodeMessage(f *testing.F) {
 		if err != nil {
 			t.Fatalf("DecodeRoutingView(%q): %v", out, err)
 		}
-		if body := AppendWebhookBodyFromEvent(nil, out, &v); !json.Valid(body) {
+		body := AppendWebhookBodyFromEvent(nil, out, &v)
+		if !json.Valid(body) {
 			t.Fatalf("webhook body is invalid JSON %q", body)
+		}
+		if _, one, err := DecodeRoutingViewAppendBody(nil, out); err != nil || !bytes.Equal(one, body) {
+			t.Fatalf("one-pass body %q (%v), want %q", one, err, body)
 		}
 	})
 }

@@ -354,6 +354,10 @@ func TestWebhookGolden(t *testing.T) {
 			if fast := AppendWebhookBodyFromEvent(nil, event, &v); !bytes.Equal(fast, body) {
 				t.Errorf("fast path differs:\n%s\n%s", fast, body)
 			}
+			v1, one, err := DecodeRoutingViewAppendBody([]byte("prefix"), event)
+			if err != nil || string(one) != "prefix"+string(body) || v1.Type != v.Type || v1.UserID != v.UserID || v1.MessageID != v.MessageID {
+				t.Errorf("one-pass path differs (err %v):\n%s\n%s", err, one, body)
+			}
 			var decoded map[string]any
 			_ = json.Unmarshal(body, &decoded)
 			if decoded["version"] != float64(1) || decoded["type"] != m.Type {
@@ -393,5 +397,20 @@ func TestRoutingView(t *testing.T) {
 	}
 	if _, err := DecodeRoutingView([]byte(`{"type":`)); err == nil {
 		t.Error("truncated event: want an error")
+	}
+	if _, got, err := DecodeRoutingViewAppendBody([]byte("keep"), []byte(`{"type":`)); err == nil || string(got) != "keep" {
+		t.Errorf("truncated event: %q, %v; want dst unchanged and an error", got, err)
+	}
+	for _, c := range []struct{ in, want string }{
+		{`{"type":"delete","userId":"u","timestamp":"t"}`, `{"type":"delete","userId":"u","timestamp":"t"}`},
+		{`{"type":"delete","version":1}`, `{"type":"delete"}`},
+		{`{}`, `{"version":1}`},
+	} {
+		v, _ := DecodeRoutingView([]byte(c.in))
+		two := AppendWebhookBodyFromEvent(nil, []byte(c.in), &v)
+		_, one, err := DecodeRoutingViewAppendBody(nil, []byte(c.in))
+		if err != nil || string(one) != c.want || string(two) != c.want {
+			t.Errorf("%s: one pass %s (%v), two passes %s; want %s", c.in, one, err, two, c.want)
+		}
 	}
 }

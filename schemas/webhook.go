@@ -87,6 +87,66 @@ func AppendWebhookBodyFromEvent(dst, event []byte, v *RoutingView) []byte {
 	return append(dst, '}')
 }
 
+// DecodeRoutingViewAppendBody does DecodeRoutingView and AppendWebhookBodyFromEvent in one
+// pass over event: it returns the routing view and dst with the delivered body appended. This
+// is the router's hot path; the result is byte-identical to the two calls. On error, dst is
+// returned unchanged.
+func DecodeRoutingViewAppendBody(dst, event []byte) (RoutingView, []byte, error) {
+	start := len(dst)
+	dst = append(dst, `{"version":1`...)
+	afterVersion := len(dst)
+	var v RoutingView
+	err := eachMember(event, func(key []byte, kEsc bool, val []byte) error {
+		var err error
+		switch string(keyBytes(key, kEsc)) {
+		case "type":
+			v.Type, err = stringField("type", val)
+		case "event":
+			v.Event, err = stringField("event", val)
+		case "messageId":
+			v.MessageID, err = idField("messageId", val)
+		case "userId":
+			v.UserID, err = idField("userId", val)
+		case "anonymousId":
+			v.AnonymousID, err = idField("anonymousId", val)
+		case "previousId":
+			v.PreviousID, err = idField("previousId", val)
+		case "integrations":
+			v.Integrations, err = objectField("integrations", val)
+		case "version", "Previous ID", "User ID", "writeKey":
+			return nil
+		}
+		dst = append(dst, ',')
+		dst = append(dst, key...)
+		dst = append(dst, ':')
+		dst = append(dst, val...)
+		return err
+	})
+	var se *syntaxError
+	switch {
+	case errors.As(err, &se):
+		return v, dst[:start], &DecodeError{Msg: se.Error()}
+	case errors.Is(err, errNotObject):
+		return v, dst[:start], &DecodeError{Msg: err.Error()}
+	case err != nil:
+		return v, dst[:start], err
+	}
+	if v.Type == TypeDelete { // no version: drop it and the comma after it
+		rest := dst[afterVersion:]
+		if len(rest) > 0 {
+			rest = rest[1:]
+		}
+		dst = append(dst[:start+1], rest...)
+	}
+	if v.Type == TypeAlias {
+		dst = appendKey(dst, start+1, "Previous ID")
+		dst = appendString(dst, v.PreviousID)
+		dst = appendKey(dst, start+1, "User ID")
+		dst = appendString(dst, v.UserID)
+	}
+	return v, append(dst, '}'), nil
+}
+
 // AppendWebhookBody appends the delivered body of a decoded message; it is byte-identical to
 // AppendWebhookBodyFromEvent of the message's canonical JSON.
 func AppendWebhookBody(dst []byte, m *Message) []byte {

@@ -1,0 +1,97 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Deletion request kinds, after Segment's regulation types. A request without a kind is
+// KindDeleteOnly.
+const (
+	// KindDeleteOnly sends delete notices and suppresses nothing.
+	KindDeleteOnly = "DELETE_ONLY"
+	// KindSuppressWithDelete sends delete notices and suppresses the user: the router drops
+	// the user's later events until a KindUnsuppress request.
+	KindSuppressWithDelete = "SUPPRESS_WITH_DELETE"
+	// KindSuppressOnly suppresses the user without sending delete notices.
+	KindSuppressOnly = "SUPPRESS_ONLY"
+	// KindUnsuppress lifts a suppression; it sends no notices.
+	KindUnsuppress = "UNSUPPRESS"
+)
+
+// DeletionRequest is the value of one tracking.deletions record, keyed by userId: a request to
+// forget (and optionally suppress) one user. The console writes them; so may any producer.
+type DeletionRequest struct {
+	// UserID is the user to delete or suppress (required).
+	UserID string `json:"userId"`
+	// Kind is one of the Kind constants; empty means KindDeleteOnly.
+	Kind string `json:"kind,omitempty"`
+	// SourceIDs limits the request to these sources; empty means every source.
+	SourceIDs []string `json:"sourceIds,omitempty"`
+	// RequestID identifies the request; delete notices derive their message ids from it.
+	// Empty: the router uses the record's topic, partition and offset.
+	RequestID string `json:"requestId,omitempty"`
+	// RequestedAt is when the request was made; it is the delete notices' timestamp. Empty:
+	// the record's timestamp.
+	RequestedAt string `json:"requestedAt,omitempty"`
+}
+
+// DecodeDeletionRequest decodes and checks one tracking.deletions value. Unknown fields are
+// an error, so a misspelt "sourceIds" does not silently widen a deletion to every source.
+func DecodeDeletionRequest(data []byte) (*DeletionRequest, time.Time, error) {
+	var r DeletionRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, time.Time{}, fmt.Errorf("deletion request: %w", err)
+	}
+	if dec.More() {
+		return nil, time.Time{}, fmt.Errorf("deletion request: data after the JSON object")
+	}
+	if r.UserID == "" {
+		return nil, time.Time{}, fmt.Errorf("deletion request: userId: required")
+	}
+	switch r.Kind {
+	case "":
+		r.Kind = KindDeleteOnly
+	case KindDeleteOnly, KindSuppressWithDelete, KindSuppressOnly, KindUnsuppress:
+	default:
+		return nil, time.Time{}, fmt.Errorf("deletion request: kind: %q is not one of %s, %s, %s, %s",
+			r.Kind, KindDeleteOnly, KindSuppressWithDelete, KindSuppressOnly, KindUnsuppress)
+	}
+	var at time.Time
+	if r.RequestedAt != "" {
+		t, err := ParseTimestamp(r.RequestedAt)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("deletion request: requestedAt: %w", err)
+		}
+		at = t
+	}
+	return &r, at, nil
+}
+
+// Deletes reports whether the request sends delete notices.
+func (r *DeletionRequest) Deletes() bool {
+	return r.Kind == KindDeleteOnly || r.Kind == KindSuppressWithDelete
+}
+
+// Suppresses reports whether the request adds the user to the suppression list.
+func (r *DeletionRequest) Suppresses() bool {
+	return r.Kind == KindSuppressWithDelete || r.Kind == KindSuppressOnly
+}
+
+// Suppression is the value of one tracking.suppressions record, keyed by userId; a tombstone
+// (nil value) lifts the suppression.
+type Suppression struct {
+	UserID       string `json:"userId"`
+	RequestID    string `json:"requestId,omitempty"`
+	SuppressedAt string `json:"suppressedAt"`
+}
+
+// Record encodes the suppression's value.
+func (s Suppression) Record() []byte {
+	b, _ := json.Marshal(s) // cannot fail: strings only
+	return b
+}

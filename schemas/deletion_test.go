@@ -1,0 +1,71 @@
+package schemas
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDecodeDeletionRequest(t *testing.T) {
+	r, at, err := DecodeDeletionRequest([]byte(`{"userId":"u1","kind":"SUPPRESS_WITH_DELETE","sourceIds":["web"],"requestId":"r1","requestedAt":"2026-01-02T03:04:05.678+01:00"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UserID != "u1" || !r.Deletes() || !r.Suppresses() || r.SourceIDs[0] != "web" || r.RequestID != "r1" {
+		t.Fatalf("decoded %+v", r)
+	}
+	if want := time.Date(2026, 1, 2, 2, 4, 5, 678e6, time.UTC); !at.Equal(want) {
+		t.Fatalf("requestedAt = %v, want %v", at, want)
+	}
+	r, at, err = DecodeDeletionRequest([]byte(`{"userId":"u1"}`))
+	if err != nil || r.Kind != KindDeleteOnly || !r.Deletes() || r.Suppresses() || !at.IsZero() {
+		t.Fatalf("default kind: %+v %v %v", r, at, err)
+	}
+	for _, c := range []struct {
+		kind     string
+		del, sup bool
+	}{
+		{KindSuppressOnly, false, true}, {KindUnsuppress, false, false}, {KindDeleteOnly, true, false},
+	} {
+		r, _, err := DecodeDeletionRequest([]byte(`{"userId":"u","kind":"` + c.kind + `"}`))
+		if err != nil || r.Deletes() != c.del || r.Suppresses() != c.sup {
+			t.Errorf("%s: deletes=%v suppresses=%v err=%v", c.kind, r.Deletes(), r.Suppresses(), err)
+		}
+	}
+	for in, want := range map[string]string{
+		`{"kind":"DELETE_ONLY"}`:                   "userId: required",
+		`{"userId":"u","kind":"delete"}`:           `kind: "delete" is not one of`,
+		`{"userId":"u","sourceID":["web"]}`:        `unknown field "sourceID"`,
+		`{"userId":"u","requestedAt":"yesterday"}`: "requestedAt",
+		`not json`:          "deletion request",
+		`{"userId":"u"} {}`: "data after",
+	} {
+		if _, _, err := DecodeDeletionRequest([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want it to contain %q", in, err, want)
+		}
+	}
+}
+
+func TestIntegrationSetting(t *testing.T) {
+	for _, c := range []struct {
+		in, key string
+		on, set bool
+	}{
+		{``, "All", false, false},
+		{`{}`, "All", false, false},
+		{`{"All":false}`, "All", false, true},
+		{`{"All":true}`, "All", true, true},
+		{`{"Webhooks":{"opt":1}}`, "Webhooks", true, true},
+		{`{"Webhooks":null}`, "Webhooks", false, false},
+		{`{"Webhooks":"yes"}`, "Webhooks", false, false},
+		{`{"webhooks":false}`, "Webhooks", false, false},
+		{`{"Web\u0068ooks":false}`, "Webhooks", false, true},
+		{`{"Webhooks":true,"Webhooks":false}`, "Webhooks", false, true},
+		{`[1]`, "All", false, false},
+	} {
+		on, set := IntegrationSetting([]byte(c.in), c.key)
+		if on != c.on || set != c.set {
+			t.Errorf("IntegrationSetting(%s, %q) = %v, %v; want %v, %v", c.in, c.key, on, set, c.on, c.set)
+		}
+	}
+}
