@@ -42,3 +42,7 @@ require (
 )
 
 replace github.com/tributary-cdp/tributary/ingest => ../ingest
+
+require github.com/tributary-cdp/tributary/router v0.0.0
+
+replace github.com/tributary-cdp/tributary/router => ../router

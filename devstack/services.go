@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tributary-cdp/tributary/ingest"
+	"github.com/tributary-cdp/tributary/router"
 	"github.com/tributary-cdp/tributary/platform"
 )
 
@@ -29,10 +30,29 @@ func (s *Stack) addServices(ctx context.Context) error {
 	}
 	s.ingestAddr = in.Addr()
 	s.services = append(s.services, in)
+
+	rcfg, err := router.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	rt, err := router.New(rcfg, router.Deps{
+		Kafka:       s.cfg.Kafka,
+		Config:      func() router.Snapshot { return s.store.Snapshot() },
+		ConfigReady: s.store.Ready(),
+		Logger:      s.logger,
+		Registerer:  s.reg,
+	})
+	if err != nil {
+		return fmt.Errorf("building router: %w", err)
+	}
+	s.services = append(s.services, rt)
 	return nil
 }
 
 // IngestAddr is where the tracking API listens.
 func (s *Stack) IngestAddr() string { return s.ingestAddr }
 
-var _ platform.Runner = (*ingest.Service)(nil)
+var (
+	_ platform.Runner = (*ingest.Service)(nil)
+	_ platform.Runner = (*router.Service)(nil)
+)

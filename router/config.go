@@ -20,10 +20,11 @@ type Config struct {
 	// ExactlyOnce runs both consumers in Kafka transactions (ROUTER_EXACTLY_ONCE, default
 	// true). False: at-least-once (produce, wait for acks, commit).
 	ExactlyOnce bool
-	// TransactionalID prefixes the transactional ids of the two consumers
-	// (ROUTER_TRANSACTIONAL_ID, default "tributary-router-<hostname>"). It must be unique per
-	// running router and stable across its restarts, so that a restarted router fences the
-	// transaction its predecessor left open instead of waiting for it to time out.
+	// TransactionalID prefixes the transactional ids and the static group-member ids of the two
+	// consumers (ROUTER_TRANSACTIONAL_ID, default "tributary-router-<hostname>"). It must be
+	// unique per running router and stable across its restarts, so that a restarted router
+	// fences the transaction its predecessor left open and takes its partitions back at once,
+	// instead of waiting for the transaction and the group session to time out.
 	TransactionalID string
 	// TransactionTimeout bounds how long a transaction left open by a crashed router blocks
 	// its partitions (ROUTER_TRANSACTION_TIMEOUT).
@@ -48,7 +49,7 @@ func DefaultConfig() Config {
 		ExactlyOnce:        true,
 		TransactionalID:    "tributary-router-" + host,
 		TransactionTimeout: 10 * time.Second,
-		MaxPollRecords:     5000,
+		MaxPollRecords:     10000,
 	}
 }
 

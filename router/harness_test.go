@@ -20,7 +20,7 @@ import (
 
 // harness is an embedded broker with every topic, a tenant config and a config store.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	kafka  platform.KafkaSettings
 	cl     *kgo.Client
@@ -28,7 +28,7 @@ type harness struct {
 	logger zerolog.Logger
 }
 
-func newHarness(t *testing.T, yaml string) *harness {
+func newHarness(t testing.TB, yaml string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -154,6 +154,13 @@ func (h *harness) deliveries() *deliveries {
 	}
 	h.t.Cleanup(cl.Close)
 	return &deliveries{h: h, cl: cl}
+}
+
+// poll reads what is there now (waiting at most 200 ms).
+func (d *deliveries) poll() {
+	ctx, cancel := context.WithTimeout(d.h.ctx, 200*time.Millisecond)
+	defer cancel()
+	d.cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { d.got = append(d.got, r) })
 }
 
 // waitFor reads until at least n records arrived (and then a little longer, to catch extras).

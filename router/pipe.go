@@ -49,6 +49,10 @@ func (p *pipe) Run(ctx context.Context) error {
 	}
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(p.group),
+		// Static membership: a restarted router takes its predecessor's partitions back at once
+		// instead of waiting for the dead member's session to time out.
+		kgo.InstanceID(p.txnID),
+		kgo.SessionTimeout(20 * time.Second),
 		kgo.ConsumeTopics(p.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -1,0 +1,109 @@
+package router_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestRouterSIGKILL kills the real router binary with SIGKILL again and again while events
+// stream in, restarts it each time, and counts webhooks.deliveries by message id and
+// destination. Exactly once (the default): every event is routed exactly once to each
+// destination, none lost, none twice. At least once: none lost; the duplicates are reported,
+// which also shows that this test sees duplicates when there are some.
+func TestRouterSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the router binary")
+	}
+	bin := filepath.Join(t.TempDir(), "router")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/router")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("building cmd/router: %v", err)
+	}
+	for _, exactlyOnce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) { killRouter(t, bin, exactlyOnce) })
+	}
+}
+
+func killRouter(t *testing.T, bin string, exactlyOnce bool) {
+	h := newHarness(t, baseYAML) // web → orders, growth
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(),
+			fmt.Sprintf("ROUTER_EXACTLY_ONCE=%v", exactlyOnce),
+			"KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
+			"ROUTER_TRANSACTIONAL_ID=kill-test",
+			"METRICS_ADDR=127.0.0.1:0",
+			"LOG_LEVEL=warn")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+
+	const total, perBatch = 4000, 100
+	produced := make(chan struct{})
+	go func() { // the stream: batches of events while the router is being killed
+		defer close(produced)
+		for b := 0; b < total/perBatch; b++ {
+			var recs []*kgo.Record
+			for i := range perBatch {
+				n := b*perBatch + i
+				recs = append(recs, eventRecord(t, "web", fmt.Sprintf(`{"type":"track","event":"E","userId":"u%d","messageId":"m%d"}`, n%97, n)))
+			}
+			if err := h.cl.ProduceSync(h.ctx, recs...).FirstErr(); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	out := h.deliveries()
+	kills := 0
+	cmd := start()
+	for kills < 6 {
+		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		kills++
+		cmd = start()
+	}
+	<-produced
+	got := out.waitFor(2*total, 90*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+
+	count := map[string]int{}
+	for _, r := range got {
+		count[hdr(r, "message-id")+"/"+hdr(r, "destination-id")]++
+	}
+	var missing, dup int
+	for n := range total {
+		for _, d := range []string{"orders", "growth"} {
+			switch c := count[fmt.Sprintf("m%d/%s", n, d)]; {
+			case c == 0:
+				missing++
+			case c > 1:
+				dup += c - 1
+			}
+		}
+	}
+	t.Logf("%d SIGKILLs, %d events, %d deliveries read: %d missing, %d duplicates", kills, total, len(got), missing, dup)
+	if missing != 0 {
+		t.Fatalf("%d deliveries lost", missing)
+	}
+	if exactlyOnce && (dup != 0 || len(got) != 2*total) {
+		t.Fatalf("not exactly once: %d missing, %d duplicates, %d records for %d expected", missing, dup, len(got), 2*total)
+	}
+}

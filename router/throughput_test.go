@@ -1,0 +1,65 @@
+package router_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/router"
+)
+
+// BenchmarkRouterThroughput routes b.N pre-produced events through a running router on the
+// embedded broker and reads every delivery back: messages/s in and deliveries/s out, for 1 and
+// 3 destinations, exactly once (transactions) and at least once. The time counted is from the
+// router's start to the last delivery read, so it includes joining the group.
+//
+//	go test -run '^$' -bench RouterThroughput -benchtime 50000x ./router
+func BenchmarkRouterThroughput(b *testing.B) {
+	for _, eos := range []bool{true, false} {
+		for _, dests := range []int{1, 3} {
+			mode := "at-least-once"
+			if eos {
+				mode = "exactly-once"
+			}
+			b.Run(fmt.Sprintf("%s/%ddest", mode, dests), func(b *testing.B) {
+				y := "sources: [{id: web, writeKey: wk}]\ndestinations:\n"
+				for i := range dests {
+					y += "  - {id: d" + strconv.Itoa(i) + ", type: webhooks, sources: [web], settings: {webhooks: [{url: \"https://x.example.com\"}]}}\n"
+				}
+				h := newHarness(b, y)
+				const chunk = 5000
+				for i := 0; i < b.N; i += chunk {
+					var recs []*kgo.Record
+					for j := i; j < min(i+chunk, b.N); j++ {
+						recs = append(recs, eventRecord(b, "web", `{"type":"track","event":"Order Completed","userId":"user-`+strconv.Itoa(j%1000)+`","messageId":"m`+strconv.Itoa(j)+`","properties":{"orderId":"o-1","total":129.99,"currency":"USD"},"context":{"ip":"203.0.113.9","library":{"name":"analytics-go","version":"3.3.0"}},"timestamp":"2026-01-01T00:00:00.000Z","receivedAt":"2026-01-01T00:00:00.200Z"}`))
+					}
+					h.produce(recs...)
+				}
+				out := h.deliveries()
+				b.ResetTimer()
+				start := time.Now()
+				h.runRouter(func(c *router.Config) {
+					c.ExactlyOnce = eos
+					if v := os.Getenv("BENCH_MAX_POLL"); v != "" {
+						c.MaxPollRecords, _ = strconv.Atoi(v)
+					}
+				})
+				want := b.N * dests
+				for len(out.got) < want {
+					out.poll()
+					if time.Since(start) > 5*time.Minute {
+						b.Fatalf("read %d of %d deliveries", len(out.got), want)
+					}
+				}
+				el := time.Since(start).Seconds()
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/el, "msgs/s")
+				b.ReportMetric(float64(want)/el, "deliveries/s")
+			})
+		}
+	}
+}
