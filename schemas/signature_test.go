@@ -1,0 +1,28 @@
+package schemas
+
+import "testing"
+
+// The vectors are also in docs/receivers.md, for receivers in any language.
+func TestSignatureVectors(t *testing.T) {
+	body := []byte(`{"version":1,"type":"track","userId":"u1","event":"Signed Up","timestamp":"2026-01-02T03:04:05.678Z","messageId":"m-1"}`)
+	// Computed independently: python3 -c 'import hmac,hashlib; print(hmac.new(b"s3cret", body, hashlib.sha1).hexdigest())'
+	if got, want := XSignature("s3cret", body), "ed0ffccbf3f1bad4a5fa3343d636f8c216ffc219"; got != want {
+		t.Fatalf("X-Signature %q, want %s", got, want)
+	}
+	sig := XSignature("s3cret", body)
+	if !VerifyXSignature("s3cret", body, sig) || VerifyXSignature("other", body, sig) || VerifyXSignature("s3cret", append(body, ' '), sig) {
+		t.Fatal("X-Signature verification")
+	}
+	h := StandardWebhooksHeader("m-1", 1767323045, body, "new", "", "old")
+	if !VerifyStandardWebhooks("new", "m-1", 1767323045, body, h) || !VerifyStandardWebhooks("old", "m-1", 1767323045, body, h) {
+		t.Fatalf("both secrets must verify during a rotation: %s", h)
+	}
+	if VerifyStandardWebhooks("new", "m-1", 1767323046, body, h) || VerifyStandardWebhooks("new", "m-2", 1767323045, body, h) {
+		t.Fatal("timestamp and id are signed")
+	}
+	// Standard Webhooks' own test vector (standard-webhooks spec repository).
+	std := StandardWebhooksSignature("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if std != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
+		t.Fatalf("standard webhooks vector: %s", std)
+	}
+}
