@@ -119,7 +119,7 @@ func (e *encoder) encodeMessage(m Message, id *[16]byte, now time.Time) *Validat
 	}
 	e.buf = append(e.buf, `","context":{"library":`...)
 	e.buf = append(e.buf, libraryJSON...)
-	if err := e.members(ctx, "library", true, 1); err != nil {
+	if err := e.members(ctx, true, true, 1); err != nil {
 		return e.fieldError(typ, "context", err)
 	}
 	e.buf = append(e.buf, '}')
@@ -183,16 +183,17 @@ func (e *encoder) mapField(name string, m map[string]any) error {
 
 func (e *encoder) object(m map[string]any, depth int) error {
 	e.buf = append(e.buf, '{')
-	if err := e.members(m, "", false, depth); err != nil {
+	if err := e.members(m, false, false, depth); err != nil {
 		return err
 	}
 	e.buf = append(e.buf, '}')
 	return nil
 }
 
-// members writes "key":value for every key of m but skip, in key order, separated by commas
-// and preceded by one when comma is set.
-func (e *encoder) members(m map[string]any, skip string, comma bool, depth int) error {
+// members writes "key":value for every key of m, in key order, separated by commas and
+// preceded by one when comma is set; skipLibrary leaves out "library" (context, where the
+// library writes its own).
+func (e *encoder) members(m map[string]any, skipLibrary, comma bool, depth int) error {
 	if len(m) == 0 {
 		return nil
 	}
@@ -201,7 +202,7 @@ func (e *encoder) members(m map[string]any, skip string, comma bool, depth int) 
 	}
 	start := len(e.keys)
 	for k := range m {
-		if k != skip {
+		if !skipLibrary || k != "library" {
 			e.keys = append(e.keys, k)
 		}
 	}
