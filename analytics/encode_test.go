@@ -25,11 +25,11 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 		"uint": uint(7), "uint8": uint8(8), "uint16": uint16(16), "uint32": uint32(32), "uint64": uint64(math.MaxUint64),
 		"f64": 9.99, "f64 big": 1e21, "f64 small": 1e-7, "f64 zero": 0.0, "f64 neg": -123.456e-10, "f32": float32(3.14), "f32 small": float32(1e-7),
 		"num": json.Number("12.5e3"), "raw": json.RawMessage(`{"a":[1,2]}`),
-		"map": map[string]any{"b": 1, "a": []any{"x", 2.5, nil, map[string]any{"deep": true}}},
+		"map":  map[string]any{"b": 1, "a": []any{"x", 2.5, nil, map[string]any{"deep": true}}},
 		"smap": map[string]string{"z": "1", "a": "2"}, "strs": []string{"a", "b\"c"},
 		"struct": point{1, 2}, "ptr": &point{3, 4}, "ints": []int{1, 2, 3},
 		"integrations": Integrations{"All": false},
-		"": "empty key",
+		"":             "empty key",
 	}
 	e := &encoder{limit: 1 << 20}
 	if err := e.object(values, 1); err != nil {

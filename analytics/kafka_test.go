@@ -66,7 +66,9 @@ func TestKafkaTransport(t *testing.T) {
 	c.FlushAt = 4
 	c.Callback = cb
 	calls := []func() error{
-		func() error { return c.Identify(&analytics.Identify{UserId: "u1", Traits: map[string]any{"plan": "pro"}}) },
+		func() error {
+			return c.Identify(&analytics.Identify{UserId: "u1", Traits: map[string]any{"plan": "pro"}})
+		},
 		func() error { return c.Track(&analytics.Track{AnonymousId: "anon-7", Event: "Viewed"}) },
 		func() error { return c.Page(&analytics.Page{UserId: "u1", AnonymousId: "anon-1", Name: "Home"}) },
 		func() error { return c.Group(&analytics.Group{UserId: "u2", GroupId: "acme"}) },
