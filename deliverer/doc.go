@@ -1,3 +1,12 @@
-// Package deliverer will POST webhook bodies to customer endpoints, signed, with retry tiers on
-// Kafka for up to four hours, a dead-letter topic, an attempt log and per-endpoint isolation.
+// Package deliverer POSTs the delivery records of webhooks.deliveries to the destinations'
+// webhook URLs, signed (X-Signature, optionally Standard Webhooks), and retries failures through
+// the Kafka retry tiers webhooks.retry.<delay> for up to RETRY_WINDOW (4 h) before they go to
+// the dead-letter queue webhooks.dlq. Every attempt is logged to webhooks.attempts.
+//
+// Delivery is at least once: a record's offset is committed only after it was delivered, or
+// handed on to its next tier or the DLQ and acknowledged there. A slow or dead endpoint never
+// holds back the others: requests run concurrently with a bound per endpoint host and a global
+// bound, and a record whose host is at its bound or whose circuit breaker is open goes to a
+// retry tier instead of blocking its partition. docs/delivery.md describes the behaviour;
+// docs/receivers.md what receivers see.
 package deliverer

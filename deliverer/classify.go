@@ -1,0 +1,102 @@
+package deliverer
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Class is the outcome class of one POST. Its string is the error_class of the attempt log.
+type Class string
+
+// Outcome classes.
+const (
+	// Success: a 2xx answer.
+	Success Class = "ok"
+	// Retryable failures: tried again on the next tier.
+	Timeout   Class = "timeout"    // no answer within DELIVERY_TIMEOUT
+	ConnError Class = "connection" // refused, reset, DNS failure...
+	Status5xx Class = "status_5xx"
+	Status408 Class = "status_408"
+	Status429 Class = "status_429"
+	// Permanent failures: to the DLQ at once.
+	Status4xx   Class = "status_4xx" // other 4xx, and 1xx/3xx (redirects are not followed)
+	TLSError    Class = "tls"        // certificate refused: no request was sent
+	Blocked     Class = "blocked_address"
+	InvalidURL  Class = "invalid_url"
+	Unavailable Class = "destination_unavailable" // deleted or disabled since routing
+)
+
+// Retryable reports whether a failure of this class is tried again.
+func (c Class) Retryable() bool {
+	switch c {
+	case Timeout, ConnError, Status5xx, Status408, Status429:
+		return true
+	}
+	return false
+}
+
+// Classify is the one place that decides what an answer (status, header) or a transport error
+// means: Success, a retryable class, or a permanent one. retryAfter is the delay a 429 or 503
+// asked for through Retry-After (seconds or an HTTP date), or 0.
+func Classify(status int, header http.Header, err error, now time.Time) (c Class, retryAfter time.Duration) {
+	if err != nil {
+		return classifyError(err), 0
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return Success, 0
+	case status == http.StatusRequestTimeout:
+		return Status408, 0
+	case status == http.StatusTooManyRequests:
+		return Status429, parseRetryAfter(header.Get("Retry-After"), now)
+	case status >= 500:
+		return Status5xx, parseRetryAfter(header.Get("Retry-After"), now)
+	default:
+		return Status4xx, 0
+	}
+}
+
+func classifyError(err error) Class {
+	var (
+		certErr     *tls.CertificateVerificationError
+		unknownAuth x509.UnknownAuthorityError
+		hostErr     x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+		recordErr   tls.RecordHeaderError
+		alertErr    tls.AlertError
+		netErr      net.Error
+	)
+	switch {
+	case errors.Is(err, ErrBlockedAddress):
+		return Blocked
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr),
+		errors.As(err, &invalidErr), errors.As(err, &recordErr), errors.As(err, &alertErr):
+		return TLSError
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return Timeout
+	}
+	return ConnError
+}
+
+// parseRetryAfter reads Retry-After: delay-seconds or an HTTP date. Invalid or past: 0.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,134 @@
+// Command deliverer POSTs webhooks.deliveries to the destinations' URLs, with retry tiers, a
+// dead-letter queue and an attempt log (docs/delivery.md). Settings come from the environment:
+// KAFKA_BROKERS and the other KAFKA_* settings, RETRY_SCHEDULE, RETRY_WINDOW,
+// DELIVERY_TIMEOUT, WEBHOOK_ALLOW_PRIVATE, WEBHOOK_CA_FILES, DELIVERER_* , METRICS_ADDR
+// (default 127.0.0.1:9102, for /healthz, /readyz and /metrics), LOG_LEVEL.
+//
+// `deliverer replay [-destination ID] [-since RFC3339] [-until RFC3339]` re-enqueues dead
+// letters into webhooks.deliveries with a fresh retry window, and prints how many.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tributary-cdp/tributary/deliverer"
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+func main() {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "replay" {
+		err = replay(os.Args[2:])
+	} else {
+		err = serve()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deliverer:", err)
+		os.Exit(1)
+	}
+}
+
+func settings() (platform.KafkaSettings, error) {
+	kafka, err := platform.LoadKafkaSettings()
+	if err == nil {
+		err = kafka.Validate()
+	}
+	return kafka, err
+}
+
+func replay(args []string) error {
+	fs := flag.NewFlagSet("deliverer replay", flag.ContinueOnError)
+	dest := fs.String("destination", "", "replay only this destination's dead letters")
+	since := fs.String("since", "", "replay only dead letters written at or after this time (RFC 3339)")
+	until := fs.String("until", "", "replay only dead letters written at or before this time (RFC 3339)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f := deliverer.ReplayFilter{DestinationID: *dest}
+	for _, t := range []struct {
+		s   string
+		dst *time.Time
+	}{{*since, &f.Since}, {*until, &f.Until}} {
+		if t.s == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.s)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		*t.dst = v
+	}
+	kafka, err := settings()
+	if err != nil {
+		return err
+	}
+	logger, err := platform.NewLogger(os.Getenv("LOG_LEVEL"), os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := platform.SignalContext(context.Background())
+	defer stop()
+	n, err := deliverer.Replay(ctx, kafka, logger, schemas.TopicDLQ, schemas.TopicDeliveries, f)
+	fmt.Printf("replayed %d dead letters\n", n)
+	return err
+}
+
+func serve() error {
+	kafka, err := settings()
+	if err != nil {
+		return err
+	}
+	cfg, err := deliverer.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	logger, err := platform.NewLogger(os.Getenv("LOG_LEVEL"), os.Stderr)
+	if err != nil {
+		return err
+	}
+	store, err := platform.NewConfigStore(kafka, schemas.TopicConfig, logger)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	health := platform.NewHealth()
+	health.SetReady("config", false)
+	svc, err := deliverer.New(cfg, deliverer.Deps{
+		Kafka:       kafka,
+		Config:      func() deliverer.Destinations { return store.Snapshot() },
+		ConfigReady: store.Ready(),
+		Logger:      logger,
+		Registerer:  reg,
+		Health:      health,
+	})
+	if err != nil {
+		return err
+	}
+	addr := os.Getenv("METRICS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:9102"
+	}
+	server := platform.NewHTTPServer(addr, http.NotFoundHandler(), health, reg, logger)
+	ctx, stop := platform.SignalContext(context.Background())
+	defer stop()
+	configReady := platform.RunnerFunc(func(ctx context.Context) error {
+		select {
+		case <-store.Ready():
+			health.SetReady("config", true)
+		case <-ctx.Done():
+		}
+		<-ctx.Done()
+		return nil
+	})
+	return platform.RunAll(ctx, store, configReady, server, svc)
+}

@@ -1,0 +1,60 @@
+package deliverer
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	attempts  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	delivered *prometheus.CounterVec
+	retried   *prometheus.CounterVec
+	deferred  *prometheus.CounterVec
+	dlq       *prometheus.CounterVec
+	endToEnd  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
+	buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	m := &metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_attempts_total", Help: "POSTs by destination and status class (2xx, 4xx, 5xx, or the error class: timeout, connection, tls, blocked_address).",
+		}, []string{"destination", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tributary_deliverer_attempt_seconds", Help: "Latency of one POST.", Buckets: buckets,
+		}, []string{"destination"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_delivered_total", Help: "Messages delivered (a 2xx from one URL).",
+		}, []string{"destination"}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_retried_total", Help: "Records handed to a retry tier, by destination and tier topic.",
+		}, []string{"destination", "tier"}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_deferred_total", Help: "Records sent to a tier unsent: host at its in-flight bound, or breaker open.",
+		}, []string{"destination", "reason"}),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_dlq_total", Help: "Records dead-lettered, by destination and reason.",
+		}, []string{"destination", "reason"}),
+		endToEnd: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tributary_deliverer_first_attempt_to_delivery_seconds", Help: "From first-attempt-at (routing) to a 2xx.",
+			Buckets: []float64{.01, .05, .1, .5, 1, 10, 60, 600, 3600, 14400},
+		}),
+	}
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tributary_deliverer_in_progress", Help: "Records read and not yet finished (delivered or handed on).",
+	}, func() float64 { return float64(s.track.inProgress()) })
+	breakers := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tributary_deliverer_open_breakers", Help: "Endpoint hosts whose circuit breaker is open.",
+	}, func() float64 { return float64(len(s.hosts.openBreakers())) })
+	paused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tributary_deliverer_paused_tier_partitions", Help: "Retry-tier partitions paused until their head record is due.",
+	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.timers)) })
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.dlq, m.endToEnd, inFlight, breakers, paused} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
+		}
+	}
+	return m, nil
+}

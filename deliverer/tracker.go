@@ -1,0 +1,133 @@
+package deliverer
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type partKey struct {
+	topic string
+	part  int32
+}
+
+// tracker follows the records in progress of each partition, in offset order, so that offsets
+// are committed only up to the lowest unfinished record: everything below the commit mark was
+// delivered or handed on.
+type tracker struct {
+	mu    sync.Mutex
+	parts map[partKey]*partState
+	gen   uint64
+}
+
+type partState struct {
+	gen     uint64
+	pending []*pending
+	mark    *kgo.Record // all records up to and including it are finished
+	dirty   bool        // mark moved since the last commit
+}
+
+// pending is one record in progress; finish it exactly once.
+type pending struct {
+	r    *kgo.Record
+	gen  uint64
+	done bool
+}
+
+func newTracker() *tracker { return &tracker{parts: map[partKey]*partState{}} }
+
+// add starts tracking r (records of one partition must be added in offset order).
+func (t *tracker) add(r *kgo.Record) *pending {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := partKey{r.Topic, r.Partition}
+	ps := t.parts[k]
+	if ps == nil {
+		t.gen++
+		ps = &partState{gen: t.gen}
+		t.parts[k] = ps
+	}
+	p := &pending{r: r, gen: ps.gen}
+	ps.pending = append(ps.pending, p)
+	return p
+}
+
+// finish marks p done and advances its partition's commit mark over finished records. A record
+// of a partition revoked since it was added is ignored (its new owner reads it again).
+func (t *tracker) finish(p *pending) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.parts[partKey{p.r.Topic, p.r.Partition}]
+	if ps == nil || ps.gen != p.gen {
+		return
+	}
+	p.done = true
+	i := 0
+	for i < len(ps.pending) && ps.pending[i].done {
+		ps.mark = ps.pending[i].r
+		ps.dirty = true
+		i++
+	}
+	if i > 0 {
+		n := copy(ps.pending, ps.pending[i:])
+		clear(ps.pending[n:])
+		ps.pending = ps.pending[:n]
+	}
+}
+
+// commitMarks returns the offsets to commit for partitions whose mark moved (all of them when
+// onlyDirty is false), limited to topics/partitions of only when it is not nil.
+func (t *tracker) commitMarks(onlyDirty bool, only map[string][]int32) map[string]map[int32]kgo.EpochOffset {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]map[int32]kgo.EpochOffset{}
+	for k, ps := range t.parts {
+		if ps.mark == nil || (onlyDirty && !ps.dirty) {
+			continue
+		}
+		if only != nil && !contains(only[k.topic], k.part) {
+			continue
+		}
+		ps.dirty = false
+		if out[k.topic] == nil {
+			out[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		out[k.topic][k.part] = kgo.EpochOffset{Epoch: ps.mark.LeaderEpoch, Offset: ps.mark.Offset + 1}
+	}
+	return out
+}
+
+// drop forgets the partitions (revoked or lost).
+func (t *tracker) drop(parts map[string][]int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			delete(t.parts, partKey{topic, p})
+		}
+	}
+}
+
+// inProgress counts the records not finished.
+func (t *tracker) inProgress() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, ps := range t.parts {
+		for _, p := range ps.pending {
+			if !p.done {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func contains(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
