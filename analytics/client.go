@@ -1,7 +1,9 @@
 package analytics
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -200,13 +202,15 @@ func (c *Client) enqueue(m Message) error {
 	if verr := m.validate(); verr != nil {
 		return verr
 	}
-	id, err := uuid.NewRandom()
+	e := c.encode.Get().(*encoder)
+	defer c.encode.Put(e)
+	// Random bytes come from crypto/rand through the encoder's own buffer: one read per 64
+	// messageIds instead of one per call.
+	id, err := uuid.NewRandomFromReader(e.rand)
 	if err != nil {
 		return fmt.Errorf("analytics: generating a messageId: %w", err)
 	}
 	now := c.clock.Now()
-	e := c.encode.Get().(*encoder)
-	defer c.encode.Put(e)
 	if verr := e.encodeMessage(m, (*[16]byte)(&id), now); verr != nil {
 		return verr
 	}
@@ -415,7 +419,9 @@ func (c *Client) start() {
 	}
 	c.room.L = &c.mu
 	c.work.L = &c.mu
-	c.encode.New = func() any { return &encoder{buf: make([]byte, 0, 1024), limit: MaxMessageBytes} }
+	c.encode.New = func() any {
+		return &encoder{buf: make([]byte, 0, 1024), limit: MaxMessageBytes, rand: bufio.NewReaderSize(rand.Reader, 16*64)}
+	}
 	c.ctx, c.abort = context.WithCancel(context.Background())
 	c.stop = make(chan struct{})
 	c.lastFlush = c.clock.Now()

@@ -3,6 +3,7 @@ package analytics
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -47,8 +48,9 @@ func (e *valueError) prefix(key string) *valueError {
 
 type encoder struct {
 	buf   []byte
-	limit int      // the encoding stops past this many bytes (checked between values)
-	keys  []string // sort scratch, used as a stack by nested maps
+	limit int       // the encoding stops past this many bytes (checked between values)
+	keys  []string  // sort scratch, used as a stack by nested maps
+	rand  io.Reader // buffered crypto/rand, for messageIds
 }
 
 // library is the context.library object every message carries.
@@ -428,7 +430,21 @@ func appendUUID(dst []byte, id *[16]byte) []byte {
 
 // appendTime writes t as RFC 3339 in UTC with milliseconds: 2024-05-01T10:00:00.000Z.
 func appendTime(dst []byte, t time.Time) []byte {
-	return t.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 { // beyond four digits: let the time package write it
+		return t.AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / int(time.Millisecond)
+	return append(dst,
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+int(month)/10), byte('0'+int(month)%10), '-',
+		byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':',
+		byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.',
+		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
 }
 
 // Time formats t the way the library sends timestamps (RFC 3339, UTC, milliseconds), for a

@@ -2,7 +2,6 @@ package analytics
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -11,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // httpTransport POSTs batches to the tracking API's /v1/batch.
@@ -44,6 +45,9 @@ func newHTTPTransport(cfg config, client *http.Client, writeKey string) *httpTra
 	if t.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = max(cfg.concurrency, 2)
+		// Headers and a body of up to 64 KiB leave in one write (the default buffer, 4 KiB,
+		// sends every batch in two or more).
+		tr.WriteBufferSize = 64 << 10
 		t.client = &http.Client{Timeout: 10 * time.Second, Transport: tr}
 		t.owned = true
 	}
