@@ -19,9 +19,9 @@ const KafkaHeaderWriteKey = "write-key"
 
 // KafkaTransport, set as Client.Kafka, makes the client produce each message as one record to
 // tracking.inbound with segmentio/kafka-go, for server code inside the Kafka network: the
-// record value is the message's JSON (exactly what the HTTP transport would send inside its
-// batch), the key its userId (else anonymousId), and the header write-key the client's write
-// key. Ingest validates and enriches these records exactly as HTTP calls.
+// record value is the message's JSON (what the HTTP transport sends inside its batch, plus
+// "sentAt"), the key its userId (else anonymousId), and the header write-key the client's
+// write key. Ingest validates and enriches these records exactly as HTTP calls.
 //
 // Batching, the limits, retries, Callback and Close are those of the HTTP transport: a flush
 // produces the batch with one WriteMessages call and waits for every in-sync replica to
@@ -38,6 +38,10 @@ type KafkaTransport struct {
 	// .../scram).
 	SASL sasl.Mechanism
 }
+
+// sentAtMember is the size of `,"sentAt":"2006-01-02T15:04:05.000Z"` plus the closing brace
+// it is written before.
+const sentAtMember = len(`,"sentAt":"2006-01-02T15:04:05.000Z"}`)
 
 type kafkaTransport struct {
 	w       *kafka.Writer
@@ -71,10 +75,25 @@ func newKafkaTransport(k *KafkaTransport, writeKey string) *kafkaTransport {
 }
 
 func (t *kafkaTransport) send(ctx context.Context, b *batch, todo []int32) ([]int32, error) {
+	// Each record is the message with "sentAt" added: what the HTTP transport says once per
+	// batch, ingest needs per record to correct the client's clock skew.
+	size := 0
+	for _, i := range todo {
+		v, _ := b.value(i)
+		size += len(v) + sentAtMember
+	}
+	vals := make([]byte, 0, size)
+	var ts [24]byte
+	sentAt := appendTime(ts[:0], time.Now())
 	msgs := make([]kafka.Message, len(todo))
 	for j, i := range todo {
 		v, k := b.value(i)
-		msgs[j] = kafka.Message{Key: k, Value: v, Headers: t.headers}
+		start := len(vals)
+		vals = append(vals, v[:len(v)-1]...) // without its closing brace
+		vals = append(vals, `,"sentAt":"`...)
+		vals = append(vals, sentAt...)
+		vals = append(vals, `"}`...)
+		msgs[j] = kafka.Message{Key: k, Value: vals[start:len(vals):len(vals)], Headers: t.headers}
 	}
 	err := t.w.WriteMessages(ctx, msgs...)
 	if err == nil {

@@ -101,6 +101,9 @@ func TestKafkaTransport(t *testing.T) {
 		if err := json.Unmarshal(r.Value, &m); err != nil {
 			t.Fatalf("record value is not JSON: %v", err)
 		}
+		if !timeRE.MatchString(fmt.Sprint(m["sentAt"])) || !timeRE.MatchString(fmt.Sprint(m["timestamp"])) {
+			t.Fatalf("record %s lacks sentAt or timestamp", r.Value)
+		}
 		if !uuidRE.MatchString(fmt.Sprint(m["messageId"])) || m["context"].(map[string]any)["library"] == nil {
 			t.Fatalf("record %s lacks messageId or context.library", r.Value)
 		}
