@@ -17,6 +17,11 @@ type Config struct {
 	DeliveriesTopic, DLQTopic, AttemptsTopic string
 	// Group is the consumer group of webhooks.deliveries and the retry tiers.
 	Group string
+	// InstanceID is the static group-member id (DELIVERER_INSTANCE_ID, default
+	// "tributary-deliverer-<hostname>"; empty: dynamic membership). Unique per running
+	// deliverer and stable across its restarts, it lets a restarted deliverer take its
+	// partitions back at once instead of waiting for the old session to time out.
+	InstanceID string
 	// RetrySchedule is the delay before each retry (RETRY_SCHEDULE); each distinct delay is one
 	// tier topic, schemas.RetryTopic(delay).
 	RetrySchedule []time.Duration
@@ -32,9 +37,10 @@ type Config struct {
 	CAFiles []string
 	// MaxInFlight bounds concurrent deliveries in all (DELIVERER_MAX_IN_FLIGHT).
 	MaxInFlight int
-	// MaxPerHost bounds concurrent deliveries to one host (DELIVERER_MAX_PER_HOST); a record
-	// beyond it goes to the first tier.
-	MaxPerHost int
+	// MaxPerHost bounds concurrent deliveries to one host (DELIVERER_MAX_PER_HOST); up to
+	// MaxWaitingPerHost more wait in memory for a slot (DELIVERER_MAX_WAITING_PER_HOST), and a
+	// record beyond that goes to the first tier instead of blocking its partition.
+	MaxPerHost, MaxWaitingPerHost int
 	// BreakerFailures consecutive failed deliveries to one host open its circuit breaker
 	// (DELIVERER_BREAKER_FAILURES); while open, the host's records go to a retry tier unsent.
 	BreakerFailures int
@@ -50,20 +56,26 @@ type Config struct {
 // DefaultConfig returns the defaults of docs/delivery.md.
 func DefaultConfig() Config {
 	sched, _ := schemas.ParseRetrySchedule("10s,1m,5m,15m,30m,1h,1h,1h")
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "local"
+	}
 	return Config{
-		DeliveriesTopic: schemas.TopicDeliveries,
-		DLQTopic:        schemas.TopicDLQ,
-		AttemptsTopic:   schemas.TopicAttempts,
-		Group:           "tributary-deliverer",
-		RetrySchedule:   sched,
-		RetryWindow:     4 * time.Hour,
-		Timeout:         5 * time.Second,
-		MaxInFlight:     512,
-		MaxPerHost:      64,
-		BreakerFailures: 20,
-		BreakerCooldown: 10 * time.Second,
-		MaxPollRecords:  2000,
-		CommitInterval:  500 * time.Millisecond,
+		InstanceID:        "tributary-deliverer-" + host,
+		DeliveriesTopic:   schemas.TopicDeliveries,
+		DLQTopic:          schemas.TopicDLQ,
+		AttemptsTopic:     schemas.TopicAttempts,
+		Group:             "tributary-deliverer",
+		RetrySchedule:     sched,
+		RetryWindow:       4 * time.Hour,
+		Timeout:           5 * time.Second,
+		MaxInFlight:       1024,
+		MaxPerHost:        64,
+		MaxWaitingPerHost: 256,
+		BreakerFailures:   20,
+		BreakerCooldown:   10 * time.Second,
+		MaxPollRecords:    2000,
+		CommitInterval:    500 * time.Millisecond,
 	}
 }
 
@@ -87,6 +99,7 @@ func ConfigFromEnv() (Config, error) {
 	}
 	env("RETRY_SCHEDULE", func(v string) (err error) { c.RetrySchedule, err = schemas.ParseRetrySchedule(v); return err })
 	env("RETRY_WINDOW", dur(&c.RetryWindow))
+	env("DELIVERER_INSTANCE_ID", func(v string) error { c.InstanceID = v; return nil })
 	env("DELIVERY_TIMEOUT", dur(&c.Timeout))
 	env("WEBHOOK_ALLOW_PRIVATE", func(v string) (err error) { c.AllowPrivate, err = strconv.ParseBool(v); return err })
 	env("WEBHOOK_CA_FILES", func(v string) error {
@@ -99,6 +112,7 @@ func ConfigFromEnv() (Config, error) {
 	})
 	env("DELIVERER_MAX_IN_FLIGHT", num(&c.MaxInFlight))
 	env("DELIVERER_MAX_PER_HOST", num(&c.MaxPerHost))
+	env("DELIVERER_MAX_WAITING_PER_HOST", num(&c.MaxWaitingPerHost))
 	env("DELIVERER_BREAKER_FAILURES", num(&c.BreakerFailures))
 	env("DELIVERER_BREAKER_COOLDOWN", dur(&c.BreakerCooldown))
 	if err := errors.Join(errs...); err != nil {
@@ -127,8 +141,9 @@ func (c *Config) Validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("DELIVERY_TIMEOUT: must be positive, got %s", c.Timeout))
 	}
-	if c.MaxInFlight < 1 || c.MaxPerHost < 1 || c.MaxPerHost > c.MaxInFlight {
-		errs = append(errs, fmt.Errorf("DELIVERER_MAX_IN_FLIGHT (%d) and DELIVERER_MAX_PER_HOST (%d): need 1 <= per host <= in flight", c.MaxInFlight, c.MaxPerHost))
+	if c.MaxInFlight < 1 || c.MaxPerHost < 1 || c.MaxWaitingPerHost < 0 || c.MaxPerHost+c.MaxWaitingPerHost > c.MaxInFlight {
+		errs = append(errs, fmt.Errorf("DELIVERER_MAX_IN_FLIGHT (%d), DELIVERER_MAX_PER_HOST (%d), DELIVERER_MAX_WAITING_PER_HOST (%d): need per host >= 1 and per host + waiting <= in flight",
+			c.MaxInFlight, c.MaxPerHost, c.MaxWaitingPerHost))
 	}
 	if c.BreakerFailures < 1 || c.BreakerCooldown <= 0 {
 		errs = append(errs, errors.New("DELIVERER_BREAKER_FAILURES and DELIVERER_BREAKER_COOLDOWN: must be positive"))

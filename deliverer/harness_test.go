@@ -81,6 +81,7 @@ func (h *harness) config() deliverer.Config {
 	cfg.RetrySchedule, _ = schemas.ParseRetrySchedule(h.schedule)
 	cfg.AllowPrivate = true
 	cfg.CommitInterval = 100 * time.Millisecond
+	cfg.InstanceID = ""
 	return cfg
 }
 

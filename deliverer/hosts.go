@@ -11,6 +11,7 @@ import (
 // closes it, failure reopens it for twice the cooldown (at most maxCooldown).
 type hosts struct {
 	maxPerHost  int
+	maxWaiting  int
 	failures    int
 	cooldown    time.Duration
 	maxCooldown time.Duration
@@ -25,10 +26,21 @@ type hostState struct {
 	openUntil time.Time     // breaker open while now < openUntil
 	cooldown  time.Duration // the current open period (0: closed)
 	trial     bool          // the half-open trial request is in flight
+	waiting   []waiter      // admitted later, in order, when a request ends
+	progress  time.Time     // the last time a request to the host ended, or one started on an idle host
+	latency   time.Duration // moving average of request durations
+	freed     chan struct{} // closed (and replaced) whenever a request ends
 }
 
-func newHosts(maxPerHost, failures int, cooldown, maxCooldown time.Duration) *hosts {
-	return &hosts{maxPerHost: maxPerHost, failures: failures, cooldown: cooldown,
+// waiter is a request queued for a host at its in-flight bound: start runs (in its own
+// goroutine) once it holds a slot; refuse runs instead if the host's breaker opens first.
+type waiter struct {
+	start  func()
+	refuse func(reason string, wait time.Duration)
+}
+
+func newHosts(maxPerHost, maxWaiting, failures int, cooldown, maxCooldown time.Duration) *hosts {
+	return &hosts{maxPerHost: maxPerHost, maxWaiting: maxWaiting, failures: failures, cooldown: cooldown,
 		maxCooldown: max(maxCooldown, cooldown), m: map[string]*hostState{}}
 }
 
@@ -44,8 +56,11 @@ func (h *hosts) acquire(host string, now time.Time) (ok bool, reason string, wai
 	defer h.mu.Unlock()
 	st := h.m[host]
 	if st == nil {
-		st = &hostState{}
+		st = &hostState{freed: make(chan struct{})}
 		h.m[host] = st
+	}
+	if st.inFlight == 0 {
+		st.progress = now
 	}
 	if st.cooldown > 0 { // open or half-open
 		if now.Before(st.openUntil) {
@@ -62,27 +77,90 @@ func (h *hosts) acquire(host string, now time.Time) (ok bool, reason string, wai
 	return true, "", 0
 }
 
-// release ends one admitted request; ok is whether the host answered (any status below 500
-// but 408/429 counts as an answer: the host is up).
-func (h *hosts) release(host string, ok bool, now time.Time) {
+// stallAfter is how long a host with requests in flight may go without finishing one before it
+// counts as stalled: at least minStall, else five times its average request.
+const minStall = 250 * time.Millisecond
+
+// enqueueResult says what enqueue did.
+type enqueueResult int
+
+const (
+	queued  enqueueResult = iota // w runs when a slot frees
+	full                         // the queue is full but the host is moving: wait on freed and try again
+	refused                      // stalled host or open breaker: send the record to a retry tier
+)
+
+// enqueue queues w for a host at its bound. A host that has finished no request for a while
+// (stalled: dead or hanging) or whose breaker is open takes no more waiters, so its records go
+// to a retry tier instead of holding the partition; a host that is merely busy (a burst to a
+// fast endpoint) makes the caller wait for room, which is backpressure, not blocking by a dead
+// endpoint. freed is closed when the host finishes a request.
+func (h *hosts) enqueue(host string, w waiter, now time.Time) (enqueueResult, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.m[host]
+	if st == nil || st.cooldown > 0 {
+		return refused, nil
+	}
+	if st.inFlight > 0 && now.Sub(st.progress) > max(minStall, 5*st.latency) {
+		return refused, nil
+	}
+	if st.inFlight < h.maxPerHost { // a slot freed since acquire refused
+		st.inFlight++
+		go w.start()
+		return queued, nil
+	}
+	if len(st.waiting) >= h.maxWaiting {
+		return full, st.freed
+	}
+	st.waiting = append(st.waiting, w)
+	return queued, nil
+}
+
+// release ends one admitted request; ok is whether the host answered (any status below 500
+// but 408/429 counts as an answer: the host is up). The slot goes to the next waiter; if the
+// breaker is now open, every waiter is refused.
+func (h *hosts) release(host string, ok bool, took time.Duration, now time.Time) {
+	h.mu.Lock()
+	st := h.m[host]
 	st.inFlight--
+	st.progress = now
+	st.latency = (7*st.latency + took) / 8
+	close(st.freed)
+	st.freed = make(chan struct{})
 	wasTrial := st.trial && st.cooldown > 0
 	if ok {
 		st.failed, st.cooldown, st.trial = 0, 0, false
-		return
+	} else {
+		st.failed++
+		switch {
+		case wasTrial:
+			st.trial = false
+			st.cooldown = min(2*st.cooldown, h.maxCooldown)
+			st.openUntil = now.Add(st.cooldown)
+		case st.cooldown == 0 && st.failed >= h.failures:
+			st.cooldown = h.cooldown
+			st.openUntil = now.Add(st.cooldown)
+		}
 	}
-	st.failed++
+	var start func()
+	var refused []waiter
+	wait := st.openUntil.Sub(now)
 	switch {
-	case wasTrial:
-		st.trial = false
-		st.cooldown = min(2*st.cooldown, h.maxCooldown)
-		st.openUntil = now.Add(st.cooldown)
-	case st.cooldown == 0 && st.failed >= h.failures:
-		st.cooldown = h.cooldown
-		st.openUntil = now.Add(st.cooldown)
+	case st.cooldown > 0:
+		refused, st.waiting = st.waiting, nil
+	case len(st.waiting) > 0 && st.inFlight < h.maxPerHost:
+		start = st.waiting[0].start
+		st.waiting[0] = waiter{}
+		st.waiting = st.waiting[1:]
+		st.inFlight++
+	}
+	h.mu.Unlock()
+	if start != nil {
+		go start()
+	}
+	for _, w := range refused {
+		w.refuse(refusedBreaker, wait)
 	}
 }
 

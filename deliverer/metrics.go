@@ -12,6 +12,7 @@ type metrics struct {
 	delivered *prometheus.CounterVec
 	retried   *prometheus.CounterVec
 	deferred  *prometheus.CounterVec
+	queued    *prometheus.CounterVec
 	dlq       *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
 }
@@ -34,6 +35,9 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_deferred_total", Help: "Records sent to a tier unsent: host at its in-flight bound, or breaker open.",
 		}, []string{"destination", "reason"}),
+		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_queued_total", Help: "Records that waited in memory for a slot on their host (host at its in-flight bound).",
+		}, []string{"destination"}),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_dlq_total", Help: "Records dead-lettered, by destination and reason.",
 		}, []string{"destination", "reason"}),
@@ -51,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	paused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_paused_tier_partitions", Help: "Retry-tier partitions paused until their head record is due.",
 	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.timers)) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.dlq, m.endToEnd, inFlight, breakers, paused} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.dlq, m.endToEnd, inFlight, breakers, paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

@@ -97,7 +97,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	for _, t := range s.tierTopics {
 		s.isTier[t] = true
 	}
-	s.hosts = newHosts(cfg.MaxPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1])
+	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1])
 	var err error
 	if s.client, err = newHTTPClient(cfg); err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, err
 	}
 	topics := append([]string{cfg.DeliveriesTopic}, s.tierTopics...)
-	opts := append([]kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -117,7 +117,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(2 * time.Millisecond),
-	}, deps.KafkaOpts...)
+		kgo.SessionTimeout(20 * time.Second),
+	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	opts = append(opts, deps.KafkaOpts...)
 	if s.cl, err = platform.NewKafkaClient(deps.Kafka, s.logger, opts...); err != nil {
 		return nil, fmt.Errorf("deliverer Kafka client: %w", err)
 	}
@@ -294,10 +299,16 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 	return d
 }
 
-// dispatch decides a record: DLQ at once (destination gone, window over), to a tier unsent
-// (every host at its bound or breaker open), or a delivery attempt in a goroutine. It blocks
-// only on the global in-flight bound.
+// dispatch decides a record: DLQ at once (destination gone, window over), a delivery attempt,
+// a wait in its host's queue (host at its in-flight bound), or a retry tier unsent (queue full
+// or breaker open). It blocks only on the global bound (MaxInFlight), whose token the record
+// holds until its attempt ends or it is handed on.
 func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return // not finished: delivered again after a restart
+	}
 	now := s.now()
 	d := parseDelivery(r, now)
 	dest, ok := s.deps.Config().DestinationByID(d.destID)
@@ -307,40 +318,95 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 			why = "destination disabled"
 		}
 		s.toDLQ(ctx, d, p, string(Unavailable), 0, why)
+		<-s.sem
 		return
 	}
 	if now.After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
 		s.toDLQ(ctx, d, p, "retry_window_expired", 0, "no attempt may start more than RETRY_WINDOW after the first")
+		<-s.sem
 		return
 	}
-	var admitted []schemas.Webhook
-	var reason string
-	var wait time.Duration
+	admitted, busy, reason, wait := s.admit(dest, "", now)
+	refuse := func(reason string, wait time.Duration) {
+		s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
+		s.toTier(ctx, d, p, d.attempt, s.tierFor(wait), reason, 0)
+		<-s.sem
+	}
+	if len(admitted) > 0 {
+		s.launch(ctx, d, p, dest, admitted)
+		return
+	}
+	if busy != "" {
+		w := waiter{
+			start: func() {
+				more, _, _, _ := s.admit(dest, busy, s.now())
+				s.launch(ctx, d, p, dest, append(more, webhooksOf(dest, busy)...))
+			},
+			refuse: refuse,
+		}
+		for {
+			res, freed := s.hosts.enqueue(busy, w, s.now())
+			switch res {
+			case queued:
+				s.metrics.queued.WithLabelValues(d.destID).Inc()
+				return
+			case full:
+				select { // a busy but moving host: wait for room (backpressure)
+				case <-freed:
+				case <-time.After(minStall):
+				case <-ctx.Done():
+					<-s.sem
+					return // not finished: delivered again after a restart
+				}
+				continue
+			}
+			reason = refusedBusy
+			break
+		}
+	}
+	refuse(reason, wait)
+}
+
+// admit takes a slot on each URL's host that has one (skipping the host `holding`, whose slot
+// the caller already holds). It returns the admitted entries, a host that refused only for
+// being at its bound (to queue on), and the other refusal's reason and breaker wait.
+func (s *Service) admit(dest *schemas.Destination, holding string, now time.Time) (admitted []schemas.Webhook, busy, reason string, wait time.Duration) {
 	for _, e := range dest.Settings.Webhooks {
-		if ok, why, w := s.hosts.acquire(hostOf(e.URL), now); ok {
+		host := hostOf(e.URL)
+		if host == holding {
+			continue
+		}
+		ok, why, w := s.hosts.acquire(host, now)
+		switch {
+		case ok:
 			admitted = append(admitted, e)
-		} else {
+		case why == refusedBusy && busy == "":
+			busy = host
+		default:
 			reason, wait = why, max(wait, w)
 		}
 	}
-	if len(admitted) == 0 {
-		s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
-		s.toTier(ctx, d, p, d.attempt, s.tierFor(wait), reason, 0)
-		return
-	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		for _, e := range admitted {
-			s.hosts.release(hostOf(e.URL), true, now)
+	return admitted, busy, reason, wait
+}
+
+// webhooksOf returns the destination's entries on host.
+func webhooksOf(dest *schemas.Destination, host string) []schemas.Webhook {
+	var out []schemas.Webhook
+	for _, e := range dest.Settings.Webhooks {
+		if hostOf(e.URL) == host {
+			out = append(out, e)
 		}
-		return // not finished: delivered again after a restart
 	}
+	return out
+}
+
+// launch runs one attempt in a goroutine; the global token is released when it ends.
+func (s *Service) launch(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer func() { <-s.sem }()
-		s.attempt(ctx, d, p, dest, admitted)
+		s.attempt(ctx, d, p, dest, entries)
 	}()
 }
 
@@ -349,7 +415,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	if lim := s.limiter(dest); lim != nil {
 		if err := lim.Wait(ctx); err != nil {
 			for _, e := range entries {
-				s.hosts.release(hostOf(e.URL), true, s.now())
+				s.hosts.release(hostOf(e.URL), true, 0, s.now())
 			}
 			return // shutting down: not finished
 		}
@@ -359,7 +425,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	now := s.now()
 	for i := range results {
 		res := &results[i]
-		s.hosts.release(res.Host, res.Class == Success || res.Class == Status4xx || res.Class == Status408 || res.Class == Status429, now)
+		s.hosts.release(res.Host, res.Class == Success || res.Class == Status4xx || res.Class == Status408 || res.Class == Status429, res.Latency, now)
 		s.logAttempt(d, res, now)
 	}
 	class, retryAfter, last := verdict(results)

@@ -1,0 +1,206 @@
+package deliverer
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestClassify(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	hdr := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
+	for _, c := range []struct {
+		name   string
+		status int
+		header http.Header
+		err    error
+		class  Class
+		after  time.Duration
+	}{
+		{"200", 200, nil, nil, Success, 0},
+		{"204", 204, nil, nil, Success, 0},
+		{"299", 299, nil, nil, Success, 0},
+		{"301 is not followed", 301, nil, nil, Status4xx, 0},
+		{"400", 400, nil, nil, Status4xx, 0},
+		{"401", 401, nil, nil, Status4xx, 0},
+		{"404", 404, nil, nil, Status4xx, 0},
+		{"408 retryable", 408, nil, nil, Status408, 0},
+		{"429 retryable", 429, nil, nil, Status429, 0},
+		{"429 Retry-After seconds", 429, hdr("120"), nil, Status429, 2 * time.Minute},
+		{"429 Retry-After date", 429, hdr(now.Add(90 * time.Second).Format(http.TimeFormat)), nil, Status429, 90 * time.Second},
+		{"429 Retry-After in the past", 429, hdr(now.Add(-time.Hour).Format(http.TimeFormat)), nil, Status429, 0},
+		{"429 Retry-After garbage", 429, hdr("soon"), nil, Status429, 0},
+		{"500", 500, nil, nil, Status5xx, 0},
+		{"503 Retry-After", 503, hdr("7"), nil, Status5xx, 7 * time.Second},
+		{"599", 599, nil, nil, Status5xx, 0},
+		{"deadline", 0, nil, fmt.Errorf("post: %w", context.DeadlineExceeded), Timeout, 0},
+		{"net timeout", 0, nil, &url.Error{Op: "Post", URL: "u", Err: &net.OpError{Op: "dial", Err: timeoutErr{}}}, Timeout, 0},
+		{"refused", 0, nil, &url.Error{Op: "Post", URL: "u", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, ConnError, 0},
+		{"dns", 0, nil, &url.Error{Op: "Post", URL: "u", Err: &net.DNSError{Err: "no such host", Name: "x"}}, ConnError, 0},
+		{"self-signed", 0, nil, &url.Error{Op: "Post", URL: "u", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, TLSError, 0},
+		{"wrong host", 0, nil, x509.HostnameError{Host: "x", Certificate: &x509.Certificate{}}, TLSError, 0},
+		{"expired", 0, nil, x509.CertificateInvalidError{Reason: x509.Expired}, TLSError, 0},
+		{"guard", 0, nil, &url.Error{Op: "Post", URL: "u", Err: &net.OpError{Op: "dial", Err: fmt.Errorf("%w: 10.0.0.1", ErrBlockedAddress)}}, Blocked, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			class, after := Classify(c.status, c.header, c.err, now)
+			if class != c.class || after != c.after {
+				t.Errorf("Classify = %s, %v; want %s, %v", class, after, c.class, c.after)
+			}
+		})
+	}
+	for class, retry := range map[Class]bool{Timeout: true, ConnError: true, Status5xx: true, Status408: true, Status429: true,
+		Status4xx: false, TLSError: false, Blocked: false, InvalidURL: false, Unavailable: false, Success: false} {
+		if class.Retryable() != retry {
+			t.Errorf("%s.Retryable() = %v", class, !retry)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestVerdict(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		results []urlResult
+		want    Class
+		after   time.Duration
+	}{
+		{"one success among failures", []urlResult{{Class: Status5xx}, {Class: Success}, {Class: Status4xx}}, Success, 0},
+		{"retryable beats permanent", []urlResult{{Class: Status4xx}, {Class: Timeout}}, Timeout, 0},
+		{"all permanent", []urlResult{{Class: TLSError}, {Class: Status4xx}}, TLSError, 0},
+		{"longest Retry-After", []urlResult{{Class: Status429, RetryAfter: time.Second}, {Class: Status5xx, RetryAfter: 3 * time.Second}}, Status429, 3 * time.Second},
+	} {
+		got, after, _ := verdict(c.results)
+		if got != c.want || after != c.after {
+			t.Errorf("%s: verdict %s %v, want %s %v", c.name, got, after, c.want, c.after)
+		}
+	}
+}
+
+func TestBlockedAddr(t *testing.T) {
+	for addr, blocked := range map[string]bool{
+		"127.0.0.1": true, "127.9.9.9": true, "::1": true, "10.1.2.3": true, "172.16.0.1": true, "172.31.255.255": true,
+		"192.168.1.1": true, "169.254.169.254": true, "fe80::1": true, "fd00::1": true, "fc00::1": true, "224.0.0.1": true,
+		"ff02::1": true, "0.0.0.0": true, "::": true, "100.100.100.200": true, "100.64.0.1": true, "::ffff:127.0.0.1": true,
+		"::ffff:10.0.0.1": true, "fd00:ec2::254": true, "64:ff9b::a00:1": true, "198.18.0.1": true, "255.255.255.255": true,
+		"8.8.8.8": false, "1.1.1.1": false, "172.32.0.1": false, "2606:4700:4700::1111": false, "100.128.0.1": false, "203.0.113.9": false,
+	} {
+		if got := BlockedAddr(netip.MustParseAddr(addr)) != ""; got != blocked {
+			t.Errorf("BlockedAddr(%s) blocked=%v, want %v", addr, got, blocked)
+		}
+	}
+	if err := guardControl("tcp", "169.254.169.254:80", nil); !errors.Is(err, ErrBlockedAddress) {
+		t.Errorf("guardControl(metadata) = %v", err)
+	}
+	if err := guardControl("tcp", "93.184.216.34:443", nil); err != nil {
+		t.Errorf("guardControl(public) = %v", err)
+	}
+}
+
+func TestHostsBoundAndBreaker(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := newHosts(2, 0, 3, 10*time.Second, time.Minute)
+	ok1, _, _ := h.acquire("a:80", now)
+	ok2, _, _ := h.acquire("a:80", now)
+	ok3, why, _ := h.acquire("a:80", now)
+	if !ok1 || !ok2 || ok3 || why != refusedBusy {
+		t.Fatalf("bound: %v %v %v %s", ok1, ok2, ok3, why)
+	}
+	if ok, _, _ := h.acquire("b:80", now); !ok {
+		t.Fatal("another host must not be limited by a's bound")
+	}
+	h.release("a:80", false, 0, now)
+	h.release("a:80", false, 0, now)
+	if ok, _, _ := h.acquire("a:80", now); !ok {
+		t.Fatal("two failures of three: still closed")
+	}
+	h.release("a:80", false, 0, now) // third consecutive failure: opens
+	ok, why, wait := h.acquire("a:80", now.Add(time.Second))
+	if ok || why != refusedBreaker || wait != 9*time.Second {
+		t.Fatalf("open breaker: %v %s %v", ok, why, wait)
+	}
+	if len(h.openBreakers()) != 1 {
+		t.Fatal("open breakers gauge")
+	}
+	later := now.Add(11 * time.Second)
+	if ok, _, _ := h.acquire("a:80", later); !ok {
+		t.Fatal("after the cooldown one trial is admitted")
+	}
+	if ok, why, _ := h.acquire("a:80", later); ok || why != refusedBreaker {
+		t.Fatal("only one trial at a time")
+	}
+	h.release("a:80", false, 0, later) // trial failed: reopen for twice the cooldown
+	if _, _, wait := h.acquire("a:80", later); wait != 20*time.Second {
+		t.Fatalf("reopened for %v, want 20s", wait)
+	}
+	again := later.Add(21 * time.Second)
+	if ok, _, _ := h.acquire("a:80", again); !ok {
+		t.Fatal("second trial")
+	}
+	h.release("a:80", true, 0, again)
+	if len(h.openBreakers()) != 0 {
+		t.Fatal("a successful trial closes the breaker")
+	}
+}
+
+func TestTrackerCommitsOnlyBelowTheLowestUnfinished(t *testing.T) {
+	tr := newTracker()
+	rec := func(o int64) *kgo.Record { return &kgo.Record{Topic: "t", Partition: 0, Offset: o, LeaderEpoch: 1} }
+	p0, p1, p2 := tr.add(rec(10)), tr.add(rec(11)), tr.add(rec(12))
+	tr.finish(p1)
+	tr.finish(p2)
+	if m := tr.commitMarks(true, nil); len(m) != 0 {
+		t.Fatalf("committed past the unfinished offset 10: %v", m)
+	}
+	tr.finish(p0)
+	if m := tr.commitMarks(true, nil); m["t"][0].Offset != 13 {
+		t.Fatalf("marks %v, want offset 13", m)
+	}
+	if m := tr.commitMarks(true, nil); len(m) != 0 {
+		t.Fatalf("nothing new to commit: %v", m)
+	}
+	p3 := tr.add(rec(13))
+	tr.drop(map[string][]int32{"t": {0}})
+	tr.finish(p3) // finished after revocation: ignored
+	if m := tr.commitMarks(false, nil); len(m) != 0 {
+		t.Fatalf("revoked partition committed: %v", m)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv("RETRY_SCHEDULE", "1s,2s,2s")
+	t.Setenv("RETRY_WINDOW", "1m")
+	t.Setenv("DELIVERY_TIMEOUT", "2s")
+	t.Setenv("WEBHOOK_ALLOW_PRIVATE", "true")
+	t.Setenv("DELIVERER_MAX_PER_HOST", "4")
+	c, err := ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delays, topics := c.tiers()
+	if len(c.RetrySchedule) != 3 || len(delays) != 2 || topics[1] != "webhooks.retry.2s" || c.RetryWindow != time.Minute ||
+		c.Timeout != 2*time.Second || !c.AllowPrivate || c.MaxPerHost != 4 {
+		t.Fatalf("config %+v", c)
+	}
+	t.Setenv("DELIVERY_TIMEOUT", "fast")
+	t.Setenv("RETRY_SCHEDULE", "1s,-2s")
+	if _, err := ConfigFromEnv(); err == nil {
+		t.Fatal("bad settings accepted")
+	}
+}
