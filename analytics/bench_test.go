@@ -54,6 +54,31 @@ func BenchmarkTrack(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+		if batch == 250 {
+			// Batches of 250 (~65 KB) are gzipped by default (CompressAbove, 32 KiB); v3 never
+			// compresses. The same without compression:
+			b.Run(name+"/tributary-nogzip", func(b *testing.B) {
+				c := analytics.New("wk_bench")
+				c.Endpoint = srv.URL
+				c.FlushAt = batch
+				c.BlockWhenFull = true
+				c.CompressAbove = -1
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if err := c.Track(&analytics.Track{
+						UserId:     "user-42",
+						Event:      "Order Completed",
+						Properties: map[string]any{"revenue": 39.95, "currency": "EUR"},
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := c.Close(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
 		b.Run(name+"/segmentio-v3", func(b *testing.B) {
 			c, err := segment.NewWithConfig("wk_bench", segment.Config{Endpoint: srv.URL, BatchSize: batch})
 			if err != nil {

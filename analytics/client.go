@@ -26,7 +26,7 @@ const (
 	DefaultMaxRetries    = 10
 	DefaultRetryInitial  = 100 * time.Millisecond
 	DefaultRetryMax      = 10 * time.Second
-	DefaultCompressAbove = 64 << 10
+	DefaultCompressAbove = 32 << 10
 	// MaxMessageBytes is the largest message, as JSON, a call accepts: 32 KB.
 	MaxMessageBytes = 32 << 10
 	// MaxBatchBytes is the largest batch request body (before compression): 500 KB.
@@ -102,7 +102,7 @@ type Client struct {
 	// HTTPClient sends the requests. Default: a client of its own with a 10 s timeout, whose
 	// idle connections Close closes.
 	HTTPClient *http.Client
-	// CompressAbove: request bodies of at least this many bytes are gzipped (default 64 KiB;
+	// CompressAbove: request bodies of at least this many bytes are gzipped (default 32 KiB;
 	// negative: never).
 	CompressAbove int
 
