@@ -28,6 +28,7 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
@@ -46,3 +47,7 @@ replace github.com/tributary-cdp/tributary/ingest => ../ingest
 require github.com/tributary-cdp/tributary/router v0.0.0
 
 replace github.com/tributary-cdp/tributary/router => ../router
+
+require github.com/tributary-cdp/tributary/deliverer v0.0.0
+
+replace github.com/tributary-cdp/tributary/deliverer => ../deliverer

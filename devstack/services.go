@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
-	"github.com/tributary-cdp/tributary/router"
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/router"
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // addServices builds every service that exists and adds it to the stack's runners. Each issue
@@ -46,6 +48,27 @@ func (s *Stack) addServices(ctx context.Context) error {
 		return fmt.Errorf("building router: %w", err)
 	}
 	s.services = append(s.services, rt)
+
+	dcfg, err := deliverer.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	// The settings of design §4, as make run set them (WEBHOOK_ALLOW_PRIVATE=true and so on).
+	if dcfg.RetrySchedule, err = schemas.ParseRetrySchedule(s.cfg.RetrySchedule); err != nil {
+		return err
+	}
+	dcfg.RetryWindow, dcfg.Timeout, dcfg.AllowPrivate = s.cfg.RetryWindow, s.cfg.DeliveryTimeout, s.cfg.WebhookAllowPrivate
+	dl, err := deliverer.New(dcfg, deliverer.Deps{
+		Kafka:       s.cfg.Kafka,
+		Config:      func() deliverer.Destinations { return s.store.Snapshot() },
+		ConfigReady: s.store.Ready(),
+		Logger:      s.logger,
+		Registerer:  s.reg,
+	})
+	if err != nil {
+		return fmt.Errorf("building deliverer: %w", err)
+	}
+	s.services = append(s.services, dl)
 	return nil
 }
 
@@ -55,4 +78,5 @@ func (s *Stack) IngestAddr() string { return s.ingestAddr }
 var (
 	_ platform.Runner = (*ingest.Service)(nil)
 	_ platform.Runner = (*router.Service)(nil)
+	_ platform.Runner = (*deliverer.Service)(nil)
 )

@@ -1,0 +1,173 @@
+package devstack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tributary-cdp/tributary/devstack"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// hook is a webhook receiver that keeps every request.
+type hook struct {
+	mu   sync.Mutex
+	got  []*http.Request
+	body [][]byte
+	at   []time.Time
+}
+
+func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	h.got, h.body, h.at = append(h.got, r), append(h.body, b), append(h.at, time.Now())
+	h.mu.Unlock()
+}
+
+func (h *hook) wait(t *testing.T, n int) ([]*http.Request, [][]byte) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h.mu.Lock()
+		got, body := append([]*http.Request(nil), h.got...), append([][]byte(nil), h.body...)
+		h.mu.Unlock()
+		if len(got) >= n {
+			return got, body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("receiver got %d webhooks, want %d", len(got), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startStack runs the whole of Tributary in this process (as make run does) with a config that
+// sends source web's messages to url, signed with secret.
+func startStack(t testing.TB, url string) *devstack.Stack {
+	t.Helper()
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "config.yaml")
+	yaml := `sources: [{id: web, writeKey: wk_e2e}]
+destinations:
+  - id: hooks
+    type: webhooks
+    sources: [web]
+    settings: {webhooks: [{url: "` + url + `", headers: {X-Team: growth}}], sharedSecret: e2e-secret}
+`
+	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := devstack.Defaults()
+	cfg.DataDir, cfg.EmbeddedPort, cfg.IngestAddr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
+	cfg.WebhookAllowPrivate = true
+	cfg.RetrySchedule = "1s,2s"
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := devstack.New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stack: %v", err)
+		}
+		st.Close()
+	})
+	if err := st.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func post(t testing.TB, st *devstack.Stack, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+st.IngestAddr()+path, strings.NewReader(body))
+	req.SetBasicAuth("wk_e2e", "")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"success":true`)) {
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+	}
+}
+
+// TestEndToEnd: Segment calls over HTTP come out as signed webhooks, one per call, with the
+// documented body (seed 000 §2.2), through ingest, Kafka, router and deliverer.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack")
+	}
+	rc := &hook{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	st := startStack(t, srv.URL+"/segment")
+
+	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","properties":{"total":12345678901234567890},"messageId":"e2e-track"}`)
+	post(t, st, "/v1/alias", `{"userId":"u2","previousId":"u1","messageId":"e2e-alias"}`)
+	post(t, st, "/v1/batch", `{"batch":[{"type":"identify","userId":"u2","traits":{"plan":"pro"},"messageId":"e2e-identify"},{"type":"page","anonymousId":"a1","name":"Home","properties":{"path":"/"},"messageId":"e2e-page"},{"type":"track","userId":"u3","event":"Skipped","integrations":{"All":false},"messageId":"e2e-off"}]}`)
+
+	rc.wait(t, 4)
+	time.Sleep(500 * time.Millisecond)
+	reqs, bodies := rc.wait(t, 4)
+	if len(reqs) != 4 {
+		t.Fatalf("%d webhooks, want 4 (the All:false track is not delivered)", len(reqs))
+	}
+	byID := map[string]map[string]any{}
+	for i, r := range reqs {
+		if !schemas.VerifyXSignature("e2e-secret", bodies[i], r.Header.Get("X-Signature")) {
+			t.Errorf("X-Signature of %s does not verify", bodies[i])
+		}
+		if r.Header.Get("User-Agent") != "Tributary/1.0" || r.Header.Get("X-Team") != "growth" || r.URL.Path != "/segment" {
+			t.Errorf("request %v %s", r.Header, r.URL.Path)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(bodies[i], &m); err != nil {
+			t.Fatal(err)
+		}
+		byID[r.Header.Get("X-Message-Id")] = m
+		if ts, _ := m["timestamp"].(string); len(ts) != 24 || !strings.HasSuffix(ts, "Z") {
+			t.Errorf("timestamp %q", ts)
+		}
+	}
+	if m := byID["e2e-track"]; m["version"] != 1.0 || m["event"] != "Order Completed" || m["userId"] != "u1" || m["receivedAt"] == nil {
+		t.Errorf("track body %v", m)
+	}
+	if !bytes.Contains(bodies[indexOf(reqs, "e2e-track")], []byte(`12345678901234567890`)) {
+		t.Error("large integer not kept exactly")
+	}
+	if m := byID["e2e-alias"]; m["Previous ID"] != "u1" || m["User ID"] != "u2" || m["type"] != "alias" {
+		t.Errorf("alias body %v", m)
+	}
+	if m := byID["e2e-identify"]; m["type"] != "identify" || m["traits"].(map[string]any)["plan"] != "pro" {
+		t.Errorf("identify body %v", m)
+	}
+	if m := byID["e2e-page"]; m["type"] != "page" || m["anonymousId"] != "a1" {
+		t.Errorf("page body %v", m)
+	}
+}
+
+func indexOf(reqs []*http.Request, id string) int {
+	for i, r := range reqs {
+		if r.Header.Get("X-Message-Id") == id {
+			return i
+		}
+	}
+	return 0
+}
