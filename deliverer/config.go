@@ -75,7 +75,7 @@ func DefaultConfig() Config {
 		BreakerFailures:   20,
 		BreakerCooldown:   10 * time.Second,
 		MaxPollRecords:    2000,
-		CommitInterval:    500 * time.Millisecond,
+		CommitInterval:    100 * time.Millisecond,
 	}
 }
 
