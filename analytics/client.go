@@ -1,9 +1,7 @@
 package analytics
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // Defaults of the Client fields and the limits of seed 001 §8.
@@ -204,9 +200,7 @@ func (c *Client) enqueue(m Message) error {
 	}
 	e := c.encode.Get().(*encoder)
 	defer c.encode.Put(e)
-	// Random bytes come from crypto/rand through the encoder's own buffer: one read per 64
-	// messageIds instead of one per call.
-	id, err := uuid.NewRandomFromReader(e.rand)
+	id, err := e.newMessageID()
 	if err != nil {
 		return fmt.Errorf("analytics: generating a messageId: %w", err)
 	}
@@ -420,7 +414,7 @@ func (c *Client) start() {
 	c.room.L = &c.mu
 	c.work.L = &c.mu
 	c.encode.New = func() any {
-		return &encoder{buf: make([]byte, 0, 1024), limit: MaxMessageBytes, rand: bufio.NewReaderSize(rand.Reader, 16*64)}
+		return &encoder{buf: make([]byte, 0, 1024), limit: MaxMessageBytes}
 	}
 	c.ctx, c.abort = context.WithCancel(context.Background())
 	c.stop = make(chan struct{})

@@ -1,14 +1,16 @@
 package analytics
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // The encoder writes a message's JSON straight into a reusable buffer: no reflection for the
@@ -48,9 +50,31 @@ func (e *valueError) prefix(key string) *valueError {
 
 type encoder struct {
 	buf   []byte
-	limit int       // the encoding stops past this many bytes (checked between values)
-	keys  []string  // sort scratch, used as a stack by nested maps
-	rand  io.Reader // buffered crypto/rand, for messageIds
+	limit int      // the encoding stops past this many bytes (checked between values)
+	keys  []string // sort scratch, used as a stack by nested maps
+
+	// random is a stock of crypto/rand bytes for messageIds, read 64 ids at a time.
+	random  [64 * 16]byte
+	randPos int
+}
+
+// newMessageID returns a random (version 4, RFC 4122 variant) UUID, as uuid.NewRandom does,
+// but from the encoder's stock of random bytes: one crypto/rand read per 64 ids and no
+// allocation.
+func (e *encoder) newMessageID() (uuid.UUID, error) {
+	if e.randPos == 0 || e.randPos == len(e.random) {
+		if _, err := rand.Read(e.random[:]); err != nil {
+			return uuid.Nil, err
+		}
+		e.randPos = 0
+	}
+	var id uuid.UUID
+	copy(id[:], e.random[e.randPos:e.randPos+16])
+	clear(e.random[e.randPos : e.randPos+16]) // an id is never handed out twice
+	e.randPos += 16
+	id[6] = id[6]&0x0f | 0x40 // version 4
+	id[8] = id[8]&0x3f | 0x80 // variant 10
+	return id, nil
 }
 
 // library is the context.library object every message carries.

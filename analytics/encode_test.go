@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 type point struct {
@@ -132,4 +134,22 @@ func decodeLikeJSON(s string) string {
 	var out string
 	_ = json.Unmarshal(r, &out)
 	return out
+}
+
+func TestMessageIDs(t *testing.T) {
+	e := &encoder{}
+	seen := map[uuid.UUID]bool{}
+	for range 10_000 {
+		id, err := e.newMessageID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id.Version() != 4 || id.Variant() != uuid.RFC4122 || seen[id] {
+			t.Fatalf("%s: version %d, variant %s, seen before %v", id, id.Version(), id.Variant(), seen[id])
+		}
+		seen[id] = true
+		if got := string(appendUUID(nil, (*[16]byte)(&id))); got != id.String() {
+			t.Fatalf("appendUUID wrote %s, want %s", got, id)
+		}
+	}
 }

@@ -17,7 +17,7 @@ import (
 // httpTransport POSTs batches to the tracking API's /v1/batch.
 type httpTransport struct {
 	url           string
-	auth          string // "Basic " + base64(writeKey + ":")
+	authHeader    []string // {"Basic " + base64(writeKey + ":")}
 	client        *http.Client
 	owned         bool // the client is ours: Close closes its idle connections
 	compressAbove int
@@ -32,13 +32,19 @@ type gzipBuf struct {
 
 const userAgent = LibraryName + "/" + Version
 
+var (
+	headerJSON      = []string{"application/json"}
+	headerUserAgent = []string{userAgent}
+	headerGzip      = []string{"gzip"}
+)
+
 // maxResponseBytes caps how much of an answer is read.
 const maxResponseBytes = 64 << 10
 
 func newHTTPTransport(cfg config, client *http.Client, writeKey string) *httpTransport {
 	t := &httpTransport{
 		url:           cfg.url,
-		auth:          "Basic " + base64.StdEncoding.EncodeToString([]byte(writeKey+":")),
+		authHeader:    []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(writeKey+":"))},
 		client:        client,
 		compressAbove: cfg.compressAbove,
 	}
@@ -68,11 +74,12 @@ func (t *httpTransport) send(ctx context.Context, b *batch, todo []int32) ([]int
 		fail(b, todo, fmt.Errorf("analytics: building the request: %w", err))
 		return nil, nil
 	}
-	req.Header["Content-Type"] = []string{"application/json"}
-	req.Header["User-Agent"] = []string{userAgent}
-	req.Header["Authorization"] = []string{t.auth}
+	// The header values are shared, read-only slices: net/http never modifies them.
+	req.Header["Content-Type"] = headerJSON
+	req.Header["User-Agent"] = headerUserAgent
+	req.Header["Authorization"] = t.authHeader
 	if gz != nil {
-		req.Header["Content-Encoding"] = []string{"gzip"}
+		req.Header["Content-Encoding"] = headerGzip
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
