@@ -112,6 +112,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(100 * time.Millisecond),
+		// Bounded read-ahead: a backlog stays in Kafka, not in memory.
+		kgo.FetchMaxBytes(8 << 20),
+		kgo.MaxBufferedRecords(4000),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,7 +83,15 @@ func replay(args []string) error {
 	return err
 }
 
+// defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT is set: a burst
+// (a backlog handed to the retry tiers) then makes the collector run sooner instead of letting
+// the heap double. It is soft: a deliverer that needs more still gets it.
+const defaultMemoryLimit = 160 << 20
+
 func serve() error {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	kafka, err := settings()
 	if err != nil {
 		return err

@@ -1,0 +1,88 @@
+package deliverer_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// TestBacklogMemory measures the deliverer binary's peak RSS while it works through a backlog
+// of 100,000 records to a dead endpoint (a closed port: every connection is refused). It is a
+// benchmark as well as a guard (the target of issue 5 is under 256 MB):
+//
+//	go test -run BacklogMemory -v ./deliverer
+func TestBacklogMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the deliverer and produces 100,000 records")
+	}
+	bin := filepath.Join(t.TempDir(), "deliverer")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/deliverer")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + ln.Addr().String() + "/hook"
+	ln.Close() // nothing listens there any more
+	h := newHarness(t, "10s,1m,5m", destYAML(dest("dead", []string{deadURL}, "")))
+	const total = 100000
+	for b := 0; b < total; b += 5000 {
+		var ids []string
+		for i := b; i < b+5000; i++ {
+			ids = append(ids, "m"+strconv.Itoa(i))
+		}
+		h.send("dead", ids...)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
+		"RETRY_SCHEDULE=10s,1m,5m", "WEBHOOK_ALLOW_PRIVATE=true", "METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=error")
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	adm := kadm.NewClient(h.cl)
+	for {
+		time.Sleep(500 * time.Millisecond)
+		lags, err := adm.Lag(h.ctx, "tributary-deliverer")
+		if err == nil {
+			if l, ok := lags["tributary-deliverer"]; ok && l.Error() == nil {
+				if tl := l.Lag.TotalByTopic()[schemas.TopicDeliveries]; tl.Lag == 0 && tl.Topic != "" {
+					break
+				}
+			}
+		}
+		if time.Since(start) > 5*time.Minute {
+			t.Fatal("backlog not consumed in 5 minutes")
+		}
+	}
+	took := time.Since(start)
+	status, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+	var hwm, rss string
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			hwm = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			rss = strings.TrimSpace(v)
+		}
+	}
+	t.Logf("100,000-record backlog to a dead endpoint consumed in %v; deliverer peak RSS %s, RSS now %s", took.Round(time.Millisecond), hwm, rss)
+	kb, _ := strconv.Atoi(strings.Fields(hwm + " 0")[0])
+	if kb > 256*1024 {
+		t.Fatalf("peak RSS %d kB, over 256 MB", kb)
+	}
+}
