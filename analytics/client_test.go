@@ -712,3 +712,26 @@ func TestTimeFormat(t *testing.T) {
 		t.Fatalf("Time = %q", got)
 	}
 }
+
+func TestFlushHonoursContext(t *testing.T) {
+	s := newServer(t)
+	release := make(chan struct{})
+	s.respond = func(_ int, w http.ResponseWriter, r *request) {
+		<-release
+		_, _ = w.Write([]byte(`{"success":true}`))
+	}
+	c, _ := newClient(t, s, nil)
+	_ = c.Track(&analytics.Track{UserId: "u", Event: "e"})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := c.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush = %v, want the context's error", err)
+	}
+	close(release)
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush = %v once the server answered", err)
+	}
+	if n := len(s.messages()); n != 1 {
+		t.Fatalf("%d messages, want 1 (the first Flush went on sending)", n)
+	}
+}

@@ -145,3 +145,27 @@ func TestKafkaTransportGivesUp(t *testing.T) {
 		t.Fatalf("Close = %v", err)
 	}
 }
+
+func TestKafkaCloseIsBounded(t *testing.T) {
+	// A port nobody listens on: every attempt fails at once, and Close must still end on time.
+	c := analytics.New("wk_kafka")
+	c.Kafka = &analytics.KafkaTransport{Brokers: []string{"127.0.0.1:1"}}
+	c.CloseTimeout = 300 * time.Millisecond
+	c.RetryInitialInterval = 50 * time.Millisecond
+	cb := &recorder{}
+	c.Callback = cb
+	for range 3 {
+		_ = c.Track(&analytics.Track{UserId: "u", Event: "e"})
+	}
+	start := time.Now()
+	err := c.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %v with CloseTimeout 300ms", took)
+	}
+	if !errors.Is(err, analytics.ErrClosed) {
+		t.Fatalf("Close = %v, want the messages failed with ErrClosed", err)
+	}
+	if _, failed := cb.counts(); failed != 3 {
+		t.Fatalf("%d failures, want 3", failed)
+	}
+}
