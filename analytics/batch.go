@@ -28,8 +28,8 @@ type msgRef struct {
 // result is what a Flush or Close waiting on a batch learns once done is closed.
 type result struct {
 	done     chan struct{}
-	total    int
-	failed   int
+	total    int // set when the batch is sealed
+	failed   int // set, like firstErr, before done is closed
 	firstErr error
 }
 

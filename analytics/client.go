@@ -288,6 +288,7 @@ func (c *Client) sealLocked(now time.Time) {
 		return
 	}
 	c.cur = nil
+	b.res.total = len(b.refs)
 	c.pending = append(c.pending, b)
 	c.open = append(c.open, b.res)
 	c.work.Signal()
@@ -580,7 +581,6 @@ func (c *Client) sender() {
 // whoever waits for it.
 func (c *Client) finish(b *batch) {
 	res := b.res
-	res.total = len(b.refs)
 	for i := range b.refs {
 		r := &b.refs[i]
 		if r.err != nil {
