@@ -2,6 +2,7 @@ package deliverer
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,6 +16,40 @@ type metrics struct {
 	queued    *prometheus.CounterVec
 	dlq       *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
+
+	dests sync.Map // destination id → *destMetrics
+}
+
+// destMetrics caches one destination's metric children: the per-POST path then does no label
+// hashing.
+type destMetrics struct {
+	m         *metrics
+	id        string
+	delivered prometheus.Counter
+	latency   prometheus.Observer
+	mu        sync.Mutex
+	byStatus  map[string]prometheus.Counter
+}
+
+func (m *metrics) forDestination(id string) *destMetrics {
+	if v, ok := m.dests.Load(id); ok {
+		return v.(*destMetrics)
+	}
+	dm := &destMetrics{m: m, id: id, delivered: m.delivered.WithLabelValues(id),
+		latency: m.latency.WithLabelValues(id), byStatus: map[string]prometheus.Counter{}}
+	v, _ := m.dests.LoadOrStore(id, dm)
+	return v.(*destMetrics)
+}
+
+func (dm *destMetrics) attempts(status string) prometheus.Counter {
+	dm.mu.Lock()
+	defer dm.mu.Unlock()
+	c := dm.byStatus[status]
+	if c == nil {
+		c = dm.m.attempts.WithLabelValues(dm.id, status)
+		dm.byStatus[status] = c
+	}
+	return c
 }
 
 func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {

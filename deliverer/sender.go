@@ -174,8 +174,20 @@ func verdict(results []urlResult) (c Class, retryAfter time.Duration, last *urlR
 	return last.Class, 0, last
 }
 
+// hostCache remembers hostOf's answers: URLs come from the config, so the set is small.
+var hostCache sync.Map
+
 // hostOf is the host:port a URL connects to, the unit of isolation.
 func hostOf(raw string) string {
+	if h, ok := hostCache.Load(raw); ok {
+		return h.(string)
+	}
+	h := parseHost(raw)
+	hostCache.Store(raw, h)
+	return h
+}
+
+func parseHost(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw

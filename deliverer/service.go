@@ -2,7 +2,6 @@ package deliverer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -440,7 +439,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	}
 	switch {
 	case class == Success:
-		s.metrics.delivered.WithLabelValues(d.destID).Inc()
+		s.metrics.forDestination(d.destID).delivered.Inc()
 		s.metrics.endToEnd.Observe(now.Sub(d.firstAttemptAt).Seconds())
 		s.track.finish(p)
 	case class.Retryable():
@@ -550,29 +549,38 @@ func (s *Service) handOff(ctx context.Context, rec *kgo.Record, p *pending) {
 	try()
 }
 
-// attemptRecord is one line of webhooks.attempts.
-type attemptRecord struct {
-	DestinationID string  `json:"destinationId"`
-	MessageID     string  `json:"messageId"`
-	URL           string  `json:"url"`
-	Attempt       int     `json:"attempt"`
-	Status        int     `json:"status"`
-	LatencyMs     float64 `json:"latencyMs"`
-	ErrorClass    string  `json:"errorClass"`
-	Error         string  `json:"error,omitempty"`
-	At            string  `json:"at"`
+// attemptRecord appends one line of webhooks.attempts: {"destinationId", "messageId", "url",
+// "attempt", "status", "latencyMs", "errorClass", "error" (on failure), "at"}. It is written by
+// hand: one per POST, on the hot path.
+func appendAttemptRecord(b []byte, d *delivery, res *urlResult, now time.Time) []byte {
+	b = append(b, `{"destinationId":`...)
+	b = schemas.AppendJSONString(b, d.destID)
+	b = append(b, `,"messageId":`...)
+	b = schemas.AppendJSONString(b, d.messageID)
+	b = append(b, `,"url":`...)
+	b = schemas.AppendJSONString(b, res.URL)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(d.attempt), 10)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(res.Status), 10)
+	b = append(b, `,"latencyMs":`...)
+	b = strconv.AppendFloat(b, float64(res.Latency.Microseconds())/1000, 'f', -1, 64)
+	b = append(b, `,"errorClass":`...)
+	b = schemas.AppendJSONString(b, string(res.Class))
+	if res.Class != Success {
+		b = append(b, `,"error":`...)
+		b = schemas.AppendJSONString(b, describe(res))
+	}
+	b = append(b, `,"at":"`...)
+	b = schemas.AppendTimestamp(b, now)
+	return append(b, `"}`...)
 }
 
 func (s *Service) logAttempt(d delivery, res *urlResult, now time.Time) {
-	s.metrics.attempts.WithLabelValues(d.destID, statusClass(res)).Inc()
-	s.metrics.latency.WithLabelValues(d.destID).Observe(res.Latency.Seconds())
-	a := attemptRecord{DestinationID: d.destID, MessageID: d.messageID, URL: res.URL, Attempt: d.attempt,
-		Status: res.Status, LatencyMs: float64(res.Latency.Microseconds()) / 1000, ErrorClass: string(res.Class),
-		At: schemas.FormatTimestamp(now)}
-	if res.Class != Success {
-		a.Error = describe(res)
-	}
-	v, _ := json.Marshal(a)
+	dm := s.metrics.forDestination(d.destID)
+	dm.attempts(statusClass(res)).Inc()
+	dm.latency.Observe(res.Latency.Seconds())
+	v := appendAttemptRecord(make([]byte, 0, 256), &d, res, now)
 	s.cl.Produce(context.Background(), &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
 }
 

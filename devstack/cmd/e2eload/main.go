@@ -1,0 +1,253 @@
+// Command e2eload measures Tributary end to end: it runs the whole stack of `make run` in this
+// process (embedded broker, ingest, router, deliverer) with a tenant config whose one
+// destination posts to a fast webhook receiver that e2eload also runs, sends Segment batches
+// over HTTP, and reports
+//
+//   - events/s acknowledged by ingest and webhooks/s received,
+//   - the latency from ingest's 200 to the webhook's receipt (p50, p90, p99, max) per message,
+//   - the process's CPU time per 1,000 webhooks and its peak RSS.
+//
+// Run from the repository root:
+//
+//	go run ./devstack/cmd/e2eload -d 30s               # as fast as it goes
+//	go run ./devstack/cmd/e2eload -d 30s -rate 2000    # paced at 2,000 events/s
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/rs/zerolog"
+
+	"github.com/tributary-cdp/tributary/devstack"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2eload:", err)
+		os.Exit(1)
+	}
+}
+
+// tracker pairs each message's acknowledgement with its webhook.
+type tracker struct {
+	mu       sync.Mutex
+	acked    map[string]time.Time
+	received map[string]time.Time
+	hist     *hdrhistogram.Histogram // microseconds
+	dups     int
+}
+
+func (t *tracker) ack(ids []string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if r, ok := t.received[id]; ok {
+			delete(t.received, id)
+			_ = t.hist.RecordValue(max(0, r.Sub(at).Microseconds()))
+			continue
+		}
+		t.acked[id] = at
+	}
+}
+
+func (t *tracker) receive(id string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.acked[id]; ok {
+		delete(t.acked, id)
+		_ = t.hist.RecordValue(max(0, at.Sub(a).Microseconds()))
+		return
+	}
+	if _, ok := t.received[id]; ok {
+		t.dups++
+		return
+	}
+	t.received[id] = at
+}
+
+func run() error {
+	dur := flag.Duration("d", 30*time.Second, "how long to send")
+	rate := flag.Int("rate", 0, "events per second (0: as fast as the stack takes them)")
+	conns := flag.Int("c", 8, "concurrent ingest connections (unpaced mode)")
+	batch := flag.Int("batch", 50, "messages per /v1/batch request")
+	secret := flag.String("secret", "bench-secret", "the destination's sharedSecret (empty: unsigned)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
+	flag.Parse()
+
+	tr := &tracker{acked: map[string]time.Time{}, received: map[string]time.Time{}, hist: hdrhistogram.New(1, 60_000_000, 3)}
+	var receivedN atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hook := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		tr.receive(r.Header.Get("X-Message-Id"), time.Now())
+		receivedN.Add(1)
+	})}
+	go func() { _ = hook.Serve(ln) }()
+	defer hook.Close()
+
+	dir, err := os.MkdirTemp("", "e2eload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfgFile := filepath.Join(dir, "config.yaml")
+	secretLine := ""
+	if *secret != "" {
+		secretLine = ", sharedSecret: " + strconv.Quote(*secret)
+	}
+	if err := os.WriteFile(cfgFile, []byte(`sources: [{id: bench, writeKey: wk_bench}]
+destinations:
+  - {id: bench-hooks, type: webhooks, sources: [bench], settings: {webhooks: [{url: "http://`+ln.Addr().String()+`/hook"}]`+secretLine+`}}
+`), 0o600); err != nil {
+		return err
+	}
+	cfg := devstack.Defaults()
+	cfg.DataDir, cfg.EmbeddedPort, cfg.IngestAddr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
+	cfg.WebhookAllowPrivate = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := devstack.New(ctx, cfg, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	if err := st.WaitReady(ctx); err != nil {
+		return err
+	}
+	url := "http://" + st.IngestAddr() + "/v1/batch"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+	var seq atomic.Int64
+	var sentN, failures atomic.Int64
+	send := func() {
+		ids := make([]string, *batch)
+		var b bytes.Buffer
+		now := schemas.FormatTimestamp(time.Now())
+		b.WriteString(`{"batch":[`)
+		for i := range ids {
+			n := seq.Add(1)
+			ids[i] = "e2e-" + strconv.FormatInt(n, 10)
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"type":"track","event":"Order Completed","userId":"user-%d","messageId":%q,"timestamp":%q,"properties":{"orderId":"o-%d","total":129.99,"currency":"USD"},"context":{"library":{"name":"e2eload","version":"1"}}}`, n%5000, ids[i], now, n)
+		}
+		b.WriteString(`]}`)
+		req, _ := http.NewRequest(http.MethodPost, url, &b)
+		req.SetBasicAuth("wk_bench", "")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			failures.Add(1)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			failures.Add(1)
+			return
+		}
+		tr.ack(ids, time.Now())
+		sentN.Add(int64(len(ids)))
+	}
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	cpu0 := cpuSeconds()
+	start := time.Now()
+	stop := start.Add(*dur)
+	var wg sync.WaitGroup
+	if *rate > 0 {
+		interval := time.Duration(float64(time.Second) * float64(*batch) / float64(*rate))
+		tick := time.NewTicker(interval)
+		for now := range tick.C {
+			if now.After(stop) {
+				break
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); send() }()
+		}
+		tick.Stop()
+	} else {
+		for range *conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					send()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	sendTime := time.Since(start)
+	// Wait for the tail to arrive (at most 30 s).
+	deadline := time.Now().Add(30 * time.Second)
+	for receivedN.Load() < sentN.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	total := time.Since(start)
+	cpu := cpuSeconds() - cpu0
+	tr.mu.Lock()
+	h := tr.hist
+	missing := len(tr.acked)
+	dups := tr.dups
+	tr.mu.Unlock()
+	fmt.Printf("sent %d events in %v (%.0f events/s acknowledged), %d failed requests\n",
+		sentN.Load(), sendTime.Round(time.Millisecond), float64(sentN.Load())/sendTime.Seconds(), failures.Load())
+	fmt.Printf("received %d webhooks in %v (%.0f webhooks/s), %d not received, %d duplicates\n",
+		receivedN.Load(), total.Round(time.Millisecond), float64(receivedN.Load())/total.Seconds(), missing, dups)
+	fmt.Printf("ack -> webhook latency: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+		float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(90))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000)
+	fmt.Printf("process CPU %.1f s (%.2f CPU s per 1,000 webhooks), peak RSS %s\n", cpu, 1000*cpu/float64(max(1, receivedN.Load())), peakRSS())
+	cancel()
+	<-done
+	st.Close()
+	return nil
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func peakRSS() string {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
