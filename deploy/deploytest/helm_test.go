@@ -1,0 +1,380 @@
+package deploytest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// helmTools are the binaries built from deploy/helm/tools: helm, and kubecheck.
+type helmTools struct{ helm, kubecheck string }
+
+// buildHelmTools builds Helm (the version pinned in deploy/helm/tools/go.mod) and kubecheck
+// into <repo>/.cache/helm-tools/<hash>/, once per content of that module and Go version: the
+// first build compiles Kubernetes' client libraries (minutes on two cores), later runs reuse
+// it. The module is outside go.work (GOWORK=off), so the services' builds never see
+// Kubernetes. Parallel test runs queue on a lock file.
+func buildHelmTools(t *testing.T, root string) helmTools {
+	t.Helper()
+	mod := filepath.Join(root, "deploy/helm/tools")
+	h := sha256.New()
+	fmt.Fprintln(h, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	err := filepath.WalkDir(mod, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", strings.TrimPrefix(p, mod), len(data))
+		h.Write(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(root, ".cache", "helm-tools")
+	dir := filepath.Join(cache, hex.EncodeToString(h.Sum(nil))[:16])
+	tools := helmTools{helm: filepath.Join(dir, "helm"), kubecheck: filepath.Join(dir, "kubecheck")}
+	built := func() bool {
+		_, err1 := os.Stat(tools.helm)
+		_, err2 := os.Stat(tools.kubecheck)
+		return err1 == nil && err2 == nil
+	}
+	if built() {
+		return tools
+	}
+	if testing.Short() {
+		t.Skip("SKIPPING the Helm chart test in -short mode: Helm is not built yet (" + dir + ")")
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	if built() {
+		return tools
+	}
+
+	goEnv := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=0")
+	// Helm's own release build stamps its version and the Kubernetes version it targets (the
+	// one of its client libraries): helm template and helm lint default to that version.
+	out, err := runIn(mod, goEnv, "go", "list", "-m", "-f", "{{.Version}}", "helm.sh/helm/v3", "k8s.io/client-go")
+	if err != nil {
+		t.Fatalf("go list -m in %s: %v\n%s", mod, err, out)
+	}
+	vs := strings.Fields(out)
+	if len(vs) != 2 {
+		t.Fatalf("go list -m: want the versions of helm and client-go, got %q", out)
+	}
+	helmVersion, clientGo := vs[0], strings.Split(strings.TrimPrefix(vs[1], "v"), ".")
+	k8sMinor := clientGo[1] // client-go v0.N.x is Kubernetes 1.N
+	ldflags := strings.Join([]string{
+		"-s", "-w",
+		"-X helm.sh/helm/v3/internal/version.version=" + helmVersion,
+		"-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1",
+		"-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=" + k8sMinor,
+		"-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1",
+		"-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=" + k8sMinor,
+	}, " ")
+	tmp, err := os.MkdirTemp(cache, "build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	start := time.Now()
+	t.Logf("building Helm %s and kubecheck into %s (the first time takes minutes)", helmVersion, dir)
+	out, err = runIn(mod, goEnv, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", tmp+string(os.PathSeparator),
+		"helm.sh/helm/v3/cmd/helm", "./cmd/kubecheck")
+	if err != nil {
+		t.Fatalf("building Helm and kubecheck: %v\n%s", err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built Helm %s (Kubernetes 1.%s) and kubecheck in %s", helmVersion, k8sMinor, time.Since(start).Round(time.Second))
+	// Older builds of the tools are of no further use.
+	if old, _ := filepath.Glob(filepath.Join(cache, "*")); len(old) > 0 {
+		for _, o := range old {
+			if o != dir && !strings.HasSuffix(o, ".lock") {
+				os.RemoveAll(o)
+			}
+		}
+	}
+	return tools
+}
+
+func runIn(dir string, env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	return buf.String(), err
+}
+
+// rendered is the output of helm template and kubecheck's list of its objects.
+type rendered struct {
+	yaml    string
+	objects []struct{ Kind, Name string }
+}
+
+func (r rendered) count(kind string) int {
+	n := 0
+	for _, o := range r.objects {
+		if o.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func (r rendered) has(kind, name string) bool {
+	return slices.ContainsFunc(r.objects, func(o struct{ Kind, Name string }) bool { return o.Kind == kind && o.Name == name })
+}
+
+// TestHelmChart lints and renders deploy/helm/tributary and checks every object strictly.
+func TestHelmChart(t *testing.T) {
+	root := repoRoot(t)
+	tools := buildHelmTools(t, root)
+	chart := filepath.Join(root, "deploy/helm/tributary")
+	external := filepath.Join(chart, "ci/external-kafka-values.yaml")
+	helm := func(args ...string) (string, error) {
+		return runIn(root, append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir()),
+			tools.helm, args...)
+	}
+	render := func(t *testing.T, externalNames string, args ...string) rendered {
+		t.Helper()
+		out, err := helm(append([]string{"template", "tr", chart, "--namespace", "tributary"}, args...)...)
+		if err != nil {
+			t.Fatalf("helm template %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		cmd := exec.Command(tools.kubecheck, "-external", externalNames)
+		cmd.Stdin = strings.NewReader(out)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kubecheck (helm template %s): %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		var r rendered
+		var list struct {
+			Objects []struct{ Kind, Name string } `json:"objects"`
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &list); err != nil {
+			t.Fatalf("kubecheck output: %v: %s", err, stdout.String())
+		}
+		r.yaml, r.objects = out, list.Objects
+		return r
+	}
+
+	t.Run("lint", func(t *testing.T) {
+		for _, args := range [][]string{{}, {"--values", external}} {
+			out, err := helm(append([]string{"lint", "--strict", chart}, args...)...)
+			if err != nil {
+				t.Errorf("helm lint --strict %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	})
+
+	t.Run("default-values", func(t *testing.T) {
+		r := render(t, "")
+		for _, want := range []struct{ kind, name string }{
+			{"Deployment", "tr-tributary-ingest"},
+			{"StatefulSet", "tr-tributary-router"},
+			{"StatefulSet", "tr-tributary-deliverer"},
+			{"Job", "tr-tributary-init-1"},
+			{"Service", "tr-tributary-ingest"},
+			{"Service", "tr-tributary-router"},
+			{"Service", "tr-tributary-deliverer"},
+			{"ConfigMap", "tr-tributary-env"},
+			{"ServiceAccount", "tr-tributary"},
+			{"PodDisruptionBudget", "tr-tributary-router"},
+		} {
+			if !r.has(want.kind, want.name) {
+				t.Errorf("default values: no %s %s among %v", want.kind, want.name, r.objects)
+			}
+		}
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 0, "Ingress": 0, "ServiceMonitor": 0, "Secret": 0, "PodDisruptionBudget": 3} {
+			if got := r.count(kind); got != n {
+				t.Errorf("default values: %d %s, want %d", got, kind, n)
+			}
+		}
+	})
+
+	t.Run("servicemonitor-when-the-api-exists", func(t *testing.T) {
+		r := render(t, "", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+		if got := r.count("ServiceMonitor"); got != 3 {
+			t.Errorf("%d ServiceMonitors, want 3 (ingest, router, deliverer)", got)
+		}
+	})
+
+	t.Run("external-kafka-sasl-tls-ingress-autoscaling", func(t *testing.T) {
+		r := render(t, "tributary-kafka-credentials,kafka-ca", "--values", external,
+			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 1, "ServiceMonitor": 3, "Secret": 1, "Deployment": 2, "StatefulSet": 2} {
+			if got := r.count(kind); got != n {
+				t.Errorf("%d %s, want %d", got, kind, n)
+			}
+		}
+		env := workloadEnv(t, r.yaml)
+		for _, c := range []string{"init", "ingest", "router", "deliverer"} {
+			for _, k := range []string{"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_BROKERS", "KAFKA_SASL_MECHANISM", "KAFKA_TLS", "KAFKA_TLS_CA_FILE", "KAFKA_PARTITIONS"} {
+				if !env[c][k] {
+					t.Errorf("%s does not get %s", c, k)
+				}
+			}
+		}
+		for c, k := range map[string]string{"router": "ROUTER_TRANSACTIONAL_ID", "deliverer": "DELIVERER_INSTANCE_ID", "init": "CONFIG_FILE"} {
+			if !env[c][k] {
+				t.Errorf("%s does not get %s", c, k)
+			}
+		}
+		if !strings.Contains(r.yaml, "url: http://tr-tributary-receiver:9000/webhook") {
+			t.Error("the tenant config's template ({{ include \"tributary.fullname\" . }}) was not rendered")
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--set", "router.autoscaling.enabled=true", "--set", "router.autoscaling.maxReplicas=7"}, "router.autoscaling.maxReplicas (7) exceeds kafka.partitions (6)"},
+			{[]string{"--set", "deliverer.replicas=7"}, "deliverer.replicas (7) exceeds kafka.partitions (6)"},
+			{[]string{"--set", "kafka.partitions=1", "--set", "router.replicas=2"}, "router.replicas (2) exceeds kafka.partitions (1)"},
+			{[]string{"--set", "kafka.sasl.mechanism=SCRAM-SHA-512"}, "username and password (or existingSecret) are required"},
+			{[]string{"--set", "kafka.brokers=null"}, "kafka.brokers is required"},
+			{[]string{"--set", "kafka.tls.caSecret=ca"}, "kafka.tls.caSecret needs kafka.tls.enabled"},
+		} {
+			out, err := helm(append([]string{"template", "tr", chart}, c.args...)...)
+			if err == nil || !strings.Contains(out, c.want) {
+				t.Errorf("helm template %s: want a failure saying %q, got %v\n%s", strings.Join(c.args, " "), c.want, err, tail([]byte(out), 5))
+			}
+		}
+	})
+
+	t.Run("env-names", func(t *testing.T) {
+		// Every variable the chart sets is read by the code of the component that gets it.
+		df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
+		r := render(t, "tributary-kafka-credentials,kafka-ca", "--values", external)
+		for c, names := range workloadEnv(t, r.yaml) {
+			target := c
+			if c == "init" {
+				target = "tributary-init"
+			}
+			pkg, ok := df.packageOf(target)
+			if !ok {
+				t.Fatalf("component %s: the Dockerfile builds no %s", c, target)
+			}
+			known := envNamesInCode(t, sourceDirs(root, pkg)...)
+			for k := range names {
+				if !known[k] && !sharedSetting[k] {
+					t.Errorf("component %s gets %s, which its code does not read", c, k)
+				}
+			}
+		}
+	})
+}
+
+// sharedSetting are the variables of the common ConfigMap that only some components read
+// (all of them get it, as with the shared block of docker-compose.yml).
+var sharedSetting = map[string]bool{"RETRY_SCHEDULE": true, "RETRY_WINDOW": true, "DELIVERY_TIMEOUT": true}
+
+// workloadEnv returns, per component (app.kubernetes.io/component), the names of the
+// variables its containers get: env entries and the keys of envFrom ConfigMaps.
+func workloadEnv(t *testing.T, manifests string) map[string]map[string]bool {
+	t.Helper()
+	type container struct {
+		Env []struct {
+			Name string `yaml:"name"`
+		} `yaml:"env"`
+		EnvFrom []struct {
+			ConfigMapRef *struct {
+				Name string `yaml:"name"`
+			} `yaml:"configMapRef"`
+		} `yaml:"envFrom"`
+	}
+	type object struct {
+		Kind     string `yaml:"kind"`
+		Metadata struct {
+			Name   string            `yaml:"name"`
+			Labels map[string]string `yaml:"labels"`
+		} `yaml:"metadata"`
+		Data map[string]string `yaml:"data"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []container `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	var objs []object
+	dec := yaml.NewDecoder(strings.NewReader(manifests))
+	for {
+		var o object
+		err := dec.Decode(&o)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding the manifests: %v", err)
+		}
+		objs = append(objs, o)
+	}
+	configMaps := map[string]map[string]string{}
+	for _, o := range objs {
+		if o.Kind == "ConfigMap" {
+			configMaps[o.Metadata.Name] = o.Data
+		}
+	}
+	out := map[string]map[string]bool{}
+	for _, o := range objs {
+		if o.Kind != "Deployment" && o.Kind != "StatefulSet" && o.Kind != "Job" {
+			continue
+		}
+		c := o.Metadata.Labels["app.kubernetes.io/component"]
+		if out[c] == nil {
+			out[c] = map[string]bool{}
+		}
+		for _, ct := range o.Spec.Template.Spec.Containers {
+			for _, e := range ct.Env {
+				out[c][e.Name] = true
+			}
+			for _, ef := range ct.EnvFrom {
+				if ef.ConfigMapRef != nil {
+					for k := range configMaps[ef.ConfigMapRef.Name] {
+						out[c][k] = true
+					}
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+{{/* Names, labels and the shared pieces of every component's objects. */}}
+
+{{- define "tributary.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The prefix of every object's name: "<release>-tributary", or the release name when it
+already contains the chart's name. */}}
+{{- define "tributary.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "tributary.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "tributary.labels" -}}
+helm.sh/chart: {{ include "tributary.chart" . }}
+app.kubernetes.io/name: {{ include "tributary.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tributary
+{{- end }}
+
+{{/* Selector labels of one component: (dict "root" $ "name" "ingest"). */}}
+{{- define "tributary.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tributary.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
+{{- end }}
+
+{{- define "tributary.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "tributary.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image of one component: (dict "root" $ "name" "ingest"). */}}
+{{- define "tributary.image" -}}
+{{- $img := .root.Values.image -}}
+{{- printf "%s/%s%s:%s" $img.registry $img.repositoryPrefix .name (default .root.Chart.AppVersion $img.tag) }}
+{{- end }}
+
+{{- define "tributary.envConfigMap" -}}
+{{- printf "%s-env" (include "tributary.fullname" .) }}
+{{- end }}
+
+{{/* The Secret with SASL credentials (and the receiver's secret): the chart's or an existing one. */}}
+{{- define "tributary.kafkaSecret" -}}
+{{- default (printf "%s-secrets" (include "tributary.fullname" .)) .Values.kafka.sasl.existingSecret }}
+{{- end }}
+
+{{/* Whether the chart renders its own Secret. */}}
+{{- define "tributary.ownSecret" -}}
+{{- if or (and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret)) (and .Values.receiver.enabled .Values.receiver.sharedSecret) }}true{{ end }}
+{{- end }}
+
+{{/* Whether a tenant config is given at all. */}}
+{{- define "tributary.hasTenantConfig" -}}
+{{- if or .Values.tenantConfig.content .Values.tenantConfig.existingConfigMap .Values.tenantConfig.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/* Environment every container gets: the common ConfigMap and the SASL credentials. */}}
+{{- define "tributary.commonEnv" -}}
+{{- if .Values.kafka.sasl.mechanism }}
+- name: KAFKA_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "tributary.kafkaSecret" . }}
+      key: {{ ternary .Values.kafka.sasl.usernameKey "username" (ne .Values.kafka.sasl.existingSecret "") }}
+- name: KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "tributary.kafkaSecret" . }}
+      key: {{ ternary .Values.kafka.sasl.passwordKey "password" (ne .Values.kafka.sasl.existingSecret "") }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes and mounts for the Kafka CA certificate. */}}
+{{- define "tributary.caVolume" -}}
+{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.caSecret }}
+- name: kafka-ca
+  secret:
+    secretName: {{ .Values.kafka.tls.caSecret }}
+    items:
+      - key: {{ .Values.kafka.tls.caKey }}
+        path: ca.crt
+{{- end }}
+{{- end }}
+{{- define "tributary.caMount" -}}
+{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.caSecret }}
+- name: kafka-ca
+  mountPath: /etc/tributary/kafka-ca
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* Checks that hold for every install. */}}
+{{- define "tributary.validate" -}}
+{{- if not .Values.kafka.brokers }}
+{{- fail "kafka.brokers is required: the bootstrap servers of your Kafka cluster (host:port each)" }}
+{{- end }}
+{{- if lt (int .Values.kafka.partitions) 1 }}
+{{- fail "kafka.partitions must be at least 1" }}
+{{- end }}
+{{- if and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret) (or (not .Values.kafka.sasl.username) (not .Values.kafka.sasl.password)) }}
+{{- fail "kafka.sasl: username and password (or existingSecret) are required with a mechanism" }}
+{{- end }}
+{{- if and (not .Values.kafka.tls.enabled) .Values.kafka.tls.caSecret }}
+{{- fail "kafka.tls.caSecret needs kafka.tls.enabled" }}
+{{- end }}
+{{- if gt (len (compact (list .Values.tenantConfig.content .Values.tenantConfig.existingConfigMap .Values.tenantConfig.existingSecret))) 1 }}
+{{- fail "tenantConfig: give one of content, existingConfigMap and existingSecret" }}
+{{- end }}
+{{- end }}
