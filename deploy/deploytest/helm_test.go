@@ -26,9 +26,9 @@ import (
 type helmTools struct{ helm, kubecheck string }
 
 // buildHelmTools builds Helm (the version pinned in deploy/helm/tools/go.mod) and kubecheck
-// into <repo>/.cache/helm-tools/<hash>/, once per content of that module and Go version: the
-// first build compiles Kubernetes' client libraries (minutes on two cores), later runs reuse
-// it. The module is outside go.work (GOWORK=off), so the services' builds never see
+// into <repo>/.cache/helm-tools/<hash>/, once per content of that module (go.mod, go.sum, Go
+// files) and Go version: the first build compiles Kubernetes' client libraries (minutes on
+// two cores), later runs reuse it. The module is outside go.work (GOWORK=off), so the services' builds never see
 // Kubernetes. Parallel test runs queue on a lock file.
 func buildHelmTools(t *testing.T, root string) helmTools {
 	t.Helper()
@@ -38,6 +38,9 @@ func buildHelmTools(t *testing.T, root string) helmTools {
 	err := filepath.WalkDir(mod, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
+		}
+		if b := filepath.Base(p); b != "go.mod" && b != "go.sum" && !strings.HasSuffix(b, ".go") {
+			return nil // documentation does not change the binaries
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -279,6 +282,38 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	t.Run("notes", func(t *testing.T) {
+		// helm template does not render NOTES.txt: render a copy of the chart in which NOTES.txt
+		// is a named template, included into a ConfigMap.
+		copyDir := t.TempDir()
+		notes := copyChartWithNotes(t, chart, copyDir)
+		for _, c := range []struct {
+			args []string
+			want []string
+		}{
+			{nil, []string{"kubectl -n tributary port-forward service/tr-tributary-ingest 8080:8080", "No tenant config was given", "logs job/tr-tributary-init-1"}},
+			{[]string{"--values", external}, []string{"https://track.example.com/v1/track", "(SASL SCRAM-SHA-512) (TLS)", "http://tr-tributary-receiver:9000/webhook"}},
+		} {
+			out, err := helm(append([]string{"template", "tr", copyDir, "--namespace", "tributary", "--show-only", notes}, c.args...)...)
+			if err != nil {
+				t.Fatalf("rendering NOTES.txt %s: %v\n%s", strings.Join(c.args, " "), err, out)
+			}
+			var cm struct {
+				Data struct {
+					Notes string `yaml:"notes"`
+				} `yaml:"data"`
+			}
+			if err := yaml.Unmarshal([]byte(out), &cm); err != nil {
+				t.Fatalf("NOTES.txt wrapper: %v\n%s", err, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(cm.Data.Notes, w) {
+					t.Errorf("NOTES.txt %s: no %q in\n%s", strings.Join(c.args, " "), w, cm.Data.Notes)
+				}
+			}
+		}
+	})
+
 	t.Run("env-names", func(t *testing.T) {
 		// Every variable the chart sets is read by the code of the component that gets it.
 		df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
@@ -377,4 +412,38 @@ func workloadEnv(t *testing.T, manifests string) map[string]map[string]bool {
 		}
 	}
 	return out
+}
+
+// copyChartWithNotes copies the chart to dst with templates/NOTES.txt turned into a named
+// template included by templates/notes-under-test.yaml (a ConfigMap with the text in
+// data.notes), and returns that template's path for --show-only.
+func copyChartWithNotes(t *testing.T, chart, dst string) string {
+	t.Helper()
+	err := filepath.WalkDir(chart, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(chart, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if rel == filepath.Join("templates", "NOTES.txt") {
+			target = filepath.Join(dst, "templates", "_notes-under-test.tpl")
+			data = append(append([]byte(`{{- define "notes-under-test" }}`), data...), []byte("{{- end }}\n")...)
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wrapper = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ include \"notes-under-test\" . | toJson }}\n"
+	if err := os.WriteFile(filepath.Join(dst, "templates", "notes-under-test.yaml"), []byte(wrapper), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "templates/notes-under-test.yaml"
 }
