@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,5 +109,27 @@ func TestComposeEnvNames(t *testing.T) {
 				t.Errorf("service %s: no Tributary code reads %s", name, k)
 			}
 		}
+	}
+}
+
+// TestComposeKafkaVersion checks that docker-compose.yml runs the Apache Kafka release that the
+// tests run (deploy/kafka/pom.xml pins it).
+func TestComposeKafkaVersion(t *testing.T) {
+	root := repoRoot(t)
+	pom, err := os.ReadFile(filepath.Join(root, "deploy/kafka/pom.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`<kafka\.version>([^<]+)</kafka\.version>`).FindSubmatch(pom)
+	if m == nil {
+		t.Fatal("deploy/kafka/pom.xml: no <kafka.version>")
+	}
+	cf := parseCompose(t, filepath.Join(root, "docker-compose.yml"))
+	k, ok := cf.Services["kafka"]
+	if !ok {
+		t.Fatal("docker-compose.yml: no kafka service")
+	}
+	if want := "apache/kafka:" + string(m[1]); k.Image != want {
+		t.Errorf("docker-compose.yml: kafka image %q, want %q (the version of deploy/kafka/pom.xml)", k.Image, want)
 	}
 }

@@ -3,6 +3,8 @@
 //
 //   - TestComposeConfig: `docker-compose config -q` (Debian's docker-compose) accepts
 //     docker-compose.yml.
+//   - TestComposeKafkaVersion: the compose file's apache/kafka image is the release that
+//     deploy/kafka/pom.xml pins for the tests.
 //   - TestDockerfile: every image target of deploy/docker/Dockerfile installs the binary of the
 //     same name, built by the build stage, as its ENTRYPOINT; hadolint, when installed, is clean.
 //   - TestComposeEnvNames, TestHelmEnvNames: every environment variable the deployment files set
