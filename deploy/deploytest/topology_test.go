@@ -501,7 +501,8 @@ func buildBinaries(t *testing.T, root string, df *dockerfile, cf *composeFile) m
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-o", dir + string(os.PathSeparator)}, pkgs...)...)
+	argv := append(niced("go"), append([]string{"build", "-trimpath", "-o", dir + string(os.PathSeparator)}, pkgs...)...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
