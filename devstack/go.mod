@@ -19,6 +19,7 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/molecule-man/go-brrr v1.3.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -26,8 +27,9 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
@@ -48,6 +50,9 @@ require github.com/tributary-cdp/tributary/router v0.0.0
 
 replace github.com/tributary-cdp/tributary/router => ../router
 
-require github.com/tributary-cdp/tributary/deliverer v0.0.0
+require (
+	github.com/tributary-cdp/tributary/deliverer v0.0.0
+	github.com/valyala/fasthttp v1.77.0
+)
 
 replace github.com/tributary-cdp/tributary/deliverer => ../deliverer

@@ -33,6 +33,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
 
 	"github.com/tributary-cdp/tributary/devstack"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -89,6 +90,7 @@ func run() error {
 	batch := flag.Int("batch", 50, "messages per /v1/batch request")
 	secret := flag.String("secret", "bench-secret", "the destination's sharedSecret (empty: unsigned)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
+	netHTTP := flag.Bool("nethttp-receiver", false, "run the webhook receiver on net/http instead of fasthttp")
 	flag.Parse()
 
 	tr := &tracker{acked: map[string]time.Time{}, received: map[string]time.Time{}, hist: hdrhistogram.New(1, 60_000_000, 3)}
@@ -97,13 +99,24 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	hook := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		tr.receive(r.Header.Get("X-Message-Id"), time.Now())
-		receivedN.Add(1)
-	})}
-	go func() { _ = hook.Serve(ln) }()
-	defer hook.Close()
+	// The receiver is a fasthttp server: a fast endpoint, so that what is measured is Tributary.
+	// -nethttp-receiver uses net/http instead.
+	if *netHTTP {
+		hook := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			tr.receive(r.Header.Get("X-Message-Id"), time.Now())
+			receivedN.Add(1)
+		})}
+		go func() { _ = hook.Serve(ln) }()
+		defer hook.Close()
+	} else {
+		hook := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+			tr.receive(string(c.Request.Header.Peek("X-Message-Id")), time.Now())
+			receivedN.Add(1)
+		}}
+		go func() { _ = hook.Serve(ln) }()
+		defer func() { _ = hook.Shutdown() }()
+	}
 
 	dir, err := os.MkdirTemp("", "e2eload-")
 	if err != nil {
