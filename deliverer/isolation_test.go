@@ -33,7 +33,7 @@ func TestIsolationDeadEndpointDoesNotSlowHealthyOne(t *testing.T) {
 		return float64(n) / got[n-1].at.Sub(got[0].at).Seconds()
 	}
 	var alone, mixed float64
-	for try := 1; try <= 3; try++ { // the machine is noisy: up to three paired measurements
+	for try := 1; try <= 5; try++ { // the machine is noisy (and make test runs packages in parallel): up to five paired measurements
 		alone, mixed = measure(false), measure(true)
 		t.Logf("try %d: healthy alone %.0f/s, beside a dead endpoint %.0f/s (ratio %.2f)", try, alone, mixed, mixed/alone)
 		if mixed >= 0.9*alone {
