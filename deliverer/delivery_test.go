@@ -1,14 +1,18 @@
 package deliverer_test
 
 import (
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -273,5 +277,32 @@ func TestRateLimitPacesWithoutDropping(t *testing.T) {
 	got := rc.waitRequests(t, 60, 20*time.Second)
 	if took := got[59].at.Sub(got[0].at); took < 1900*time.Millisecond {
 		t.Fatalf("60 requests in %v at 20/s, want >= ~2 s (burst 20, then paced)", took)
+	}
+}
+
+// WEBHOOK_CA_FILES: an endpoint whose certificate chains to an extra trusted CA is delivered to.
+func TestExtraTrustedCA(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { got.Add(1) }))
+	defer srv.Close()
+	pemFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(pemFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, "1s,2s,3s", destYAML(dest("private-ca", []string{srv.URL}, "")))
+	cfg := h.config()
+	cfg.CAFiles = []string{pemFile}
+	reg, _ := h.run(cfg)
+	h.send("private-ca", "m1")
+	deadline := time.Now().Add(10 * time.Second)
+	for counter(t, reg, "tributary_deliverer_delivered_total") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not delivered through the extra CA (requests %d)", got.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cfg.CAFiles = []string{filepath.Join(t.TempDir(), "missing.pem")}
+	if _, err := deliverer.New(cfg, deliverer.Deps{Config: func() deliverer.Destinations { return h.store.Snapshot() }}); err == nil || !strings.Contains(err.Error(), "WEBHOOK_CA_FILES") {
+		t.Fatalf("a missing CA file: %v", err)
 	}
 }

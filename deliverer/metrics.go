@@ -16,6 +16,7 @@ type metrics struct {
 	queued    *prometheus.CounterVec
 	dlq       *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
+	lateness  *prometheus.HistogramVec
 
 	dests sync.Map // destination id → *destMetrics
 }
@@ -81,6 +82,10 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 			Buckets: []float64{.01, .05, .1, .5, 1, 10, 60, 600, 3600, 14400},
 		}),
 	}
+	m.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tributary_deliverer_tier_lateness_seconds", Help: "Tier lag: how long after its due-at a retry-tier record was taken up.",
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"tier"})
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_in_progress", Help: "Records read and not yet finished (delivered or handed on).",
 	}, func() float64 { return float64(s.track.inProgress()) })
@@ -90,7 +95,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	paused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_paused_tier_partitions", Help: "Retry-tier partitions paused until their head record is due.",
 	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.timers)) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.dlq, m.endToEnd, inFlight, breakers, paused} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

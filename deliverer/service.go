@@ -171,10 +171,13 @@ func (s *Service) Run(ctx context.Context) error {
 				return
 			}
 			if s.isTier[r.Topic] {
-				if due := headerTime(r, schemas.HeaderDueAt); due.After(s.now()) {
+				due := headerTime(r, schemas.HeaderDueAt)
+				if now := s.now(); due.After(now) {
 					s.pauseUntil(k, r, due)
 					paused[k] = true
 					return
+				} else if !due.IsZero() {
+					s.metrics.lateness.WithLabelValues(r.Topic).Observe(now.Sub(due).Seconds())
 				}
 			}
 			s.dispatch(ctx, r, s.track.add(r))
