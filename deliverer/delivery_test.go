@@ -99,6 +99,7 @@ func TestSeveralURLsOneSuccessIsEnough(t *testing.T) {
 // Seed 000 §7: a 5xx is retried until success; each retry starts no earlier than its delay and
 // no later than delay + 1 s (tier timing); every attempt is in webhooks.attempts.
 func TestFiveHundredRetriedUntilSuccessOnTime(t *testing.T) {
+	skipUnderRace(t)
 	rc := newReceiver(t, func(n int, _ *http.Request, w http.ResponseWriter) {
 		if n <= 3 {
 			w.WriteHeader([]int{500, 502, 503}[n-1])

@@ -22,6 +22,19 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
+// raceDetector is true under -race (race_test.go). Timing tests skip themselves then:
+// scripts/test.sh runs them again without the race detector, which slows the code 5-10x and
+// would make them measure the detector.
+var raceDetector bool
+
+// skipUnderRace skips a timing test under -race.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("timing test: scripts/test.sh runs it without -race (see TIMING_TESTS there)")
+	}
+}
+
 // harness: an embedded broker with every topic (for the compressed retry schedule), a tenant
 // config and a config store.
 type harness struct {

@@ -13,6 +13,7 @@ func TestIsolationDeadEndpointDoesNotSlowHealthyOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("throughput comparison")
 	}
+	skipUnderRace(t)
 	const n = 6000
 	measure := func(withDead bool) float64 {
 		healthy := newReceiver(t, ok200)

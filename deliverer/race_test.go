@@ -1,0 +1,5 @@
+//go:build race
+
+package deliverer_test
+
+func init() { raceDetector = true }
