@@ -55,7 +55,7 @@ func (s *Service) prepare(raw []byte, src *schemas.Source, env *envelope) (*kgo.
 	return &kgo.Record{
 		Topic: s.cfg.EventsTopic,
 		Key:   []byte(m.Key()),
-		Value: m.AppendJSON(make([]byte, 0, len(raw)+160)),
+		Value: m.AppendJSON(make([]byte, 0, len(raw)+len(env.context)+len(env.integrations)+256)),
 		Headers: []kgo.RecordHeader{
 			{Key: schemas.HeaderSourceID, Value: []byte(src.ID)},
 			{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},

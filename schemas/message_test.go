@@ -414,3 +414,21 @@ func TestRoutingView(t *testing.T) {
 		}
 	}
 }
+
+// The string scanner's 8-byte fast path must still stop at every quote, backslash and control
+// character, wherever it falls in a word.
+func TestScanStringFastPathBoundaries(t *testing.T) {
+	for n := 0; n < 24; n++ {
+		plain := strings.Repeat("aé", n)[:n+n/2] // ASCII and UTF-8 bytes
+		for _, c := range []struct {
+			insert string
+			valid  bool
+		}{{"\x01", false}, {"\x1f", false}, {`\"`, true}, {`\\`, true}, {`\u00e9`, true}, {"\x7f", true}, {`\x`, false}} {
+			doc := `{"type":"track","userId":"u","event":"` + plain + c.insert + plain + `"}`
+			_, err := DecodeMessage([]byte(doc))
+			if (err == nil) != c.valid || json.Valid([]byte(doc)) != c.valid {
+				t.Fatalf("%q: err %v, want valid=%v (encoding/json says %v)", doc, err, c.valid, json.Valid([]byte(doc)))
+			}
+		}
+	}
+}
