@@ -89,6 +89,58 @@ func TestComposeTopology(t *testing.T) {
 		t.Errorf("receiver log line: %v; want a track verified with x-signature, answered 200", line)
 	}
 
+	// The rest of the end-to-end suite through the compose wiring: a batch with every call type
+	// (each arrives, verified, as its own webhook), and a message switched off with
+	// integrations All:false (routed nowhere).
+	types := []string{"identify", "page", "screen", "group", "alias"}
+	var batch []string
+	for _, typ := range types {
+		m := fmt.Sprintf(`{"type":%q,"userId":"%s-%s","messageId":"%s-%s"`, typ, id, typ, id, typ)
+		switch typ {
+		case "identify":
+			m += `,"traits":{"plan":"pro"}`
+		case "page", "screen":
+			m += `,"name":"Home"`
+		case "group":
+			m += `,"groupId":"g1"`
+		case "alias":
+			m += fmt.Sprintf(`,"previousId":"%s-anon"`, id)
+		}
+		batch = append(batch, m+"}")
+	}
+	batch = append(batch, fmt.Sprintf(`{"type":"track","userId":"%s","event":"Switched Off","messageId":"%s-off","integrations":{"All":false}}`, id, id))
+	req, _ = http.NewRequest(http.MethodPost, ingestURL+"/v1/batch", strings.NewReader(`{"batch":[`+strings.Join(batch, ",")+`]}`))
+	req.SetBasicAuth(writeKey, "")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /v1/batch: %v", err)
+	}
+	respBody, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(respBody)) != `{"success":true}` {
+		t.Fatalf("POST /v1/batch: %s: %s", resp.Status, respBody)
+	}
+	for _, typ := range types {
+		mid := id + "-" + typ
+		line, ok := topo.waitLog("receiver", 60*time.Second, func(m map[string]any) bool {
+			return m["message"] == "webhook" && m["message_id"] == mid
+		})
+		if !ok {
+			topo.dumpLogs()
+			t.Fatalf("the receiver did not log webhook %s", mid)
+		}
+		if line["type"] != typ || line["signature_ok"] != true {
+			t.Errorf("%s: receiver log line %v", typ, line)
+		}
+	}
+	time.Sleep(time.Second)
+	if _, ok := topo.waitLog("receiver", 10*time.Millisecond, func(m map[string]any) bool {
+		return m["message"] == "webhook" && m["message_id"] == id+"-off"
+	}); ok {
+		t.Error("a message with integrations All:false was delivered")
+	}
+
 	// docker compose down sends SIGTERM: every service stops cleanly, with status 0.
 	topo.stopAll()
 }
