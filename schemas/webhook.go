@@ -25,24 +25,7 @@ type RoutingView struct {
 func DecodeRoutingView(event []byte) (RoutingView, error) {
 	var v RoutingView
 	err := eachMember(event, func(key []byte, kEsc bool, val []byte) error {
-		var err error
-		switch string(keyBytes(key, kEsc)) {
-		case "type":
-			v.Type, err = stringField("type", val)
-		case "event":
-			v.Event, err = stringField("event", val)
-		case "messageId":
-			v.MessageID, err = idField("messageId", val)
-		case "userId":
-			v.UserID, err = idField("userId", val)
-		case "anonymousId":
-			v.AnonymousID, err = idField("anonymousId", val)
-		case "previousId":
-			v.PreviousID, err = idField("previousId", val)
-		case "integrations":
-			v.Integrations, err = objectField("integrations", val)
-		}
-		return err
+		return v.read(string(keyBytes(key, kEsc)), val)
 	})
 	var se *syntaxError
 	switch {
@@ -52,6 +35,27 @@ func DecodeRoutingView(event []byte) (RoutingView, error) {
 		return v, &DecodeError{Msg: err.Error()}
 	}
 	return v, err
+}
+
+// read reads one member of an event into the view when it is a routing field.
+func (v *RoutingView) read(key string, val []byte) (err error) {
+	switch key {
+	case "type":
+		v.Type, err = stringField("type", val)
+	case "event":
+		v.Event, err = stringField("event", val)
+	case "messageId":
+		v.MessageID, err = idField("messageId", val)
+	case "userId":
+		v.UserID, err = idField("userId", val)
+	case "anonymousId":
+		v.AnonymousID, err = idField("anonymousId", val)
+	case "previousId":
+		v.PreviousID, err = idField("previousId", val)
+	case "integrations":
+		v.Integrations, err = objectField("integrations", val)
+	}
+	return err
 }
 
 // AppendWebhookBodyFromEvent appends the delivered body of a canonical tracking.events value
@@ -97,25 +101,12 @@ func DecodeRoutingViewAppendBody(dst, event []byte) (RoutingView, []byte, error)
 	afterVersion := len(dst)
 	var v RoutingView
 	err := eachMember(event, func(key []byte, kEsc bool, val []byte) error {
-		var err error
-		switch string(keyBytes(key, kEsc)) {
-		case "type":
-			v.Type, err = stringField("type", val)
-		case "event":
-			v.Event, err = stringField("event", val)
-		case "messageId":
-			v.MessageID, err = idField("messageId", val)
-		case "userId":
-			v.UserID, err = idField("userId", val)
-		case "anonymousId":
-			v.AnonymousID, err = idField("anonymousId", val)
-		case "previousId":
-			v.PreviousID, err = idField("previousId", val)
-		case "integrations":
-			v.Integrations, err = objectField("integrations", val)
+		k := string(keyBytes(key, kEsc))
+		switch k {
 		case "version", "Previous ID", "User ID", "writeKey":
 			return nil
 		}
+		err := v.read(k, val)
 		dst = append(dst, ',')
 		dst = append(dst, key...)
 		dst = append(dst, ':')

@@ -12,13 +12,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/platform"
@@ -92,7 +88,7 @@ func serve() error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	kafka, err := settings()
+	cmd, err := platform.NewCommand()
 	if err != nil {
 		return err
 	}
@@ -100,44 +96,16 @@ func serve() error {
 	if err != nil {
 		return err
 	}
-	logger, err := platform.NewLogger(os.Getenv("LOG_LEVEL"), os.Stderr)
-	if err != nil {
-		return err
-	}
-	store, err := platform.NewConfigStore(kafka, schemas.TopicConfig, logger)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	health := platform.NewHealth()
-	health.SetReady("config", false)
 	svc, err := deliverer.New(cfg, deliverer.Deps{
-		Kafka:       kafka,
-		Config:      func() deliverer.Destinations { return store.Snapshot() },
-		ConfigReady: store.Ready(),
-		Logger:      logger,
-		Registerer:  reg,
-		Health:      health,
+		Kafka:       cmd.Kafka,
+		Config:      func() deliverer.Destinations { return cmd.Store.Snapshot() },
+		ConfigReady: cmd.Store.Ready(),
+		Logger:      cmd.Logger,
+		Registerer:  cmd.Registry,
+		Health:      cmd.Health,
 	})
 	if err != nil {
 		return err
 	}
-	addr := os.Getenv("METRICS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:9102"
-	}
-	server := platform.NewHTTPServer(addr, http.NotFoundHandler(), health, reg, logger)
-	ctx, stop := platform.SignalContext(context.Background())
-	defer stop()
-	configReady := platform.RunnerFunc(func(ctx context.Context) error {
-		select {
-		case <-store.Ready():
-			health.SetReady("config", true)
-		case <-ctx.Done():
-		}
-		<-ctx.Done()
-		return nil
-	})
-	return platform.RunAll(ctx, store, configReady, server, svc)
+	return cmd.Run(cmd.MetricsServer("127.0.0.1:9102"), svc)
 }

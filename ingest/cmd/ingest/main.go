@@ -5,16 +5,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
-	"github.com/tributary-cdp/tributary/schemas"
 )
 
 func main() {
@@ -25,50 +20,24 @@ func main() {
 }
 
 func run() error {
-	kafka, err := platform.LoadKafkaSettings()
+	cmd, err := platform.NewCommand()
 	if err != nil {
-		return err
-	}
-	if err := kafka.Validate(); err != nil {
 		return err
 	}
 	cfg, err := ingest.ConfigFromEnv()
 	if err != nil {
 		return err
 	}
-	logger, err := platform.NewLogger(os.Getenv("LOG_LEVEL"), os.Stderr)
-	if err != nil {
-		return err
-	}
-	store, err := platform.NewConfigStore(kafka, schemas.TopicConfig, logger)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	health := platform.NewHealth()
-	health.SetReady("config", false)
 	svc, err := ingest.New(cfg, ingest.Deps{
-		Kafka:      kafka,
-		Sources:    func() ingest.Sources { return store.Snapshot() },
-		Logger:     logger,
-		Registerer: reg,
-		Gatherer:   reg,
-		Health:     health,
+		Kafka:      cmd.Kafka,
+		Sources:    func() ingest.Sources { return cmd.Store.Snapshot() },
+		Logger:     cmd.Logger,
+		Registerer: cmd.Registry,
+		Gatherer:   cmd.Registry,
+		Health:     cmd.Health,
 	})
 	if err != nil {
 		return err
 	}
-	ctx, stop := platform.SignalContext(context.Background())
-	defer stop()
-	configReady := platform.RunnerFunc(func(ctx context.Context) error {
-		select {
-		case <-store.Ready():
-			health.SetReady("config", true)
-		case <-ctx.Done():
-		}
-		<-ctx.Done()
-		return nil
-	})
-	return platform.RunAll(ctx, store, configReady, svc)
+	return cmd.Run(svc)
 }
