@@ -1,0 +1,38 @@
+package platform
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestNewCommand(t *testing.T) {
+	t.Setenv("KAFKA_BROKERS", "")
+	if _, err := NewCommand(); err == nil || !strings.Contains(err.Error(), "KAFKA_BROKERS") {
+		t.Fatalf("no brokers: %v, want an error naming KAFKA_BROKERS", err)
+	}
+	t.Setenv("KAFKA_BROKERS", "127.0.0.1:1")
+	t.Setenv("LOG_LEVEL", "loud")
+	if _, err := NewCommand(); err == nil || !strings.Contains(err.Error(), "loud") {
+		t.Fatalf("bad LOG_LEVEL: %v", err)
+	}
+	t.Setenv("LOG_LEVEL", "warn")
+	c, err := NewCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store == nil || c.Registry == nil || c.Health == nil || len(c.Kafka.Brokers) != 1 {
+		t.Fatalf("command %+v", c)
+	}
+	if ready, _ := c.Health.Check(context.Background()); ready {
+		t.Fatal("ready before the config is loaded")
+	}
+	t.Setenv("METRICS_ADDR", "")
+	if got := c.MetricsServer("127.0.0.1:9101").Addr(); got != "127.0.0.1:9101" {
+		t.Fatalf("default metrics address %q", got)
+	}
+	t.Setenv("METRICS_ADDR", "127.0.0.1:0")
+	if got := c.MetricsServer("127.0.0.1:9101").Addr(); got != "127.0.0.1:0" {
+		t.Fatalf("METRICS_ADDR ignored: %q", got)
+	}
+}
