@@ -24,12 +24,34 @@ type Batch struct {
 func DecodeBatch(data []byte) (*Batch, error) {
 	b := new(Batch)
 	sawBatch := false
-	err := eachMember(data, func(key []byte, kEsc bool, v []byte) error {
+	var notArray error
+	// The batch array is validated and split into its elements in one pass.
+	scan := func(key []byte, kEsc bool, data []byte, i int) (int, bool, error) {
+		if !keyIs(key, kEsc, "batch") || i >= len(data) {
+			return i, false, nil // skipValue reports a truncated value
+		}
+		if data[i] != '[' {
+			notArray = &DecodeError{Field: "batch", Msg: "must be an array"}
+			return i, false, nil // validated by skipValue; reported below
+		}
+		notArray = nil // a repeated "batch": the last one counts
+		end, msgs, err := scanArray(data, i, b.Messages[:0])
+		b.Messages = msgs
+		return end, true, err
+	}
+	err := eachMemberScan(data, scan, func(key []byte, kEsc bool, v []byte) error {
 		var err error
 		switch string(keyBytes(key, kEsc)) {
 		case "batch":
 			sawBatch = true
-			b.Messages, err = splitArray(v)
+			if notArray != nil {
+				return notArray
+			}
+			for _, m := range b.Messages {
+				if m[0] != '{' {
+					return &DecodeError{Field: "batch", Msg: "every element must be an object"}
+				}
+			}
 		case "sentAt":
 			b.SentAt, err = timeField("sentAt", v)
 		case "timestamp":
@@ -60,25 +82,29 @@ func DecodeBatch(data []byte) (*Batch, error) {
 }
 
 // splitArray slices a valid JSON array into its elements, each of which must be an object.
-func splitArray(v []byte) ([]json.RawMessage, error) {
-	if v[0] != '[' {
-		return nil, &DecodeError{Field: "batch", Msg: "must be an array"}
-	}
-	var out []json.RawMessage
-	i := skipSpace(v, 1)
-	if v[i] == ']' {
-		return out, nil
+// scanArray validates the array at b[i] (depth 1) and appends each element's bytes to out.
+func scanArray(b []byte, i int, out []json.RawMessage) (int, []json.RawMessage, error) {
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, out, nil
 	}
 	for {
-		end, _ := skipValue(v, i, 1) // v was validated
-		if v[i] != '{' {
-			return nil, &DecodeError{Field: "batch", Msg: "every element must be an object"}
+		start := i
+		var err error
+		if i, err = skipValue(b, i, 2); err != nil {
+			return i, out, err
 		}
-		out = append(out, json.RawMessage(v[i:end]))
-		i = skipSpace(v, end)
-		if v[i] == ']' {
-			return out, nil
+		out = append(out, json.RawMessage(b[start:i]))
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, out, &syntaxError{"unexpected end of input in an array", i}
 		}
-		i = skipSpace(v, i+1)
+		if b[i] == ']' {
+			return i + 1, out, nil
+		}
+		if b[i] != ',' {
+			return i, out, &syntaxError{"expected ',' or ']' in an array", i}
+		}
+		i = skipSpace(b, i+1)
 	}
 }

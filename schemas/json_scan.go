@@ -253,6 +253,16 @@ type member struct {
 // eachMember validates that b is exactly one JSON object (surrounding space allowed) and calls
 // fn for each member in order. It stops at fn's first error.
 func eachMember(b []byte, fn func(key []byte, escaped bool, value []byte) error) error {
+	return eachMemberScan(b, nil, fn)
+}
+
+// memberScanner scans (and validates) one member's value starting at b[i] in place of
+// skipValue, returning the value's end; handled false leaves the value to skipValue. It lets a
+// caller that must walk a large value anyway (a batch's array) validate it in the same pass.
+type memberScanner func(key []byte, escaped bool, b []byte, i int) (end int, handled bool, err error)
+
+// eachMemberScan is eachMember with a scanner for chosen members' values (nil: none).
+func eachMemberScan(b []byte, scan memberScanner, fn func(key []byte, escaped bool, value []byte) error) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) {
 		return &syntaxError{"empty input", i}
@@ -279,8 +289,16 @@ func eachMember(b []byte, fn func(key []byte, escaped bool, value []byte) error)
 		}
 		i = skipSpace(b, i+1)
 		vStart := i
-		if i, err = skipValue(b, i, 1); err != nil {
-			return err
+		handled := false
+		if scan != nil {
+			if i, handled, err = scan(key, kEsc, b, i); err != nil {
+				return err
+			}
+		}
+		if !handled {
+			if i, err = skipValue(b, i, 1); err != nil {
+				return err
+			}
 		}
 		if err := fn(key, kEsc, b[vStart:i]); err != nil {
 			return err
