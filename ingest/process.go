@@ -23,6 +23,24 @@ type envelope struct {
 	// callType is the type a single-call endpoint implies (/v1/track → "track"); "" for
 	// batches and the Kafka front door, where each message names its own.
 	callType string
+
+	// What every message of the request gets merged into its context: the batch-level context
+	// and the peer's ip, parsed once per request (contextMembers).
+	members    schemas.Members
+	membersErr error
+	parsed     bool
+}
+
+// contextMembers returns the members to merge into each message's context: the batch-level
+// context's, then "ip" (the peer) unless the batch-level context has one. A message's own
+// members win; so the result equals MergeContext followed by SetContextIPIfAbsent.
+func (env *envelope) contextMembers() (schemas.Members, error) {
+	if !env.parsed {
+		env.parsed = true
+		env.members, env.membersErr = schemas.ParseMembers(env.context)
+		env.members = env.members.WithStringIfAbsent("ip", env.ip)
+	}
+	return env.members, env.membersErr
 }
 
 // rejection says why one message was refused.
@@ -42,7 +60,11 @@ func (s *Service) prepare(raw []byte, src *schemas.Source, env *envelope) (*kgo.
 	if env.callType != "" {
 		m.Type = env.callType
 	}
-	if err := m.MergeContext(env.context); err != nil {
+	add, err := env.contextMembers()
+	if err != nil {
+		return nil, &rejection{"invalid_message", (&schemas.DecodeError{Field: "context", Msg: err.Error()}).Error()}
+	}
+	if err := m.MergeContextMembers(add); err != nil {
 		return nil, &rejection{"invalid_message", err.Error()}
 	}
 	if err := m.MergeIntegrations(env.integrations); err != nil {
@@ -67,8 +89,8 @@ func (s *Service) prepare(raw []byte, src *schemas.Source, env *envelope) (*kgo.
 // enrich applies the server-side fields of docs/ingest.md: messageId when missing; receivedAt;
 // originalTimestamp = the client's timestamp; timestamp corrected for the client's clock skew
 // when sentAt is known (receivedAt − (sentAt − timestamp)), the client's timestamp as given
-// otherwise (historical import), receivedAt when there is none; context.ip from the peer
-// unless set.
+// otherwise (historical import), receivedAt when there is none. (context.ip from the peer,
+// unless set, is merged with the batch-level context in prepare.)
 func enrich(m *schemas.Message, env *envelope) {
 	if m.MessageID == "" {
 		m.MessageID = uuid.NewString()
@@ -93,7 +115,6 @@ func enrich(m *schemas.Message, env *envelope) {
 		m.OriginalTimestamp = ts
 		m.Timestamp = ts
 	}
-	_ = m.SetContextIPIfAbsent(env.ip) // the context decoded as an object already
 }
 
 // rejectedRecord is a tracking.rejected record: the message as sent, its reason.

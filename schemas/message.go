@@ -306,24 +306,83 @@ func (m *Message) SetContextIPIfAbsent(ip string) error {
 
 // mergeObjects returns own with the members of fallback whose keys own lacks appended.
 func mergeObjects(own, fallback json.RawMessage) (json.RawMessage, error) {
-	if len(fallback) == 0 || string(fallback) == "null" {
-		return own, nil
+	add, err := ParseMembers(fallback)
+	if err != nil {
+		return nil, err
 	}
-	var add []member
-	if err := eachMember(fallback, func(key []byte, esc bool, v []byte) error {
-		add = append(add, member{key: unquote(key, esc), value: v})
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("batch-level value must be an object")
-	}
-	if len(own) == 0 {
+	if len(own) == 0 && len(add.ms) > 0 {
 		return append(json.RawMessage(nil), fallback...), nil
 	}
+	return mergeMembers(own, add.ms)
+}
+
+// Members are the members of one JSON object, parsed once so that the same batch-level object
+// can be merged into every message of a batch without parsing it again for each.
+type Members struct{ ms []member }
+
+// ParseMembers parses obj, which must be a JSON object, null or empty.
+func ParseMembers(obj json.RawMessage) (Members, error) {
+	var x Members
+	if len(obj) == 0 || string(obj) == "null" {
+		return x, nil
+	}
+	if err := eachMember(obj, func(key []byte, esc bool, v []byte) error {
+		x.ms = append(x.ms, member{key: unquote(key, esc), value: v})
+		return nil
+	}); err != nil {
+		return x, fmt.Errorf("batch-level value must be an object")
+	}
+	return x, nil
+}
+
+// WithStringIfAbsent returns x with the member key: value (a JSON string) appended, unless x
+// has key already.
+func (x Members) WithStringIfAbsent(key, value string) Members {
+	if value == "" {
+		return x
+	}
+	for _, m := range x.ms {
+		if m.key == key {
+			return x
+		}
+	}
+	return Members{ms: append(x.ms[:len(x.ms):len(x.ms)], member{key: key, value: appendString(nil, value)})}
+}
+
+// MergeContextMembers appends to the message's context each member of x whose key the context
+// lacks: MergeContext with a pre-parsed batch-level context. With
+// x = ParseMembers(batchContext).WithStringIfAbsent("ip", peer) it is MergeContext followed by
+// SetContextIPIfAbsent, byte for byte, in one pass over the message's context.
+func (m *Message) MergeContextMembers(x Members) error {
+	merged, err := mergeMembers(m.Context, x.ms)
+	if err != nil {
+		return &DecodeError{Field: "context", Msg: err.Error()}
+	}
+	m.Context = merged
+	return nil
+}
+
+// mergeMembers returns own with the members of add whose keys own lacks appended; add is not
+// modified.
+func mergeMembers(own json.RawMessage, add []member) (json.RawMessage, error) {
+	if len(add) == 0 {
+		return own, nil
+	}
+	if len(own) == 0 {
+		return appendMembers(json.RawMessage("{}"), add), nil
+	}
+	var presentBuf [16]bool
+	present := presentBuf[:0]
+	if len(add) > len(presentBuf) {
+		present = make([]bool, 0, len(add))
+	}
+	present = present[:len(add)]
+	missing := len(add)
 	if err := eachMember(own, func(key []byte, esc bool, _ []byte) error {
-		k := unquote(key, esc)
 		for i := range add {
-			if add[i].key == k {
-				add = append(add[:i], add[i+1:]...)
+			if !present[i] && keyIs(key, esc, add[i].key) {
+				present[i] = true
+				missing--
 				break
 			}
 		}
@@ -331,7 +390,16 @@ func mergeObjects(own, fallback json.RawMessage) (json.RawMessage, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("must be an object")
 	}
-	return appendMembers(own, add), nil
+	if missing == len(add) {
+		return appendMembers(own, add), nil
+	}
+	rest := make([]member, 0, missing)
+	for i := range add {
+		if !present[i] {
+			rest = append(rest, add[i])
+		}
+	}
+	return appendMembers(own, rest), nil
 }
 
 // appendMembers returns a copy of the object obj with members appended before its '}'.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -86,8 +87,25 @@ func FuzzDecodeBatch(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if m.MergeContext(b.Context) == nil && len(m.Context) > 0 && !json.Valid(m.Context) {
+			// The one-pass merge (batch context + ip) means the same as the two steps.
+			one := *m
+			add, perr := ParseMembers(b.Context)
+			mergeErr := m.MergeContext(b.Context)
+			if mergeErr == nil && len(m.Context) > 0 && !json.Valid(m.Context) {
 				t.Fatalf("merged context is invalid %q", m.Context)
+			}
+			if (perr == nil) != (mergeErr == nil) {
+				t.Fatalf("ParseMembers error %v, MergeContext error %v", perr, mergeErr)
+			}
+			if perr == nil {
+				if err := one.MergeContextMembers(add.WithStringIfAbsent("ip", "203.0.113.9")); err != nil {
+					t.Fatalf("one-pass merge: %v", err)
+				}
+				_ = m.SetContextIPIfAbsent("203.0.113.9")
+				var x, y any
+				if json.Unmarshal(one.Context, &x) != nil || json.Unmarshal(m.Context, &y) != nil || !reflect.DeepEqual(x, y) {
+					t.Fatalf("one-pass context %s, two steps %s", one.Context, m.Context)
+				}
 			}
 			if m.MergeIntegrations(b.Integrations) == nil && len(m.Integrations) > 0 && !json.Valid(m.Integrations) {
 				t.Fatalf("merged integrations are invalid %q", m.Integrations)

@@ -432,3 +432,39 @@ func TestScanStringFastPathBoundaries(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeContextMembersEqualsTwoSteps(t *testing.T) {
+	for _, c := range []struct{ own, batch, want string }{
+		{``, ``, `{"ip":"1.2.3.4"}`},
+		{``, `{"a":1}`, `{"a":1,"ip":"1.2.3.4"}`},
+		{`{"ip":"9.9.9.9"}`, `{"a":1}`, `{"ip":"9.9.9.9","a":1}`},
+		{`{"a":2}`, `{"a":1,"b":true}`, `{"a":2,"b":true,"ip":"1.2.3.4"}`},
+		{`{}`, `{"ip":"8.8.8.8"}`, `{"ip":"8.8.8.8"}`},
+		{`{"library":{"name":"x"}}`, `null`, `{"library":{"name":"x"},"ip":"1.2.3.4"}`},
+	} {
+		msg := `{"type":"identify","userId":"u"`
+		if c.own != "" {
+			msg += `,"context":` + c.own
+		}
+		m, err := DecodeMessage([]byte(msg + "}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		two := *m
+		add, err := ParseMembers(json.RawMessage(c.batch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.MergeContextMembers(add.WithStringIfAbsent("ip", "1.2.3.4")); err != nil || string(m.Context) != c.want {
+			t.Errorf("own %s batch %s: one pass %s (%v), want %s", c.own, c.batch, m.Context, err, c.want)
+		}
+		_ = two.MergeContext(json.RawMessage(c.batch))
+		_ = two.SetContextIPIfAbsent("1.2.3.4")
+		if string(two.Context) != c.want {
+			t.Errorf("own %s batch %s: two steps %s, want %s", c.own, c.batch, two.Context, c.want)
+		}
+	}
+	if _, err := ParseMembers(json.RawMessage(`[1]`)); err == nil || err.Error() != "batch-level value must be an object" {
+		t.Errorf("array batch context: %v", err)
+	}
+}
