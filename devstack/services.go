@@ -15,7 +15,10 @@ import (
 // that adds a service adds it here, built through its library New exactly as its own main does.
 func (s *Stack) addServices(ctx context.Context) error {
 	_ = ctx
-	icfg := ingest.DefaultConfig()
+	icfg, err := ingest.ConfigFromEnv() // every INGEST_* setting, as the ingest command reads them
+	if err != nil {
+		return err
+	}
 	icfg.Addr = s.cfg.IngestAddr
 	in, err := ingest.New(icfg, ingest.Deps{
 		Kafka:      s.cfg.Kafka,

@@ -25,7 +25,13 @@ type Config struct {
 	InboundGroup string
 	// DisableInbound turns the Kafka front door off.
 	DisableInbound bool
-	// AllowedOrigins for CORS; empty allows every origin ("*"), as Segment's API does.
+	// MaxInFlight bounds the requests served at once (INGEST_MAX_IN_FLIGHT); a request beyond
+	// it is answered 503 with Retry-After at once, so an overload sheds load instead of queueing
+	// memory. 0: no bound.
+	MaxInFlight int
+	// AllowedOrigins for CORS; empty allows every origin, as Segment's API does. An allowed
+	// Origin is echoed in Access-Control-Allow-Origin with Allow-Credentials (browsers refuse
+	// "*" with credentials, and analytics.js sends the write key as Basic auth).
 	AllowedOrigins []string
 }
 
@@ -38,6 +44,7 @@ func DefaultConfig() Config {
 		RejectedTopic:  schemas.TopicRejected,
 		InboundTopic:   schemas.TopicInbound,
 		InboundGroup:   "tributary-ingest-inbound",
+		MaxInFlight:    1024,
 	}
 }
 
@@ -55,6 +62,9 @@ func (c *Config) Validate() error {
 	}
 	if !c.DisableInbound && c.InboundGroup == "" {
 		errs = append(errs, errors.New("ingest inbound group: required"))
+	}
+	if c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("INGEST_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight))
 	}
 	return errors.Join(errs...)
 }

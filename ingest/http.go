@@ -91,6 +91,19 @@ type rejected struct {
 func (s *Service) endpoint(name string, batch bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if s.inFlight != nil {
+			select {
+			case s.inFlight <- struct{}{}:
+				defer func() { <-s.inFlight }()
+			default:
+				w.Header().Set("Retry-After", "1")
+				writeError(w, &apiError{http.StatusServiceUnavailable, "overloaded", "too many requests in flight; retry"})
+				s.metrics.requests.WithLabelValues(name, "503").Inc()
+				return
+			}
+		}
+		s.metrics.inFlight.Inc()
+		defer s.metrics.inFlight.Dec()
 		status, n := s.serve(w, r, name, batch)
 		s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
 		s.metrics.requestSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
@@ -162,6 +175,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 				if rej.code == "message_too_large" {
 					status = http.StatusRequestEntityTooLarge
 				}
+				s.metrics.rejected.WithLabelValues(rej.code).Inc()
 				return fail(&apiError{status, rej.code, rej.reason})
 			}
 			rejects = append(rejects, rejected{Index: i, Code: rej.code, Reason: rej.reason})
@@ -178,6 +192,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	accepted := len(recs) - len(rejects)
 	s.metrics.messages.WithLabelValues("accepted").Add(float64(accepted))
 	s.metrics.messages.WithLabelValues("rejected").Add(float64(len(rejects)))
+	for _, rj := range rejects {
+		s.metrics.rejected.WithLabelValues(rj.Code).Inc()
+	}
 	writeJSON(w, http.StatusOK, response{Success: true, Rejected: rejects})
 	return http.StatusOK, accepted
 }

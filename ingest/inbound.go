@@ -98,11 +98,13 @@ func (in *inbound) forward(r *kgo.Record) (*kgo.Record, bool) {
 		if key != "" {
 			reason = "unknown write key"
 		}
+		in.s.metrics.rejected.WithLabelValues("unauthorized").Inc()
 		return in.s.rejectedRecord(r.Value, nil, r.Key, &rejection{"unauthorized", reason}), false
 	}
 	env := &envelope{receivedAt: time.Now().UTC()}
 	out, rej := in.s.prepare(r.Value, src, env)
 	if rej != nil {
+		in.s.metrics.rejected.WithLabelValues(rej.code).Inc()
 		return in.s.rejectedRecord(r.Value, src, r.Key, rej), false
 	}
 	return out, true

@@ -122,7 +122,7 @@ func (s *Service) rejectedRecord(raw []byte, src *schemas.Source, key []byte, re
 	r := &kgo.Record{
 		Topic:   s.cfg.RejectedTopic,
 		Key:     key,
-		Value:   raw,
+		Value:   schemas.WithoutMember(raw, "writeKey"), // the message as sent, but never a secret at rest
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderReason, Value: []byte(rej.reason)}},
 	}
 	if src != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -45,6 +46,7 @@ type Service struct {
 	producer *kgo.Client
 	metrics  *metrics
 	server   *platform.HTTPServer
+	inFlight chan struct{} // MaxInFlight tokens; nil: no bound
 }
 
 // New builds the service and its Kafka producer (idempotent, acks from all in-sync replicas).
@@ -63,6 +65,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Health = platform.NewHealth()
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "ingest").Logger()}
+	if cfg.MaxInFlight > 0 {
+		s.inFlight = make(chan struct{}, cfg.MaxInFlight)
+	}
 	var err error
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, err
@@ -117,6 +122,8 @@ func (s *Service) produce(ctx context.Context, recs []*kgo.Record) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProduceTimeout)
 	defer cancel()
+	start := time.Now()
+	defer func() { s.metrics.produceSeconds.Observe(time.Since(start).Seconds()) }()
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -144,6 +151,9 @@ type metrics struct {
 	requestSeconds *prometheus.HistogramVec
 	messages       *prometheus.CounterVec
 	inbound        *prometheus.CounterVec
+	rejected       *prometheus.CounterVec
+	produceSeconds prometheus.Histogram
+	inFlight       prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -162,7 +172,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tributary_ingest_inbound_messages_total", Help: "tracking.inbound records by outcome (accepted, rejected).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.messages, m.inbound} {
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_ingest_rejected_messages_total", Help: "Messages refused (HTTP and tracking.inbound), by reason code (invalid_json, invalid_message, message_too_large, unauthorized).",
+	}, []string{"reason"})
+	m.produceSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "tributary_ingest_produce_seconds", Help: "From producing a request's records to Kafka's acknowledgement of all of them.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	})
+	m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tributary_ingest_in_flight_requests", Help: "Tracking API requests being served (bounded by INGEST_MAX_IN_FLIGHT).",
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.messages, m.inbound, m.rejected, m.produceSeconds, m.inFlight} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering ingest metrics: %w", err)
 		}

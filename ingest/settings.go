@@ -16,11 +16,12 @@ type envSettings struct {
 	ProduceTimeout time.Duration `env:"INGEST_PRODUCE_TIMEOUT" envDefault:"5s"`
 	AllowedOrigins []string      `env:"INGEST_ALLOWED_ORIGINS" envSeparator:","`
 	DisableInbound bool          `env:"INGEST_DISABLE_INBOUND"`
+	MaxInFlight    int           `env:"INGEST_MAX_IN_FLIGHT" envDefault:"1024"`
 }
 
 // ConfigFromEnv reads Config from the environment: INGEST_ADDR, INGEST_TRUSTED_PROXIES
 // (comma-separated CIDRs or addresses), INGEST_PRODUCE_TIMEOUT, INGEST_ALLOWED_ORIGINS,
-// INGEST_DISABLE_INBOUND.
+// INGEST_DISABLE_INBOUND, INGEST_MAX_IN_FLIGHT.
 func ConfigFromEnv() (Config, error) {
 	e, err := env.ParseAs[envSettings]()
 	if err != nil {
@@ -28,6 +29,7 @@ func ConfigFromEnv() (Config, error) {
 	}
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.ProduceTimeout, cfg.AllowedOrigins, cfg.DisableInbound = e.Addr, e.ProduceTimeout, e.AllowedOrigins, e.DisableInbound
+	cfg.MaxInFlight = e.MaxInFlight
 	if cfg.TrustedProxies, err = ParseTrustedProxies(e.TrustedProxies); err != nil {
 		return Config{}, err
 	}

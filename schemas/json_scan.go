@@ -383,3 +383,29 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// WithoutMember returns obj without its top-level member key (every occurrence). When obj is
+// not a valid JSON object, or has no such member, it is returned as it is. Ingest uses it to
+// keep a body "writeKey" (a secret) out of tracking.rejected.
+func WithoutMember(obj []byte, key string) []byte {
+	found := false
+	if eachMember(obj, func(k []byte, esc bool, _ []byte) error {
+		found = found || keyIs(k, esc, key)
+		return nil
+	}) != nil || !found {
+		return obj
+	}
+	out := make([]byte, 0, len(obj))
+	out = append(out, '{')
+	_ = eachMember(obj, func(k []byte, esc bool, v []byte) error {
+		if keyIs(k, esc, key) {
+			return nil
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, k...), ':'), v...)
+		return nil
+	})
+	return append(out, '}')
+}

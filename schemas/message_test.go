@@ -468,3 +468,17 @@ func TestMergeContextMembersEqualsTwoSteps(t *testing.T) {
 		t.Errorf("array batch context: %v", err)
 	}
 }
+
+func TestWithoutMember(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"writeKey":"s","type":"track"}`:                    `{"type":"track"}`,
+		`{"type":"track","writeKey":"s","a":{"writeKey":1}}`: `{"type":"track","a":{"writeKey":1}}`,
+		`{"write\u004bey":"s"}`:                              `{}`,
+		`{"type":"track"}`:                                   `{"type":"track"}`,
+		`not json, "writeKey":"s"`:                           `not json, "writeKey":"s"`,
+	} {
+		if got := string(WithoutMember([]byte(in), "writeKey")); got != want {
+			t.Errorf("WithoutMember(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
