@@ -363,19 +363,31 @@ func (cs *ConfigStore) Run(ctx context.Context) error {
 func (cs *ConfigStore) markReady() { cs.readyOnce.Do(func() { close(cs.ready) }) }
 
 // endOffsets lists, per partition, the end offset the store must read up to before it is
-// ready (0 where the partition is empty or fully compacted away). It waits, logging, while the
-// topic does not exist yet.
+// ready: WaitEndOffsets of its topic.
 func (cs *ConfigStore) endOffsets(ctx context.Context, adm *kadm.Client) (map[int32]int64, error) {
+	ends, err := WaitEndOffsets(ctx, adm, cs.topic, cs.logger)
+	if err != nil {
+		return nil, fmt.Errorf("config store: %w", err)
+	}
+	return ends, nil
+}
+
+// WaitEndOffsets lists, per partition of topic, the end offset a reader of the whole topic
+// must reach to have read everything written before the call (partitions that are empty or
+// fully compacted away are left out). It waits, logging, while the topic does not exist yet;
+// other errors are retried for about ten seconds. The config store and the router's
+// suppression list use it to know when they are ready.
+func WaitEndOffsets(ctx context.Context, adm *kadm.Client, topic string, logger zerolog.Logger) (map[int32]int64, error) {
 	for attempt := 0; ; attempt++ {
-		ends, err := cs.listEnds(ctx, adm)
+		ends, err := listEnds(ctx, adm, topic)
 		if err == nil {
 			return ends, nil
 		}
 		if !errors.Is(err, kerr.UnknownTopicOrPartition) && attempt >= 20 {
-			return nil, fmt.Errorf("config store: listing offsets of %s: %w", cs.topic, err)
+			return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
 		}
 		if attempt%10 == 0 {
-			cs.logger.Warn().Err(err).Msg("waiting for the config topic")
+			logger.Warn().Err(err).Str("topic", topic).Msg("waiting for the topic")
 		}
 		select {
 		case <-ctx.Done():
@@ -385,15 +397,15 @@ func (cs *ConfigStore) endOffsets(ctx context.Context, adm *kadm.Client) (map[in
 	}
 }
 
-func (cs *ConfigStore) listEnds(ctx context.Context, adm *kadm.Client) (map[int32]int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, cs.topic)
+func listEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
 		return nil, err
 	}
-	starts, err := adm.ListStartOffsets(ctx, cs.topic)
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
@@ -410,8 +422,8 @@ func (cs *ConfigStore) listEnds(ctx context.Context, adm *kadm.Client) (map[int3
 			out[o.Partition] = end
 		}
 	})
-	if len(out) == 0 && len(ends[cs.topic]) == 0 {
-		return nil, fmt.Errorf("topic %s: %w", cs.topic, kerr.UnknownTopicOrPartition)
+	if len(out) == 0 && len(ends[topic]) == 0 {
+		return nil, fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
 	}
 	return out, nil
 }

@@ -2,10 +2,8 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -76,7 +74,7 @@ func (s *suppressions) Run(ctx context.Context) error {
 		return fmt.Errorf("suppression list: %w", err)
 	}
 	defer cl.Close()
-	ends, err := endOffsets(ctx, kadm.NewClient(cl), s.topic, s.logger)
+	ends, err := platform.WaitEndOffsets(ctx, kadm.NewClient(cl), s.topic, s.logger)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -111,45 +109,4 @@ func (s *suppressions) markReady() {
 		close(s.ready)
 		s.logger.Info().Int("users", s.Len()).Msg("suppression list loaded")
 	})
-}
-
-// endOffsets lists, per non-empty partition of topic, the offset to read up to; it waits while
-// the topic does not exist yet.
-func endOffsets(ctx context.Context, adm *kadm.Client, topic string, logger zerolog.Logger) (map[int32]int64, error) {
-	for attempt := 0; ; attempt++ {
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-		var starts kadm.ListedOffsets
-		if err == nil {
-			starts, err = adm.ListStartOffsets(ctx, topic)
-			if err == nil {
-				err = starts.Error()
-			}
-		}
-		if err == nil && len(ends[topic]) > 0 {
-			out := map[int32]int64{}
-			ends.Each(func(o kadm.ListedOffset) {
-				if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Offset >= o.Offset {
-					return
-				}
-				if o.Offset > 0 {
-					out[o.Partition] = o.Offset
-				}
-			})
-			return out, nil
-		}
-		if err == nil {
-			err = errors.New("topic has no partitions yet")
-		}
-		if attempt%10 == 0 {
-			logger.Warn().Err(err).Str("topic", topic).Msg("waiting for topic")
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }

@@ -341,6 +341,10 @@ func keyIs(key []byte, escaped bool, name string) bool {
 	return unquote(key, true) == name
 }
 
+// AppendJSONString appends s as a JSON string, escaping what JSON requires; invalid UTF-8
+// becomes U+FFFD, as encoding/json does.
+func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json does.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')

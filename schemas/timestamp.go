@@ -81,7 +81,3 @@ func appendInt(dst []byte, v, width int) []byte {
 	}
 	return append(dst, buf[i:]...)
 }
-
-// AppendJSONString appends s as a JSON string, escaping what JSON requires; invalid UTF-8
-// becomes U+FFFD, as encoding/json does.
-func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }
