@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,26 +123,7 @@ func (s *Service) produce(ctx context.Context, recs []*kgo.Record) error {
 	defer cancel()
 	start := time.Now()
 	defer func() { s.metrics.produceSeconds.Observe(time.Since(start).Seconds()) }()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	wg.Add(len(recs))
-	for _, r := range recs {
-		s.producer.Produce(ctx, r, func(r *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = fmt.Errorf("producing to %s: %w", r.Topic, err)
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	return first
+	return platform.ProduceAll(ctx, s.producer, recs)
 }
 
 type metrics struct {

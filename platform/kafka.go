@@ -1,10 +1,12 @@
 package platform
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -114,4 +116,33 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		ev = ev.Interface(key, keyvals[i+1])
 	}
 	ev.Msg(msg)
+}
+
+// ProduceAll produces recs and waits until Kafka has acknowledged every one, or failed it; it
+// returns the first failure, naming the topic. ctx bounds the produce requests (pass one with a
+// deadline: a record that is never acknowledged is failed when it ends).
+func ProduceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("producing to %s: %w", r.Topic, err)
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return first
 }

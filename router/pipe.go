@@ -172,33 +172,12 @@ func (p *pipe) logFetchErrors(fs kgo.Fetches) {
 	})
 }
 
-// produceAll produces recs and waits for all acknowledgements; it returns the first error.
+// produceAll produces recs and waits for all acknowledgements (at most endTimeout); it returns
+// the first error.
 func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
-	var first atomic.Pointer[error]
-	done := make(chan struct{})
-	var left atomic.Int64
-	left.Store(int64(len(recs)))
-	for _, r := range recs {
-		cl.Produce(pctx, r, func(r *kgo.Record, err error) {
-			if err != nil {
-				err = fmt.Errorf("producing to %s: %w", r.Topic, err)
-				first.CompareAndSwap(nil, &err)
-			}
-			if left.Add(-1) == 0 {
-				close(done)
-			}
-		})
-	}
-	<-done
-	if e := first.Load(); e != nil {
-		return *e
-	}
-	return nil
+	return platform.ProduceAll(pctx, cl, recs)
 }
 
 // newGroupTransactSession builds a franz-go GroupTransactSession for the settings, with the
