@@ -168,10 +168,7 @@ func verdict(results []urlResult) (c Class, retryAfter time.Duration, last *urlR
 	if last == nil {
 		return ConnError, 0, nil
 	}
-	if retryAfter > 0 || last.Class.Retryable() {
-		return last.Class, retryAfter, last
-	}
-	return last.Class, 0, last
+	return last.Class, retryAfter, last // retryAfter is 0 unless a failure was retryable
 }
 
 // hostCache remembers hostOf's answers: URLs come from the config, so the set is small.
