@@ -12,6 +12,7 @@ import (
 // Snapshot is what routing reads of the tenant config; *platform.Snapshot is one.
 type Snapshot interface {
 	SourceByID(id string) (*schemas.Source, bool)
+	Sources() []*schemas.Source
 	DestinationsForSource(sourceID string) []*schemas.Destination
 }
 

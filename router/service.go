@@ -181,10 +181,8 @@ func (s *Service) deleteBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Recor
 func (s *Service) deleteNotices(out []*kgo.Record, snap Snapshot, req *schemas.DeletionRequest, reqID string, at time.Time) []*kgo.Record {
 	sources := req.SourceIDs
 	if len(sources) == 0 {
-		if all, ok := snap.(interface{ Sources() []*schemas.Source }); ok {
-			for _, src := range all.Sources() {
-				sources = append(sources, src.ID)
-			}
+		for _, src := range snap.Sources() {
+			sources = append(sources, src.ID)
 		}
 	}
 	body := schemas.AppendDeleteBody(nil, req.UserID, at)
