@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -51,6 +52,10 @@ type Config struct {
 	MaxPollRecords int
 	// CommitInterval is how often finished offsets are committed.
 	CommitInterval time.Duration
+	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): deliveries in progress
+	// finish and are handed on, finished offsets are committed; what is left by then stays
+	// uncommitted and is delivered again after a restart.
+	ShutdownTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults of docs/delivery.md.
@@ -76,6 +81,7 @@ func DefaultConfig() Config {
 		BreakerCooldown:   10 * time.Second,
 		MaxPollRecords:    2000,
 		CommitInterval:    100 * time.Millisecond,
+		ShutdownTimeout:   platform.DefaultShutdownGrace,
 	}
 }
 
@@ -115,6 +121,7 @@ func ConfigFromEnv() (Config, error) {
 	env("DELIVERER_MAX_WAITING_PER_HOST", num(&c.MaxWaitingPerHost))
 	env("DELIVERER_BREAKER_FAILURES", num(&c.BreakerFailures))
 	env("DELIVERER_BREAKER_COOLDOWN", dur(&c.BreakerCooldown))
+	env("SHUTDOWN_TIMEOUT", dur(&c.ShutdownTimeout))
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -150,6 +157,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPollRecords < 1 || c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("deliverer poll size and commit interval: must be positive"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
 }

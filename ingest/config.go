@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -33,18 +34,23 @@ type Config struct {
 	// Origin is echoed in Access-Control-Allow-Origin with Allow-Credentials (browsers refuse
 	// "*" with credentials, and analytics.js sends the write key as Basic auth).
 	AllowedOrigins []string
+	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): requests in flight and
+	// the front door's batch finish, the producer flushes; what is left by then is answered 503
+	// or left uncommitted, to be read again.
+	ShutdownTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults of docs/ingest.md.
 func DefaultConfig() Config {
 	return Config{
-		Addr:           "127.0.0.1:8080",
-		ProduceTimeout: 5 * time.Second,
-		EventsTopic:    schemas.TopicEvents,
-		RejectedTopic:  schemas.TopicRejected,
-		InboundTopic:   schemas.TopicInbound,
-		InboundGroup:   "tributary-ingest-inbound",
-		MaxInFlight:    1024,
+		Addr:            "127.0.0.1:8080",
+		ProduceTimeout:  5 * time.Second,
+		EventsTopic:     schemas.TopicEvents,
+		RejectedTopic:   schemas.TopicRejected,
+		InboundTopic:    schemas.TopicInbound,
+		InboundGroup:    "tributary-ingest-inbound",
+		MaxInFlight:     1024,
+		ShutdownTimeout: platform.DefaultShutdownGrace,
 	}
 }
 
@@ -65,6 +71,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("INGEST_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
 }

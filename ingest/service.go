@@ -82,6 +82,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	deps.Health.AddCheck("kafka", platform.KafkaCheck(s.producer))
 	s.server = platform.NewHTTPServer(cfg.Addr, s.Handler(), deps.Health, deps.Gatherer, s.logger)
+	s.server.ShutdownTimeout = cfg.ShutdownTimeout
 	return s, nil
 }
 

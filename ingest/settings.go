@@ -17,6 +17,7 @@ type envSettings struct {
 	AllowedOrigins []string      `env:"INGEST_ALLOWED_ORIGINS" envSeparator:","`
 	DisableInbound bool          `env:"INGEST_DISABLE_INBOUND"`
 	MaxInFlight    int           `env:"INGEST_MAX_IN_FLIGHT" envDefault:"1024"`
+	Shutdown       time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 }
 
 // ConfigFromEnv reads Config from the environment: INGEST_ADDR, INGEST_TRUSTED_PROXIES
@@ -29,7 +30,7 @@ func ConfigFromEnv() (Config, error) {
 	}
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.ProduceTimeout, cfg.AllowedOrigins, cfg.DisableInbound = e.Addr, e.ProduceTimeout, e.AllowedOrigins, e.DisableInbound
-	cfg.MaxInFlight = e.MaxInFlight
+	cfg.MaxInFlight, cfg.ShutdownTimeout = e.MaxInFlight, e.Shutdown
 	if cfg.TrustedProxies, err = ParseTrustedProxies(e.TrustedProxies); err != nil {
 		return Config{}, err
 	}

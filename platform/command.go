@@ -2,8 +2,10 @@ package platform
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,6 +24,9 @@ type Command struct {
 	Store    *ConfigStore
 	Registry *prometheus.Registry
 	Health   *Health
+	// ShutdownTimeout is how long the services may take to stop after SIGTERM
+	// (SHUTDOWN_TIMEOUT, default DefaultShutdownGrace); Run gives up waiting a second later.
+	ShutdownTimeout time.Duration
 }
 
 // NewCommand reads the environment and builds the parts; errors name the variable at fault.
@@ -43,9 +48,15 @@ func NewCommand() (*Command, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	grace := DefaultShutdownGrace
+	if v := os.Getenv("SHUTDOWN_TIMEOUT"); v != "" {
+		if grace, err = time.ParseDuration(v); err != nil || grace <= 0 {
+			return nil, fmt.Errorf("SHUTDOWN_TIMEOUT: %q is not a positive duration", v)
+		}
+	}
 	health := NewHealth()
 	health.SetReady("config", false)
-	return &Command{Kafka: kafka, Logger: logger, Store: store, Registry: reg, Health: health}, nil
+	return &Command{Kafka: kafka, Logger: logger, Store: store, Registry: reg, Health: health, ShutdownTimeout: grace}, nil
 }
 
 // MetricsServer serves /healthz, /readyz and /metrics (and nothing else) on METRICS_ADDR, or
@@ -55,14 +66,24 @@ func (c *Command) MetricsServer(defaultAddr string) *HTTPServer {
 	if addr == "" {
 		addr = defaultAddr
 	}
-	return NewHTTPServer(addr, http.NotFoundHandler(), c.Health, c.Registry, c.Logger)
+	srv := NewHTTPServer(addr, http.NotFoundHandler(), c.Health, c.Registry, c.Logger)
+	srv.ShutdownTimeout = c.ShutdownTimeout
+	return srv
 }
 
 // Run runs the config store and runners until SIGINT or SIGTERM, and marks the service ready
-// once the config is loaded.
+// once the config is loaded. After the signal the runners have ShutdownTimeout to stop (each
+// bounds its own stop by it); if they have not returned a second after that, Run returns an
+// error without waiting longer, so the process exits: what was unfinished was not committed
+// and is done again after a restart.
 func (c *Command) Run(runners ...Runner) error {
 	ctx, stop := SignalContext(context.Background())
 	defer stop()
+	return RunWithin(ctx, c.ShutdownTimeout+time.Second, append([]Runner{c.configReady()}, runners...)...)
+}
+
+// configReady runs the config store and marks the service ready once the config is loaded.
+func (c *Command) configReady() Runner {
 	configReady := RunnerFunc(func(ctx context.Context) error {
 		select {
 		case <-c.Store.Ready():
@@ -72,5 +93,5 @@ func (c *Command) Run(runners ...Runner) error {
 		<-ctx.Done()
 		return nil
 	})
-	return RunAll(ctx, append([]Runner{c.Store, configReady}, runners...)...)
+	return RunnerFunc(func(ctx context.Context) error { return RunAll(ctx, c.Store, configReady) })
 }

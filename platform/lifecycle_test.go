@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -86,4 +87,40 @@ func TestRunAllNoRunners(t *testing.T) {
 	if err := platform.RunAll(context.Background()); err != nil {
 		t.Errorf("RunAll() = %v", err)
 	}
+}
+
+func TestRunWithinGivesUpOnARunnerThatDoesNotStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		release := make(chan struct{})
+		stuck := platform.RunnerFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			<-release // ignores its stop, like a produce waiting on a dead broker
+			return nil
+		})
+		done := make(chan error, 1)
+		go func() { done <- platform.RunWithin(ctx, 11*time.Second, stuck) }()
+		time.Sleep(time.Minute)
+		cancel()
+		stopped := time.Now()
+		err := <-done
+		if err == nil || time.Since(stopped) != 11*time.Second {
+			t.Fatalf("RunWithin returned %v after %s, want an error after 11s", err, time.Since(stopped))
+		}
+		close(release)
+	})
+}
+
+func TestRunWithinReturnsOnceRunnersStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		var stopped atomic.Int32
+		done := make(chan error, 1)
+		go func() { done <- platform.RunWithin(ctx, time.Hour, untilCancelled(&stopped, nil)) }()
+		cancel()
+		start := time.Now()
+		if err := <-done; err != nil || time.Since(start) != 0 || stopped.Load() != 1 {
+			t.Fatalf("RunWithin = %v after %s (stopped %d), want nil at once", err, time.Since(start), stopped.Load())
+		}
+	})
 }

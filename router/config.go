@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -31,6 +32,9 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// MaxPollRecords bounds one poll, hence one transaction.
 	MaxPollRecords int
+	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): the transaction in
+	// progress is committed or aborted by then, its records read again after a restart.
+	ShutdownTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults of docs/routing.md.
@@ -50,6 +54,7 @@ func DefaultConfig() Config {
 		TransactionalID:    "tributary-router-" + host,
 		TransactionTimeout: 10 * time.Second,
 		MaxPollRecords:     10000,
+		ShutdownTimeout:    platform.DefaultShutdownGrace,
 	}
 }
 
@@ -74,6 +79,13 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.TransactionTimeout = d
 	}
+	if v, ok := os.LookupEnv("SHUTDOWN_TIMEOUT"); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: %w", err))
+		}
+		c.ShutdownTimeout = d
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -97,6 +109,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("router max poll records: must be positive, got %d", c.MaxPollRecords))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
 }
