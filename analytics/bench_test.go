@@ -31,7 +31,7 @@ func discardServer(b *testing.B) *httptest.Server {
 //	go test -run '^$' -bench BenchmarkTrack -benchmem -count 5 ./analytics
 func BenchmarkTrack(b *testing.B) {
 	srv := discardServer(b)
-	for _, batch := range []int{20, 250} { // our default (seed 001), v3's default
+	for _, batch := range []int{20, 250} { // our default (docs/client.md), v3's default
 		name := fmt.Sprintf("batch=%d", batch)
 		b.Run(name+"/tributary", func(b *testing.B) {
 			c := analytics.New("wk_bench")

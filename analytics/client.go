@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Defaults of the Client fields and the limits of seed 001 §8.
+// Defaults of the Client fields and the limits of docs/client.md#batching-limits-and-the-wire.
 const (
 	DefaultEndpoint      = "http://localhost:8080"
 	DefaultFlushAt       = 20
@@ -63,7 +63,7 @@ type Client struct {
 	// FlushAt is the number of queued messages that triggers a flush (default 20). 1 turns
 	// batching off: every call is sent at once.
 	FlushAt int
-	// Size is FlushAt under its second documented name (seed 001 §2.1): whichever of the two
+	// Size is FlushAt under its second documented name (docs/client.md#the-client): whichever of the two
 	// is set wins. Setting both to different values is a *ConfigError.
 	Size int
 	// FlushAfter is the time since the last flush after which queued messages are sent even

@@ -1,4 +1,4 @@
-// Package analytics is Tributary's Go client library (seed 001): it records identify, track,
+// Package analytics is Tributary's Go client library (docs/client.md): it records identify, track,
 // page, screen, group and alias calls from Go programs and sends them in batches, from
 // background goroutines, to Tributary's ingest (the Segment tracking API) or straight to Kafka.
 // It is safe to use on a busy web server: a call encodes its message and queues it; it never

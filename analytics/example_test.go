@@ -182,7 +182,7 @@ func ExampleClient_Flush() {
 	// {"context":{"library":{"name":"tributary-analytics-go","version":"1.0.0"}},"event":"Three","messageId":"<uuid>","timestamp":"<now>","type":"track","userId":"user-42"}
 }
 
-// Selecting destinations (seed 001 §4.3) and importing history (§4.4).
+// Selecting destinations (docs/client.md#selecting-destinations) and importing history.
 func ExampleIntegrations() {
 	ingest := exampleIngest()
 	defer ingest.Close()

@@ -26,7 +26,7 @@ func (s stdLogger) Errorf(format string, args ...any) {
 }
 
 // DebugEnv is the environment variable that turns logging on when it names "analytics"
-// (seed 001 §4.5): DEBUG=analytics, or a comma- or space-separated list holding "analytics",
+// (docs/client.md#logging): DEBUG=analytics, or a comma- or space-separated list holding "analytics",
 // "analytics*" or "*".
 const DebugEnv = "DEBUG"
 

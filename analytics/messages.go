@@ -1,7 +1,7 @@
 package analytics
 
-// The message structs carry exactly the fields of the seed's message table (§2.2). Every one
-// also has Timestamp (historical import, §4.4), Context and Integrations; the library adds
+// The message structs carry exactly the fields of docs/client.md#calls-and-messages. Every one
+// also has Timestamp (historical import), Context and Integrations; the library adds
 // type, messageId, context.library and, when Timestamp is empty, the call time.
 
 // Identify ties a user to their traits.
@@ -204,7 +204,7 @@ func nilMessage(typ string) *ValidationError {
 	return &ValidationError{Type: typ, Reason: "nil message"}
 }
 
-// Integrations selects the destinations of one call (seed 001 §4.3): a map from destination
+// Integrations selects the destinations of one call (docs/client.md#selecting-destinations): a map from destination
 // name (case-sensitive, e.g. "Webhooks") to true or false; the key "All" set to false turns
 // off every destination not explicitly set to true. Values other than booleans are passed
 // through as per-destination options. Build it as a literal,

@@ -17,7 +17,7 @@ import (
 
 // TestBacklogMemory measures the deliverer binary's peak RSS while it works through a backlog
 // of 100,000 records to a dead endpoint (a closed port: every connection is refused). It is a
-// benchmark as well as a guard (the target of issue 5 is under 256 MB):
+// benchmark as well as a guard (the target is under 256 MB: docs/benchmarks.md):
 //
 //	go test -run BacklogMemory -v ./deliverer
 func TestBacklogMemory(t *testing.T) {

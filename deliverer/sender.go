@@ -18,7 +18,7 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// UserAgent is the User-Agent of every POST (seed 000 §4.1: "<product>/1.0").
+// UserAgent is the User-Agent of every POST (docs/receivers.md#headers: "<product>/1.0").
 const UserAgent = "Tributary/1.0"
 
 // newHTTPClient builds the client every delivery uses: the address guard at dial time (unless
@@ -78,7 +78,7 @@ type request struct {
 	body      []byte
 }
 
-// post sends the request to every entry concurrently (seed 000 §4.1 rule 1: one success is
+// post sends the request to every entry concurrently (docs/delivery.md#one-attempt: one success is
 // enough, failed URLs are not retried after that) and returns one result per entry.
 func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *request, now time.Time) []urlResult {
 	xsig := ""

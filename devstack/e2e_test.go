@@ -109,7 +109,7 @@ func post(t testing.TB, st *devstack.Stack, path, body string) {
 }
 
 // TestEndToEnd: Segment calls over HTTP come out as signed webhooks, one per call, with the
-// documented body (seed 000 §2.2), through ingest, Kafka, router and deliverer.
+// documented body (docs/receivers.md#the-body), through ingest, Kafka, router and deliverer.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole stack")

@@ -6,7 +6,7 @@
 //     names the bad variable.
 //   - Kafka clients: [KafkaSettings.ClientOpts] and [NewKafkaClient] build franz-go clients
 //     whose internal logs go to zerolog ([NewKgoLogger]).
-//   - Topic bootstrap: [DefaultTopics] lists every topic of design §2 with its partitions,
+//   - Topic bootstrap: [DefaultTopics] lists every topic of docs/topics.md with its partitions,
 //     retention and cleanup policy; [EnsureTopics] creates what is missing, idempotently.
 //   - The config store: [ApplyConfig] and [ApplyConfigFile] upsert a tenant config into the
 //     compacted topic tributary.config; [ConfigStore] materialises that topic into an

@@ -25,8 +25,8 @@ const DefaultCheckTimeout = 2 * time.Second
 // (SetReady), and checks run on each request (AddCheck). Its methods are safe for concurrent
 // use.
 //
-// GET /healthz answers 200 when every component is ready and every check passes (design §4:
-// "once a service can serve: broker reachable, config loaded"), else 503 naming what fails.
+// GET /healthz answers 200 when every component is ready and every check passes (docs/operations.md#health-and-metrics:
+// once a service can serve: broker reachable, config loaded), else 503 naming what fails.
 // GET /readyz answers the same, and also 503 once the server is shutting down, so that load
 // balancers stop sending requests while in-flight ones drain.
 type Health struct {

@@ -40,7 +40,7 @@ const (
 	RetentionLong = 30 * day
 )
 
-// DefaultTopics returns every topic of design §2, each with its partition count, retention and
+// DefaultTopics returns every topic of docs/topics.md, each with its partition count, retention and
 // cleanup policy, and one retry tier topic per distinct delay of retrySchedule (in the order
 // they first appear). partitions is KAFKA_PARTITIONS.
 //

@@ -28,14 +28,14 @@ const (
 	Invalid Outcome = "invalid"
 )
 
-// Integrations keys the router honours (seed 001 §4.3).
+// Integrations keys the router honours (docs/routing.md#integrations-switches).
 const (
 	// keyAll is the catch-all switch; keyAllLower is the same, as analytics-go v3 writes it.
 	keyAll      = "All"
 	keyAllLower = "all"
 )
 
-// IntegrationsAllow applies the integrations switches of seed 001 §4.3 to a destination whose
+// IntegrationsAllow applies the integrations switches of docs/routing.md#integrations-switches to a destination whose
 // integrations key is destKey ("Webhooks"):
 //
 //   - no integrations object, or no switch that concerns the destination: enabled;

@@ -6,7 +6,7 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// TestIntegrationsAllow is the table of docs/routing.md: every case of seed 001 §4.3.
+// TestIntegrationsAllow is the table of docs/routing.md: every case it lists.
 func TestIntegrationsAllow(t *testing.T) {
 	for _, c := range []struct {
 		name         string

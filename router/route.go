@@ -86,7 +86,7 @@ type deliveryRecord struct {
 	headers [6]kgo.RecordHeader
 }
 
-// delivery builds one webhooks.deliveries record (design §2): key destinationId:userId.
+// delivery builds one webhooks.deliveries record (docs/topics.md#webhooksdeliveries): key destinationId:userId.
 func (s *Step) delivery(destID, user string, messageID, typ, sourceID, body []byte) *kgo.Record {
 	key := make([]byte, 0, len(destID)+1+len(user))
 	key = append(append(append(key, destID...), ':'), user...)

@@ -1,11 +1,11 @@
 package schemas
 
-// The tenant config model (design §3). A config file (YAML or JSON) holds lists of sources,
+// The tenant config model (docs/configuration.md). A config file (YAML or JSON) holds lists of sources,
 // destinations and audiences; each object is also one record of the compacted topic
 // TopicConfig, keyed by ConfigKey*, with the object's JSON as value (see Config.Records).
 //
-// Field names are a public contract: they are exactly those of design §3, and
-// docs/configuration.md describes each field and every validation rule.
+// Field names are a public contract: they are exactly those of
+// docs/configuration.md, which describes each field and every validation rule.
 
 // Config is one tenant config file.
 type Config struct {
@@ -52,7 +52,7 @@ type Destination struct {
 // IsEnabled reports whether the destination delivers: Enabled is true or omitted.
 func (d *Destination) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
 
-// DestinationSettings are the settings of a webhooks destination (seed 000 §2.1, design §3).
+// DestinationSettings are the settings of a webhooks destination (docs/configuration.md#destination).
 type DestinationSettings struct {
 	// Webhooks holds 1 to MaxWebhooks entries.
 	Webhooks []Webhook `json:"webhooks" yaml:"webhooks"`
@@ -125,11 +125,11 @@ const (
 	ConfigKeyAudience    = "audience/"
 )
 
-// MaxWebhooks is the most webhook entries one destination may have (seed 000 §8).
+// MaxWebhooks is the most webhook entries one destination may have (docs/configuration.md#destination).
 const MaxWebhooks = 5
 
 // DestinationTypeWebhooks is the only destination type; IntegrationWebhooks is its key in a
-// message's integrations object (seed 000 §1).
+// message's integrations object (docs/routing.md#integrations-switches).
 const (
 	DestinationTypeWebhooks = "webhooks"
 	IntegrationWebhooks     = "Webhooks"

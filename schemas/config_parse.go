@@ -38,7 +38,7 @@ const (
 	maxJSONDepth = 64
 )
 
-// ParseConfig parses a tenant config (design §3) strictly: format is "yaml" or "json"; the
+// ParseConfig parses a tenant config (docs/configuration.md) strictly: format is "yaml" or "json"; the
 // text must hold exactly one document whose top level is a mapping (object); every key must be
 // a field of the model, spelled exactly (case-sensitive), and appear once; every value must
 // have the field's type. It returns every problem found, as ConfigErrors, each naming the

@@ -2,7 +2,7 @@ package schemas
 
 import "bytes"
 
-// IntegrationSetting reads the member key of an integrations object (seed 001 §4.3), as the
+// IntegrationSetting reads the member key of an integrations object (docs/routing.md#integrations-switches), as the
 // router applies it: true, or an object of destination options, enables (on=true, set=true);
 // false disables (on=false, set=true); a missing member, null, or any other value is not a
 // switch (set=false). Keys compare exactly: "webhooks" is not "Webhooks". An integrations value

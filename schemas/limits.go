@@ -1,6 +1,6 @@
 package schemas
 
-// Limits of the Segment tracking API (seed 001 §8), enforced by ingest and by the client
+// Limits of the Segment tracking API (docs/ingest.md#limits), enforced by ingest and by the client
 // library.
 const (
 	// MaxMessageBytes is the largest one call may be: 32 KB.

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// Signature headers of a delivered webhook (seed 000 §5; https://www.standardwebhooks.com).
+// Signature headers of a delivered webhook (docs/receivers.md#verifying-signatures; https://www.standardwebhooks.com).
 const (
 	// HeaderXSignature is lowercase hex HMAC-SHA1(sharedSecret, body), sent only when the
 	// destination has a sharedSecret.

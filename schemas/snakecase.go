@@ -5,7 +5,7 @@ import (
 	"unicode"
 )
 
-// SnakeCase turns an audience name into the trait key that carries membership (seed 000 §6):
+// SnakeCase turns an audience name into the trait key that carries membership (docs/configuration.md#audience-names-and-trait-keys-snake_case):
 // "Power Users" → "power_users". The rule, applied to the name's runes in order:
 //
 //  1. Apostrophes (' and ’) are deleted: "Mom's Picks" → "moms_picks".

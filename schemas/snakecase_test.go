@@ -9,7 +9,7 @@ import (
 
 func TestSnakeCase(t *testing.T) {
 	tests := []struct{ name, want string }{
-		// Seed 000 §6 and the design's example.
+		// The examples of docs/configuration.md#audience-names-and-trait-keys-snake_case.
 		{"Power Users", "power_users"},
 		// Spaces and punctuation runs, leading and trailing separators.
 		{"  Power   Users  ", "power_users"},

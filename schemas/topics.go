@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Kafka topic names (design §2). They are a public contract: producers outside Tributary write to
+// Kafka topic names (docs/topics.md). They are a public contract: producers outside Tributary write to
 // TopicInbound and TopicDeletions, and operators read the others. docs/topics.md describes each.
 const (
 	// TopicInbound carries one Segment-spec JSON message per record from external Kafka
@@ -36,7 +36,7 @@ const (
 	RetryTopicPrefix = "webhooks.retry."
 )
 
-// Record header names (design §2).
+// Record header names (docs/topics.md).
 const (
 	HeaderWriteKey       = "write-key"
 	HeaderSourceID       = "source-id"

@@ -29,7 +29,7 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
-// Validate checks the rules of seed 001 §2.2 for a call a client sent: a known type; userId or
+// Validate checks the rules of docs/ingest.md#request-format for a call a client sent: a known type; userId or
 // anonymousId on every call; event on track; groupId on group; userId and previousId on
 // alias; messageId at most MaxMessageIDLength characters. It returns nil or a
 // *ValidationError.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The delivered webhook body (seed 000 §2.2, design §5): the message's canonical JSON with
+// The delivered webhook body (docs/receivers.md#the-body): the message's canonical JSON with
 // "version": 1 first (not on delete), and on alias the keys "Previous ID" and "User ID" beside
 // previousId and userId, as the destination's documented payload shows them.
 
@@ -147,7 +147,7 @@ func AppendWebhookBody(dst []byte, m *Message) []byte {
 }
 
 // AppendDeleteBody appends the body of a deletion notice: type, userId and timestamp only,
-// with no version (seed 000 §2.2).
+// with no version (docs/receivers.md#the-body).
 func AppendDeleteBody(dst []byte, userID string, ts time.Time) []byte {
 	dst = append(dst, `{"type":"delete","userId":`...)
 	dst = appendString(dst, userID)

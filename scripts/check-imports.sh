@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-imports.sh: enforces the module boundaries of docs/architecture.md (design §1).
+# check-imports.sh: enforces the module boundaries of docs/architecture.md#modules.
 # Services never import each other; schemas imports no Tributary module; platform imports
 # only schemas; analytics imports schemas at most; devstack may import everything;
 # deploy/deploytest (tests of the deployment files) imports schemas and platform.
