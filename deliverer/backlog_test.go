@@ -3,8 +3,6 @@ package deliverer_test
 import (
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -24,12 +23,7 @@ func TestBacklogMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the deliverer and produces 100,000 records")
 	}
-	bin := filepath.Join(t.TempDir(), "deliverer")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/deliverer")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatal(err)
-	}
+	bin := servicetest.Build(t, "./cmd/deliverer")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -45,15 +39,9 @@ func TestBacklogMemory(t *testing.T) {
 		}
 		h.send("dead", ids...)
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
-		"RETRY_SCHEDULE=10s,1m,5m", "WEBHOOK_ALLOW_PRIVATE=true", "METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=error")
-	cmd.Stderr = os.Stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	cmd := servicetest.Spawn(t, bin, "KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
+		"RETRY_SCHEDULE=10s,1m,5m", "WEBHOOK_ALLOW_PRIVATE=true", "METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=error")
 	adm := kadm.NewClient(h.cl)
 	for {
 		time.Sleep(500 * time.Millisecond)

@@ -6,13 +6,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // TestDelivererSIGKILLAtLeastOnce kills the real deliverer binary with SIGKILL again and again
@@ -23,12 +24,7 @@ func TestDelivererSIGKILLAtLeastOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the deliverer binary")
 	}
-	bin := filepath.Join(t.TempDir(), "deliverer")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/deliverer")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("building cmd/deliverer: %v", err)
-	}
+	bin := servicetest.Build(t, "./cmd/deliverer")
 	var (
 		mu        sync.Mutex
 		delivered = map[string]int{}
@@ -57,19 +53,13 @@ func TestDelivererSIGKILLAtLeastOnce(t *testing.T) {
 		h.send("flaky", ids...)
 	}
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(),
+		return servicetest.Spawn(t, bin,
 			"KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
 			"RETRY_SCHEDULE="+schedule,
 			"WEBHOOK_ALLOW_PRIVATE=true",
 			"DELIVERER_INSTANCE_ID=kill-test",
 			"METRICS_ADDR=127.0.0.1:0",
 			"LOG_LEVEL=error")
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
 	}
 	progress := func() (int, int) {
 		mu.Lock()

@@ -3,23 +3,23 @@ package router_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
-	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/router"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// harness is an embedded broker with every topic, a tenant config and a config store.
+// harness is an embedded broker with every topic, a tenant config and a config store: a
+// servicetest.Env under the names the router's tests use.
 type harness struct {
+	env    *servicetest.Env
 	t      testing.TB
 	ctx    context.Context
 	kafka  platform.KafkaSettings
@@ -30,43 +30,25 @@ type harness struct {
 
 func newHarness(t testing.TB, yaml string) *harness {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, kafka: platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 3},
-		logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}
-	var err error
-	if h.cl, err = platform.NewKafkaClient(h.kafka, h.logger); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.cl.Close)
-	if err := platform.EnsureTopics(ctx, kadm.NewClient(h.cl), -1, platform.DefaultTopics(3, []time.Duration{time.Second})); err != nil {
-		t.Fatal(err)
-	}
-	h.apply(yaml)
-	if h.store, err = platform.NewConfigStore(h.kafka, schemas.TopicConfig, h.logger); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = h.store.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-h.store.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("config store not ready")
-	}
-	return h
+	return wrap(servicetest.New(t, servicetest.Options{Config: yaml}))
+}
+
+// newVirtualHarness is newHarness on kfake's virtual network, for a test inside a
+// testing/synctest bubble (synctest.Test): every wait of the test, the router's and the
+// broker's is then on the bubble's fake clock. A separate process cannot reach its broker.
+func newVirtualHarness(t *testing.T, yaml string) *harness {
+	t.Helper()
+	return wrap(servicetest.New(t, servicetest.Options{Config: yaml, Virtual: true}))
+}
+
+func wrap(e *servicetest.Env) *harness {
+	return &harness{env: e, t: e.T, ctx: e.Ctx, kafka: e.Kafka, cl: e.Client, store: e.Store, logger: e.Logger}
 }
 
 // apply upserts a YAML config.
 func (h *harness) apply(yaml string) {
 	h.t.Helper()
-	cfg, err := schemas.ParseConfig([]byte(yaml), schemas.ConfigFormatYAML)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := platform.ApplyConfig(h.ctx, h.cl, schemas.TopicConfig, cfg); err != nil {
-		h.t.Fatal(err)
-	}
+	h.env.Apply(yaml)
 }
 
 // runRouter runs a router in this process until the returned stop is called (or the test ends).
@@ -80,6 +62,7 @@ func (h *harness) runRouter(mod func(*router.Config)) (reg *prometheus.Registry,
 	reg = prometheus.NewRegistry()
 	svc, err := router.New(cfg, router.Deps{
 		Kafka:       h.kafka,
+		KafkaOpts:   h.env.KafkaOpts,
 		Config:      func() router.Snapshot { return h.store.Snapshot() },
 		ConfigReady: h.store.Ready(),
 		Logger:      h.logger,
@@ -88,20 +71,7 @@ func (h *harness) runRouter(mod func(*router.Config)) (reg *prometheus.Registry,
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				h.t.Errorf("router: %v", err)
-			}
-		})
-	}
-	h.t.Cleanup(stop)
-	return reg, stop
+	return reg, h.env.Start("router", svc.Run)
 }
 
 // event produces one message to tracking.events the way ingest does.
@@ -112,9 +82,7 @@ func (h *harness) event(source, msg string) {
 
 func (h *harness) produce(recs ...*kgo.Record) {
 	h.t.Helper()
-	if err := h.cl.ProduceSync(h.ctx, recs...).FirstErr(); err != nil {
-		h.t.Fatal(err)
-	}
+	h.env.Produce(recs...)
 }
 
 func eventRecord(t testing.TB, source, msg string) *kgo.Record {
@@ -136,95 +104,42 @@ func eventRecord(t testing.TB, source, msg string) *kgo.Record {
 
 // deliveries reads webhooks.deliveries (committed records only) from the start.
 type deliveries struct {
-	h  *harness
-	cl *kgo.Client
+	t testing.TB
+	r *servicetest.Reader
 	// got holds every record read so far.
 	got []*kgo.Record
 }
 
+// settle is how long waitFor reads on after the records it waits for, to catch extras.
+const settle = 500 * time.Millisecond
+
 func (h *harness) deliveries() *deliveries {
 	h.t.Helper()
-	cl, err := platform.NewKafkaClient(h.kafka, h.logger,
-		kgo.ConsumeTopics(schemas.TopicDeliveries),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(cl.Close)
-	return &deliveries{h: h, cl: cl}
+	r := h.env.Reader(schemas.TopicDeliveries)
+	r.Settle = settle
+	return &deliveries{t: h.t, r: r}
 }
 
 // poll reads what is there now (waiting at most 200 ms).
 func (d *deliveries) poll() {
-	ctx, cancel := context.WithTimeout(d.h.ctx, 200*time.Millisecond)
-	defer cancel()
-	d.cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { d.got = append(d.got, r) })
+	d.r.Poll()
+	d.got = d.r.Got
 }
 
 // waitFor reads until at least n records arrived (and then a little longer, to catch extras).
 func (d *deliveries) waitFor(n int, timeout time.Duration) []*kgo.Record {
-	d.h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	settle := time.Time{}
-	for {
-		ctx, cancel := context.WithTimeout(d.h.ctx, 200*time.Millisecond)
-		fs := d.cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) { d.got = append(d.got, r) })
-		now := time.Now()
-		if len(d.got) >= n {
-			if settle.IsZero() {
-				settle = now.Add(500 * time.Millisecond)
-			}
-			if now.After(settle) {
-				return d.got
-			}
-		}
-		if now.After(deadline) {
-			d.h.t.Fatalf("read %d deliveries, want %d", len(d.got), n)
-		}
-	}
+	d.t.Helper()
+	d.r.Got = d.got
+	d.got = d.r.WaitFor(n, timeout)
+	return d.got
 }
 
-func hdr(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
+func hdr(r *kgo.Record, key string) string { return servicetest.Header(r, key) }
 
 // counter returns the value of the metric name whose labels include the k, v pairs (0 when
-// absent).
+// absent): the sum of the matching series (servicetest.Counter); every call in this package
+// names labels that match one series.
 func counter(t *testing.T, reg *prometheus.Registry, name string, kv ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(kv); i += 2 {
-				if labels[kv[i]] != kv[i+1] {
-					continue next
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return servicetest.Counter(t, reg, name, kv...)
 }

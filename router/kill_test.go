@@ -3,15 +3,15 @@ package router_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // TestRouterSIGKILL kills the real router binary with SIGKILL again and again while events
@@ -23,12 +23,7 @@ func TestRouterSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the router binary")
 	}
-	bin := filepath.Join(t.TempDir(), "router")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/router")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("building cmd/router: %v", err)
-	}
+	bin := servicetest.Build(t, "./cmd/router")
 	for _, exactlyOnce := range []bool{true, false} {
 		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) { killRouter(t, bin, exactlyOnce) })
 	}
@@ -37,18 +32,12 @@ func TestRouterSIGKILL(t *testing.T) {
 func killRouter(t *testing.T, bin string, exactlyOnce bool) {
 	h := newHarness(t, baseYAML) // web → orders, growth
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(),
+		return servicetest.Spawn(t, bin,
 			fmt.Sprintf("ROUTER_EXACTLY_ONCE=%v", exactlyOnce),
 			"KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
 			"ROUTER_TRANSACTIONAL_ID=kill-test",
 			"METRICS_ADDR=127.0.0.1:0",
 			"LOG_LEVEL=warn")
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
 	}
 
 	const total, perBatch = 4000, 100

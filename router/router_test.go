@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,50 +38,59 @@ func TestRouterFansOutOnePerEligibleDestination(t *testing.T) {
 		exactlyOnce bool
 	}{{"exactly-once", true}, {"at-least-once", false}} {
 		t.Run(mode.name, func(t *testing.T) {
-			h := newHarness(t, baseYAML)
-			reg, _ := h.runRouter(func(c *router.Config) { c.ExactlyOnce = mode.exactlyOnce })
-			out := h.deliveries()
-			h.event("web", `{"type":"track","event":"Order Completed","userId":"u1","messageId":"m1","properties":{"n":12345678901234567890}}`)
-			h.event("web", `{"type":"track","event":"Debug Event","userId":"u1","messageId":"m2"}`)
-			h.event("web", `{"type":"identify","userId":"u2","messageId":"m3","integrations":{"All":false}}`)
-			h.event("web", `{"type":"identify","userId":"u3","messageId":"m4","integrations":{"all":false,"Webhooks":true}}`)
-			h.event("app", `{"type":"page","anonymousId":"a1","messageId":"m5","name":"Home"}`)
-			h.event("gone", `{"type":"page","anonymousId":"a1","messageId":"m6"}`)
-			got := out.waitFor(5, 15*time.Second)
-			count := map[string]int{}
-			for _, r := range got {
-				count[hdr(r, "message-id")+"→"+hdr(r, "destination-id")]++
-				if want := hdr(r, "destination-id") + ":"; !strings.HasPrefix(string(r.Key), want) {
-					t.Errorf("key %q does not start with %q", r.Key, want)
-				}
-				if hdr(r, "attempt") != "1" || hdr(r, "first-attempt-at") == "" {
-					t.Errorf("headers %v", r.Headers)
-				}
-				var body map[string]json.RawMessage
-				if err := json.Unmarshal(r.Value, &body); err != nil || string(body["version"]) != "1" {
-					t.Errorf("body %s (%v)", r.Value, err)
-				}
-			}
-			want := map[string]int{"m1→orders": 1, "m1→growth": 1, "m4→orders": 1, "m4→growth": 1, "m5→orders": 1}
-			if fmt.Sprint(count) != fmt.Sprint(want) {
-				t.Fatalf("deliveries %v, want %v", count, want)
-			}
-			for outcome, n := range map[string]float64{"routed": 3, "blocked_tracking_plan": 1, "no_destination": 1, "unknown_source": 1} {
-				if got := counter(t, reg, "tributary_router_messages_total", "outcome", outcome); got != n {
-					t.Errorf("messages{outcome=%s} = %v, want %v", outcome, got, n)
-				}
-			}
-			if got := counter(t, reg, "tributary_router_deliveries_total", "destination", "orders"); got != 3 {
-				t.Errorf("deliveries{orders} = %v, want 3", got)
-			}
+			synctest.Test(t, func(t *testing.T) { testRouterFansOut(t, mode.exactlyOnce) })
 		})
 	}
 }
 
+// testRouterFansOut runs inside a synctest bubble: the half second waitFor reads on to catch
+// extra deliveries is virtual time.
+func testRouterFansOut(t *testing.T, exactlyOnce bool) {
+	h := newVirtualHarness(t, baseYAML)
+	reg, _ := h.runRouter(func(c *router.Config) { c.ExactlyOnce = exactlyOnce })
+	out := h.deliveries()
+	h.event("web", `{"type":"track","event":"Order Completed","userId":"u1","messageId":"m1","properties":{"n":12345678901234567890}}`)
+	h.event("web", `{"type":"track","event":"Debug Event","userId":"u1","messageId":"m2"}`)
+	h.event("web", `{"type":"identify","userId":"u2","messageId":"m3","integrations":{"All":false}}`)
+	h.event("web", `{"type":"identify","userId":"u3","messageId":"m4","integrations":{"all":false,"Webhooks":true}}`)
+	h.event("app", `{"type":"page","anonymousId":"a1","messageId":"m5","name":"Home"}`)
+	h.event("gone", `{"type":"page","anonymousId":"a1","messageId":"m6"}`)
+	got := out.waitFor(5, 15*time.Second)
+	count := map[string]int{}
+	for _, r := range got {
+		count[hdr(r, "message-id")+"→"+hdr(r, "destination-id")]++
+		if want := hdr(r, "destination-id") + ":"; !strings.HasPrefix(string(r.Key), want) {
+			t.Errorf("key %q does not start with %q", r.Key, want)
+		}
+		if hdr(r, "attempt") != "1" || hdr(r, "first-attempt-at") == "" {
+			t.Errorf("headers %v", r.Headers)
+		}
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(r.Value, &body); err != nil || string(body["version"]) != "1" {
+			t.Errorf("body %s (%v)", r.Value, err)
+		}
+	}
+	want := map[string]int{"m1→orders": 1, "m1→growth": 1, "m4→orders": 1, "m4→growth": 1, "m5→orders": 1}
+	if fmt.Sprint(count) != fmt.Sprint(want) {
+		t.Fatalf("deliveries %v, want %v", count, want)
+	}
+	for outcome, n := range map[string]float64{"routed": 3, "blocked_tracking_plan": 1, "no_destination": 1, "unknown_source": 1} {
+		if got := counter(t, reg, "tributary_router_messages_total", "outcome", outcome); got != n {
+			t.Errorf("messages{outcome=%s} = %v, want %v", outcome, got, n)
+		}
+	}
+	if got := counter(t, reg, "tributary_router_deliveries_total", "destination", "orders"); got != 3 {
+		t.Errorf("deliveries{orders} = %v, want 3", got)
+	}
+}
+
 // TestRouterLiveConfig changes the config mid-stream: each change applies within a second,
-// without a restart.
-func TestRouterLiveConfig(t *testing.T) {
-	h := newHarness(t, baseYAML)
+// without a restart. It runs inside a synctest bubble, so the second is virtual time: the
+// store's fetch waits, not the machine's load, decide whether a change is in time.
+func TestRouterLiveConfig(t *testing.T) { synctest.Test(t, testRouterLiveConfig) }
+
+func testRouterLiveConfig(t *testing.T) {
+	h := newVirtualHarness(t, baseYAML)
 	h.runRouter(nil)
 	out := h.deliveries()
 	seen := 0
@@ -149,8 +159,14 @@ func TestRouterLiveConfig(t *testing.T) {
 	expect("reconnected", "growth", "audit")
 }
 
+// TestRouterDeletionNoticesAndSuppression runs inside a synctest bubble: the waits for
+// deliveries that must not come are virtual time.
 func TestRouterDeletionNoticesAndSuppression(t *testing.T) {
-	h := newHarness(t, baseYAML+`  - id: off
+	synctest.Test(t, testRouterDeletionNoticesAndSuppression)
+}
+
+func testRouterDeletionNoticesAndSuppression(t *testing.T) {
+	h := newVirtualHarness(t, baseYAML+`  - id: off
     type: webhooks
     enabled: false
     sources: [web, app]

@@ -1,7 +1,8 @@
 // Package kafkatest holds the Kafka test helpers every Tributary module uses: a fresh embedded
-// broker per test (Embedded), the shared Apache Kafka broker that `make test` starts (Apache),
-// one conformance suite run against both (Conformance), and topic names that cannot collide on
-// the shared broker (UniqueTopic).
+// broker per test (Embedded), the same broker on an in-memory network for tests inside a
+// testing/synctest bubble (Virtual), the shared Apache Kafka broker that `make test` starts
+// (Apache), one conformance suite run against both (Conformance), and topic names that cannot
+// collide on the shared broker (UniqueTopic).
 //
 // Apache Kafka is reached through APACHE_KAFKA_BROKERS, which scripts/test.sh sets after
 // `deploy/kafka/kafka.sh up`. When it is unset the Apache Kafka half of a conformance suite is
@@ -19,6 +20,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tributary-cdp/tributary/platform/embedded"
 )
@@ -47,6 +50,28 @@ func Embedded(t testing.TB) []string {
 	}
 	t.Cleanup(b.Close)
 	return b.Addrs()
+}
+
+// VirtualPort is the port Virtual's broker listens on, on its own virtual network.
+const VirtualPort = 9092
+
+// Virtual starts a fresh in-memory broker (kfake, configured as Embedded's) that listens on a
+// kfake.VirtualNetwork instead of loopback TCP, closes it on t.Cleanup, and returns its
+// bootstrap addresses and the network. Every client must dial through the network
+// (kgo.Dialer(network.DialContext)); a connection over net.Pipe is what lets a test run
+// inside a testing/synctest bubble, whose fake clock only advances while every goroutine is
+// durably blocked, which a goroutine in real TCP I/O never is. Call it inside the bubble
+// (synctest.Test) so that the broker's goroutines and timers belong to it; it works outside
+// one too.
+func Virtual(t testing.TB) ([]string, *kfake.VirtualNetwork) {
+	t.Helper()
+	network := new(kfake.VirtualNetwork)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(VirtualPort), kfake.ListenFn(network.Listen))
+	if err != nil {
+		t.Fatalf("starting virtual broker: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs(), network
 }
 
 // Apache returns the bootstrap addresses of the shared Apache Kafka broker from

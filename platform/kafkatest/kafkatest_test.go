@@ -8,7 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -86,6 +89,40 @@ func TestEmbedded(t *testing.T) {
 	if err := cl.Ping(context.Background()); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
+}
+
+// The virtual broker works inside a synctest bubble: a record produced is read back, and an
+// empty fetch that waits out its hour-long deadline takes no real time at all.
+func TestVirtual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		brokers, network := kafkatest.Virtual(t)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(network.DialContext),
+			kgo.DefaultProduceTopic("t"),
+			kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 1, -1, nil, "t"); err != nil {
+			t.Fatalf("creating topic: %v", err)
+		}
+		if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatalf("producing: %v", err)
+		}
+		fs := cl.PollFetches(t.Context())
+		if rs := fs.Records(); len(rs) != 1 || string(rs[0].Value) != "v" {
+			t.Fatalf("read %v (%v), want the one record", rs, fs.Err())
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		if n := cl.PollFetches(ctx).NumRecords(); n != 0 {
+			t.Fatalf("read %d more records, want none", n)
+		}
+		if waited := time.Since(start); waited < time.Hour {
+			t.Fatalf("the empty poll returned after %v of virtual time, before its deadline", waited)
+		}
+	})
 }
 
 func TestConformanceRunsBoth(t *testing.T) {
