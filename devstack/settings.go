@@ -2,43 +2,62 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
-	"github.com/caarlos0/env/v11"
-
+	"github.com/tributary-cdp/tributary/deliverer"
+	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/router"
 )
 
-// LoadConfig reads every setting of design §4 from the environment (docs/operations.md).
-func LoadConfig() (Config, error) {
-	return loadConfig(nil)
+// DefaultConfig is the configuration with no variable set: the defaults of every service,
+// the embedded broker on port 9092 with its files in .data.
+func DefaultConfig() Config {
+	return Config{
+		Kafka:                platform.DefaultKafkaSettings(),
+		Ingest:               ingest.DefaultConfig(),
+		Router:               router.DefaultConfig(),
+		Deliverer:            deliverer.DefaultConfig(),
+		EmbeddedPort:         9092,
+		DataDir:              ".data",
+		ConsoleAddr:          "127.0.0.1:8090",
+		AudienceSyncInterval: time.Minute,
+		LogLevel:             platform.DefaultCommandSettings().LogLevel,
+	}
 }
 
-// Defaults is the configuration with no environment variable set.
-func Defaults() Config {
-	cfg, err := loadConfig(map[string]string{})
-	if err != nil {
-		panic(fmt.Sprintf("devstack defaults do not parse: %v", err)) // a bug in the tags above
-	}
-	return cfg
-}
+// ConfigFromEnv returns DefaultConfig with the process environment applied, validated: each
+// service's settings as its own ConfigFromEnv reads them, the KAFKA_* settings, and those of
+// Config itself (platform.FromEnv: an unset or empty variable keeps the default).
+func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
 
-// loadConfig reads environ, or the process environment when environ is nil.
-func loadConfig(environ map[string]string) (Config, error) {
-	var cfg Config
-	opts := env.Options{}
-	if environ != nil {
-		opts.Environment = environ
+// ConfigFromEnviron is ConfigFromEnv reading environ (variable name to value) instead of the
+// process environment; nil reads the process environment. It returns every problem.
+func ConfigFromEnviron(environ map[string]string) (Config, error) {
+	c := DefaultConfig()
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if err := env.ParseWithOptions(&cfg, opts); err != nil {
-		return Config{}, fmt.Errorf("reading settings: %w", err)
+	var err error
+	c.Kafka, err = platform.ParseKafkaSettings(environ)
+	add(err)
+	c.Ingest, err = ingest.ConfigFromEnviron(environ)
+	add(err)
+	c.Router, err = router.ConfigFromEnviron(environ)
+	add(err)
+	c.Deliverer, err = deliverer.ConfigFromEnviron(environ)
+	add(err)
+	if err := platform.FromEnv(&c, environ); err != nil {
+		add(fmt.Errorf("reading settings: %w", err))
+	} else {
+		add(c.validateOwn())
 	}
-	kafka, err := platform.ParseKafkaSettings(environ)
-	if err != nil {
-		return Config{}, err
-	}
-	cfg.Kafka = kafka
-	return cfg, nil
+	return c, errors.Join(errs...)
 }
 
 // WaitReady returns once the config store has read the whole config topic, so the services
