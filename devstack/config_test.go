@@ -143,3 +143,20 @@ func TestSettingsTableHasEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFromEnvironReportsEveryProblemOnce: unparsable and unusable values of every part
+// come together, and SHUTDOWN_TIMEOUT, read by every service, once.
+func TestConfigFromEnvironReportsEveryProblemOnce(t *testing.T) {
+	_, err := devstack.ConfigFromEnviron(map[string]string{
+		"KAFKA_TLS": "maybe", "SHUTDOWN_TIMEOUT": "x", "ROUTER_EXACTLY_ONCE": "perhaps",
+		"DELIVERER_MAX_PER_HOST": "0", "EMBEDDED_KAFKA_PORT": "-3",
+	})
+	if err == nil {
+		t.Fatal("bad settings accepted")
+	}
+	for _, v := range []string{"KAFKA_TLS", "SHUTDOWN_TIMEOUT", "ROUTER_EXACTLY_ONCE", "DELIVERER_MAX_PER_HOST", "EMBEDDED_KAFKA_PORT"} {
+		if n := strings.Count(err.Error(), v+": "); n != 1 {
+			t.Errorf("%s named %d times in %q, want once", v, n, err)
+		}
+	}
+}

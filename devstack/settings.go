@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tributary-cdp/tributary/deliverer"
@@ -37,27 +36,41 @@ func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
 // process environment; nil reads the process environment. It returns every problem.
 func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	c := DefaultConfig()
-	var errs []error
-	add := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
+	var errs [5]error
+	c.Kafka, errs[0] = platform.ParseKafkaSettings(environ)
+	c.Ingest, errs[1] = ingest.ConfigFromEnviron(environ)
+	c.Router, errs[2] = router.ConfigFromEnviron(environ)
+	c.Deliverer, errs[3] = deliverer.ConfigFromEnviron(environ)
+	errs[4] = platform.FromEnv(&c, environ)
+	// A field that does not parse keeps its valid default: validateOwn adds only other problems.
+	return c, joinDistinct(append(errs[:], c.validateOwn())...)
+}
+
+// joinDistinct joins errs, each error once: SHUTDOWN_TIMEOUT, read by every service, is wrong
+// only once.
+func joinDistinct(errs ...error) error {
+	var out []error
+	seen := map[string]bool{}
+	var add func(err error)
+	add = func(err error) {
+		if err == nil {
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				add(e)
+			}
+			return
+		}
+		if !seen[err.Error()] {
+			seen[err.Error()] = true
+			out = append(out, err)
 		}
 	}
-	var err error
-	c.Kafka, err = platform.ParseKafkaSettings(environ)
-	add(err)
-	c.Ingest, err = ingest.ConfigFromEnviron(environ)
-	add(err)
-	c.Router, err = router.ConfigFromEnviron(environ)
-	add(err)
-	c.Deliverer, err = deliverer.ConfigFromEnviron(environ)
-	add(err)
-	if err := platform.FromEnv(&c, environ); err != nil {
-		add(fmt.Errorf("reading settings: %w", err))
-	} else {
-		add(c.validateOwn())
+	for _, err := range errs {
+		add(err)
 	}
-	return c, errors.Join(errs...)
+	return errors.Join(out...)
 }
 
 // WaitReady returns once the config store has read the whole config topic, so the services

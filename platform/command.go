@@ -36,17 +36,15 @@ func DefaultCommandSettings() CommandSettings {
 }
 
 // CommandSettingsFromEnv returns DefaultCommandSettings with the process environment applied
-// (FromEnv), validated.
+// (FromEnv), validated: the error lists every variable that does not parse or cannot work.
 func CommandSettingsFromEnv() (CommandSettings, error) { return CommandSettingsFromEnviron(nil) }
 
 // CommandSettingsFromEnviron is CommandSettingsFromEnv reading environ instead of the process
 // environment (nil: the process environment).
 func CommandSettingsFromEnviron(environ map[string]string) (CommandSettings, error) {
 	s := DefaultCommandSettings()
-	if err := FromEnv(&s, environ); err != nil {
-		return s, fmt.Errorf("reading command settings: %w", err)
-	}
-	return s, s.Validate()
+	err := FromEnv(&s, environ)
+	return s, errors.Join(err, s.Validate()) // a field that does not parse keeps its valid default
 }
 
 // Validate returns every unusable setting, each naming its variable.

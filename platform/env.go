@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caarlos0/env/v11"
 )
@@ -72,7 +73,8 @@ func FromEnv[T any](cfg *T, environ map[string]string, parsers ...EnvParser) err
 		prepared[name] = value
 	}
 	funcs := map[reflect.Type]env.ParserFunc{
-		reflect.TypeFor[[]string](): func(v string) (any, error) { return ParseList(v) },
+		reflect.TypeFor[[]string]():      func(v string) (any, error) { return ParseList(v) },
+		reflect.TypeFor[time.Duration](): func(v string) (any, error) { return time.ParseDuration(v) },
 	}
 	for _, p := range parsers {
 		funcs[p.typ] = p.parse

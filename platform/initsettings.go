@@ -46,19 +46,11 @@ func InitSettingsFromEnv() (InitSettings, error) { return InitSettingsFromEnviro
 // environment (nil: the process environment). It returns every problem.
 func InitSettingsFromEnviron(environ map[string]string) (InitSettings, error) {
 	s := DefaultInitSettings()
-	var errs []error
-	kafka, err := ParseKafkaSettings(environ)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	kafka, kafkaErr := ParseKafkaSettings(environ)
 	s.Kafka = kafka
-	if err := FromEnv(&s, environ, ParseWith(schemas.ParseRetrySchedule)); err != nil {
-		errs = append(errs, fmt.Errorf("reading init settings: %w", err))
-	}
-	if len(errs) > 0 {
-		return s, errors.Join(errs...)
-	}
-	return s, s.Validate()
+	err := FromEnv(&s, environ, ParseWith(schemas.ParseRetrySchedule))
+	// A field that does not parse keeps its valid default: Validate adds only other problems.
+	return s, errors.Join(kafkaErr, err, s.Validate())
 }
 
 // Validate returns every unusable setting, each naming its variable.

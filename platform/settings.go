@@ -66,7 +66,7 @@ func LoadKafkaSettings() (KafkaSettings, error) {
 func ParseKafkaSettings(environ map[string]string) (KafkaSettings, error) {
 	s := DefaultKafkaSettings()
 	if err := FromEnv(&s, environ); err != nil {
-		return s, fmt.Errorf("reading Kafka settings: %w", err)
+		return s, err
 	}
 	s.SASLMechanism = strings.ToUpper(s.SASLMechanism)
 	return s, nil
