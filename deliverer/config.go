@@ -4,15 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Config is the deliverer's configuration. Start from DefaultConfig.
+// Config is the deliverer's configuration. Start from DefaultConfig; ConfigFromEnv applies the
+// environment (the fields tagged env; docs/configuration.md#run-time-settings).
 type Config struct {
 	// Topic names; tests on a shared broker override them.
 	DeliveriesTopic, DLQTopic, AttemptsTopic string
@@ -22,32 +21,33 @@ type Config struct {
 	// "tributary-deliverer-<hostname>"; empty: dynamic membership). Unique per running
 	// deliverer and stable across its restarts, it lets a restarted deliverer take its
 	// partitions back at once instead of waiting for the old session to time out.
-	InstanceID string
-	// RetrySchedule is the delay before each retry (RETRY_SCHEDULE); each distinct delay is one
+	InstanceID string `env:"DELIVERER_INSTANCE_ID" doc:"static group-member id: unique per deliverer, stable across its restarts (a StatefulSet pod name)"`
+	// RetrySchedule is the delay before each retry (RETRY_SCHEDULE, default schemas.DefaultRetrySchedule); each distinct delay is one
 	// tier topic, schemas.RetryTopic(delay).
-	RetrySchedule []time.Duration
+	RetrySchedule []time.Duration `env:"RETRY_SCHEDULE" doc:"comma-separated delay before each retry; one tier topic per distinct delay, so the deliverer and the topic bootstrap must have the same ([delivery.md](delivery.md#retry-tiers))"`
 	// RetryWindow: no attempt starts later than this after the first (RETRY_WINDOW).
-	RetryWindow time.Duration
+	RetryWindow time.Duration `env:"RETRY_WINDOW" doc:"no attempt starts later than this after the first; then the record goes to the dead-letter queue"`
 	// Timeout is the whole of one POST (DELIVERY_TIMEOUT), connection and TLS included.
-	Timeout time.Duration
+	Timeout time.Duration `env:"DELIVERY_TIMEOUT" doc:"the whole of one POST, connection and TLS included"`
 	// AllowPrivate turns the address guard off (WEBHOOK_ALLOW_PRIVATE): loopback, private and
 	// link-local addresses become reachable.
-	AllowPrivate bool
+	AllowPrivate bool `env:"WEBHOOK_ALLOW_PRIVATE" doc:"'true' turns the address guard off: loopback, private and link-local webhook addresses become reachable ('make run' sets it)"`
 	// CAFiles are PEM files of extra CA certificates to trust beside the system roots
 	// (WEBHOOK_CA_FILES, comma-separated).
-	CAFiles []string
+	CAFiles []string `env:"WEBHOOK_CA_FILES" doc:"comma-separated PEM files of extra CA certificates trusted for webhook endpoints, beside the system roots"`
 	// MaxInFlight bounds concurrent deliveries in all (DELIVERER_MAX_IN_FLIGHT).
-	MaxInFlight int
+	MaxInFlight int `env:"DELIVERER_MAX_IN_FLIGHT" doc:"records in progress in all ([delivery.md](delivery.md#isolation-a-dead-endpoint-does-not-hold-back-the-others))"`
 	// MaxPerHost bounds concurrent deliveries to one host (DELIVERER_MAX_PER_HOST); up to
 	// MaxWaitingPerHost more wait in memory for a slot (DELIVERER_MAX_WAITING_PER_HOST), and a
 	// record beyond that goes to the first tier instead of blocking its partition.
-	MaxPerHost, MaxWaitingPerHost int
+	MaxPerHost        int `env:"DELIVERER_MAX_PER_HOST" doc:"concurrent POSTs to one host"`
+	MaxWaitingPerHost int `env:"DELIVERER_MAX_WAITING_PER_HOST" doc:"records waiting in memory for a slot of their host; one more goes to the first retry tier"`
 	// BreakerFailures consecutive failed deliveries to one host open its circuit breaker
 	// (DELIVERER_BREAKER_FAILURES); while open, the host's records go to a retry tier unsent.
-	BreakerFailures int
+	BreakerFailures int `env:"DELIVERER_BREAKER_FAILURES" doc:"consecutive failed deliveries to one host that open its circuit breaker"`
 	// BreakerCooldown is how long a breaker stays open before one trial request
 	// (DELIVERER_BREAKER_COOLDOWN); it doubles on each failed trial, up to the last tier's delay.
-	BreakerCooldown time.Duration
+	BreakerCooldown time.Duration `env:"DELIVERER_BREAKER_COOLDOWN" doc:"how long an open breaker waits before one trial request; doubles on each failed trial, up to the delay of the last tier"`
 	// MaxPollRecords bounds one poll.
 	MaxPollRecords int
 	// CommitInterval is how often finished offsets are committed.
@@ -55,12 +55,11 @@ type Config struct {
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): deliveries in progress
 	// finish and are handed on, finished offsets are committed; what is left by then stays
 	// uncommitted and is delivered again after a restart.
-	ShutdownTimeout time.Duration
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
 }
 
 // DefaultConfig returns the defaults of docs/delivery.md.
 func DefaultConfig() Config {
-	sched, _ := schemas.ParseRetrySchedule("10s,1m,5m,15m,30m,1h,1h,1h")
 	host, _ := os.Hostname()
 	if host == "" {
 		host = "local"
@@ -71,7 +70,7 @@ func DefaultConfig() Config {
 		DLQTopic:          schemas.TopicDLQ,
 		AttemptsTopic:     schemas.TopicAttempts,
 		Group:             "tributary-deliverer",
-		RetrySchedule:     sched,
+		RetrySchedule:     schemas.DefaultRetryDelays(),
 		RetryWindow:       4 * time.Hour,
 		Timeout:           5 * time.Second,
 		MaxInFlight:       1024,
@@ -85,50 +84,20 @@ func DefaultConfig() Config {
 	}
 }
 
-// ConfigFromEnv returns DefaultConfig with the environment applied (design §4 and the
-// DELIVERER_* variables of docs/delivery.md).
-func ConfigFromEnv() (Config, error) {
+// ConfigFromEnv returns DefaultConfig with the process environment applied
+// (platform.FromEnv: an unset or empty variable keeps the default), validated: the error
+// lists every variable that does not parse or cannot work.
+func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
+
+// ConfigFromEnviron is ConfigFromEnv reading environ (variable name to value) instead of the
+// process environment; nil reads the process environment.
+func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	c := DefaultConfig()
-	var errs []error
-	env := func(name string, parse func(string) error) {
-		if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
-			if err := parse(strings.TrimSpace(v)); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
-		}
-	}
-	dur := func(dst *time.Duration) func(string) error {
-		return func(v string) (err error) { *dst, err = time.ParseDuration(v); return err }
-	}
-	num := func(dst *int) func(string) error {
-		return func(v string) (err error) { *dst, err = strconv.Atoi(v); return err }
-	}
-	env("RETRY_SCHEDULE", func(v string) (err error) { c.RetrySchedule, err = schemas.ParseRetrySchedule(v); return err })
-	env("RETRY_WINDOW", dur(&c.RetryWindow))
-	env("DELIVERER_INSTANCE_ID", func(v string) error { c.InstanceID = v; return nil })
-	env("DELIVERY_TIMEOUT", dur(&c.Timeout))
-	env("WEBHOOK_ALLOW_PRIVATE", func(v string) (err error) { c.AllowPrivate, err = strconv.ParseBool(v); return err })
-	env("WEBHOOK_CA_FILES", func(v string) error {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				c.CAFiles = append(c.CAFiles, f)
-			}
-		}
-		return nil
-	})
-	env("DELIVERER_MAX_IN_FLIGHT", num(&c.MaxInFlight))
-	env("DELIVERER_MAX_PER_HOST", num(&c.MaxPerHost))
-	env("DELIVERER_MAX_WAITING_PER_HOST", num(&c.MaxWaitingPerHost))
-	env("DELIVERER_BREAKER_FAILURES", num(&c.BreakerFailures))
-	env("DELIVERER_BREAKER_COOLDOWN", dur(&c.BreakerCooldown))
-	env("SHUTDOWN_TIMEOUT", dur(&c.ShutdownTimeout))
-	if err := errors.Join(errs...); err != nil {
-		return c, err
-	}
-	return c, c.Validate()
+	err := platform.FromEnv(&c, environ, platform.ParseWith(schemas.ParseRetrySchedule))
+	return c, errors.Join(err, c.Validate()) // a field that does not parse keeps its valid default
 }
 
-// Validate names every unusable field.
+// Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.DeliveriesTopic == "" || c.DLQTopic == "" || c.AttemptsTopic == "" || c.Group == "" {
@@ -148,12 +117,24 @@ func (c *Config) Validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("DELIVERY_TIMEOUT: must be positive, got %s", c.Timeout))
 	}
-	if c.MaxInFlight < 1 || c.MaxPerHost < 1 || c.MaxWaitingPerHost < 0 || c.MaxPerHost+c.MaxWaitingPerHost > c.MaxInFlight {
-		errs = append(errs, fmt.Errorf("DELIVERER_MAX_IN_FLIGHT (%d), DELIVERER_MAX_PER_HOST (%d), DELIVERER_MAX_WAITING_PER_HOST (%d): need per host >= 1 and per host + waiting <= in flight",
-			c.MaxInFlight, c.MaxPerHost, c.MaxWaitingPerHost))
+	if c.MaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("DELIVERER_MAX_IN_FLIGHT: must be at least 1, got %d", c.MaxInFlight))
 	}
-	if c.BreakerFailures < 1 || c.BreakerCooldown <= 0 {
-		errs = append(errs, errors.New("DELIVERER_BREAKER_FAILURES and DELIVERER_BREAKER_COOLDOWN: must be positive"))
+	if c.MaxPerHost < 1 {
+		errs = append(errs, fmt.Errorf("DELIVERER_MAX_PER_HOST: must be at least 1, got %d", c.MaxPerHost))
+	}
+	if c.MaxWaitingPerHost < 0 {
+		errs = append(errs, fmt.Errorf("DELIVERER_MAX_WAITING_PER_HOST: must not be negative, got %d", c.MaxWaitingPerHost))
+	}
+	if c.MaxPerHost+c.MaxWaitingPerHost > c.MaxInFlight {
+		errs = append(errs, fmt.Errorf("DELIVERER_MAX_PER_HOST + DELIVERER_MAX_WAITING_PER_HOST (%d + %d): must not exceed DELIVERER_MAX_IN_FLIGHT (%d)",
+			c.MaxPerHost, c.MaxWaitingPerHost, c.MaxInFlight))
+	}
+	if c.BreakerFailures < 1 {
+		errs = append(errs, fmt.Errorf("DELIVERER_BREAKER_FAILURES: must be at least 1, got %d", c.BreakerFailures))
+	}
+	if c.BreakerCooldown <= 0 {
+		errs = append(errs, fmt.Errorf("DELIVERER_BREAKER_COOLDOWN: must be positive, got %s", c.BreakerCooldown))
 	}
 	if c.MaxPollRecords < 1 || c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("deliverer poll size and commit interval: must be positive"))

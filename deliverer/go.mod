@@ -10,7 +10,10 @@ require (
 	github.com/twmb/franz-go v1.22.2
 )
 
-require github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+require (
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,51 +14,55 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/tributary-cdp/tributary/deliverer"
+	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/embedded"
+	"github.com/tributary-cdp/tributary/router"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Config holds every run-time setting of design §4, read from the environment by
-// LoadConfig. The zero value is not useful; start from LoadConfig or Defaults.
+// Config is the configuration of `make run` (cmd/tributary): the settings of every service it
+// runs, each read by the service's own ConfigFromEnviron, and its own (the fields tagged env
+// here). Start from DefaultConfig; ConfigFromEnv reads the environment
+// (docs/configuration.md#run-time-settings).
 type Config struct {
 	// Kafka: an empty Brokers list starts the embedded broker.
-	Kafka platform.KafkaSettings
-	// EmbeddedPort is the embedded broker's port (EMBEDDED_KAFKA_PORT, default 9092; 0: any
-	// free port).
-	EmbeddedPort int `env:"EMBEDDED_KAFKA_PORT" envDefault:"9092"`
+	Kafka platform.KafkaSettings `env:"-"`
+	// Ingest, Router and Deliverer are the services' own configurations (INGEST_*, ROUTER_*,
+	// RETRY_*, DELIVER*, WEBHOOK_*, SHUTDOWN_TIMEOUT).
+	Ingest    ingest.Config    `env:"-"`
+	Router    router.Config    `env:"-"`
+	Deliverer deliverer.Config `env:"-"`
+	// EmbeddedPort is the embedded broker's port (EMBEDDED_KAFKA_PORT; 0: any free port).
+	EmbeddedPort int `env:"EMBEDDED_KAFKA_PORT" doc:"port of the embedded broker (when 'KAFKA_BROKERS' is empty); 0: any free port"`
 	// ConfigFile is the tenant config applied (upserted) at start; empty applies nothing.
-	ConfigFile string `env:"CONFIG_FILE"`
+	ConfigFile string `env:"CONFIG_FILE" doc:"tenant config file (YAML or JSON) applied (upserted) to 'tributary.config' at start; empty: topics only. 'make run' applies 'deploy/config/dev.yaml' unless it is set"`
 	// DataDir keeps the embedded broker's files.
-	DataDir    string `env:"DATA_DIR" envDefault:".data"`
-	IngestAddr string `env:"INGEST_ADDR" envDefault:"127.0.0.1:8080"`
+	DataDir string `env:"DATA_DIR" doc:"directory of the files of the embedded broker"`
 	// ConsoleAddr is where the console listens once it exists.
-	ConsoleAddr string `env:"CONSOLE_ADDR" envDefault:"127.0.0.1:8090"`
-	// RetrySchedule is the delay before each delivery retry; each distinct delay is a tier.
-	RetrySchedule        string        `env:"RETRY_SCHEDULE" envDefault:"10s,1m,5m,15m,30m,1h,1h,1h"`
-	RetryWindow          time.Duration `env:"RETRY_WINDOW" envDefault:"4h"`
-	DeliveryTimeout      time.Duration `env:"DELIVERY_TIMEOUT" envDefault:"5s"`
-	WebhookAllowPrivate  bool          `env:"WEBHOOK_ALLOW_PRIVATE" envDefault:"false"`
-	AudienceSyncInterval time.Duration `env:"AUDIENCE_SYNC_INTERVAL" envDefault:"1m"`
-	LogLevel             string        `env:"LOG_LEVEL" envDefault:"info"`
+	ConsoleAddr string `env:"CONSOLE_ADDR" doc:"listen address of the console (reserved: the console is not built yet)"`
+	// AudienceSyncInterval is how often audiences are synced once the service exists.
+	AudienceSyncInterval time.Duration `env:"AUDIENCE_SYNC_INTERVAL" doc:"how often audiences are computed and synced (reserved: the audiences service is not built yet)"`
+	// LogLevel is the level of the stack's logs (LOG_LEVEL, platform.CommandSettings).
+	LogLevel string `env:"LOG_LEVEL"`
 }
 
-// Validate reports the first setting that cannot work, naming its variable.
+// Validate returns every setting that cannot work, each naming its variable.
 func (c *Config) Validate() error {
+	return errors.Join(c.Ingest.Validate(), c.Router.Validate(), c.Deliverer.Validate(), c.validateOwn())
+}
+
+// validateOwn checks the settings that Config does not hand to a service's Validate.
+func (c *Config) validateOwn() error {
 	var errs []error
 	if len(c.Kafka.Brokers) > 0 { // else the embedded broker starts
 		if err := c.Kafka.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := schemas.ParseRetrySchedule(c.RetrySchedule); err != nil {
+	if _, err := platform.NewLogger(c.LogLevel, io.Discard); err != nil {
 		errs = append(errs, err)
-	}
-	if c.RetryWindow <= 0 {
-		errs = append(errs, fmt.Errorf("RETRY_WINDOW: must be positive, got %s", c.RetryWindow))
-	}
-	if c.DeliveryTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("DELIVERY_TIMEOUT: must be positive, got %s", c.DeliveryTimeout))
 	}
 	if c.AudienceSyncInterval <= 0 {
 		errs = append(errs, fmt.Errorf("AUDIENCE_SYNC_INTERVAL: must be positive, got %s", c.AudienceSyncInterval))
@@ -123,9 +128,9 @@ func New(ctx context.Context, cfg Config, logger zerolog.Logger) (_ *Stack, err 
 		return nil, err
 	}
 	s.closers = append(s.closers, admCl.Close)
-	schedule, _ := schemas.ParseRetrySchedule(cfg.RetrySchedule)
 	adm := kadm.NewClient(admCl)
-	if err := platform.EnsureTopics(ctx, adm, s.cfg.Kafka.ReplicationFactor, platform.DefaultTopics(s.cfg.Kafka.Partitions, schedule)); err != nil {
+	topics := platform.DefaultTopics(s.cfg.Kafka.Partitions, cfg.Deliverer.RetrySchedule)
+	if err := platform.EnsureTopics(ctx, adm, s.cfg.Kafka.ReplicationFactor, topics); err != nil {
 		return nil, fmt.Errorf("creating topics: %w", err)
 	}
 	if cfg.ConfigFile != "" {

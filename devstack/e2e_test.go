@@ -68,10 +68,10 @@ destinations:
 	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := devstack.Defaults()
-	cfg.DataDir, cfg.EmbeddedPort, cfg.IngestAddr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
-	cfg.WebhookAllowPrivate = true
-	cfg.RetrySchedule = "1s,2s"
+	cfg := devstack.DefaultConfig()
+	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
+	cfg.Deliverer.AllowPrivate = true
+	cfg.Deliverer.RetrySchedule = []time.Duration{time.Second, 2 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := devstack.New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
 	if err != nil {

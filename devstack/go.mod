@@ -3,7 +3,7 @@ module github.com/tributary-cdp/tributary/devstack
 go 1.26.0
 
 require (
-	github.com/caarlos0/env/v11 v11.4.2
+	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.35.1
 	github.com/tributary-cdp/tributary/platform v0.0.0
@@ -14,6 +14,7 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect

@@ -8,18 +8,14 @@ import (
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/router"
-	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// addServices builds every service that exists and adds it to the stack's runners. Each issue
-// that adds a service adds it here, built through its library New exactly as its own main does.
+// addServices builds every service that exists and adds it to the stack's runners. Each service
+// that is added is added here, built through its library New from its own Config (read by its
+// own ConfigFromEnviron in ConfigFromEnv) exactly as its own main does.
 func (s *Stack) addServices(ctx context.Context) error {
 	_ = ctx
-	icfg, err := ingest.ConfigFromEnv() // every INGEST_* setting, as the ingest command reads them
-	if err != nil {
-		return err
-	}
-	icfg.Addr = s.cfg.IngestAddr
+	icfg := s.cfg.Ingest // ConfigFromEnv read it as the ingest command does
 	in, err := ingest.New(icfg, ingest.Deps{
 		Kafka:      s.cfg.Kafka,
 		Sources:    func() ingest.Sources { return s.store.Snapshot() },
@@ -36,11 +32,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 	s.ingestAddr = in.Addr()
 	s.services = append(s.services, in)
 
-	rcfg, err := router.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	rt, err := router.New(rcfg, router.Deps{
+	rt, err := router.New(s.cfg.Router, router.Deps{
 		Kafka:       s.cfg.Kafka,
 		Config:      func() router.Snapshot { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
@@ -52,16 +44,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 	}
 	s.services = append(s.services, rt)
 
-	dcfg, err := deliverer.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	// The settings of design §4, as make run set them (WEBHOOK_ALLOW_PRIVATE=true and so on).
-	if dcfg.RetrySchedule, err = schemas.ParseRetrySchedule(s.cfg.RetrySchedule); err != nil {
-		return err
-	}
-	dcfg.RetryWindow, dcfg.Timeout, dcfg.AllowPrivate = s.cfg.RetryWindow, s.cfg.DeliveryTimeout, s.cfg.WebhookAllowPrivate
-	dl, err := deliverer.New(dcfg, deliverer.Deps{
+	dl, err := deliverer.New(s.cfg.Deliverer, deliverer.Deps{
 		Kafka:       s.cfg.Kafka,
 		Config:      func() deliverer.Destinations { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),

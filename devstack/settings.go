@@ -2,43 +2,75 @@ package devstack
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"time"
 
-	"github.com/caarlos0/env/v11"
-
+	"github.com/tributary-cdp/tributary/deliverer"
+	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/router"
 )
 
-// LoadConfig reads every setting of design §4 from the environment (docs/operations.md).
-func LoadConfig() (Config, error) {
-	return loadConfig(nil)
+// DefaultConfig is the configuration with no variable set: the defaults of every service,
+// the embedded broker on port 9092 with its files in .data.
+func DefaultConfig() Config {
+	return Config{
+		Kafka:                platform.DefaultKafkaSettings(),
+		Ingest:               ingest.DefaultConfig(),
+		Router:               router.DefaultConfig(),
+		Deliverer:            deliverer.DefaultConfig(),
+		EmbeddedPort:         9092,
+		DataDir:              ".data",
+		ConsoleAddr:          "127.0.0.1:8090",
+		AudienceSyncInterval: time.Minute,
+		LogLevel:             platform.DefaultCommandSettings().LogLevel,
+	}
 }
 
-// Defaults is the configuration with no environment variable set.
-func Defaults() Config {
-	cfg, err := loadConfig(map[string]string{})
-	if err != nil {
-		panic(fmt.Sprintf("devstack defaults do not parse: %v", err)) // a bug in the tags above
-	}
-	return cfg
+// ConfigFromEnv returns DefaultConfig with the process environment applied, validated: each
+// service's settings as its own ConfigFromEnv reads them, the KAFKA_* settings, and those of
+// Config itself (platform.FromEnv: an unset or empty variable keeps the default).
+func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
+
+// ConfigFromEnviron is ConfigFromEnv reading environ (variable name to value) instead of the
+// process environment; nil reads the process environment. It returns every problem.
+func ConfigFromEnviron(environ map[string]string) (Config, error) {
+	c := DefaultConfig()
+	var errs [5]error
+	c.Kafka, errs[0] = platform.ParseKafkaSettings(environ)
+	c.Ingest, errs[1] = ingest.ConfigFromEnviron(environ)
+	c.Router, errs[2] = router.ConfigFromEnviron(environ)
+	c.Deliverer, errs[3] = deliverer.ConfigFromEnviron(environ)
+	errs[4] = platform.FromEnv(&c, environ)
+	// A field that does not parse keeps its valid default: validateOwn adds only other problems.
+	return c, joinDistinct(append(errs[:], c.validateOwn())...)
 }
 
-// loadConfig reads environ, or the process environment when environ is nil.
-func loadConfig(environ map[string]string) (Config, error) {
-	var cfg Config
-	opts := env.Options{}
-	if environ != nil {
-		opts.Environment = environ
+// joinDistinct joins errs, each error once: SHUTDOWN_TIMEOUT, read by every service, is wrong
+// only once.
+func joinDistinct(errs ...error) error {
+	var out []error
+	seen := map[string]bool{}
+	var add func(err error)
+	add = func(err error) {
+		if err == nil {
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				add(e)
+			}
+			return
+		}
+		if !seen[err.Error()] {
+			seen[err.Error()] = true
+			out = append(out, err)
+		}
 	}
-	if err := env.ParseWithOptions(&cfg, opts); err != nil {
-		return Config{}, fmt.Errorf("reading settings: %w", err)
+	for _, err := range errs {
+		add(err)
 	}
-	kafka, err := platform.ParseKafkaSettings(environ)
-	if err != nil {
-		return Config{}, err
-	}
-	cfg.Kafka = kafka
-	return cfg, nil
+	return errors.Join(out...)
 }
 
 // WaitReady returns once the config store has read the whole config topic, so the services

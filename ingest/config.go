@@ -4,40 +4,43 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Config is the ingest service's configuration. Start from DefaultConfig.
+// Config is the ingest service's configuration. Start from DefaultConfig; ConfigFromEnv
+// applies the environment (the fields tagged env; docs/configuration.md#run-time-settings).
 type Config struct {
 	// Addr is the HTTP listen address (INGEST_ADDR).
-	Addr string
+	Addr string `env:"INGEST_ADDR" doc:"listen address of the tracking API (and of '/healthz', '/readyz', '/metrics'); ':8080' for every interface (the images set '0.0.0.0:8080')"`
 	// TrustedProxies are the peers whose X-Forwarded-For is believed (INGEST_TRUSTED_PROXIES,
-	// comma-separated CIDRs). Empty: context.ip is always the TCP peer.
-	TrustedProxies []netip.Prefix
+	// comma-separated CIDRs or addresses). Empty: context.ip is always the TCP peer.
+	TrustedProxies []netip.Prefix `env:"INGEST_TRUSTED_PROXIES" doc:"comma-separated CIDRs or addresses of the proxies whose 'X-Forwarded-For' is believed; empty: 'context.ip' is always the TCP peer"`
 	// ProduceTimeout bounds how long a request waits for Kafka's acknowledgement before it
 	// answers 503 (INGEST_PRODUCE_TIMEOUT).
-	ProduceTimeout time.Duration
+	ProduceTimeout time.Duration `env:"INGEST_PRODUCE_TIMEOUT" doc:"how long a request waits for the acknowledgement of Kafka before it is answered 503"`
 	// Topic names; tests on a shared broker override them.
 	EventsTopic, RejectedTopic, InboundTopic string
 	// InboundGroup is the consumer group of the tracking.inbound front door.
 	InboundGroup string
-	// DisableInbound turns the Kafka front door off.
-	DisableInbound bool
+	// DisableInbound turns the Kafka front door off (INGEST_DISABLE_INBOUND).
+	DisableInbound bool `env:"INGEST_DISABLE_INBOUND" doc:"turn off the 'tracking.inbound' Kafka front door"`
 	// MaxInFlight bounds the requests served at once (INGEST_MAX_IN_FLIGHT); a request beyond
 	// it is answered 503 with Retry-After at once, so an overload sheds load instead of queueing
 	// memory. 0: no bound.
-	MaxInFlight int
-	// AllowedOrigins for CORS; empty allows every origin, as Segment's API does. An allowed
-	// Origin is echoed in Access-Control-Allow-Origin with Allow-Credentials (browsers refuse
-	// "*" with credentials, and analytics.js sends the write key as Basic auth).
-	AllowedOrigins []string
+	MaxInFlight int `env:"INGEST_MAX_IN_FLIGHT" doc:"requests served at once; one more is answered 503 'overloaded' with 'Retry-After' at once; 0: no bound"`
+	// AllowedOrigins for CORS (INGEST_ALLOWED_ORIGINS, comma-separated); empty allows every
+	// origin, as Segment's API does. An allowed Origin is echoed in Access-Control-Allow-Origin
+	// with Allow-Credentials (browsers refuse "*" with credentials, and analytics.js sends the
+	// write key as Basic auth).
+	AllowedOrigins []string `env:"INGEST_ALLOWED_ORIGINS" doc:"comma-separated origins allowed by CORS; empty: every origin"`
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): requests in flight and
 	// the front door's batch finish, the producer flushes; what is left by then is answered 503
 	// or left uncommitted, to be read again.
-	ShutdownTimeout time.Duration
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
 }
 
 // DefaultConfig returns the defaults of docs/ingest.md.
@@ -54,7 +57,41 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate names the first unusable field.
+// ConfigFromEnv returns DefaultConfig with the process environment applied
+// (platform.FromEnv: an unset or empty variable keeps the default), validated: the error
+// lists every variable that does not parse or cannot work.
+func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
+
+// ConfigFromEnviron is ConfigFromEnv reading environ (variable name to value) instead of the
+// process environment; nil reads the process environment.
+func ConfigFromEnviron(environ map[string]string) (Config, error) {
+	c := DefaultConfig()
+	err := platform.FromEnv(&c, environ, platform.ParseWith(ParseTrustedProxies))
+	return c, errors.Join(err, c.Validate()) // a field that does not parse keeps its valid default
+}
+
+// ParseTrustedProxies reads a comma-separated list of CIDRs or single addresses.
+func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(part); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(part)
+		if err != nil {
+			return nil, fmt.Errorf("INGEST_TRUSTED_PROXIES: %q is neither a CIDR nor an address", part)
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Addr == "" {

@@ -2,7 +2,9 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -14,18 +16,63 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
+// CommandSettings are the settings every service command reads beside its own Config and
+// KafkaSettings (docs/configuration.md#run-time-settings). Start from DefaultCommandSettings.
+type CommandSettings struct {
+	// LogLevel is the zerolog level of the logs (LOG_LEVEL).
+	LogLevel string `env:"LOG_LEVEL" doc:"'trace', 'debug', 'info', 'warn', 'error' or 'disabled'; JSON lines on stderr, pretty on a terminal"`
+	// MetricsAddr is where a service without an HTTP API of its own serves /healthz, /readyz
+	// and /metrics (METRICS_ADDR); empty: the service's default (MetricsServer).
+	MetricsAddr string `env:"METRICS_ADDR" services:"router, deliverer" docDefault:"router '127.0.0.1:9101', deliverer '127.0.0.1:9102'" doc:"listen address of '/healthz', '/readyz' and '/metrics' (ingest serves them on 'INGEST_ADDR')"`
+	// ShutdownTimeout is how long the services may take to stop after SIGTERM
+	// (SHUTDOWN_TIMEOUT); each service bounds its own stop by it.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" doc:"how long a service may take to stop after SIGTERM: work in progress finishes and is committed; what is left is done again after a restart"`
+}
+
+// DefaultCommandSettings returns the defaults: level info, each service's own metrics
+// address, DefaultShutdownGrace.
+func DefaultCommandSettings() CommandSettings {
+	return CommandSettings{LogLevel: "info", ShutdownTimeout: DefaultShutdownGrace}
+}
+
+// CommandSettingsFromEnv returns DefaultCommandSettings with the process environment applied
+// (FromEnv), validated: the error lists every variable that does not parse or cannot work.
+func CommandSettingsFromEnv() (CommandSettings, error) { return CommandSettingsFromEnviron(nil) }
+
+// CommandSettingsFromEnviron is CommandSettingsFromEnv reading environ instead of the process
+// environment (nil: the process environment).
+func CommandSettingsFromEnviron(environ map[string]string) (CommandSettings, error) {
+	s := DefaultCommandSettings()
+	err := FromEnv(&s, environ)
+	return s, errors.Join(err, s.Validate()) // a field that does not parse keeps its valid default
+}
+
+// Validate returns every unusable setting, each naming its variable.
+func (s CommandSettings) Validate() error {
+	var errs []error
+	if _, err := NewLogger(s.LogLevel, io.Discard); err != nil {
+		errs = append(errs, err)
+	}
+	if s.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", s.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
 // Command is what every service command (ingest, router, deliverer) builds the same way from
-// the environment: the Kafka settings (KAFKA_*), the logger (LOG_LEVEL), the config store of
-// tributary.config, a metrics registry with the Go and process collectors, and a Health that
-// is not ready until the config store has loaded the config.
+// the environment: the Kafka settings (KAFKA_*), the CommandSettings (LOG_LEVEL,
+// METRICS_ADDR, SHUTDOWN_TIMEOUT), the logger, the config store of tributary.config, a
+// metrics registry with the Go and process collectors, and a Health that is not ready until
+// the config store has loaded the config.
 type Command struct {
 	Kafka    KafkaSettings
+	Settings CommandSettings
 	Logger   zerolog.Logger
 	Store    *ConfigStore
 	Registry *prometheus.Registry
 	Health   *Health
 	// ShutdownTimeout is how long the services may take to stop after SIGTERM
-	// (SHUTDOWN_TIMEOUT, default DefaultShutdownGrace); Run gives up waiting a second later.
+	// (Settings.ShutdownTimeout); Run gives up waiting a second later.
 	ShutdownTimeout time.Duration
 }
 
@@ -38,7 +85,11 @@ func NewCommand() (*Command, error) {
 	if err := kafka.Validate(); err != nil {
 		return nil, err
 	}
-	logger, err := NewLogger(os.Getenv("LOG_LEVEL"), os.Stderr)
+	settings, err := CommandSettingsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	logger, err := NewLogger(settings.LogLevel, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -48,21 +99,16 @@ func NewCommand() (*Command, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	grace := DefaultShutdownGrace
-	if v := os.Getenv("SHUTDOWN_TIMEOUT"); v != "" {
-		if grace, err = time.ParseDuration(v); err != nil || grace <= 0 {
-			return nil, fmt.Errorf("SHUTDOWN_TIMEOUT: %q is not a positive duration", v)
-		}
-	}
 	health := NewHealth()
 	health.SetReady("config", false)
-	return &Command{Kafka: kafka, Logger: logger, Store: store, Registry: reg, Health: health, ShutdownTimeout: grace}, nil
+	return &Command{Kafka: kafka, Settings: settings, Logger: logger, Store: store, Registry: reg, Health: health,
+		ShutdownTimeout: settings.ShutdownTimeout}, nil
 }
 
 // MetricsServer serves /healthz, /readyz and /metrics (and nothing else) on METRICS_ADDR, or
 // on defaultAddr when it is unset: for services that have no HTTP API of their own.
 func (c *Command) MetricsServer(defaultAddr string) *HTTPServer {
-	addr := os.Getenv("METRICS_ADDR")
+	addr := c.Settings.MetricsAddr
 	if addr == "" {
 		addr = defaultAddr
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewCommand(t *testing.T) {
@@ -17,6 +18,7 @@ func TestNewCommand(t *testing.T) {
 		t.Fatalf("bad LOG_LEVEL: %v", err)
 	}
 	t.Setenv("LOG_LEVEL", "warn")
+	t.Setenv("METRICS_ADDR", "")
 	c, err := NewCommand()
 	if err != nil {
 		t.Fatal(err)
@@ -27,12 +29,22 @@ func TestNewCommand(t *testing.T) {
 	if ready, _ := c.Health.Check(context.Background()); ready {
 		t.Fatal("ready before the config is loaded")
 	}
-	t.Setenv("METRICS_ADDR", "")
 	if got := c.MetricsServer("127.0.0.1:9101").Addr(); got != "127.0.0.1:9101" {
 		t.Fatalf("default metrics address %q", got)
 	}
 	t.Setenv("METRICS_ADDR", "127.0.0.1:0")
+	t.Setenv("SHUTDOWN_TIMEOUT", "3s")
+	if c, err = NewCommand(); err != nil {
+		t.Fatal(err)
+	}
 	if got := c.MetricsServer("127.0.0.1:9101").Addr(); got != "127.0.0.1:0" {
 		t.Fatalf("METRICS_ADDR ignored: %q", got)
+	}
+	if c.ShutdownTimeout != 3*time.Second || c.Settings.ShutdownTimeout != 3*time.Second {
+		t.Fatalf("SHUTDOWN_TIMEOUT ignored: %s", c.ShutdownTimeout)
+	}
+	t.Setenv("SHUTDOWN_TIMEOUT", "0s")
+	if _, err := NewCommand(); err == nil || !strings.Contains(err.Error(), "SHUTDOWN_TIMEOUT") {
+		t.Fatalf("SHUTDOWN_TIMEOUT=0s: %v, want an error naming SHUTDOWN_TIMEOUT", err)
 	}
 }

@@ -1,9 +1,10 @@
 // Package platform is the shared runtime of every Tributary service. Each service's main wires
 // these pieces together; nothing here keeps package-level state or handles signals on its own.
 //
-//   - Settings: [KafkaSettings], read from the environment by [LoadKafkaSettings]
-//     (KAFKA_BROKERS, SASL/SCRAM, TLS, replication factor, partitions) with a Validate that
-//     names the bad variable.
+//   - Settings: [FromEnv] applies the environment to a settings struct on top of its defaults,
+//     the one way every command reads its settings (docs/configuration.md#run-time-settings);
+//     [KafkaSettings] (read by [LoadKafkaSettings]), [CommandSettings] and [InitSettings],
+//     each with a Validate that names every bad variable.
 //   - Kafka clients: [KafkaSettings.ClientOpts] and [NewKafkaClient] build franz-go clients
 //     whose internal logs go to zerolog ([NewKgoLogger]).
 //   - Topic bootstrap: [DefaultTopics] lists every topic of docs/topics.md with its partitions,

@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"strconv"
 	"strings"
-
-	"github.com/caarlos0/env/v11"
 )
 
 // SASL mechanisms accepted in KAFKA_SASL_MECHANISM.
@@ -19,34 +16,41 @@ const (
 )
 
 // KafkaSettings says how to reach the Kafka cluster and how to create topics on it. Every field
-// comes from one environment variable (design §4); the zero value is not valid (no brokers).
+// comes from one environment variable (docs/configuration.md#run-time-settings); start from
+// DefaultKafkaSettings, which is not valid (no brokers).
 type KafkaSettings struct {
 	// Brokers are the bootstrap servers, host:port each (KAFKA_BROKERS, comma-separated).
 	// Empty means "no cluster": `make run` then starts the embedded broker and fills this in.
-	Brokers []string `env:"KAFKA_BROKERS" envSeparator:","`
+	Brokers []string `env:"KAFKA_BROKERS" doc:"bootstrap servers, host:port, comma-separated; required, except that 'make run' starts an embedded broker when it is empty"`
 	// SASLMechanism is "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (KAFKA_SASL_MECHANISM).
-	SASLMechanism string `env:"KAFKA_SASL_MECHANISM"`
+	SASLMechanism string `env:"KAFKA_SASL_MECHANISM" doc:"'PLAIN', 'SCRAM-SHA-256' or 'SCRAM-SHA-512'; empty: no SASL"`
 	// SASLUsername and SASLPassword authenticate with SASLMechanism (KAFKA_SASL_USERNAME,
 	// KAFKA_SASL_PASSWORD). The password is never logged.
-	SASLUsername string `env:"KAFKA_SASL_USERNAME"`
-	SASLPassword string `env:"KAFKA_SASL_PASSWORD"`
+	SASLUsername string `env:"KAFKA_SASL_USERNAME" doc:"SASL user name (with 'KAFKA_SASL_MECHANISM')"`
+	SASLPassword string `env:"KAFKA_SASL_PASSWORD" secret:"true" doc:"SASL password (with 'KAFKA_SASL_MECHANISM'); never logged, taken as it is (not trimmed)"`
 	// TLS dials the brokers with TLS, trusting the system roots plus TLSCAFile (KAFKA_TLS).
-	TLS bool `env:"KAFKA_TLS"`
+	TLS bool `env:"KAFKA_TLS" doc:"TLS to the brokers, the system roots trusted"`
 	// TLSCAFile is a PEM file of extra CA certificates to trust (KAFKA_TLS_CA_FILE); it needs
 	// TLS.
-	TLSCAFile string `env:"KAFKA_TLS_CA_FILE"`
+	TLSCAFile string `env:"KAFKA_TLS_CA_FILE" doc:"PEM file of extra CA certificates to trust (needs 'KAFKA_TLS')"`
 	// ReplicationFactor is used when creating topics (KAFKA_REPLICATION_FACTOR); -1, the
 	// default, lets the broker choose (default.replication.factor).
-	ReplicationFactor int16 `env:"KAFKA_REPLICATION_FACTOR" envDefault:"-1"`
+	ReplicationFactor int16 `env:"KAFKA_REPLICATION_FACTOR" services:"tributary-init, tributary" doc:"replication factor of created topics; -1: the default.replication.factor of the broker (set 3 in production)"`
 	// Partitions is the partition count of every created topic but tributary.config
 	// (KAFKA_PARTITIONS, default 6).
-	Partitions int32 `env:"KAFKA_PARTITIONS" envDefault:"6"`
+	Partitions int32 `env:"KAFKA_PARTITIONS" services:"tributary-init, tributary" doc:"partitions of every created topic but 'tributary.config': at most this many replicas of a consumer share the work ([operations.md](operations.md#topics-and-partitions))"`
+}
+
+// DefaultKafkaSettings returns the defaults of docs/configuration.md#run-time-settings: no
+// broker, the broker's replication factor, 6 partitions.
+func DefaultKafkaSettings() KafkaSettings {
+	return KafkaSettings{ReplicationFactor: -1, Partitions: 6}
 }
 
 // LoadKafkaSettings reads KafkaSettings from the process environment and validates them,
 // except that Brokers may be empty: an empty KAFKA_BROKERS means "start the embedded broker"
-// to `make run` (design §4). A service that needs a real cluster gets the error naming
-// KAFKA_BROKERS from ClientOpts, NewKafkaClient or Validate.
+// to `make run`. A service that needs a real cluster gets the error naming KAFKA_BROKERS from
+// ClientOpts, NewKafkaClient or Validate.
 func LoadKafkaSettings() (KafkaSettings, error) {
 	s, err := ParseKafkaSettings(nil)
 	if err != nil {
@@ -56,21 +60,15 @@ func LoadKafkaSettings() (KafkaSettings, error) {
 }
 
 // ParseKafkaSettings reads KafkaSettings from environ (variable name to value), or from the
-// process environment when environ is nil, without validating them. It fails only when a
-// variable does not parse (KAFKA_TLS=maybe, KAFKA_PARTITIONS=six).
+// process environment when environ is nil, on top of DefaultKafkaSettings (FromEnv), without
+// validating them. It fails only when a variable does not parse (KAFKA_TLS=maybe,
+// KAFKA_PARTITIONS=six).
 func ParseKafkaSettings(environ map[string]string) (KafkaSettings, error) {
-	var s KafkaSettings
-	if err := env.ParseWithOptions(&s, env.Options{Environment: environ}); err != nil {
-		return s, fmt.Errorf("reading Kafka settings: %w", nameVariables[KafkaSettings](err))
+	s := DefaultKafkaSettings()
+	if err := FromEnv(&s, environ); err != nil {
+		return s, err
 	}
-	var brokers []string
-	for _, b := range s.Brokers {
-		if b = strings.TrimSpace(b); b != "" {
-			brokers = append(brokers, b)
-		}
-	}
-	s.Brokers = brokers
-	s.SASLMechanism = strings.ToUpper(strings.TrimSpace(s.SASLMechanism))
+	s.SASLMechanism = strings.ToUpper(s.SASLMechanism)
 	return s, nil
 }
 
@@ -119,26 +117,6 @@ func (s KafkaSettings) validate(requireBrokers bool) error {
 	}
 	if s.Partitions < 1 {
 		bad("KAFKA_PARTITIONS", "%d: must be at least 1", s.Partitions)
-	}
-	return errors.Join(errs...)
-}
-
-// nameVariables rewrites the env library's parse errors, which name struct fields, to name the
-// environment variable instead: "KAFKA_TLS: strconv.ParseBool: parsing "maybe": invalid syntax".
-func nameVariables[T any](err error) error {
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return err
-	}
-	errs := make([]error, len(agg.Errors))
-	for i, e := range agg.Errors {
-		errs[i] = e
-		var pe env.ParseError
-		if errors.As(e, &pe) {
-			if f, ok := reflect.TypeFor[T]().FieldByName(pe.Name); ok {
-				errs[i] = fmt.Errorf("%s: %w", f.Tag.Get("env"), pe.Err)
-			}
-		}
 	}
 	return errors.Join(errs...)
 }

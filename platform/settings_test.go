@@ -166,7 +166,7 @@ func TestClientOpts(t *testing.T) {
 }
 
 func TestDefaultTopicsRetryTiers(t *testing.T) {
-	schedule, err := schemas.ParseRetrySchedule("10s,1m,5m,15m,30m,1h,1h,1h")
+	schedule, err := schemas.ParseRetrySchedule(schemas.DefaultRetrySchedule)
 	if err != nil {
 		t.Fatal(err)
 	}

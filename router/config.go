@@ -4,15 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Config is the router's configuration. Start from DefaultConfig.
+// Config is the router's configuration. Start from DefaultConfig; ConfigFromEnv applies the
+// environment (the fields tagged env; docs/configuration.md#run-time-settings).
 type Config struct {
 	// Topic names; tests on a shared broker override them.
 	EventsTopic, DeletionsTopic, DeliveriesTopic, SuppressionsTopic string
@@ -20,21 +19,21 @@ type Config struct {
 	Group, DeletionsGroup string
 	// ExactlyOnce runs both consumers in Kafka transactions (ROUTER_EXACTLY_ONCE, default
 	// true). False: at-least-once (produce, wait for acks, commit).
-	ExactlyOnce bool
+	ExactlyOnce bool `env:"ROUTER_EXACTLY_ONCE" doc:"route in Kafka transactions, exactly once; 'false': at least once (produce, wait for the acknowledgements, commit)"`
 	// TransactionalID prefixes the transactional ids and the static group-member ids of the two
 	// consumers (ROUTER_TRANSACTIONAL_ID, default "tributary-router-<hostname>"). It must be
 	// unique per running router and stable across its restarts, so that a restarted router
 	// fences the transaction its predecessor left open and takes its partitions back at once,
 	// instead of waiting for the transaction and the group session to time out.
-	TransactionalID string
+	TransactionalID string `env:"ROUTER_TRANSACTIONAL_ID" doc:"prefix of the transactional ids and static member ids: unique per router, stable across its restarts (a StatefulSet pod name)"`
 	// TransactionTimeout bounds how long a transaction left open by a crashed router blocks
 	// its partitions (ROUTER_TRANSACTION_TIMEOUT).
-	TransactionTimeout time.Duration
+	TransactionTimeout time.Duration `env:"ROUTER_TRANSACTION_TIMEOUT" doc:"how long a transaction left open by a crashed router blocks its partitions; at least 1s"`
 	// MaxPollRecords bounds one poll, hence one transaction.
 	MaxPollRecords int
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): the transaction in
 	// progress is committed or aborted by then, its records read again after a restart.
-	ShutdownTimeout time.Duration
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
 }
 
 // DefaultConfig returns the defaults of docs/routing.md.
@@ -58,41 +57,20 @@ func DefaultConfig() Config {
 	}
 }
 
-// ConfigFromEnv returns DefaultConfig with the ROUTER_* environment variables applied.
-func ConfigFromEnv() (Config, error) {
+// ConfigFromEnv returns DefaultConfig with the process environment applied
+// (platform.FromEnv: an unset or empty variable keeps the default), validated: the error
+// lists every variable that does not parse or cannot work.
+func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
+
+// ConfigFromEnviron is ConfigFromEnv reading environ (variable name to value) instead of the
+// process environment; nil reads the process environment.
+func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	c := DefaultConfig()
-	var errs []error
-	if v, ok := os.LookupEnv("ROUTER_EXACTLY_ONCE"); ok {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("ROUTER_EXACTLY_ONCE: %q is not true or false", v))
-		}
-		c.ExactlyOnce = b
-	}
-	if v := strings.TrimSpace(os.Getenv("ROUTER_TRANSACTIONAL_ID")); v != "" {
-		c.TransactionalID = v
-	}
-	if v, ok := os.LookupEnv("ROUTER_TRANSACTION_TIMEOUT"); ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("ROUTER_TRANSACTION_TIMEOUT: %w", err))
-		}
-		c.TransactionTimeout = d
-	}
-	if v, ok := os.LookupEnv("SHUTDOWN_TIMEOUT"); ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: %w", err))
-		}
-		c.ShutdownTimeout = d
-	}
-	if err := errors.Join(errs...); err != nil {
-		return c, err
-	}
-	return c, c.Validate()
+	err := platform.FromEnv(&c, environ)
+	return c, errors.Join(err, c.Validate()) // a field that does not parse keeps its valid default
 }
 
-// Validate names the first unusable field.
+// Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.EventsTopic == "" || c.DeletionsTopic == "" || c.DeliveriesTopic == "" || c.SuppressionsTopic == "" {

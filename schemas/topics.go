@@ -71,6 +71,20 @@ func ShortDuration(d time.Duration) string {
 	return s
 }
 
+// DefaultRetrySchedule is the default of RETRY_SCHEDULE, the delay before each retry of a
+// delivery (docs/delivery.md#retry-tiers): the deliverer and the topic bootstrap (one tier topic per
+// distinct delay) must agree on it, so both take it from here.
+const DefaultRetrySchedule = "10s,1m,5m,15m,30m,1h,1h,1h"
+
+// DefaultRetryDelays returns DefaultRetrySchedule parsed: a new slice on each call.
+func DefaultRetryDelays() []time.Duration {
+	d, err := ParseRetrySchedule(DefaultRetrySchedule)
+	if err != nil {
+		panic(err) // the constant above is valid; TestParseRetrySchedule says so
+	}
+	return d
+}
+
 // ParseRetrySchedule parses RETRY_SCHEDULE ("10s,1m,5m"): the delay before each retry.
 // Every delay must be positive.
 func ParseRetrySchedule(s string) ([]time.Duration, error) {

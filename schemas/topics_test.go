@@ -24,8 +24,10 @@ func TestRetryTopic(t *testing.T) {
 	}
 }
 
+// TestParseRetrySchedule parses the default schedule, which must be the one of
+// docs/delivery.md#retry-tiers.
 func TestParseRetrySchedule(t *testing.T) {
-	got, err := ParseRetrySchedule("10s,1m,5m,15m,30m,1h,1h,1h")
+	got, err := ParseRetrySchedule(DefaultRetrySchedule)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 // Command deliverer POSTs webhooks.deliveries to the destinations' URLs, with retry tiers, a
 // dead-letter queue and an attempt log (docs/delivery.md). Settings come from the environment:
-// KAFKA_BROKERS and the other KAFKA_* settings, RETRY_SCHEDULE, RETRY_WINDOW,
-// DELIVERY_TIMEOUT, WEBHOOK_ALLOW_PRIVATE, WEBHOOK_CA_FILES, DELIVERER_* , METRICS_ADDR
-// (default 127.0.0.1:9102, for /healthz, /readyz and /metrics), LOG_LEVEL.
+// platform.NewCommand reads the KAFKA_* and common ones (METRICS_ADDR defaults to
+// 127.0.0.1:9102 here), deliverer.ConfigFromEnv the service's; the table of
+// docs/configuration.md#run-time-settings lists them all (service "deliverer"). GOMEMLIMIT,
+// the Go runtime's, defaults to 160MiB here.
 //
 // `deliverer replay [-destination ID] [-since RFC3339] [-until RFC3339]` re-enqueues dead
 // letters into webhooks.deliveries with a fresh retry window, and prints how many.
@@ -68,7 +69,11 @@ func replay(args []string) error {
 	if err != nil {
 		return err
 	}
-	logger, err := platform.NewLogger(os.Getenv("LOG_LEVEL"), os.Stderr)
+	common, err := platform.CommandSettingsFromEnv()
+	if err != nil {
+		return err
+	}
+	logger, err := platform.NewLogger(common.LogLevel, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -134,9 +134,9 @@ destinations:
 `), 0o600); err != nil {
 		return err
 	}
-	cfg := devstack.Defaults()
-	cfg.DataDir, cfg.EmbeddedPort, cfg.IngestAddr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
-	cfg.WebhookAllowPrivate = true
+	cfg := devstack.DefaultConfig()
+	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
+	cfg.Deliverer.AllowPrivate = true
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st, err := devstack.New(ctx, cfg, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))

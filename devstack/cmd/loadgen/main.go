@@ -281,8 +281,8 @@ func startStack(ctx context.Context) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	cfg := devstack.Defaults()
-	cfg.DataDir, cfg.EmbeddedPort, cfg.IngestAddr, cfg.ConfigFile = dir, 0, "127.0.0.1:0", configFile
+	cfg := devstack.DefaultConfig()
+	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = dir, 0, "127.0.0.1:0", configFile
 	stack, err := devstack.New(ctx, cfg, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
 	if err != nil {
 		os.RemoveAll(dir)
@@ -329,7 +329,7 @@ func startIngest(ctx context.Context) (_ string, _ func(), err error) {
 		return "", nil, fmt.Errorf("starting the embedded broker: %w", err)
 	}
 	closers = append(closers, broker.Close)
-	defaults := devstack.Defaults()
+	defaults := devstack.DefaultConfig()
 	kafka := defaults.Kafka
 	kafka.Brokers, kafka.ReplicationFactor = broker.Addrs(), 1
 	admin, err := platform.NewKafkaClient(kafka, logger)
@@ -337,11 +337,8 @@ func startIngest(ctx context.Context) (_ string, _ func(), err error) {
 		return "", nil, err
 	}
 	closers = append(closers, admin.Close)
-	schedule, err := schemas.ParseRetrySchedule(defaults.RetrySchedule)
-	if err != nil {
-		return "", nil, err
-	}
-	if err := platform.EnsureTopics(ctx, kadm.NewClient(admin), 1, platform.DefaultTopics(kafka.Partitions, schedule)); err != nil {
+	topics := platform.DefaultTopics(kafka.Partitions, defaults.Deliverer.RetrySchedule)
+	if err := platform.EnsureTopics(ctx, kadm.NewClient(admin), 1, topics); err != nil {
 		return "", nil, fmt.Errorf("creating topics: %w", err)
 	}
 	if err := platform.ApplyConfigFile(ctx, admin, schemas.TopicConfig, configFile); err != nil {

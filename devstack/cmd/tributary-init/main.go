@@ -4,13 +4,10 @@
 // tributary.config. It is the one-shot `init` service of docker-compose.yml and the init Job
 // of the Helm chart; `make run` does the same in process (devstack.New).
 //
-// Settings (environment; docs/operations.md):
-//
-//	KAFKA_BROKERS and the other KAFKA_* settings   the cluster (required)
-//	CONFIG_FILE      tenant config to apply (YAML or JSON); empty: topics only
-//	RETRY_SCHEDULE   delivery retry delays; must be the deliverer's (default 10s,1m,5m,15m,30m,1h,1h,1h)
-//	INIT_TIMEOUT     how long to keep trying while the cluster does not answer (default 5m)
-//	LOG_LEVEL        zerolog level (default info)
+// Settings come from the environment (platform.InitSettingsFromEnv): KAFKA_* (brokers
+// required), CONFIG_FILE (empty: topics only), RETRY_SCHEDULE (must be the deliverer's),
+// INIT_TIMEOUT, LOG_LEVEL; the table of docs/configuration.md#run-time-settings lists them
+// (service "tributary-init").
 //
 // A config file that does not parse or validate fails at once, before Kafka is contacted;
 // Kafka errors are retried every few seconds until INIT_TIMEOUT. It exits 0 when done.
@@ -21,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -30,15 +26,6 @@ import (
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
-
-// settings are the command's environment, validated.
-type settings struct {
-	kafka      platform.KafkaSettings
-	configFile string
-	schedule   []time.Duration
-	timeout    time.Duration
-	logLevel   string
-}
 
 func main() {
 	if err := run(); err != nil {
@@ -52,7 +39,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger, err := platform.NewLogger(s.logLevel, os.Stderr)
+	logger, err := platform.NewLogger(s.LogLevel, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -63,33 +50,12 @@ func run() error {
 }
 
 // load reads and validates the settings from the environment; errors name the variable.
-func load() (settings, error) {
-	getenv := os.Getenv
-	var errs []error
-	kafka, err := platform.LoadKafkaSettings()
-	if err == nil {
-		err = kafka.Validate()
-	}
-	if err != nil {
-		errs = append(errs, err)
-	}
-	s := settings{kafka: kafka, configFile: strings.TrimSpace(getenv("CONFIG_FILE")), logLevel: getenv("LOG_LEVEL")}
-	sched := strings.TrimSpace(getenv("RETRY_SCHEDULE"))
-	if sched == "" {
-		sched = "10s,1m,5m,15m,30m,1h,1h,1h"
-	}
-	if s.schedule, err = schemas.ParseRetrySchedule(sched); err != nil {
-		errs = append(errs, err)
-	}
-	s.timeout = 5 * time.Minute
-	if v := strings.TrimSpace(getenv("INIT_TIMEOUT")); v != "" {
-		if s.timeout, err = time.ParseDuration(v); err != nil || s.timeout <= 0 {
-			errs = append(errs, fmt.Errorf("INIT_TIMEOUT: %q is not a positive duration", v))
-		}
-	}
-	if s.configFile != "" {
+func load() (platform.InitSettings, error) {
+	s, err := platform.InitSettingsFromEnv()
+	errs := []error{err}
+	if s.ConfigFile != "" {
 		// Parse and validate now: a broken file is not worth retrying.
-		if _, err := schemas.LoadConfigFile(s.configFile); err != nil {
+		if _, err := schemas.LoadConfigFile(s.ConfigFile); err != nil {
 			errs = append(errs, fmt.Errorf("CONFIG_FILE: %w", err))
 		}
 	}
@@ -98,28 +64,28 @@ func load() (settings, error) {
 
 // initialise creates the topics and applies the config, retrying Kafka errors until the
 // timeout.
-func initialise(ctx context.Context, s settings, logger zerolog.Logger) error {
-	cl, err := platform.NewKafkaClient(s.kafka, logger)
+func initialise(ctx context.Context, s platform.InitSettings, logger zerolog.Logger) error {
+	cl, err := platform.NewKafkaClient(s.Kafka, logger)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	topics := platform.DefaultTopics(s.kafka.Partitions, s.schedule)
+	topics := platform.DefaultTopics(s.Kafka.Partitions, s.RetrySchedule)
 
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		err := platform.EnsureTopics(ctx, adm, s.kafka.ReplicationFactor, topics)
-		if err == nil && s.configFile != "" {
-			err = platform.ApplyConfigFile(ctx, cl, schemas.TopicConfig, s.configFile)
+		err := platform.EnsureTopics(ctx, adm, s.Kafka.ReplicationFactor, topics)
+		if err == nil && s.ConfigFile != "" {
+			err = platform.ApplyConfigFile(ctx, cl, schemas.TopicConfig, s.ConfigFile)
 		}
 		if err == nil {
-			ev := logger.Info().Int("topics", len(topics)).Int32("partitions", s.kafka.Partitions).
+			ev := logger.Info().Int("topics", len(topics)).Int32("partitions", s.Kafka.Partitions).
 				Dur("took", time.Since(start))
-			if s.configFile != "" {
-				ev = ev.Str("config_file", s.configFile)
+			if s.ConfigFile != "" {
+				ev = ev.Str("config_file", s.ConfigFile)
 			}
 			ev.Str("version", platform.Version).Msg("topics ready and config applied")
 			return nil

@@ -1,6 +1,7 @@
 // Command tributary runs the whole of Tributary in one process: the embedded broker (unless
 // KAFKA_BROKERS is set), topic bootstrap, the tenant config of CONFIG_FILE, and every service.
-// It is what `make run` starts; every setting of docs/operations.md applies.
+// It is what `make run` starts. Settings come from the environment: every service's, and its
+// own; the table of docs/configuration.md#run-time-settings lists them (service "tributary").
 package main
 
 import (
@@ -20,7 +21,7 @@ func main() {
 }
 
 func run() error {
-	cfg, err := devstack.LoadConfig()
+	cfg, err := devstack.ConfigFromEnv()
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
-// Command ingest serves the Segment tracking API and the tracking.inbound Kafka front door.
-// Settings come from the environment (docs/ingest.md, docs/operations.md): KAFKA_BROKERS and
-// the other KAFKA_* settings, INGEST_ADDR, INGEST_TRUSTED_PROXIES, INGEST_PRODUCE_TIMEOUT,
-// LOG_LEVEL.
+// Command ingest serves the Segment tracking API and the tracking.inbound Kafka front door
+// (docs/ingest.md). Settings come from the environment: platform.NewCommand reads the KAFKA_*
+// and common ones, ingest.ConfigFromEnv the service's; the table of
+// docs/configuration.md#run-time-settings lists them all (service "ingest").
 package main
 
 import (

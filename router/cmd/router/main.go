@@ -1,8 +1,8 @@
 // Command router fans tracking.events out to webhooks.deliveries and turns tracking.deletions
-// into delete notices. Settings come from the environment (docs/routing.md,
-// docs/operations.md): KAFKA_BROKERS and the other KAFKA_* settings, ROUTER_EXACTLY_ONCE,
-// ROUTER_TRANSACTIONAL_ID, ROUTER_TRANSACTION_TIMEOUT, METRICS_ADDR (default 127.0.0.1:9101,
-// for /healthz, /readyz and /metrics), LOG_LEVEL.
+// into delete notices (docs/routing.md). Settings come from the environment:
+// platform.NewCommand reads the KAFKA_* and common ones (METRICS_ADDR defaults to
+// 127.0.0.1:9101 here), router.ConfigFromEnv the service's; the table of
+// docs/configuration.md#run-time-settings lists them all (service "router").
 package main
 
 import (

@@ -1,0 +1,162 @@
+package devstack_test
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tributary-cdp/tributary/devstack"
+)
+
+func TestConfigFromEnvironWithoutVariablesIsDefaultConfig(t *testing.T) {
+	c, err := devstack.ConfigFromEnviron(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := devstack.DefaultConfig(); !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+// TestConfigFromEnvironIsEveryServicesOwn: `make run` reads each service's settings as the
+// service does (WEBHOOK_ALLOW_PRIVATE, as the Makefile sets it, and the others), and its own.
+func TestConfigFromEnvironIsEveryServicesOwn(t *testing.T) {
+	c, err := devstack.ConfigFromEnviron(map[string]string{
+		"KAFKA_BROKERS":          "k:9092",
+		"INGEST_ADDR":            "127.0.0.1:0",
+		"ROUTER_EXACTLY_ONCE":    "false",
+		"RETRY_SCHEDULE":         "1s,2s",
+		"DELIVERY_TIMEOUT":       "1s",
+		"WEBHOOK_ALLOW_PRIVATE":  "true",
+		"SHUTDOWN_TIMEOUT":       "2s",
+		"EMBEDDED_KAFKA_PORT":    "0",
+		"CONFIG_FILE":            "deploy/config/dev.yaml",
+		"DATA_DIR":               "/tmp/d",
+		"CONSOLE_ADDR":           ":1",
+		"AUDIENCE_SYNC_INTERVAL": "5m",
+		"LOG_LEVEL":              "debug",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := devstack.DefaultConfig()
+	want.Kafka.Brokers = []string{"k:9092"}
+	want.Ingest.Addr, want.Ingest.ShutdownTimeout = "127.0.0.1:0", 2*time.Second
+	want.Router.ExactlyOnce, want.Router.ShutdownTimeout = false, 2*time.Second
+	want.Deliverer.RetrySchedule, want.Deliverer.Timeout = []time.Duration{time.Second, 2 * time.Second}, time.Second
+	want.Deliverer.AllowPrivate, want.Deliverer.ShutdownTimeout = true, 2*time.Second
+	want.EmbeddedPort, want.ConfigFile, want.DataDir, want.ConsoleAddr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
+	want.AudienceSyncInterval, want.LogLevel = 5*time.Minute, "debug"
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+func TestConfigSettingErrorsNameTheVariable(t *testing.T) {
+	for _, tt := range []struct{ variable, value string }{
+		{"KAFKA_BROKERS", "nohostport"},
+		{"KAFKA_PARTITIONS", "six"},
+		{"INGEST_PRODUCE_TIMEOUT", "0s"},
+		{"ROUTER_TRANSACTION_TIMEOUT", "1ms"},
+		{"RETRY_SCHEDULE", "1s,x"},
+		{"RETRY_WINDOW", "0s"},
+		{"DELIVERY_TIMEOUT", "-1s"},
+		{"WEBHOOK_ALLOW_PRIVATE", "sure"},
+		{"SHUTDOWN_TIMEOUT", "0s"},
+		{"EMBEDDED_KAFKA_PORT", "70000"},
+		{"EMBEDDED_KAFKA_PORT", "port"},
+		{"AUDIENCE_SYNC_INTERVAL", "0s"},
+		{"AUDIENCE_SYNC_INTERVAL", "often"},
+		{"LOG_LEVEL", "loud"},
+	} {
+		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {
+			_, err := devstack.ConfigFromEnviron(map[string]string{tt.variable: tt.value})
+			if err == nil || !strings.Contains(err.Error(), tt.variable+": ") {
+				t.Errorf("error = %v, want one naming %s", err, tt.variable)
+			}
+		})
+	}
+	c := devstack.DefaultConfig()
+	c.DataDir, c.Deliverer.RetryWindow, c.Ingest.Addr = "", 0, ""
+	err := c.Validate()
+	for _, v := range []string{"DATA_DIR", "RETRY_WINDOW", "INGEST_ADDR"} {
+		if err == nil || !strings.Contains(err.Error(), v+": ") {
+			t.Errorf("Validate = %v, want every problem, %s among them", err, v)
+		}
+	}
+}
+
+// TestConfigDocUpToDate regenerates the settings table of docs/configuration.md from the
+// settings structs and fails while the file differs.
+func TestConfigDocUpToDate(t *testing.T) {
+	table, err := devstack.SettingsTable()
+	if err != nil {
+		t.Fatalf("the settings structs do not make a table: %v", err)
+	}
+	doc, err := os.ReadFile("../" + devstack.ConfigDocPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := devstack.ReplaceSettingsTable(string(doc), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(doc) != want {
+		t.Fatalf("%s is out of date: run go run ./devstack/cmd/configdoc -w", devstack.ConfigDocPath)
+	}
+}
+
+// TestSettingsTableHasEverySetting: the table lists what `make run` and the services read, with
+// the defaults of their DefaultConfig.
+func TestSettingsTableHasEverySetting(t *testing.T) {
+	settings, err := devstack.Settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]devstack.Setting{}
+	for _, s := range settings {
+		rows[s.Variable] = s
+	}
+	for _, tt := range []struct{ variable, def, by string }{
+		{"KAFKA_BROKERS", "", "ingest router deliverer tributary-init tributary"},
+		{"EMBEDDED_KAFKA_PORT", "`9092`", "tributary"},
+		{"DATA_DIR", "`.data`", "tributary"},
+		{"CONFIG_FILE", "", "tributary-init tributary"},
+		{"INIT_TIMEOUT", "`5m`", "tributary-init"},
+		{"INGEST_ADDR", "`127.0.0.1:8080`", "ingest tributary"},
+		{"ROUTER_TRANSACTIONAL_ID", "`tributary-router-<hostname>`", "router tributary"},
+		{"RETRY_SCHEDULE", "`10s,1m,5m,15m,30m,1h,1h,1h`", "deliverer tributary-init tributary"},
+		{"RETRY_WINDOW", "`4h`", "deliverer tributary"},
+		{"SHUTDOWN_TIMEOUT", "`10s`", "ingest router deliverer tributary"},
+		{"LOG_LEVEL", "`info`", "ingest router deliverer tributary-init tributary"},
+		{"METRICS_ADDR", "router `127.0.0.1:9101`, deliverer `127.0.0.1:9102`", "router deliverer"},
+	} {
+		s, ok := rows[tt.variable]
+		if !ok {
+			t.Errorf("%s is not in the table", tt.variable)
+			continue
+		}
+		if s.Default != tt.def || strings.Join(s.Commands, " ") != tt.by || s.Meaning == "" {
+			t.Errorf("%s: %+v, want default %s read by %s", tt.variable, s, tt.def, tt.by)
+		}
+	}
+}
+
+// TestConfigFromEnvironReportsEveryProblemOnce: unparsable and unusable values of every part
+// come together, and SHUTDOWN_TIMEOUT, read by every service, once.
+func TestConfigFromEnvironReportsEveryProblemOnce(t *testing.T) {
+	_, err := devstack.ConfigFromEnviron(map[string]string{
+		"KAFKA_TLS": "maybe", "SHUTDOWN_TIMEOUT": "x", "ROUTER_EXACTLY_ONCE": "perhaps",
+		"DELIVERER_MAX_PER_HOST": "0", "EMBEDDED_KAFKA_PORT": "-3",
+	})
+	if err == nil {
+		t.Fatal("bad settings accepted")
+	}
+	for _, v := range []string{"KAFKA_TLS", "SHUTDOWN_TIMEOUT", "ROUTER_EXACTLY_ONCE", "DELIVERER_MAX_PER_HOST", "EMBEDDED_KAFKA_PORT"} {
+		if n := strings.Count(err.Error(), v+": "); n != 1 {
+			t.Errorf("%s named %d times in %q, want once", v, n, err)
+		}
+	}
+}

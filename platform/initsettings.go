@@ -1,0 +1,74 @@
+package platform
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// InitSettings are the settings of tributary-init, the one-shot bootstrap that creates the
+// topics and applies the tenant config (docs/operations.md#topics-and-partitions). Start from
+// DefaultInitSettings; InitSettingsFromEnv reads the environment
+// (docs/configuration.md#run-time-settings).
+type InitSettings struct {
+	// Kafka is the cluster to prepare (KAFKA_*); brokers are required.
+	Kafka KafkaSettings `env:"-"`
+	// ConfigFile is the tenant config to apply (CONFIG_FILE); empty: topics only.
+	ConfigFile string `env:"CONFIG_FILE"`
+	// RetrySchedule gives the retry tier topics to create, one per distinct delay
+	// (RETRY_SCHEDULE); it must be the deliverer's.
+	RetrySchedule []time.Duration `env:"RETRY_SCHEDULE"`
+	// Timeout is how long to keep trying while the cluster does not answer (INIT_TIMEOUT).
+	Timeout time.Duration `env:"INIT_TIMEOUT" doc:"how long tributary-init keeps trying while Kafka does not answer"`
+	// LogLevel is the level of the logs (LOG_LEVEL).
+	LogLevel string `env:"LOG_LEVEL"`
+}
+
+// DefaultInitSettings returns the defaults: no broker, schemas.DefaultRetrySchedule, five
+// minutes, level info.
+func DefaultInitSettings() InitSettings {
+	return InitSettings{
+		Kafka:         DefaultKafkaSettings(),
+		RetrySchedule: schemas.DefaultRetryDelays(),
+		Timeout:       5 * time.Minute,
+		LogLevel:      DefaultCommandSettings().LogLevel,
+	}
+}
+
+// InitSettingsFromEnv returns DefaultInitSettings with the process environment applied
+// (FromEnv), validated.
+func InitSettingsFromEnv() (InitSettings, error) { return InitSettingsFromEnviron(nil) }
+
+// InitSettingsFromEnviron is InitSettingsFromEnv reading environ instead of the process
+// environment (nil: the process environment). It returns every problem.
+func InitSettingsFromEnviron(environ map[string]string) (InitSettings, error) {
+	s := DefaultInitSettings()
+	kafka, kafkaErr := ParseKafkaSettings(environ)
+	s.Kafka = kafka
+	err := FromEnv(&s, environ, ParseWith(schemas.ParseRetrySchedule))
+	// A field that does not parse keeps its valid default: Validate adds only other problems.
+	return s, errors.Join(kafkaErr, err, s.Validate())
+}
+
+// Validate returns every unusable setting, each naming its variable.
+func (s InitSettings) Validate() error {
+	errs := []error{s.Kafka.Validate()}
+	if len(s.RetrySchedule) == 0 {
+		errs = append(errs, errors.New("RETRY_SCHEDULE: at least one delay"))
+	}
+	for i, d := range s.RetrySchedule {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("RETRY_SCHEDULE: entry %d must be positive", i+1))
+		}
+	}
+	if s.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("INIT_TIMEOUT: must be positive, got %s", s.Timeout))
+	}
+	if _, err := NewLogger(s.LogLevel, io.Discard); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
