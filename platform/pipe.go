@@ -169,6 +169,9 @@ func closer(gctx context.Context, cl *kgo.Client) (closeOnce func(), release fun
 	stop := context.AfterFunc(gctx, closeOnce)
 	return closeOnce, func() {
 		stop()
+		// Run has stopped polling: if the close above ran while a poll still blocked
+		// rebalances, the leave it started waits for this.
+		cl.AllowRebalance()
 		closeOnce()
 	}
 }
@@ -245,7 +248,7 @@ func (p *Pipe) runAtLeastOnce(ctx, gctx context.Context, opts []kgo.Opt) error {
 	}
 	_, release := closer(gctx, cl)
 	defer release()
-	for {
+	for ctx.Err() == nil {
 		fs := cl.PollRecords(ctx, p.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
@@ -258,6 +261,7 @@ func (p *Pipe) runAtLeastOnce(ctx, gctx context.Context, opts []kgo.Opt) error {
 		}
 		cl.AllowRebalance()
 	}
+	return nil
 }
 
 // handOn transforms one poll, produces its records until Kafka acknowledged every one, then
