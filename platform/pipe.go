@@ -57,8 +57,9 @@ type PipeConfig struct {
 	// 0: DefaultPipeProduceTimeout.
 	ProduceTimeout time.Duration
 	// ShutdownTimeout bounds the stop: once Run's context is done, the batch in progress
-	// finishes (or aborts) within it, the group is left and the client closed; whatever was
-	// not committed by then is read again after a restart. 0: DefaultShutdownGrace.
+	// finishes (or aborts) within it, the group is left and the client closed (closing takes
+	// up to about a second more when the broker is gone); whatever was not committed by then
+	// is read again after a restart. 0: DefaultShutdownGrace.
 	ShutdownTimeout time.Duration
 	// Opts are added last to the client's options (tests use them; a service may set e.g.
 	// kgo.SessionTimeout or a producer compression).
