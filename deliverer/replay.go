@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -24,52 +23,28 @@ type ReplayFilter struct {
 // Replay re-enqueues the dead letters of dlqTopic that match f into deliveriesTopic, each with a
 // fresh retry window: attempt 1, first-attempt-at now, and no reason, last-status, last-error
 // or due-at headers. It reads the DLQ from its start to the end offsets it finds when called
-// (without a consumer group, so it can run beside the deliverer and be repeated), and returns
-// how many records it re-enqueued once Kafka acknowledged all of them. The DLQ itself is not
-// changed; the console remembers what was replayed.
+// (a platform.TopicReader without a consumer group, so it can run beside the deliverer and be
+// repeated; partitions whose dead letters all expired count as read), and returns how many
+// records it re-enqueued once Kafka acknowledged all of them. The DLQ itself is not changed;
+// the console remembers what was replayed.
 func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, dlqTopic, deliveriesTopic string, f ReplayFilter) (int, error) {
-	cl, err := platform.NewKafkaClient(kafka, logger,
-		kgo.ConsumeTopics(dlqTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequiredAcks(kgo.AllISRAcks()))
+	producer, err := platform.NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
 	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, dlqTopic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("replay: listing %s offsets: %w", dlqTopic, err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
+	defer producer.Close()
 	now := schemas.FormatTimestamp(time.Now())
-	n := 0
-	var produceErr error
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		fs.EachError(func(_ string, p int32, err error) {
-			logger.Warn().Err(err).Int32("partition", p).Msg("replay: fetching the DLQ")
-		})
-		var out []*kgo.Record
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
+	var (
+		n   int
+		out []*kgo.Record
+	)
+	reader, err := platform.NewTopicReader(platform.TopicReaderConfig{
+		Kafka:  kafka,
+		Topic:  dlqTopic,
+		NoWait: true,
+		Opts:   []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
+		Logger: logger,
+		Apply: func(r *kgo.Record) {
 			if !f.matches(r) {
 				return
 			}
@@ -86,15 +61,32 @@ func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Lo
 				kgo.RecordHeader{Key: schemas.HeaderAttempt, Value: []byte("1")},
 				kgo.RecordHeader{Key: schemas.HeaderFirstAttemptAt, Value: []byte(now)})
 			out = append(out, rec)
-		})
-		if len(out) > 0 {
-			if produceErr = cl.ProduceSync(ctx, out...).FirstErr(); produceErr != nil {
-				return n, fmt.Errorf("replay: producing to %s: %w", deliveriesTopic, produceErr)
+		},
+		// Each poll's matches are produced before the next poll.
+		Polled: func(bool) error {
+			if len(out) == 0 {
+				return nil
+			}
+			if err := producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
+				return fmt.Errorf("producing to %s: %w", deliveriesTopic, err)
 			}
 			n += len(out)
-		}
+			out = out[:0]
+			return nil
+		},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay: %w", err)
 	}
-	return n, nil
+	if err := reader.Run(ctx); err != nil {
+		return n, fmt.Errorf("replay: %w", err)
+	}
+	select {
+	case <-reader.Ready():
+		return n, nil
+	default: // stopped before the end
+		return n, ctx.Err()
+	}
 }
 
 func (f ReplayFilter) matches(r *kgo.Record) bool {

@@ -1,12 +1,20 @@
 package deliverer_test
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tributary-cdp/tributary/deliverer"
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/kafkatest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -52,5 +60,66 @@ func TestReplayDeadLetters(t *testing.T) {
 	if n, err := deliverer.Replay(h.ctx, h.kafka, h.logger, schemas.TopicDLQ, schemas.TopicDeliveries,
 		deliverer.ReplayFilter{Until: before.Add(-time.Hour)}); err != nil || n != 0 {
 		t.Fatalf("a time filter before every dead letter replayed %d (%v)", n, err)
+	}
+}
+
+// Replay reads a DLQ to the end offsets it finds when called, and a partition whose dead
+// letters all expired (deleted by retention: its start offset is its end offset) counts as
+// read: Replay returns, replaying what the other partitions hold.
+func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
+	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	kafka := platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 3}
+	cl, err := platform.NewKafkaClient(kafka, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		expired []int32 // partitions whose dead letters expire
+		want    int
+	}{
+		{name: "one partition expired", expired: []int32{0}, want: 5},
+		{name: "every partition expired", expired: []int32{0, 1}, want: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var recs []*kgo.Record
+			for p := range int32(2) {
+				for i := range 5 {
+					recs = append(recs, &kgo.Record{Topic: schemas.TopicDLQ, Partition: p, Key: []byte("d:u" + strconv.Itoa(i)),
+						Value: []byte(`{}`), Headers: []kgo.RecordHeader{{Key: schemas.HeaderDestinationID, Value: []byte("d")}}})
+				}
+			}
+			pcl, err := platform.NewKafkaClient(kafka, logger, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pcl.Close()
+			if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			ends, err := adm.ListEndOffsets(t.Context(), schemas.TopicDLQ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			del := kadm.Offsets{}
+			for _, p := range tt.expired {
+				o, _ := ends.Lookup(schemas.TopicDLQ, p)
+				del.AddOffset(schemas.TopicDLQ, p, o.Offset, -1)
+			}
+			if resp, err := adm.DeleteRecords(t.Context(), del); err != nil || resp.Error() != nil {
+				t.Fatalf("deleting records: %v %v", err, resp.Error())
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+			defer cancel()
+			n, err := deliverer.Replay(ctx, kafka, logger, schemas.TopicDLQ, schemas.TopicDeliveries, deliverer.ReplayFilter{})
+			if err != nil || n != tt.want {
+				t.Fatalf("Replay: %d replayed (%v), want %d and no error", n, err, tt.want)
+			}
+		})
 	}
 }

@@ -92,9 +92,9 @@ func (s *Service) Listen() error { return s.server.Listen() }
 // Addr is the HTTP listen address, resolved once listening.
 func (s *Service) Addr() string { return s.server.Addr() }
 
-// Run serves HTTP and the tracking.inbound front door until ctx is done, then drains: the
-// HTTP server stops accepting and finishes in-flight requests, the front door finishes and
-// commits its batch, and the producer flushes and closes.
+// Run serves HTTP and the tracking.inbound front door until ctx is done, then drains within
+// ShutdownTimeout: the HTTP server stops accepting and finishes in-flight requests, the front
+// door finishes and commits its batch, and the producer flushes and closes.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.producer.Close()
 	runners := []platform.Runner{s.server}
@@ -105,10 +105,14 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		runners = append(runners, in)
 	}
-	s.logger.Info().Str("addr", s.cfg.Addr).Msg("ingest serving")
-	err := platform.RunAll(ctx, runners...)
-	fctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProduceTimeout)
+	// The flush's deadline runs from the stop signal, or from a runner's failure.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	fctx, cancel := platform.GraceContext(runCtx, s.cfg.ShutdownTimeout)
 	defer cancel()
+	s.logger.Info().Str("addr", s.cfg.Addr).Msg("ingest serving")
+	err := platform.RunAll(runCtx, runners...)
+	stop()
 	if ferr := s.producer.Flush(fctx); ferr != nil {
 		err = errors.Join(err, fmt.Errorf("flushing the producer: %w", ferr))
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -200,44 +199,53 @@ const ConfigFetchMaxWait = 250 * time.Millisecond
 
 // ConfigStore materialises the compacted config topic in memory: every record upserts its
 // object, a tombstone deletes it, and each batch of changes is published as a new immutable
-// Snapshot. It reads every partition directly from the start, without a consumer group, so
-// every replica of every service holds the whole config.
+// Snapshot. It reads every partition directly from the start, without a consumer group (a
+// TopicReader), so every replica of every service holds the whole config.
 //
 // Snapshot, Ready, Changes and WaitFor are safe for concurrent use; Run is called once.
 type ConfigStore struct {
-	opts   []kgo.Opt
-	topic  string
+	reader *TopicReader
 	logger zerolog.Logger
 
-	snap      atomic.Pointer[Snapshot]
-	ready     chan struct{}
-	readyOnce sync.Once
-	running   atomic.Bool
+	snap atomic.Pointer[Snapshot]
+
+	// Owned by Run's goroutine (the reader's callbacks).
+	state   configState
+	version uint64
+	changed bool
 }
 
 // NewConfigStore prepares a store of topic (normally schemas.TopicConfig). It validates the
 // settings; the Kafka client is created by Run and closed when Run returns. opts are added to
 // the client's options (tests use them, e.g. for a client id).
 func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts ...kgo.Opt) (*ConfigStore, error) {
-	base, err := s.ClientOpts()
-	if err != nil {
+	if _, err := s.ClientOpts(); err != nil {
 		return nil, fmt.Errorf("config store: %w", err)
 	}
 	if topic == "" {
 		return nil, errors.New("config store: no topic")
 	}
 	logger = logger.With().Str("component", "configstore").Str("topic", topic).Logger()
-	base = append(base,
-		kgo.WithLogger(NewKgoLogger(logger, kgo.LogLevelWarn)),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(ConfigFetchMaxWait),
-	)
 	cs := &ConfigStore{
-		opts:   append(base, opts...),
-		topic:  topic,
 		logger: logger,
-		ready:  make(chan struct{}),
+		state: configState{
+			sources:      map[string]*schemas.Source{},
+			destinations: map[string]*schemas.Destination{},
+			audiences:    map[string]*schemas.Audience{},
+		},
+	}
+	var err error
+	cs.reader, err = NewTopicReader(TopicReaderConfig{
+		Kafka:  s,
+		Topic:  topic,
+		Apply:  cs.apply,
+		Polled: cs.polled,
+		Follow: true,
+		Opts:   append([]kgo.Opt{kgo.FetchMaxWait(ConfigFetchMaxWait)}, opts...),
+		Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("config store: %w", err)
 	}
 	cs.snap.Store(emptySnapshot())
 	return cs, nil
@@ -249,7 +257,7 @@ func (cs *ConfigStore) Snapshot() *Snapshot { return cs.snap.Load() }
 
 // Ready returns a channel that is closed once the store has read the topic up to the end
 // offsets it found when Run started, and published that config.
-func (cs *ConfigStore) Ready() <-chan struct{} { return cs.ready }
+func (cs *ConfigStore) Ready() <-chan struct{} { return cs.reader.Ready() }
 
 // Changes returns a channel that is closed when a snapshot newer than the current one is
 // published. To react to every change without missing one, prefer Snapshot().Stale().
@@ -276,107 +284,47 @@ func (cs *ConfigStore) WaitFor(ctx context.Context, cond func(*Snapshot) bool) (
 // decode are logged by key and offset (never by value: it may hold secrets) and skipped; the
 // object keeps its previous state.
 func (cs *ConfigStore) Run(ctx context.Context) error {
-	if cs.running.Swap(true) {
-		return errors.New("config store: Run called twice")
+	if err := cs.reader.Run(ctx); err != nil {
+		return fmt.Errorf("config store: %w", err)
 	}
-	cl, err := kgo.NewClient(cs.opts...)
-	if err != nil {
-		return fmt.Errorf("config store: creating Kafka client: %w", err)
-	}
-	defer cl.Close()
-
-	ends, err := cs.endOffsets(ctx, kadm.NewClient(cl))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	st := &configState{
-		sources:      map[string]*schemas.Source{},
-		destinations: map[string]*schemas.Destination{},
-		audiences:    map[string]*schemas.Audience{},
-	}
-	version := uint64(0)
-	publish := func() {
-		version++
-		next := st.snapshot(version)
-		prev := cs.snap.Swap(next)
-		close(prev.stale)
-	}
-	caughtUp := func() bool {
-		for _, end := range ends {
-			if end > 0 {
-				return false
-			}
-		}
-		return true
-	}
-	becomeReady := func() {
-		publish()
-		cs.markReady()
-		cs.logger.Info().Uint64("version", version).Int("sources", len(st.sources)).
-			Int("destinations", len(st.destinations)).Int("audiences", len(st.audiences)).
-			Msg("config loaded")
-	}
-	if caughtUp() {
-		becomeReady()
-	}
-
-	for {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			return nil
-		}
-		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				cs.logger.Warn().Err(err).Int32("partition", p).Msg("fetching config records")
-			}
-		})
-		changed := false
-		fetches.EachRecord(func(r *kgo.Record) {
-			changed = true
-			if end, ok := ends[r.Partition]; ok && r.Offset+1 >= end {
-				delete(ends, r.Partition)
-			}
-			o, err := schemas.DecodeConfigRecord(string(r.Key), r.Value)
-			if err != nil {
-				cs.logger.Error().Err(err).Str("key", string(r.Key)).Int32("partition", r.Partition).
-					Int64("offset", r.Offset).Msg("skipping config record that does not decode")
-				return
-			}
-			st.apply(o)
-		})
-		select {
-		case <-cs.ready:
-			if changed {
-				publish()
-			}
-		default:
-			if caughtUp() {
-				becomeReady()
-			}
-		}
-	}
+	return nil
 }
 
-func (cs *ConfigStore) markReady() { cs.readyOnce.Do(func() { close(cs.ready) }) }
-
-// endOffsets lists, per partition, the end offset the store must read up to before it is
-// ready: WaitEndOffsets of its topic.
-func (cs *ConfigStore) endOffsets(ctx context.Context, adm *kadm.Client) (map[int32]int64, error) {
-	ends, err := WaitEndOffsets(ctx, adm, cs.topic, cs.logger)
+// apply applies one record to the state (not yet published).
+func (cs *ConfigStore) apply(r *kgo.Record) {
+	cs.changed = true
+	o, err := schemas.DecodeConfigRecord(string(r.Key), r.Value)
 	if err != nil {
-		return nil, fmt.Errorf("config store: %w", err)
+		cs.logger.Error().Err(err).Str("key", string(r.Key)).Int32("partition", r.Partition).
+			Int64("offset", r.Offset).Msg("skipping config record that does not decode")
+		return
 	}
-	return ends, nil
+	cs.state.apply(o)
+}
+
+// polled publishes the state read so far: once caught up (the first snapshot, which makes the
+// store ready), then after every poll that changed something.
+func (cs *ConfigStore) polled(caughtUp bool) error {
+	if !caughtUp || (cs.version > 0 && !cs.changed) {
+		return nil
+	}
+	cs.changed = false
+	cs.version++
+	prev := cs.snap.Swap(cs.state.snapshot(cs.version))
+	close(prev.stale)
+	if cs.version == 1 {
+		cs.logger.Info().Uint64("version", cs.version).Int("sources", len(cs.state.sources)).
+			Int("destinations", len(cs.state.destinations)).Int("audiences", len(cs.state.audiences)).
+			Msg("config loaded")
+	}
+	return nil
 }
 
 // WaitEndOffsets lists, per partition of topic, the end offset a reader of the whole topic
 // must reach to have read everything written before the call (partitions that are empty or
 // fully compacted away are left out). It waits, logging, while the topic does not exist yet;
-// other errors are retried for about ten seconds. The config store and the router's
-// suppression list use it to know when they are ready.
+// other errors are retried for about ten seconds. TopicReader uses it to know when it has
+// caught up.
 func WaitEndOffsets(ctx context.Context, adm *kadm.Client, topic string, logger zerolog.Logger) (map[int32]int64, error) {
 	for attempt := 0; ; attempt++ {
 		ends, err := listEnds(ctx, adm, topic)

@@ -12,11 +12,17 @@
 //   - The config store: [ApplyConfig] and [ApplyConfigFile] upsert a tenant config into the
 //     compacted topic tributary.config; [ConfigStore] materialises that topic into an
 //     immutable [Snapshot] that every service reads without locks.
+//   - Kafka loops: [Pipe] is the one consume → transform → produce → commit loop over a
+//     consumer group (exactly once in transactions, or at least once: commit only after every
+//     acknowledgement), with a bounded stop; [TopicReader] reads a whole topic from its start
+//     to the end offsets found at start ([WaitEndOffsets]) and optionally keeps following it;
+//     [RetryUntil] is the one retry-until-acknowledged loop.
 //   - Logging: [NewLogger] (LOG_LEVEL; JSON, or pretty on a terminal).
 //   - HTTP: [HTTPServer] serves /healthz, /readyz, Prometheus /metrics and the service's own
 //     handler with hardened timeouts, and drains in-flight requests on shutdown; [Health]
 //     holds the readiness of a service's components.
-//   - Lifecycle: [Runner], [RunAll] and, for mains only, [SignalContext].
+//   - Lifecycle: [Runner], [RunAll], [RunWithin], [GraceContext] and, for mains only,
+//     [SignalContext].
 //
 // The embedded broker (franz-go's kfake with on-disk persistence) lives in the sub-package
 // platform/embedded so that production services do not link it, and the test helpers shared by

@@ -36,11 +36,27 @@ type Step struct {
 	FirstAttemptAt []byte
 }
 
-// Route decides one tracking.events record and appends one webhooks.deliveries record per
-// destination that takes it. The delivered body is built once, in the same pass that reads the
-// routing fields (schemas.DecodeRoutingViewAppendBody), and shared by those records; the rest
-// of the message passes through as bytes. The error explains an Invalid outcome.
-func (s *Step) Route(rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, Outcome, error) {
+// Deliveries are webhooks.deliveries records with the destination of each:
+// DestinationIDs[i] is the id of Records[i]'s destination. Route appends to both.
+type Deliveries struct {
+	Records        []*kgo.Record
+	DestinationIDs []string
+}
+
+// Len is how many records it holds.
+func (d Deliveries) Len() int { return len(d.Records) }
+
+// Reset empties it, keeping the capacity.
+func (d Deliveries) Reset() Deliveries {
+	return Deliveries{Records: d.Records[:0], DestinationIDs: d.DestinationIDs[:0]}
+}
+
+// Route decides one tracking.events record and appends to out one webhooks.deliveries record
+// per destination that takes it, with that destination's id. The delivered body is built
+// once, in the same pass that reads the routing fields (schemas.DecodeRoutingViewAppendBody),
+// and shared by those records; the rest of the message passes through as bytes. The error
+// explains an Invalid outcome.
+func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, error) {
 	sourceID := headerValue(rec, schemas.HeaderSourceID)
 	if len(sourceID) == 0 {
 		return out, Invalid, fmt.Errorf("no %s header", schemas.HeaderSourceID)
@@ -64,7 +80,7 @@ func (s *Step) Route(rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, Outcome
 		user = v.AnonymousID
 	}
 	var messageID []byte
-	n := len(out)
+	n := len(out.Records)
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
 		if !d.IsEnabled() || !IntegrationsAllow(v.Integrations, integrationsKey(d.Type)) {
 			continue
@@ -72,9 +88,10 @@ func (s *Step) Route(rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, Outcome
 		if messageID == nil {
 			messageID = []byte(v.MessageID)
 		}
-		out = append(out, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, body))
+		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, body))
+		out.DestinationIDs = append(out.DestinationIDs, d.ID)
 	}
-	if len(out) == n {
+	if len(out.Records) == n {
 		return out, NoDestination, nil
 	}
 	return out, Routed, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,16 +103,20 @@ func TestRouteFansOutToEnabledDestinations(t *testing.T) {
 	step := Step{DeliveriesTopic: "out", Config: testConfig{cfg}, FirstAttemptAt: []byte("2026-01-01T00:00:00.000Z")}
 	msg := `{"type":"track","event":"Order Completed","userId":"u1","messageId":"m1","properties":{"total":12345678901234567890},"timestamp":"2026-01-01T00:00:00Z","receivedAt":"2026-01-01T00:00:01Z","_metadata":{"x":1}}`
 	rec := eventRecord(t, "web", msg)
-	out, o, err := step.Route(rec, nil)
+	routed, o, err := step.Route(rec, Deliveries{})
 	if err != nil || o != Routed {
 		t.Fatalf("outcome %s, err %v", o, err)
 	}
+	out := routed.Records
 	var dests []string
 	for _, d := range out {
 		dests = append(dests, string(d.Key))
 	}
 	if want := []string{"a-hooks:u1", "b-hooks:u1"}; !slices.Equal(dests, want) {
 		t.Fatalf("keys %v, want %v (off-hooks is disabled)", dests, want)
+	}
+	if want := []string{"a-hooks", "b-hooks"}; !slices.Equal(routed.DestinationIDs, want) {
+		t.Fatalf("destination ids %v, want %v", routed.DestinationIDs, want)
 	}
 	m, _ := schemas.DecodeMessage([]byte(msg))
 	wantBody := string(schemas.AppendWebhookBody(nil, m))
@@ -143,7 +148,7 @@ func TestRouteOutcomes(t *testing.T) {
 	for _, c := range []struct {
 		name, source, msg string
 		want              Outcome
-		keys              []string
+		keys              []string // destination ids are the keys' prefixes
 	}{
 		{"anonymous user keys by anonymousId", "app", `{"type":"page","anonymousId":"anon-1","name":"Home"}`, Routed, []string{"a-hooks:anon-1"}},
 		{"blocked by the tracking plan", "web", `{"type":"track","event":"Debug Event","userId":"u"}`, BlockedByPlan, nil},
@@ -156,13 +161,21 @@ func TestRouteOutcomes(t *testing.T) {
 		{"alias", "app", `{"type":"alias","userId":"new","previousId":"old"}`, Routed, []string{"a-hooks:new"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, o, err := step.Route(eventRecord(t, c.source, c.msg), nil)
+			// Appending to a non-empty batch keeps what it held.
+			prev := Deliveries{Records: []*kgo.Record{{Key: []byte("earlier")}}, DestinationIDs: []string{"earlier"}}
+			out, o, err := step.Route(eventRecord(t, c.source, c.msg), prev)
 			if o != c.want {
 				t.Fatalf("outcome %s (err %v), want %s", o, err, c.want)
 			}
+			if out.Len() != len(out.DestinationIDs) || string(out.Records[0].Key) != "earlier" || out.DestinationIDs[0] != "earlier" {
+				t.Fatalf("batch %d records, %d destination ids, first %q", out.Len(), len(out.DestinationIDs), out.Records[0].Key)
+			}
 			var keys []string
-			for _, r := range out {
+			for i, r := range out.Records[1:] {
 				keys = append(keys, string(r.Key))
+				if dest := out.DestinationIDs[i+1]; !strings.HasPrefix(string(r.Key), dest+":") || string(headerValue(r, schemas.HeaderDestinationID)) != dest {
+					t.Errorf("record %s: destination id %q", r.Key, dest)
+				}
 			}
 			if !slices.Equal(keys, c.keys) {
 				t.Fatalf("keys %v, want %v", keys, c.keys)
@@ -170,20 +183,20 @@ func TestRouteOutcomes(t *testing.T) {
 		})
 	}
 	bad := &kgo.Record{Value: []byte(`not json`), Headers: []kgo.RecordHeader{{Key: "source-id", Value: []byte("web")}}}
-	if _, o, err := step.Route(bad, nil); o != Invalid || err == nil {
+	if _, o, err := step.Route(bad, Deliveries{}); o != Invalid || err == nil {
 		t.Fatalf("garbage value: outcome %s err %v", o, err)
 	}
 }
 
 func TestRouteAliasBodyCarriesDocumentedKeys(t *testing.T) {
 	step := Step{DeliveriesTopic: "out", Config: testConfig{mustConfig(t, routeYAML)}, FirstAttemptAt: []byte("x")}
-	out, _, _ := step.Route(eventRecord(t, "app", `{"type":"alias","userId":"new","previousId":"old","messageId":"m"}`), nil)
+	out, _, _ := step.Route(eventRecord(t, "app", `{"type":"alias","userId":"new","previousId":"old","messageId":"m"}`), Deliveries{})
 	var body map[string]any
-	if err := json.Unmarshal(out[0].Value, &body); err != nil {
+	if err := json.Unmarshal(out.Records[0].Value, &body); err != nil {
 		t.Fatal(err)
 	}
 	if body["Previous ID"] != "old" || body["User ID"] != "new" || body["previousId"] != "old" || body["userId"] != "new" || body["version"] != 1.0 {
-		t.Fatalf("alias body %s", out[0].Value)
+		t.Fatalf("alias body %s", out.Records[0].Value)
 	}
 }
 
@@ -203,11 +216,11 @@ func BenchmarkRoute(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run(strconv.Itoa(n)+"dest", func(b *testing.B) {
 			step, rec := benchStep(b, n)
-			out := make([]*kgo.Record, 0, n)
+			out := Deliveries{Records: make([]*kgo.Record, 0, n), DestinationIDs: make([]string, 0, n)}
 			b.SetBytes(int64(len(rec.Value)))
 			b.ReportAllocs()
 			for b.Loop() {
-				out, _, _ = step.Route(rec, out[:0])
+				out, _, _ = step.Route(rec, out.Reset())
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})

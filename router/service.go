@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +59,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "router").Logger(), now: time.Now}
 	var err error
-	s.sup = newSuppressions(cfg.SuppressionsTopic, deps.Kafka, deps.KafkaOpts, s.logger)
+	if s.sup, err = newSuppressions(cfg.SuppressionsTopic, deps.Kafka, deps.KafkaOpts, s.logger); err != nil {
+		return nil, err
+	}
 	if s.metrics, err = newMetrics(deps.Registerer, s.sup); err != nil {
 		return nil, err
 	}
@@ -73,26 +76,48 @@ func New(cfg Config, deps Deps) (*Service, error) {
 }
 
 // Run routes until ctx is done. In exactly-once mode a stopped router aborts its open
-// transaction; at least once, it commits what it produced.
+// transaction; at least once, it commits what it produced. Either way the stop takes at most
+// ShutdownTimeout: what was not committed by then is routed again after a restart.
 func (s *Service) Run(ctx context.Context) error {
-	defer s.producer.Close()
+	// A suppression write to a broker that never answers is failed when the shutdown deadline
+	// passes, by closing its client.
+	gctx, gcancel := platform.GraceContext(ctx, s.cfg.ShutdownTimeout)
+	defer gcancel()
+	closeProducer := sync.OnceFunc(s.producer.Close)
+	stopClosing := context.AfterFunc(gctx, closeProducer)
+	defer func() {
+		stopClosing()
+		closeProducer()
+	}()
 	var ready []<-chan struct{}
 	if s.deps.ConfigReady != nil {
 		ready = append(ready, s.deps.ConfigReady)
 	}
-	events := &pipe{
-		name: "router events", group: s.cfg.Group, topic: s.cfg.EventsTopic,
-		exactlyOnce: s.cfg.ExactlyOnce, txnID: s.cfg.TransactionalID + "-events", txnTimeout: s.cfg.TransactionTimeout,
-		maxPoll: s.cfg.MaxPollRecords, kafka: s.deps.Kafka, opts: s.deps.KafkaOpts,
-		logger: s.logger.With().Str("consumer", "events").Logger(), transform: s.routeBatch,
-		ready: append(ready, s.sup.Ready()),
+	ready = append(ready, s.sup.Ready())
+	pipe := func(name, group, topic, txnSuffix string, maxPoll int, transform platform.Transform) (*platform.Pipe, error) {
+		cfg := platform.PipeConfig{
+			Name: "router " + name, Kafka: s.deps.Kafka, Group: group, Topics: []string{topic},
+			Transform: transform, ExactlyOnce: s.cfg.ExactlyOnce, MaxPollRecords: maxPoll,
+			ShutdownTimeout: s.cfg.ShutdownTimeout, Ready: ready,
+			Logger: s.logger.With().Str("consumer", name).Logger(),
+			Opts:   append([]kgo.Opt{kgo.SessionTimeout(20 * time.Second)}, s.deps.KafkaOpts...),
+		}
+		if s.cfg.ExactlyOnce {
+			cfg.TransactionalID = s.cfg.TransactionalID + txnSuffix
+			cfg.TransactionTimeout = s.cfg.TransactionTimeout
+		}
+		// Static membership: a restarted router takes its predecessor's partitions back at
+		// once instead of waiting for the dead member's session to time out.
+		cfg.InstanceID = s.cfg.TransactionalID + txnSuffix
+		return platform.NewPipe(cfg)
 	}
-	deletions := &pipe{
-		name: "router deletions", group: s.cfg.DeletionsGroup, topic: s.cfg.DeletionsTopic,
-		exactlyOnce: s.cfg.ExactlyOnce, txnID: s.cfg.TransactionalID + "-deletions", txnTimeout: s.cfg.TransactionTimeout,
-		maxPoll: 500, kafka: s.deps.Kafka, opts: s.deps.KafkaOpts,
-		logger: s.logger.With().Str("consumer", "deletions").Logger(), transform: s.deleteBatch,
-		ready: append(ready, s.sup.Ready()),
+	events, err := pipe("events", s.cfg.Group, s.cfg.EventsTopic, "-events", s.cfg.MaxPollRecords, s.routeBatch)
+	if err != nil {
+		return err
+	}
+	deletions, err := pipe("deletions", s.cfg.DeletionsGroup, s.cfg.DeletionsTopic, "-deletions", 500, s.deleteBatch)
+	if err != nil {
+		return err
 	}
 	s.logger.Info().Bool("exactly_once", s.cfg.ExactlyOnce).Msg("router running")
 	return platform.RunAll(ctx, s.sup, events, deletions)
@@ -106,13 +131,9 @@ func (s *Service) routeBatch(_ context.Context, fs kgo.Fetches) ([]*kgo.Record, 
 		Suppressions:    s.sup,
 		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.now())),
 	}
-	var (
-		out      = make([]*kgo.Record, 0, fs.NumRecords())
-		outcomes = map[Outcome]int{}
-		perDest  = map[string]int{}
-	)
+	out := Deliveries{Records: make([]*kgo.Record, 0, fs.NumRecords())}
+	outcomes := map[Outcome]int{}
 	fs.EachRecord(func(r *kgo.Record) {
-		n := len(out)
 		var o Outcome
 		var err error
 		out, o, err = step.Route(r, out)
@@ -121,17 +142,18 @@ func (s *Service) routeBatch(_ context.Context, fs kgo.Fetches) ([]*kgo.Record, 
 			s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).
 				Msg("skipping a tracking.events record that is not a routable message")
 		}
-		for _, d := range out[n:] {
-			perDest[string(d.Headers[0].Value)]++
-		}
 	})
 	for o, n := range outcomes {
 		s.metrics.messages.WithLabelValues(string(o)).Add(float64(n))
 	}
+	perDest := map[string]int{}
+	for _, d := range out.DestinationIDs {
+		perDest[d]++
+	}
 	for d, n := range perDest {
 		s.metrics.deliveries.WithLabelValues(d, "message").Add(float64(n))
 	}
-	return out, nil
+	return out.Records, nil
 }
 
 // deleteBatch turns one poll of tracking.deletions into delete notices and suppression-list
@@ -207,20 +229,15 @@ func (s *Service) deleteNotices(out []*kgo.Record, snap Snapshot, req *schemas.D
 // Kafka acknowledges it or ctx is done, and applies it locally.
 func (s *Service) writeSuppression(ctx context.Context, userID string, value []byte) error {
 	rec := &kgo.Record{Topic: s.cfg.SuppressionsTopic, Key: []byte(userID), Value: value}
-	for {
-		err := s.producer.ProduceSync(ctx, rec).FirstErr()
-		if err == nil {
-			s.sup.apply(userID, value != nil)
-			return nil
+	err := platform.RetryUntil(ctx, s.logger, "writing the suppression list", func(ctx context.Context) error {
+		if err := s.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			return fmt.Errorf("producing to %s: %w", rec.Topic, err)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		s.logger.Warn().Err(err).Msg("writing the suppression list; retrying")
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	s.sup.apply(userID, value != nil)
+	return nil
 }

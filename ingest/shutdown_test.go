@@ -1,0 +1,79 @@
+package ingest
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tributary-cdp/tributary/platform/embedded"
+)
+
+// Run stops within ShutdownTimeout even when the broker disappeared with a request's records
+// still unacknowledged (the flush is bounded by SHUTDOWN_TIMEOUT, not by the much longer
+// INGEST_PRODUCE_TIMEOUT).
+func TestRunStopsWithinShutdownTimeoutWhenTheBrokerIsGone(t *testing.T) {
+	b, err := embedded.Start(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeBroker := sync.OnceFunc(b.Close)
+	t.Cleanup(closeBroker)
+	createTopics(t, b.Addrs())
+	const grace = time.Second
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ProduceTimeout = 30 * time.Second
+	cfg.ShutdownTimeout = grace
+	svc, err := New(cfg, Deps{
+		Kafka:   kafkaSettings(t, b.Addrs()...),
+		Sources: func() Sources { return testSources },
+		Logger:  zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+
+	post := func() (int, error) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+svc.Addr()+"/v1/track",
+			strings.NewReader(`{"type":"track","userId":"u","event":"E"}`))
+		req.SetBasicAuth(testKey, "")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if status, err := post(); err != nil || status != http.StatusOK {
+		t.Fatalf("first request: %d %v", status, err)
+	}
+	closeBroker()
+	answered := make(chan struct{})
+	go func() { defer close(answered); _, _ = post() }() // waits on a broker that is gone
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	start := time.Now()
+	select {
+	case err := <-done:
+		t.Logf("Run returned %s after the stop signal (SHUTDOWN_TIMEOUT %s): %v", time.Since(start), grace, err)
+	case <-time.After(grace + 5*time.Second):
+		t.Fatalf("Run did not return within %s of the stop signal (SHUTDOWN_TIMEOUT %s)", grace+5*time.Second, grace)
+	}
+	select {
+	case <-answered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request in flight was never answered")
+	}
+}
