@@ -1,7 +1,6 @@
 package deliverer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -46,7 +45,7 @@ func (s *Service) logAttempt(d delivery, res *urlResult, now time.Time) {
 	dm.attempts(statusClass(res)).Inc()
 	dm.latency.Observe(res.Latency.Seconds())
 	v := appendAttemptRecord(make([]byte, 0, 256), &d, res, now)
-	s.cl.Produce(context.Background(), &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
+	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
 }
 
 // statusClass is the status label of the attempts metric: 2xx, 4xx, 5xx, or the error class.

@@ -61,19 +61,19 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 		if ok {
 			why = "destination disabled"
 		}
-		s.toDLQ(ctx, d, p, string(Unavailable), 0, why)
+		s.toDLQ(d, p, string(Unavailable), 0, why)
 		<-s.sem
 		return
 	}
 	if now.After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
-		s.toDLQ(ctx, d, p, "retry_window_expired", 0, "no attempt may start more than RETRY_WINDOW after the first")
+		s.toDLQ(d, p, "retry_window_expired", 0, "no attempt may start more than RETRY_WINDOW after the first")
 		<-s.sem
 		return
 	}
 	admitted, busy, reason, wait := s.admit(dest, "", now)
 	refuse := func(reason string, wait time.Duration) {
 		s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
-		s.toTier(ctx, d, p, d.attempt, s.tierFor(wait), reason, 0)
+		s.toTier(d, p, d.attempt, s.tierFor(wait), reason, 0)
 		<-s.sem
 	}
 	if len(admitted) > 0 {
@@ -82,9 +82,10 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	if busy != "" {
 		w := waiter{
-			start: func() {
+			start: func() { // in its own goroutine (hosts.spawn), holding a slot on busy
 				more, _, _, _ := s.admit(dest, busy, s.now())
-				s.launch(ctx, d, p, dest, append(more, webhooksOf(dest, busy)...))
+				defer func() { <-s.sem }()
+				s.attempt(ctx, d, p, dest, append(more, webhooksOf(dest, busy)...))
 			},
 			refuse: refuse,
 		}
@@ -144,28 +145,33 @@ func webhooksOf(dest *schemas.Destination, host string) []schemas.Webhook {
 	return out
 }
 
-// launch runs one attempt in a goroutine; the global token is released when it ends.
+// launch runs one attempt in a goroutine Run waits for; the global token is released when it
+// ends.
 func (s *Service) launch(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.spawn(func() {
 		defer func() { <-s.sem }()
 		s.attempt(ctx, d, p, dest, entries)
-	}()
+	})
 }
 
-// attempt makes one delivery attempt and hands the record on according to its verdict.
+// attempt makes one delivery attempt and hands the record on according to its verdict. An
+// attempt that has not started its POST when ctx is done (it waited for a host slot or the
+// rate limit) does not start it: the record stays unfinished and is delivered again after a
+// restart.
 func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) {
+	var err error
 	if lim := s.limiter(dest); lim != nil {
-		if err := lim.Wait(ctx); err != nil {
-			for _, e := range entries {
-				s.hosts.release(hostOf(e.URL), true, 0, s.now())
-			}
-			return // shutting down: not finished
-		}
+		err = lim.Wait(ctx)
 	}
-	// A delivery in progress finishes even when shutdown starts: it is bounded by the timeout.
-	results := post(context.WithoutCancel(ctx), s.client, s.cfg.Timeout, &request{dest: dest, entries: entries, messageID: d.messageID, body: d.r.Value}, s.now())
+	if err != nil || ctx.Err() != nil {
+		for _, e := range entries {
+			s.hosts.release(hostOf(e.URL), true, 0, s.now())
+		}
+		return // shutting down: not finished
+	}
+	// A POST in progress finishes even when shutdown starts: it is bounded by DELIVERY_TIMEOUT
+	// and by the shutdown deadline (s.grace).
+	results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: entries, messageID: d.messageID, body: d.r.Value}, s.now())
 	now := s.now()
 	for i := range results {
 		res := &results[i]
@@ -186,18 +192,18 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 		s.track.finish(p)
 	case class.Retryable():
 		if d.attempt > len(s.cfg.RetrySchedule) {
-			s.toDLQ(ctx, d, p, "retries_exhausted", status, errText)
+			s.toDLQ(d, p, "retries_exhausted", status, errText)
 			return
 		}
 		delay := max(s.cfg.RetrySchedule[d.attempt-1], retryAfter)
 		tier := s.tierFor(delay)
 		if now.Add(s.tierDelays[tier]).After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
-			s.toDLQ(ctx, d, p, "retry_window_expired", status, errText)
+			s.toDLQ(d, p, "retry_window_expired", status, errText)
 			return
 		}
-		s.toTier(ctx, d, p, d.attempt+1, tier, errText, status)
+		s.toTier(d, p, d.attempt+1, tier, errText, status)
 	default:
-		s.toDLQ(ctx, d, p, string(class), status, errText)
+		s.toDLQ(d, p, string(class), status, errText)
 	}
 }
 

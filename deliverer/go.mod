@@ -8,9 +8,13 @@ require (
 	github.com/tributary-cdp/tributary/platform v0.0.0
 	github.com/tributary-cdp/tributary/schemas v0.0.0
 	github.com/twmb/franz-go v1.22.2
+	go.uber.org/goleak v1.3.0
 )
 
-require github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+require (
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

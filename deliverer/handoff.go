@@ -2,11 +2,14 @@ package deliverer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -35,7 +38,7 @@ func (s *Service) tierFor(delay time.Duration) int {
 
 // toTier hands the record to a retry tier: due after the tier's delay, with the attempt number
 // it will make there.
-func (s *Service) toTier(ctx context.Context, d delivery, p *pending, attempt, tier int, lastError string, lastStatus int) {
+func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError string, lastStatus int) {
 	due := s.now().Add(s.tierDelays[tier])
 	rec := s.derived(d.r, s.tierTopics[tier], map[string]string{
 		schemas.HeaderAttempt:        strconv.Itoa(attempt),
@@ -45,11 +48,11 @@ func (s *Service) toTier(ctx context.Context, d delivery, p *pending, attempt, t
 		schemas.HeaderLastStatus:     strconv.Itoa(lastStatus),
 	})
 	s.metrics.retried.WithLabelValues(d.destID, s.tierTopics[tier]).Inc()
-	s.handOff(ctx, rec, p)
+	s.handOff(rec, p)
 }
 
 // toDLQ hands the record to the dead-letter queue with its reason.
-func (s *Service) toDLQ(ctx context.Context, d delivery, p *pending, reason string, lastStatus int, lastError string) {
+func (s *Service) toDLQ(d delivery, p *pending, reason string, lastStatus int, lastError string) {
 	rec := s.derived(d.r, s.cfg.DLQTopic, map[string]string{
 		schemas.HeaderReason:         reason,
 		schemas.HeaderLastStatus:     strconv.Itoa(lastStatus),
@@ -60,7 +63,7 @@ func (s *Service) toDLQ(ctx context.Context, d delivery, p *pending, reason stri
 	s.metrics.dlq.WithLabelValues(d.destID, reason).Inc()
 	s.logger.Warn().Str("destination", d.destID).Str("message_id", d.messageID).Str("reason", reason).
 		Int("last_status", lastStatus).Str("last_error", lastError).Msg("delivery dead-lettered")
-	s.handOff(ctx, rec, p)
+	s.handOff(rec, p)
 }
 
 // derived copies r to topic with headers replaced or added.
@@ -79,25 +82,47 @@ func (s *Service) derived(r *kgo.Record, topic string, set map[string]string) *k
 	return out
 }
 
-// handOff produces rec and finishes p once Kafka acknowledged it, retrying until then. If the
-// service stops first, p stays unfinished and the record is delivered again after a restart.
-func (s *Service) handOff(ctx context.Context, rec *kgo.Record, p *pending) {
+// handOff produces rec and finishes p once Kafka acknowledged it. The common case costs one
+// asynchronous Produce and no goroutine: its callback finishes p. Only when that produce fails
+// (Kafka unreachable for handOffTimeout, or an error) does a goroutine retry it with
+// platform.RetryUntil until Kafka acknowledges it. Everything runs under s.grace: when the
+// shutdown deadline passes (or the client is closed), p stays unfinished, so its offset is not
+// committed and the record is delivered again after a restart.
+//
+// It must be called by the poll loop or by work s.wg counts (see spawn): it adds to s.wg.
+func (s *Service) handOff(rec *kgo.Record, p *pending) {
 	s.wg.Add(1)
-	var try func()
-	try = func() {
-		s.cl.Produce(context.WithoutCancel(ctx), rec, func(_ *kgo.Record, err error) {
-			if err == nil {
-				s.track.finish(p)
-				s.wg.Done()
-				return
-			}
-			s.logger.Warn().Err(err).Str("topic", rec.Topic).Msg("handing a delivery on; retrying")
-			if ctx.Err() != nil {
-				s.wg.Done()
-				return
-			}
-			time.AfterFunc(time.Second, try)
-		})
+	s.cl.Produce(s.grace, rec, func(_ *kgo.Record, err error) {
+		switch {
+		case err == nil:
+			s.track.finish(p)
+			s.wg.Done()
+		case s.grace.Err() != nil || errors.Is(err, kgo.ErrClientClosed):
+			s.wg.Done() // stopped: unfinished, delivered again after a restart
+		default:
+			// The callback runs on the client's goroutine: the retry gets its own, which takes
+			// over this hand-off's count in s.wg.
+			go func() {
+				defer s.wg.Done()
+				s.retryHandOff(rec, p, err)
+			}()
+		}
+	})
+}
+
+// retryHandOff produces a copy of rec until Kafka acknowledges it, then finishes p; it gives up
+// (p unfinished) at the shutdown deadline.
+func (s *Service) retryHandOff(rec *kgo.Record, p *pending, first error) {
+	what := "producing to " + rec.Topic
+	s.logger.Warn().Err(first).Str("topic", rec.Topic).Msg(what + "; retrying")
+	err := platform.RetryUntil(s.grace, s.logger, what, func(ctx context.Context) error {
+		again := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+		if err := s.cl.ProduceSync(ctx, again).FirstErr(); err != nil {
+			return fmt.Errorf("producing to %s: %w", rec.Topic, err)
+		}
+		return nil
+	})
+	if err == nil {
+		s.track.finish(p)
 	}
-	try()
 }

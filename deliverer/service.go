@@ -62,8 +62,23 @@ type Service struct {
 	timers   map[partKey]*time.Timer
 	limiters map[string]*destLimiter
 
-	wg sync.WaitGroup // deliveries and hand-offs in progress
+	// grace is the context of the work that may outlive the stop signal: POSTs in progress,
+	// hand-offs, the attempt log, the last commits. Run ends it SHUTDOWN_TIMEOUT after its ctx
+	// is done (platform.GraceContext); it is also the Kafka client's context, so every Kafka
+	// request still waiting then fails at once.
+	grace    context.Context
+	endGrace context.CancelFunc
+
+	// wg counts the goroutines and hand-offs in progress; Run returns once it is zero. Add is
+	// only called by the poll loop (before Run waits) or by work wg already counts (so the
+	// count is above zero): see spawn.
+	wg sync.WaitGroup
 }
+
+// handOffTimeout bounds one produce of a hand-off (and of an attempt-log record): Kafka
+// unreachable for that long fails it, and the hand-off is retried (handOff). franz-go's
+// default is no limit.
+const handOffTimeout = 30 * time.Second
 
 // New builds the service and its Kafka client (one consumer group over webhooks.deliveries and
 // every retry tier; one idempotent producer for tiers, the DLQ and the attempt log).
@@ -83,17 +98,19 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "deliverer").Logger(),
 		track: newTracker(), sem: make(chan struct{}, cfg.MaxInFlight), now: deps.Now,
 		timers: map[partKey]*time.Timer{}, limiters: map[string]*destLimiter{}, isTier: map[string]bool{}}
+	s.grace, s.endGrace = context.WithCancel(context.Background())
 	s.tierDelays, s.tierTopics = cfg.tiers()
 	for _, t := range s.tierTopics {
 		s.isTier[t] = true
 	}
-	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1],
-		func(start func()) { go start() })
+	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
 	var err error
 	if s.client, err = newHTTPClient(cfg); err != nil {
+		s.endGrace()
 		return nil, err
 	}
 	if s.metrics, err = newMetrics(deps.Registerer, s); err != nil {
+		s.endGrace()
 		return nil, err
 	}
 	topics := append([]string{cfg.DeliveriesTopic}, s.tierTopics...)
@@ -112,12 +129,15 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(2 * time.Millisecond),
 		kgo.SessionTimeout(20 * time.Second),
+		kgo.RecordDeliveryTimeout(handOffTimeout),
+		kgo.WithContext(s.grace),
 	}
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}
 	opts = append(opts, deps.KafkaOpts...)
 	if s.cl, err = platform.NewKafkaClient(deps.Kafka, s.logger, opts...); err != nil {
+		s.endGrace()
 		return nil, fmt.Errorf("deliverer Kafka client: %w", err)
 	}
 	if deps.Health != nil {
@@ -126,32 +146,65 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	return s, nil
 }
 
-// Run delivers until ctx is done, then waits for the deliveries in progress (each bounded by
-// DELIVERY_TIMEOUT), commits what finished and leaves the group.
+// Run delivers until ctx is done. Then it stops within cfg.ShutdownTimeout (SHUTDOWN_TIMEOUT),
+// Kafka reachable or not: the deliveries in progress finish (each bounded by DELIVERY_TIMEOUT)
+// and are handed on, what finished is committed, and the group is left. Whatever is unfinished
+// when the time is up stays uncommitted and is delivered again after a restart. Run may be
+// called once; it closes the Kafka client.
 func (s *Service) Run(ctx context.Context) error {
-	defer s.cl.Close()
+	grace, endGrace := platform.GraceContext(ctx, s.cfg.ShutdownTimeout)
+	defer endGrace()
+	context.AfterFunc(grace, s.endGrace)
 	if s.deps.ConfigReady != nil {
 		select {
 		case <-s.deps.ConfigReady:
 		case <-ctx.Done():
+			s.close(nil)
 			return nil
 		}
 	}
 	s.logger.Info().Strs("tiers", s.tierTopics).Dur("window", s.cfg.RetryWindow).Bool("allow_private", s.cfg.AllowPrivate).Msg("deliverer running")
-	commitDone := make(chan struct{})
-	cctx, stopCommits := context.WithCancel(context.Background())
-	go func() { defer close(commitDone); s.commitLoop(cctx) }()
-	defer func() {
-		s.wg.Wait()
-		stopCommits()
-		<-commitDone
-		s.commit(context.Background(), false)
-		s.stopTimers()
-	}()
+	commitsDone := make(chan struct{})
+	commitCtx, stopCommits := context.WithCancel(s.grace)
+	go func() { defer close(commitsDone); s.commitLoop(commitCtx) }()
+
+	s.poll(ctx)
+
+	// Stopping: no record is dispatched any more, and no tier partition is resumed.
+	s.stopTimers()
+	finished := make(chan struct{})
+	go func() { s.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-s.grace.Done():
+		s.logger.Warn().Dur("shutdown_timeout", s.cfg.ShutdownTimeout).
+			Msg("stopping: deliveries still in progress at SHUTDOWN_TIMEOUT; they will be delivered again after a restart")
+	}
+	stopCommits()
+	<-commitsDone
+	s.commit(s.grace, false)
+	s.close(finished)
+	return nil
+}
+
+// close closes the Kafka client (leaving the group: the final revoke commits what finished,
+// by the deadline; hand-offs still buffered fail and stay uncommitted), ends the grace, waits
+// for finished (everything Run started has ended) and closes idle HTTP connections.
+func (s *Service) close(finished <-chan struct{}) {
+	s.cl.Close()
+	s.endGrace()
+	if finished != nil {
+		<-finished
+	}
+	s.client.CloseIdleConnections()
+}
+
+// poll reads records and dispatches them until ctx is done.
+func (s *Service) poll(ctx context.Context) {
 	for {
 		fs := s.cl.PollRecords(ctx, s.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fs.IsClientClosed() {
-			return nil
+			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			s.logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("fetching")
@@ -175,4 +228,14 @@ func (s *Service) Run(ctx context.Context) error {
 			s.dispatch(ctx, r, s.track.add(r))
 		})
 	}
+}
+
+// spawn runs f in a goroutine wg counts. It is called only by the poll loop or by work wg
+// already counts, never after Run has seen the count reach zero.
+func (s *Service) spawn(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
 }
