@@ -8,6 +8,7 @@ require (
 	github.com/tributary-cdp/tributary/platform v0.0.0
 	github.com/tributary-cdp/tributary/schemas v0.0.0
 	github.com/twmb/franz-go v1.22.2
+	go.uber.org/goleak v1.3.0
 )
 
 require (

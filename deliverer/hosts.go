@@ -6,42 +6,43 @@ import (
 )
 
 // hosts holds the isolation state of every endpoint host: requests in flight (bounded by
-// maxPerHost) and a circuit breaker that opens after `failures` consecutive failed requests.
-// An open breaker admits nothing until its cooldown ends, then one trial request: success
-// closes it, failure reopens it for twice the cooldown (at most maxCooldown).
+// maxPerHost), the records waiting for a slot, and a circuit breaker (breaker.go) that opens
+// after `failures` consecutive failed requests. Its methods are safe for concurrent use.
 type hosts struct {
 	maxPerHost  int
 	maxWaiting  int
 	failures    int
 	cooldown    time.Duration
 	maxCooldown time.Duration
+	// spawn runs a waiter's start in a goroutine its owner tracks (Service.spawn): hosts never
+	// starts an untracked goroutine.
+	spawn func(func())
 
 	mu sync.Mutex
 	m  map[string]*hostState
 }
 
 type hostState struct {
-	inFlight  int
-	failed    int           // consecutive failures
-	openUntil time.Time     // breaker open while now < openUntil
-	cooldown  time.Duration // the current open period (0: closed)
-	trial     bool          // the half-open trial request is in flight
-	waiting   []waiter      // admitted later, in order, when a request ends
-	progress  time.Time     // the last time a request to the host ended, or one started on an idle host
-	latency   time.Duration // moving average of request durations
-	freed     chan struct{} // closed (and replaced) whenever a request ends
+	inFlight int
+	brk      breaker
+	waiting  []waiter      // admitted later, in order, when a request ends
+	progress time.Time     // the last time a request to the host ended, or one started on an idle host
+	latency  time.Duration // moving average of request durations
+	freed    chan struct{} // closed (and replaced) whenever a request ends
 }
 
-// waiter is a request queued for a host at its in-flight bound: start runs (in its own
-// goroutine) once it holds a slot; refuse runs instead if the host's breaker opens first.
+// waiter is a request queued for a host at its in-flight bound: start runs (in a goroutine
+// started by spawn) once it holds a slot; refuse runs instead if the host's breaker opens first.
 type waiter struct {
 	start  func()
 	refuse func(reason string, wait time.Duration)
 }
 
-func newHosts(maxPerHost, maxWaiting, failures int, cooldown, maxCooldown time.Duration) *hosts {
+// newHosts returns the hosts state; spawn starts the goroutine of a waiter that got a slot. It
+// is called by enqueue and release, so from the goroutines that call those.
+func newHosts(maxPerHost, maxWaiting, failures int, cooldown, maxCooldown time.Duration, spawn func(func())) *hosts {
 	return &hosts{maxPerHost: maxPerHost, maxWaiting: maxWaiting, failures: failures, cooldown: cooldown,
-		maxCooldown: max(maxCooldown, cooldown), m: map[string]*hostState{}}
+		maxCooldown: maxCooldown, spawn: spawn, m: map[string]*hostState{}}
 }
 
 // Refusal reasons of acquire.
@@ -56,20 +57,16 @@ func (h *hosts) acquire(host string, now time.Time) (ok bool, reason string, wai
 	defer h.mu.Unlock()
 	st := h.m[host]
 	if st == nil {
-		st = &hostState{freed: make(chan struct{})}
+		st = &hostState{brk: newBreaker(h.failures, h.cooldown, h.maxCooldown), freed: make(chan struct{})}
 		h.m[host] = st
 	}
 	if st.inFlight == 0 {
 		st.progress = now
 	}
-	if st.cooldown > 0 { // open or half-open
-		if now.Before(st.openUntil) {
-			return false, refusedBreaker, st.openUntil.Sub(now)
+	if st.brk.tripped() { // open or half-open: the trial is admitted beyond the bound
+		if ok, wait := st.brk.allow(now); !ok {
+			return false, refusedBreaker, wait
 		}
-		if st.trial {
-			return false, refusedBreaker, st.cooldown
-		}
-		st.trial = true
 	} else if st.inFlight >= h.maxPerHost {
 		return false, refusedBusy, 0
 	}
@@ -99,7 +96,7 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (enqueueResult, <-
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.m[host]
-	if st == nil || st.cooldown > 0 {
+	if st == nil || st.brk.tripped() {
 		return refused, nil
 	}
 	if st.inFlight > 0 && now.Sub(st.progress) > max(minStall, 5*st.latency) {
@@ -107,7 +104,7 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (enqueueResult, <-
 	}
 	if st.inFlight < h.maxPerHost { // a slot freed since acquire refused
 		st.inFlight++
-		go w.start()
+		h.spawn(w.start)
 		return queued, nil
 	}
 	if len(st.waiting) >= h.maxWaiting {
@@ -128,26 +125,16 @@ func (h *hosts) release(host string, ok bool, took time.Duration, now time.Time)
 	st.latency = (7*st.latency + took) / 8
 	close(st.freed)
 	st.freed = make(chan struct{})
-	wasTrial := st.trial && st.cooldown > 0
 	if ok {
-		st.failed, st.cooldown, st.trial = 0, 0, false
+		st.brk.success()
 	} else {
-		st.failed++
-		switch {
-		case wasTrial:
-			st.trial = false
-			st.cooldown = min(2*st.cooldown, h.maxCooldown)
-			st.openUntil = now.Add(st.cooldown)
-		case st.cooldown == 0 && st.failed >= h.failures:
-			st.cooldown = h.cooldown
-			st.openUntil = now.Add(st.cooldown)
-		}
+		st.brk.failure(now)
 	}
 	var start func()
 	var refused []waiter
-	wait := st.openUntil.Sub(now)
+	wait := st.brk.remaining(now)
 	switch {
-	case st.cooldown > 0:
+	case st.brk.tripped():
 		refused, st.waiting = st.waiting, nil
 	case len(st.waiting) > 0 && st.inFlight < h.maxPerHost:
 		start = st.waiting[0].start
@@ -157,7 +144,7 @@ func (h *hosts) release(host string, ok bool, took time.Duration, now time.Time)
 	}
 	h.mu.Unlock()
 	if start != nil {
-		go start()
+		h.spawn(start)
 	}
 	for _, w := range refused {
 		w.refuse(refusedBreaker, wait)
@@ -170,7 +157,7 @@ func (h *hosts) openBreakers() []string {
 	defer h.mu.Unlock()
 	var out []string
 	for host, st := range h.m {
-		if st.cooldown > 0 {
+		if st.brk.tripped() {
 			out = append(out, host)
 		}
 	}

@@ -116,7 +116,7 @@ func TestBlockedAddr(t *testing.T) {
 
 func TestHostsBoundAndBreaker(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := newHosts(2, 0, 3, 10*time.Second, time.Minute)
+	h := newHosts(2, 0, 3, 10*time.Second, time.Minute, func(start func()) { start() })
 	ok1, _, _ := h.acquire("a:80", now)
 	ok2, _, _ := h.acquire("a:80", now)
 	ok3, why, _ := h.acquire("a:80", now)

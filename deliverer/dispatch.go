@@ -1,0 +1,229 @@
+package deliverer
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Admission and attempts: what happens to a record once it is read (docs/delivery.md#isolation-a-dead-endpoint-does-not-hold-back-the-others).
+
+// delivery is what a record's headers say.
+type delivery struct {
+	r              *kgo.Record
+	destID         string
+	messageID      string
+	attempt        int
+	firstAttemptAt time.Time
+}
+
+func parseDelivery(r *kgo.Record, now time.Time) delivery {
+	d := delivery{r: r, attempt: 1, firstAttemptAt: now}
+	for _, h := range r.Headers {
+		switch h.Key {
+		case schemas.HeaderDestinationID:
+			d.destID = string(h.Value)
+		case schemas.HeaderMessageID:
+			d.messageID = string(h.Value)
+		case schemas.HeaderAttempt:
+			if n, err := strconv.Atoi(string(h.Value)); err == nil && n > 0 {
+				d.attempt = n
+			}
+		case schemas.HeaderFirstAttemptAt:
+			if t, err := schemas.ParseTimestamp(string(h.Value)); err == nil {
+				d.firstAttemptAt = t
+			}
+		}
+	}
+	return d
+}
+
+// dispatch decides a record: DLQ at once (destination gone, window over), a delivery attempt,
+// a wait in its host's queue (host at its in-flight bound), or a retry tier unsent (queue full
+// or breaker open). It blocks only on the global bound (MaxInFlight), whose token the record
+// holds until its attempt ends or it is handed on.
+func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return // not finished: delivered again after a restart
+	}
+	now := s.now()
+	d := parseDelivery(r, now)
+	dest, ok := s.deps.Config().DestinationByID(d.destID)
+	if !ok || !dest.IsEnabled() {
+		why := "destination deleted"
+		if ok {
+			why = "destination disabled"
+		}
+		s.toDLQ(d, p, string(Unavailable), 0, why)
+		<-s.sem
+		return
+	}
+	if now.After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
+		s.toDLQ(d, p, "retry_window_expired", 0, "no attempt may start more than RETRY_WINDOW after the first")
+		<-s.sem
+		return
+	}
+	admitted, busy, reason, wait := s.admit(dest, "", now)
+	refuse := func(reason string, wait time.Duration) {
+		s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
+		s.toTier(d, p, d.attempt, s.tierFor(wait), reason, 0)
+		<-s.sem
+	}
+	if len(admitted) > 0 {
+		s.launch(ctx, d, p, dest, admitted)
+		return
+	}
+	if busy != "" {
+		w := waiter{
+			start: func() { // in its own goroutine (hosts.spawn), holding a slot on busy
+				more, _, _, _ := s.admit(dest, busy, s.now())
+				defer func() { <-s.sem }()
+				s.attempt(ctx, d, p, dest, append(more, webhooksOf(dest, busy)...))
+			},
+			refuse: refuse,
+		}
+		for {
+			res, freed := s.hosts.enqueue(busy, w, s.now())
+			switch res {
+			case queued:
+				s.metrics.queued.WithLabelValues(d.destID).Inc()
+				return
+			case full:
+				select { // a busy but moving host: wait for room (backpressure)
+				case <-freed:
+				case <-time.After(minStall):
+				case <-ctx.Done():
+					<-s.sem
+					return // not finished: delivered again after a restart
+				}
+				continue
+			}
+			reason = refusedBusy
+			break
+		}
+	}
+	refuse(reason, wait)
+}
+
+// admit takes a slot on each URL's host that has one (skipping the host `holding`, whose slot
+// the caller already holds). It returns the admitted entries, a host that refused only for
+// being at its bound (to queue on), and the other refusal's reason and breaker wait.
+func (s *Service) admit(dest *schemas.Destination, holding string, now time.Time) (admitted []schemas.Webhook, busy, reason string, wait time.Duration) {
+	for _, e := range dest.Settings.Webhooks {
+		host := hostOf(e.URL)
+		if host == holding {
+			continue
+		}
+		ok, why, w := s.hosts.acquire(host, now)
+		switch {
+		case ok:
+			admitted = append(admitted, e)
+		case why == refusedBusy && busy == "":
+			busy = host
+		default:
+			reason, wait = why, max(wait, w)
+		}
+	}
+	return admitted, busy, reason, wait
+}
+
+// webhooksOf returns the destination's entries on host.
+func webhooksOf(dest *schemas.Destination, host string) []schemas.Webhook {
+	var out []schemas.Webhook
+	for _, e := range dest.Settings.Webhooks {
+		if hostOf(e.URL) == host {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// launch runs one attempt in a goroutine Run waits for; the global token is released when it
+// ends.
+func (s *Service) launch(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) {
+	s.spawn(func() {
+		defer func() { <-s.sem }()
+		s.attempt(ctx, d, p, dest, entries)
+	})
+}
+
+// attempt makes one delivery attempt and hands the record on according to its verdict. An
+// attempt that has not started its POST when ctx is done (it waited for a host slot or the
+// rate limit) does not start it: the record stays unfinished and is delivered again after a
+// restart.
+func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) {
+	var err error
+	if lim := s.limiter(dest); lim != nil {
+		err = lim.Wait(ctx)
+	}
+	if err != nil || ctx.Err() != nil {
+		for _, e := range entries {
+			s.hosts.release(hostOf(e.URL), true, 0, s.now())
+		}
+		return // shutting down: not finished
+	}
+	// A POST in progress finishes even when shutdown starts: it is bounded by DELIVERY_TIMEOUT
+	// and by the shutdown deadline (s.grace).
+	results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: entries, messageID: d.messageID, body: d.r.Value}, s.now())
+	now := s.now()
+	for i := range results {
+		res := &results[i]
+		s.hosts.release(res.Host, res.Class == Success || res.Class == Status4xx || res.Class == Status408 || res.Class == Status429, res.Latency, now)
+		s.logAttempt(d, res, now)
+	}
+	class, retryAfter, last := verdict(results)
+	status := 0
+	errText := ""
+	if last != nil {
+		status = last.Status
+		errText = describe(last)
+	}
+	switch {
+	case class == Success:
+		s.metrics.forDestination(d.destID).delivered.Inc()
+		s.metrics.endToEnd.Observe(now.Sub(d.firstAttemptAt).Seconds())
+		s.track.finish(p)
+	case class.Retryable():
+		if d.attempt > len(s.cfg.RetrySchedule) {
+			s.toDLQ(d, p, "retries_exhausted", status, errText)
+			return
+		}
+		delay := max(s.cfg.RetrySchedule[d.attempt-1], retryAfter)
+		tier := s.tierFor(delay)
+		if now.Add(s.tierDelays[tier]).After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
+			s.toDLQ(d, p, "retry_window_expired", status, errText)
+			return
+		}
+		s.toTier(d, p, d.attempt+1, tier, errText, status)
+	default:
+		s.toDLQ(d, p, string(class), status, errText)
+	}
+}
+
+type destLimiter struct {
+	rps float64
+	lim *rate.Limiter
+}
+
+// limiter returns the rate limiter of a destination with maxRequestsPerSecond, or nil.
+func (s *Service) limiter(dest *schemas.Destination) *rate.Limiter {
+	rps := dest.Settings.MaxRequestsPerSecond
+	if rps <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.limiters[dest.ID]
+	if l == nil || l.rps != rps {
+		l = &destLimiter{rps: rps, lim: rate.NewLimiter(rate.Limit(rps), max(1, int(rps)))}
+		s.limiters[dest.ID] = l
+	}
+	return l.lim
+}

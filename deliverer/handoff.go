@@ -1,0 +1,128 @@
+package deliverer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Handing records on to a retry tier or the DLQ (docs/delivery.md#retry-tiers).
+
+// tierFor picks the tier for a wanted delay: the shortest tier at least that long, else the
+// longest.
+func (s *Service) tierFor(delay time.Duration) int {
+	best := -1
+	for i, d := range s.tierDelays {
+		if d >= delay && (best < 0 || d < s.tierDelays[best]) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	longest := 0
+	for i, d := range s.tierDelays {
+		if d > s.tierDelays[longest] {
+			longest = i
+		}
+	}
+	return longest
+}
+
+// toTier hands the record to a retry tier: due after the tier's delay, with the attempt number
+// it will make there.
+func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError string, lastStatus int) {
+	due := s.now().Add(s.tierDelays[tier])
+	rec := s.derived(d.r, s.tierTopics[tier], map[string]string{
+		schemas.HeaderAttempt:        strconv.Itoa(attempt),
+		schemas.HeaderFirstAttemptAt: schemas.FormatTimestamp(d.firstAttemptAt),
+		schemas.HeaderDueAt:          schemas.FormatTimestamp(due),
+		schemas.HeaderLastError:      lastError,
+		schemas.HeaderLastStatus:     strconv.Itoa(lastStatus),
+	})
+	s.metrics.retried.WithLabelValues(d.destID, s.tierTopics[tier]).Inc()
+	s.handOff(rec, p)
+}
+
+// toDLQ hands the record to the dead-letter queue with its reason.
+func (s *Service) toDLQ(d delivery, p *pending, reason string, lastStatus int, lastError string) {
+	rec := s.derived(d.r, s.cfg.DLQTopic, map[string]string{
+		schemas.HeaderReason:         reason,
+		schemas.HeaderLastStatus:     strconv.Itoa(lastStatus),
+		schemas.HeaderLastError:      lastError,
+		schemas.HeaderAttempt:        strconv.Itoa(d.attempt),
+		schemas.HeaderFirstAttemptAt: schemas.FormatTimestamp(d.firstAttemptAt),
+	})
+	s.metrics.dlq.WithLabelValues(d.destID, reason).Inc()
+	s.logger.Warn().Str("destination", d.destID).Str("message_id", d.messageID).Str("reason", reason).
+		Int("last_status", lastStatus).Str("last_error", lastError).Msg("delivery dead-lettered")
+	s.handOff(rec, p)
+}
+
+// derived copies r to topic with headers replaced or added.
+func (s *Service) derived(r *kgo.Record, topic string, set map[string]string) *kgo.Record {
+	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
+	for _, h := range r.Headers {
+		if _, ok := set[h.Key]; !ok && h.Key != schemas.HeaderDueAt {
+			out.Headers = append(out.Headers, h)
+		}
+	}
+	for _, k := range []string{schemas.HeaderAttempt, schemas.HeaderFirstAttemptAt, schemas.HeaderDueAt, schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError} {
+		if v, ok := set[k]; ok {
+			out.Headers = append(out.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+	}
+	return out
+}
+
+// handOff produces rec and finishes p once Kafka acknowledged it. The common case costs one
+// asynchronous Produce and no goroutine: its callback finishes p. Only when that produce fails
+// (Kafka unreachable for handOffTimeout, or an error) does a goroutine retry it with
+// platform.RetryUntil until Kafka acknowledges it. Everything runs under s.grace: when the
+// shutdown deadline passes (or the client is closed), p stays unfinished, so its offset is not
+// committed and the record is delivered again after a restart.
+//
+// It must be called by the poll loop or by work s.wg counts (see spawn): it adds to s.wg.
+func (s *Service) handOff(rec *kgo.Record, p *pending) {
+	s.wg.Add(1)
+	s.cl.Produce(s.grace, rec, func(_ *kgo.Record, err error) {
+		switch {
+		case err == nil:
+			s.track.finish(p)
+			s.wg.Done()
+		case s.grace.Err() != nil || errors.Is(err, kgo.ErrClientClosed):
+			s.wg.Done() // stopped: unfinished, delivered again after a restart
+		default:
+			// The callback runs on the client's goroutine: the retry gets its own, which takes
+			// over this hand-off's count in s.wg.
+			go func() {
+				defer s.wg.Done()
+				s.retryHandOff(rec, p, err)
+			}()
+		}
+	})
+}
+
+// retryHandOff produces a copy of rec until Kafka acknowledges it, then finishes p; it gives up
+// (p unfinished) at the shutdown deadline.
+func (s *Service) retryHandOff(rec *kgo.Record, p *pending, first error) {
+	what := "producing to " + rec.Topic
+	s.logger.Warn().Err(first).Str("topic", rec.Topic).Msg(what + "; retrying")
+	err := platform.RetryUntil(s.grace, s.logger, what, func(ctx context.Context) error {
+		again := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+		if err := s.cl.ProduceSync(ctx, again).FirstErr(); err != nil {
+			return fmt.Errorf("producing to %s: %w", rec.Topic, err)
+		}
+		return nil
+	})
+	if err == nil {
+		s.track.finish(p)
+	}
+}

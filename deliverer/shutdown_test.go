@@ -1,0 +1,282 @@
+package deliverer_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/deliverer"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// netCut is a deliverer's network to Kafka, which a test can cut: cut closes every connection
+// and refuses new ones, so that deliverer finds Kafka unreachable while the broker keeps
+// serving everyone else (the test's own clients, the next deliverer).
+type netCut struct {
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func (n *netCut) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.down {
+		return nil, errors.New("network to Kafka cut by the test")
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, host)
+	if err == nil {
+		n.conns = append(n.conns, c)
+	}
+	return c, err
+}
+
+func (n *netCut) cut() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = true
+	for _, c := range n.conns {
+		c.Close()
+	}
+	n.conns = nil
+}
+
+func (n *netCut) restore() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = false
+}
+
+// started is a deliverer running in the background with its own Kafka options.
+type started struct {
+	reg    *prometheus.Registry
+	cancel context.CancelFunc // SIGTERM
+	done   chan error         // Run's result
+}
+
+func (h *harness) start(cfg deliverer.Config, opts ...kgo.Opt) *started {
+	h.t.Helper()
+	reg := prometheus.NewRegistry()
+	svc, err := deliverer.New(cfg, deliverer.Deps{
+		Kafka:       h.kafka,
+		KafkaOpts:   opts,
+		Config:      func() deliverer.Destinations { return h.store.Snapshot() },
+		ConfigReady: h.store.Ready(),
+		Logger:      h.logger,
+		Registerer:  reg,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	d := &started{reg: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { d.done <- svc.Run(ctx) }()
+	return d
+}
+
+// waitCounter waits until the metric (summed over the labels kv) reaches want.
+func waitCounter(t *testing.T, reg *prometheus.Registry, want float64, timeout time.Duration, name string, kv ...string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for counter(t, reg, name, kv...) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %v reached %v, want %v", name, kv, counter(t, reg, name, kv...), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// tally counts the 2xx answers a receiver gave, by message id.
+type tally struct {
+	mu sync.Mutex
+	ok map[string]int
+}
+
+func (c *tally) add(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok == nil {
+		c.ok = map[string]int{}
+	}
+	c.ok[id]++
+}
+
+func (c *tally) distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ok)
+}
+
+func (c *tally) has(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ok[id] > 0
+}
+
+// Kafka becomes unreachable while a failed delivery is being handed on to its retry tier; the
+// deliverer is stopped (SIGTERM): Run returns within SHUTDOWN_TIMEOUT (plus slack for a loaded
+// machine), leaving that record uncommitted; the next deliverer delivers every message.
+func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
+	const n = 20
+	var (
+		net       netCut
+		delivered tally
+		once      sync.Once
+	)
+	rc := newReceiver(t, func(_ int, r *http.Request, w http.ResponseWriter) {
+		id := r.Header.Get("X-Message-Id")
+		first := false
+		if id == "m0" {
+			once.Do(func() { first = true })
+		}
+		if first { // m0's first attempt fails, and Kafka is gone before its hand-off
+			net.cut()
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		delivered.add(id)
+	})
+	h := newHarness(t, "1s,2s", destYAML(dest("hooks", []string{rc.URL}, "")))
+	cfg := h.config()
+	cfg.InstanceID = "stop-test" // static membership: the next deliverer takes the partitions back at once
+	cfg.ShutdownTimeout = 2 * time.Second
+	var ids []string
+	for i := range n {
+		ids = append(ids, "m"+strconv.Itoa(i))
+	}
+	h.send("hooks", ids...)
+
+	first := h.start(cfg, kgo.Dialer(net.dial))
+	waitCounter(t, first.reg, 1, 20*time.Second, "tributary_deliverer_retried_total")
+	time.Sleep(200 * time.Millisecond) // the hand-off is under way, and cannot reach Kafka
+	if delivered.has("m0") {
+		t.Fatal("m0 was delivered before the stop")
+	}
+	stopped := time.Now()
+	first.cancel()
+	const slack = 3 * time.Second
+	select {
+	case err := <-first.done:
+		took := time.Since(stopped)
+		t.Logf("Run returned %v after the stop signal (SHUTDOWN_TIMEOUT %v), Kafka unreachable", took.Round(time.Millisecond), cfg.ShutdownTimeout)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(cfg.ShutdownTimeout + slack):
+		t.Fatalf("Run did not return within SHUTDOWN_TIMEOUT %v + %v with Kafka unreachable", cfg.ShutdownTimeout, slack)
+	}
+
+	h.run(cfg) // a new deliverer, Kafka reachable
+	deadline := time.Now().Add(30 * time.Second)
+	for delivered.distinct() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages delivered after the restart: lost", delivered.distinct(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !delivered.has("m0") {
+		t.Fatal("m0, whose hand-off was pending at the stop, was not delivered after the restart")
+	}
+}
+
+// A hand-off that fails (Kafka unreachable longer than the record's delivery timeout) is
+// retried until Kafka acknowledges it; the record then makes its retry as if nothing happened.
+func TestHandOffRetriedUntilAcknowledged(t *testing.T) {
+	var (
+		net       netCut
+		delivered tally
+	)
+	rc := newReceiver(t, func(n int, r *http.Request, w http.ResponseWriter) {
+		id := r.Header.Get("X-Message-Id")
+		if n == 1 { // the first attempt fails, and Kafka is gone for 2.5 s
+			net.cut()
+			time.AfterFunc(2500*time.Millisecond, net.restore)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		delivered.add(id)
+	})
+	h := newHarness(t, "1s,2s", destYAML(dest("hooks", []string{rc.URL}, "")))
+	tier := h.reader(schemas.RetryTopic(time.Second))
+	cfg := h.config()
+	// A short delivery timeout makes the first produce of the hand-off fail while Kafka is away.
+	d := h.start(cfg, kgo.Dialer(net.dial), kgo.RecordDeliveryTimeout(time.Second))
+	t.Cleanup(func() { d.cancel(); <-d.done })
+	h.send("hooks", "m1")
+	waitCounter(t, d.reg, 1, 30*time.Second, "tributary_deliverer_delivered_total")
+	r := tier.waitFor(1, 10*time.Second)[0]
+	if hdr(r, "attempt") != "2" || hdr(r, "message-id") != "m1" || hdr(r, "last-status") != "503" {
+		t.Fatalf("tier record headers %v", r.Headers)
+	}
+	if got := len(rc.requests()); got != 2 {
+		t.Fatalf("%d requests, want 2 (the failure, then the retry from the tier)", got)
+	}
+}
+
+// Records waiting for a slot on their host when the stop comes are not started: only the POST
+// in progress finishes; no goroutine is left to start one after Run returned (TestMain's
+// goleak checks that too), and the waiting records stay uncommitted for the next deliverer.
+func TestStopStartsNoQueuedDelivery(t *testing.T) {
+	var fast atomic.Bool
+	arrived := make(chan struct{}, 100)
+	rc := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) {
+		arrived <- struct{}{}
+		if !fast.Load() {
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+	h := newHarness(t, "1s,2s", destYAML(dest("slow", []string{rc.URL}, "")))
+	cfg := h.config()
+	cfg.MaxPerHost, cfg.MaxWaitingPerHost = 1, 8 // one POST at a time, the others queue
+	cfg.ShutdownTimeout = 5 * time.Second
+	ids := []string{"m0", "m1", "m2", "m3", "m4"}
+	h.send("slow", ids...)
+	d := h.start(cfg)
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no request")
+	}
+	time.Sleep(100 * time.Millisecond) // the others are read and queued behind it
+	stopped := time.Now()
+	d.cancel()
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(cfg.ShutdownTimeout + 3*time.Second):
+		t.Fatal("Run did not return")
+	}
+	t.Logf("Run returned %v after the stop", time.Since(stopped).Round(time.Millisecond))
+	time.Sleep(time.Second) // a POST started late would arrive now
+	if n := len(rc.requests()); n != 1 {
+		t.Fatalf("%d POSTs, want 1: queued records were started after the stop signal", n)
+	}
+	fast.Store(true)
+	h.run(cfg) // the next deliverer delivers what was queued
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := map[string]bool{}
+		for _, r := range rc.requests() {
+			got[r.header.Get("X-Message-Id")] = true
+		}
+		if len(got) == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the records queued at the stop were not all delivered by the next deliverer: got %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
