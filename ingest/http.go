@@ -135,7 +135,6 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	headerKey, bearer := authKey(r)
 	env := &envelope{receivedAt: time.Now().UTC(), ip: s.clientIP(r)}
 	var raws [][]byte
-	var single *schemas.Message // a single call's body, decoded once
 	var bodyKey string
 	if batch {
 		b, err := schemas.DecodeBatch(body)
@@ -159,7 +158,6 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 		bodyKey = m.WriteKey
 		env.callType = name
 		raws = [][]byte{body}
-		single = m
 	}
 	src := s.lookup(headerKey, bearer, bodyKey)
 	if src == nil {
@@ -170,13 +168,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	recs := make([]*kgo.Record, 0, len(raws))
 	var rejects []rejected
 	for i, raw := range raws {
-		var rec *kgo.Record
-		var rej *rejection
-		if single != nil {
-			rec, rej = s.prepareDecoded(single, raw, src, env)
-		} else {
-			rec, rej = s.prepare(raw, src, env)
-		}
+		rec, rej := s.prepare(raw, src, env)
 		if rej != nil {
 			if !batch {
 				status := http.StatusBadRequest

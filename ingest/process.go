@@ -57,12 +57,6 @@ func (s *Service) prepare(raw []byte, src *schemas.Source, env *envelope) (*kgo.
 	if err != nil {
 		return nil, &rejection{"invalid_json", err.Error()}
 	}
-	return s.prepareDecoded(m, raw, src, env)
-}
-
-// prepareDecoded is prepare of a message already decoded from raw (a single call's body, which
-// serve decodes to find its writeKey): m is changed in place.
-func (s *Service) prepareDecoded(m *schemas.Message, raw []byte, src *schemas.Source, env *envelope) (*kgo.Record, *rejection) {
 	if env.callType != "" {
 		m.Type = env.callType
 	}

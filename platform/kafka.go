@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -118,19 +119,30 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 }
 
 // ProduceAll produces recs and waits until Kafka has acknowledged every one, or failed it; it
-// returns the first failure, naming the topic. It is kgo.Client.ProduceSync, which also tells
-// the client not to wait for its linger on the partitions written (a caller that waits gains
-// nothing from lingering: a lone call is sent at once). ctx bounds the produce requests (pass
-// one with a deadline, or build the client with kgo.RecordDeliveryTimeout: a record that is
-// never acknowledged is failed when either ends).
+// returns the first failure, naming the topic. ctx bounds the produce requests (pass one with a
+// deadline: a record that is never acknowledged is failed when it ends).
 func ProduceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	for _, res := range cl.ProduceSync(ctx, recs...) {
-		if res.Err != nil {
-			return fmt.Errorf("producing to %s: %w", res.Record.Topic, res.Err)
-		}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("producing to %s: %w", r.Topic, err)
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
 	}
-	return nil
+	wg.Wait()
+	return first
 }
