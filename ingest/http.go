@@ -135,6 +135,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	headerKey, bearer := authKey(r)
 	env := &envelope{receivedAt: time.Now().UTC(), ip: s.clientIP(r)}
 	var raws [][]byte
+	var single *schemas.Message // the single call's message, decoded here for its writeKey
 	var bodyKey string
 	if batch {
 		b, err := schemas.DecodeBatch(body)
@@ -157,7 +158,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 		}
 		bodyKey = m.WriteKey
 		env.callType = name
-		raws = [][]byte{body}
+		raws, single = [][]byte{body}, m
 	}
 	src := s.lookup(headerKey, bearer, bodyKey)
 	if src == nil {
@@ -168,7 +169,11 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	recs := make([]*kgo.Record, 0, len(raws))
 	var rejects []rejected
 	for i, raw := range raws {
-		rec, rej := s.prepare(raw, src, env)
+		m, err := single, error(nil)
+		if batch {
+			m, err = schemas.DecodeMessage(raw) // once: for its record or, rejected, its key
+		}
+		rec, rej := s.prepareDecoded(raw, m, err, src, env)
 		if rej != nil {
 			if !batch {
 				status := http.StatusBadRequest
@@ -179,7 +184,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 				return fail(&apiError{status, rej.code, rej.reason})
 			}
 			rejects = append(rejects, rejected{Index: i, Code: rej.code, Reason: rej.reason})
-			recs = append(recs, s.rejectedRecord(raw, src, rejectKey(raw), rej))
+			recs = append(recs, s.rejectedRecord(raw, src, rejectKey(m), rej))
 			continue
 		}
 		recs = append(recs, rec)
@@ -316,10 +321,9 @@ func (s *Service) trusted(a netip.Addr) bool {
 }
 
 // rejectKey keys a rejected message like its accepted form would be: userId, else
-// anonymousId, when they can be read.
-func rejectKey(raw []byte) []byte {
-	m, err := schemas.DecodeMessage(raw)
-	if err != nil || m.Key() == "" {
+// anonymousId, when they can be read (m is the message decoded, nil when it could not be).
+func rejectKey(m *schemas.Message) []byte {
+	if m == nil || m.Key() == "" {
 		return nil
 	}
 	return []byte(m.Key())

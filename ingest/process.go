@@ -50,13 +50,34 @@ type rejection struct {
 
 // prepare turns one raw message into its tracking.events record, or says why it is rejected.
 func (s *Service) prepare(raw []byte, src *schemas.Source, env *envelope) (*kgo.Record, *rejection) {
-	if len(raw) > schemas.MaxMessageBytes {
-		return nil, &rejection{"message_too_large", fmt.Sprintf("message is %d bytes, more than the %d-byte limit", len(raw), schemas.MaxMessageBytes)}
+	if len(raw) > schemas.MaxMessageBytes { // refused undecoded: its key is the caller's
+		return nil, tooLarge(raw)
 	}
 	m, err := schemas.DecodeMessage(raw)
+	return s.prepareDecoded(raw, m, err, src, env)
+}
+
+// prepareDecoded is prepare for a caller that has decoded raw already (m, err are
+// schemas.DecodeMessage(raw)): each message is decoded once, for its record or, rejected, its
+// key ([rejectKey]).
+func (s *Service) prepareDecoded(raw []byte, m *schemas.Message, err error, src *schemas.Source, env *envelope) (*kgo.Record, *rejection) {
+	if len(raw) > schemas.MaxMessageBytes {
+		return nil, tooLarge(raw)
+	}
 	if err != nil {
 		return nil, &rejection{"invalid_json", err.Error()}
 	}
+	return s.prepareMessage(m, raw, src, env)
+}
+
+// tooLarge is the rejection of a message longer than schemas.MaxMessageBytes.
+func tooLarge(raw []byte) *rejection {
+	return &rejection{"message_too_large", fmt.Sprintf("message is %d bytes, more than the %d-byte limit", len(raw), schemas.MaxMessageBytes)}
+}
+
+// prepareMessage turns m, decoded from raw (at most schemas.MaxMessageBytes), into its
+// tracking.events record, or says why it is rejected. It changes m.
+func (s *Service) prepareMessage(m *schemas.Message, raw []byte, src *schemas.Source, env *envelope) (*kgo.Record, *rejection) {
 	if env.callType != "" {
 		m.Type = env.callType
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -121,28 +120,21 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // ProduceAll produces recs and waits until Kafka has acknowledged every one, or failed it; it
 // returns the first failure, naming the topic. ctx bounds the produce requests (pass one with a
 // deadline: a record that is never acknowledged is failed when it ends).
+//
+// It is franz-go's ProduceSync: since the caller waits, the partitions it produced to stop
+// lingering and are sent at once, so a lone record does not wait out the client's linger
+// (kgo.ProducerLinger, 10 ms by default). Records produced concurrently still share requests:
+// while one request is in flight, the next gathers what arrives. Only a topic's first records,
+// produced before the client knows its partitions, may still wait for the linger. It is safe
+// for concurrent use, as the client is.
 func ProduceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	wg.Add(len(recs))
-	for _, r := range recs {
-		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = fmt.Errorf("producing to %s: %w", r.Topic, err)
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
+	for _, res := range cl.ProduceSync(ctx, recs...) {
+		if res.Err != nil {
+			return fmt.Errorf("producing to %s: %w", res.Record.Topic, res.Err)
+		}
 	}
-	wg.Wait()
-	return first
+	return nil
 }
