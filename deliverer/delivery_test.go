@@ -18,7 +18,7 @@ import (
 
 func ok200(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }
 
-// Seed 000 §4.1 and §5: method, headers, static headers, the exact body, X-Signature present
+// docs/receivers.md#what-arrives: method, headers, static headers, the exact body, X-Signature present
 // and correct with a secret, absent without; Standard Webhooks with both secrets of a rotation.
 func TestDeliveryRequestShape(t *testing.T) {
 	signed, plain, std := newReceiver(t, ok200), newReceiver(t, ok200), newReceiver(t, ok200)
@@ -75,7 +75,7 @@ func TestDeliveryRequestShape(t *testing.T) {
 	}
 }
 
-// Seed 000 §4.1 rule 1: several URLs; one success is enough and the failed URL is not retried.
+// docs/delivery.md#one-attempt: several URLs; one success is enough and the failed URL is not retried.
 func TestSeveralURLsOneSuccessIsEnough(t *testing.T) {
 	bad := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(500) })
 	good := newReceiver(t, ok200)
@@ -96,7 +96,7 @@ func TestSeveralURLsOneSuccessIsEnough(t *testing.T) {
 	}
 }
 
-// Seed 000 §7: a 5xx is retried until success; each retry starts no earlier than its delay and
+// docs/delivery.md#retry-tiers: a 5xx is retried until success; each retry starts no earlier than its delay and
 // no later than delay + 1 s (tier timing); every attempt is in webhooks.attempts.
 func TestFiveHundredRetriedUntilSuccessOnTime(t *testing.T) {
 	skipUnderRace(t)
@@ -133,7 +133,7 @@ func TestFiveHundredRetriedUntilSuccessOnTime(t *testing.T) {
 	}
 }
 
-// Seed 000 §7: no answer within 5 s (DELIVERY_TIMEOUT, compressed here) is retried.
+// docs/delivery.md#retry-tiers: no answer within 5 s (DELIVERY_TIMEOUT, compressed here) is retried.
 func TestTimeoutRetried(t *testing.T) {
 	rc := newReceiver(t, func(n int, r *http.Request, w http.ResponseWriter) {
 		if n == 1 {
@@ -163,7 +163,7 @@ func TestTimeoutRetried(t *testing.T) {
 	}
 }
 
-// Seed 000 §5 rule 5: a self-signed certificate fails the handshake: no request is sent, the
+// docs/delivery.md#tls: a self-signed certificate fails the handshake: no request is sent, the
 // error is recorded, and the record goes to the DLQ (not retried).
 func TestSelfSignedCertificateRefused(t *testing.T) {
 	var got atomic.Int64
