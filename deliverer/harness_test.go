@@ -102,6 +102,11 @@ func (h *harness) run(cfg deliverer.Config) (*prometheus.Registry, func()) {
 // send produces delivery records the way the router does.
 func (h *harness) send(destID string, ids ...string) {
 	h.t.Helper()
+	h.env.Produce(deliveryRecords(destID, ids...)...)
+}
+
+// deliveryRecords are webhooks.deliveries records as the router writes them, one per id.
+func deliveryRecords(destID string, ids ...string) []*kgo.Record {
 	var recs []*kgo.Record
 	now := schemas.FormatTimestamp(time.Now())
 	for _, id := range ids {
@@ -115,7 +120,7 @@ func (h *harness) send(destID string, ids ...string) {
 				{Key: schemas.HeaderType, Value: []byte("track")},
 			}})
 	}
-	h.env.Produce(recs...)
+	return recs
 }
 
 func body(id string) []byte {

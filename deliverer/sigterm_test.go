@@ -59,8 +59,16 @@ func TestDelivererSIGTERMWithoutKafka(t *testing.T) {
 		})
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
-	h.apply(destYAML(dest("hooks", []string{rc.URL}, "")))
-	h.send("hooks", "m1")
+	tenant, err := schemas.ParseConfig([]byte(destYAML(dest("hooks", []string{rc.URL}, ""))), schemas.ConfigFormatYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := platform.ApplyConfig(h.ctx, h.cl, schemas.TopicConfig, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cl.ProduceSync(h.ctx, deliveryRecords("hooks", "m1")...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	h.cl.Close()
 
 	const shutdownTimeout = 2 * time.Second

@@ -426,7 +426,10 @@ func TestConfigStoreTimingVirtual(t *testing.T) {
 		}
 		t.Logf("ready %v after the topic was created", time.Since(created))
 
-		for _, id := range []string{"web", "app"} {
+		// A store started before its topic existed may learn of the topic's partition a
+		// metadata refresh later than Ready; the bound below is the steady state, so one
+		// change is read first, without a bound.
+		for i, id := range []string{"warm-up", "web", "app"} {
 			cfg := &schemas.Config{Sources: []schemas.Source{{ID: id, WriteKey: "wk_" + id}}}
 			if err := platform.ApplyConfig(t.Context(), cl, topic, cfg); err != nil {
 				t.Fatalf("ApplyConfig: %v", err)
@@ -438,7 +441,7 @@ func TestConfigStoreTimingVirtual(t *testing.T) {
 			if err != nil {
 				t.Fatalf("source %s never visible: %v", id, err)
 			}
-			if took := time.Since(applied); took > platform.ConfigFetchMaxWait {
+			if took := time.Since(applied); i > 0 && took > platform.ConfigFetchMaxWait {
 				t.Errorf("source %s visible %v after it was applied, over ConfigFetchMaxWait (%v)", id, took, platform.ConfigFetchMaxWait)
 			}
 		}
