@@ -20,6 +20,7 @@ import (
 //
 //	go test -run BacklogMemory -v ./deliverer
 func TestBacklogMemory(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	if testing.Short() {
 		t.Skip("builds the deliverer and produces 100,000 records")
 	}

@@ -21,6 +21,7 @@ import (
 // time it is restarted. Every message must be delivered at least once; the duplicates (the
 // price of at-least-once) are counted and reported.
 func TestDelivererSIGKILLAtLeastOnce(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	if testing.Short() {
 		t.Skip("builds and kills the deliverer binary")
 	}

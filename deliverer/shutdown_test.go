@@ -127,6 +127,7 @@ func (c *tally) has(id string) bool {
 // deliverer is stopped (SIGTERM): Run returns within SHUTDOWN_TIMEOUT (plus slack for a loaded
 // machine), leaving that record uncommitted; the next deliverer delivers every message.
 func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	const n = 20
 	var (
 		net       netCut
@@ -192,6 +193,7 @@ func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
 // A hand-off that fails (Kafka unreachable longer than the record's delivery timeout) is
 // retried until Kafka acknowledges it; the record then makes its retry as if nothing happened.
 func TestHandOffRetriedUntilAcknowledged(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	var (
 		net       netCut
 		delivered tally
@@ -227,6 +229,7 @@ func TestHandOffRetriedUntilAcknowledged(t *testing.T) {
 // in progress finishes; no goroutine is left to start one after Run returned (TestMain's
 // goleak checks that too), and the waiting records stay uncommitted for the next deliverer.
 func TestStopStartsNoQueuedDelivery(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	var fast atomic.Bool
 	arrived := make(chan struct{}, 100)
 	rc := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) {

@@ -23,6 +23,7 @@ import (
 // failed delivery is being handed on to its retry tier, and sends SIGTERM: the process must
 // stop by itself (exit status 0, not the command's backstop) within SHUTDOWN_TIMEOUT + 1 s.
 func TestDelivererSIGTERMWithoutKafka(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	if testing.Short() {
 		t.Skip("builds and runs the deliverer binary")
 	}

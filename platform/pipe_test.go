@@ -124,11 +124,13 @@ func runPipe(t *testing.T, p *platform.Pipe) (cancel func() error) {
 // Records are handed on across a stop in the middle of a batch and a restart: at least once,
 // every record arrives; exactly once, every record arrives once.
 func TestPipeDeliversAcrossStopAndRestart(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	for _, tt := range []struct {
 		name        string
 		exactlyOnce bool
 	}{{"at-least-once", false}, {"exactly-once", true}} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newPipeEnv(t, kafkatest.Embedded(t))
 			const n = 300
 			e.produce("a", n)
@@ -186,11 +188,13 @@ func TestPipeDeliversAcrossStopAndRestart(t *testing.T) {
 // A pipe whose broker disappears while it hands a batch on stops within its shutdown grace
 // once its context is cancelled.
 func TestPipeStopsWithinGraceWhenTheBrokerIsGone(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	for _, tt := range []struct {
 		name        string
 		exactlyOnce bool
 	}{{"at-least-once", false}, {"exactly-once", true}} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			b, err := embedded.Start(embedded.Options{})
 			if err != nil {
 				t.Fatal(err)

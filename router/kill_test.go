@@ -20,12 +20,13 @@ import (
 // destination, none lost, none twice. At least once: none lost; the duplicates are reported,
 // which also shows that this test sees duplicates when there are some.
 func TestRouterSIGKILL(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	if testing.Short() {
 		t.Skip("builds and kills the router binary")
 	}
 	bin := servicetest.Build(t, "./cmd/router")
 	for _, exactlyOnce := range []bool{true, false} {
-		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) { killRouter(t, bin, exactlyOnce) })
+		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) { t.Parallel(); killRouter(t, bin, exactlyOnce) })
 	}
 }
 

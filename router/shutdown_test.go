@@ -20,11 +20,13 @@ import (
 
 // A router whose broker disappeared stops within its ShutdownTimeout, in both modes.
 func TestRouterStopsWithinShutdownTimeoutWhenTheBrokerIsGone(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	for _, tt := range []struct {
 		name        string
 		exactlyOnce bool
 	}{{"exactly-once", true}, {"at-least-once", false}} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			b, err := embedded.Start(embedded.Options{})
 			if err != nil {
 				t.Fatal(err)
