@@ -1,66 +1,46 @@
 package router_test
 
 import (
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/router"
 )
 
-func TestConfigFromEnvironWithoutVariablesIsDefaultConfig(t *testing.T) {
-	c, err := router.ConfigFromEnviron(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := router.DefaultConfig(); !reflect.DeepEqual(c, want) {
-		t.Errorf("got  %+v\nwant %+v", c, want)
-	}
+func TestConfigFromEnviron(t *testing.T) {
+	servicetest.Settings[router.Config]{
+		FromEnviron: router.ConfigFromEnviron,
+		Default:     router.DefaultConfig(),
+		Every: map[string]string{
+			"ROUTER_EXACTLY_ONCE":        "false",
+			"ROUTER_TRANSACTIONAL_ID":    " router-0 ",
+			"ROUTER_TRANSACTION_TIMEOUT": "30s",
+			"SHUTDOWN_TIMEOUT":           "4s",
+		},
+		Want: func(c *router.Config) {
+			c.ExactlyOnce, c.TransactionalID, c.TransactionTimeout, c.ShutdownTimeout = false, "router-0", 30*time.Second, 4*time.Second
+		},
+		Bad: []servicetest.Bad{
+			{Variable: "ROUTER_EXACTLY_ONCE", Value: "maybe"},
+			{Variable: "ROUTER_TRANSACTION_TIMEOUT", Value: "999ms"},
+			{Variable: "ROUTER_TRANSACTION_TIMEOUT", Value: "long"},
+			{Variable: "SHUTDOWN_TIMEOUT", Value: "0s"},
+			{Variable: "SHUTDOWN_TIMEOUT", Value: "x"},
+		},
+		Unusable: func() error {
+			c := router.DefaultConfig()
+			c.TransactionalID, c.TransactionTimeout, c.ShutdownTimeout = "", 0, 0
+			return c.Validate()
+		},
+		UnusableNamed: []string{"ROUTER_TRANSACTIONAL_ID", "ROUTER_TRANSACTION_TIMEOUT", "SHUTDOWN_TIMEOUT"},
+	}.Run(t)
 }
 
-func TestConfigFromEnvironReadsEverySetting(t *testing.T) {
-	c, err := router.ConfigFromEnviron(map[string]string{
-		"ROUTER_EXACTLY_ONCE":        "false",
-		"ROUTER_TRANSACTIONAL_ID":    " router-0 ",
-		"ROUTER_TRANSACTION_TIMEOUT": "30s",
-		"SHUTDOWN_TIMEOUT":           "4s",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := router.DefaultConfig()
-	want.ExactlyOnce, want.TransactionalID, want.TransactionTimeout, want.ShutdownTimeout = false, "router-0", 30*time.Second, 4*time.Second
-	if !reflect.DeepEqual(c, want) {
-		t.Errorf("got  %+v\nwant %+v", c, want)
-	}
-}
-
-func TestConfigSettingErrorsNameTheVariable(t *testing.T) {
-	for _, tt := range []struct{ variable, value string }{
-		{"ROUTER_EXACTLY_ONCE", "maybe"},
-		{"ROUTER_TRANSACTION_TIMEOUT", "999ms"},
-		{"ROUTER_TRANSACTION_TIMEOUT", "long"},
-		{"SHUTDOWN_TIMEOUT", "0s"},
-		{"SHUTDOWN_TIMEOUT", "x"},
-	} {
-		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {
-			_, err := router.ConfigFromEnviron(map[string]string{tt.variable: tt.value})
-			if err == nil || !strings.Contains(err.Error(), tt.variable+": ") {
-				t.Errorf("error = %v, want one naming %s", err, tt.variable)
-			}
-		})
-	}
+// TestConfigAtLeastOnceNeedsNoTransaction: at least once needs neither a transactional id nor
+// a transaction timeout.
+func TestConfigAtLeastOnceNeedsNoTransaction(t *testing.T) {
 	c := router.DefaultConfig()
-	c.TransactionalID, c.TransactionTimeout, c.ShutdownTimeout = "", 0, 0
-	err := c.Validate()
-	for _, v := range []string{"ROUTER_TRANSACTIONAL_ID", "ROUTER_TRANSACTION_TIMEOUT", "SHUTDOWN_TIMEOUT"} {
-		if err == nil || !strings.Contains(err.Error(), v+": ") {
-			t.Errorf("Validate = %v, want every problem, %s among them", err, v)
-		}
-	}
-	// At least once needs neither a transactional id nor a transaction timeout.
-	c = router.DefaultConfig()
 	c.ExactlyOnce, c.TransactionalID, c.TransactionTimeout = false, "", 0
 	if err := c.Validate(); err != nil {
 		t.Errorf("at least once without a transactional id: %v", err)
