@@ -2,90 +2,67 @@ package devstack_test
 
 import (
 	"os"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tributary-cdp/tributary/devstack"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
-func TestConfigFromEnvironWithoutVariablesIsDefaultConfig(t *testing.T) {
-	c, err := devstack.ConfigFromEnviron(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := devstack.DefaultConfig(); !reflect.DeepEqual(c, want) {
-		t.Errorf("got  %+v\nwant %+v", c, want)
-	}
-}
-
-// TestConfigFromEnvironIsEveryServicesOwn: `make run` reads each service's settings as the
-// service does (WEBHOOK_ALLOW_PRIVATE, as the Makefile sets it, and the others), and its own.
-func TestConfigFromEnvironIsEveryServicesOwn(t *testing.T) {
-	c, err := devstack.ConfigFromEnviron(map[string]string{
-		"KAFKA_BROKERS":          "k:9092",
-		"INGEST_ADDR":            "127.0.0.1:0",
-		"ROUTER_EXACTLY_ONCE":    "false",
-		"RETRY_SCHEDULE":         "1s,2s",
-		"DELIVERY_TIMEOUT":       "1s",
-		"WEBHOOK_ALLOW_PRIVATE":  "true",
-		"SHUTDOWN_TIMEOUT":       "2s",
-		"EMBEDDED_KAFKA_PORT":    "0",
-		"CONFIG_FILE":            "deploy/config/dev.yaml",
-		"DATA_DIR":               "/tmp/d",
-		"CONSOLE_ADDR":           ":1",
-		"AUDIENCE_SYNC_INTERVAL": "5m",
-		"LOG_LEVEL":              "debug",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := devstack.DefaultConfig()
-	want.Kafka.Brokers = []string{"k:9092"}
-	want.Ingest.Addr, want.Ingest.ShutdownTimeout = "127.0.0.1:0", 2*time.Second
-	want.Router.ExactlyOnce, want.Router.ShutdownTimeout = false, 2*time.Second
-	want.Deliverer.RetrySchedule, want.Deliverer.Timeout = []time.Duration{time.Second, 2 * time.Second}, time.Second
-	want.Deliverer.AllowPrivate, want.Deliverer.ShutdownTimeout = true, 2*time.Second
-	want.EmbeddedPort, want.ConfigFile, want.DataDir, want.ConsoleAddr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
-	want.AudienceSyncInterval, want.LogLevel = 5*time.Minute, "debug"
-	if !reflect.DeepEqual(c, want) {
-		t.Errorf("got  %+v\nwant %+v", c, want)
-	}
-}
-
-func TestConfigSettingErrorsNameTheVariable(t *testing.T) {
-	for _, tt := range []struct{ variable, value string }{
-		{"KAFKA_BROKERS", "nohostport"},
-		{"KAFKA_PARTITIONS", "six"},
-		{"INGEST_PRODUCE_TIMEOUT", "0s"},
-		{"ROUTER_TRANSACTION_TIMEOUT", "1ms"},
-		{"RETRY_SCHEDULE", "1s,x"},
-		{"RETRY_WINDOW", "0s"},
-		{"DELIVERY_TIMEOUT", "-1s"},
-		{"WEBHOOK_ALLOW_PRIVATE", "sure"},
-		{"SHUTDOWN_TIMEOUT", "0s"},
-		{"EMBEDDED_KAFKA_PORT", "70000"},
-		{"EMBEDDED_KAFKA_PORT", "port"},
-		{"AUDIENCE_SYNC_INTERVAL", "0s"},
-		{"AUDIENCE_SYNC_INTERVAL", "often"},
-		{"LOG_LEVEL", "loud"},
-	} {
-		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {
-			_, err := devstack.ConfigFromEnviron(map[string]string{tt.variable: tt.value})
-			if err == nil || !strings.Contains(err.Error(), tt.variable+": ") {
-				t.Errorf("error = %v, want one naming %s", err, tt.variable)
-			}
-		})
-	}
-	c := devstack.DefaultConfig()
-	c.DataDir, c.Deliverer.RetryWindow, c.Ingest.Addr = "", 0, ""
-	err := c.Validate()
-	for _, v := range []string{"DATA_DIR", "RETRY_WINDOW", "INGEST_ADDR"} {
-		if err == nil || !strings.Contains(err.Error(), v+": ") {
-			t.Errorf("Validate = %v, want every problem, %s among them", err, v)
-		}
-	}
+// TestConfigFromEnviron: `make run` reads each service's settings as the service does
+// (WEBHOOK_ALLOW_PRIVATE, as the Makefile sets it, and the others), and its own.
+func TestConfigFromEnviron(t *testing.T) {
+	servicetest.Settings[devstack.Config]{
+		FromEnviron: devstack.ConfigFromEnviron,
+		Default:     devstack.DefaultConfig(),
+		Every: map[string]string{
+			"KAFKA_BROKERS":          "k:9092",
+			"INGEST_ADDR":            "127.0.0.1:0",
+			"ROUTER_EXACTLY_ONCE":    "false",
+			"RETRY_SCHEDULE":         "1s,2s",
+			"DELIVERY_TIMEOUT":       "1s",
+			"WEBHOOK_ALLOW_PRIVATE":  "true",
+			"SHUTDOWN_TIMEOUT":       "2s",
+			"EMBEDDED_KAFKA_PORT":    "0",
+			"CONFIG_FILE":            "deploy/config/dev.yaml",
+			"DATA_DIR":               "/tmp/d",
+			"CONSOLE_ADDR":           ":1",
+			"AUDIENCE_SYNC_INTERVAL": "5m",
+			"LOG_LEVEL":              "debug",
+		},
+		Want: func(c *devstack.Config) {
+			c.Kafka.Brokers = []string{"k:9092"}
+			c.Ingest.Addr, c.Ingest.ShutdownTimeout = "127.0.0.1:0", 2*time.Second
+			c.Router.ExactlyOnce, c.Router.ShutdownTimeout = false, 2*time.Second
+			c.Deliverer.RetrySchedule, c.Deliverer.Timeout = []time.Duration{time.Second, 2 * time.Second}, time.Second
+			c.Deliverer.AllowPrivate, c.Deliverer.ShutdownTimeout = true, 2*time.Second
+			c.EmbeddedPort, c.ConfigFile, c.DataDir, c.ConsoleAddr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
+			c.AudienceSyncInterval, c.LogLevel = 5*time.Minute, "debug"
+		},
+		Bad: []servicetest.Bad{
+			{Variable: "KAFKA_BROKERS", Value: "nohostport"},
+			{Variable: "KAFKA_PARTITIONS", Value: "six"},
+			{Variable: "INGEST_PRODUCE_TIMEOUT", Value: "0s"},
+			{Variable: "ROUTER_TRANSACTION_TIMEOUT", Value: "1ms"},
+			{Variable: "RETRY_SCHEDULE", Value: "1s,x"},
+			{Variable: "RETRY_WINDOW", Value: "0s"},
+			{Variable: "DELIVERY_TIMEOUT", Value: "-1s"},
+			{Variable: "WEBHOOK_ALLOW_PRIVATE", Value: "sure"},
+			{Variable: "SHUTDOWN_TIMEOUT", Value: "0s"},
+			{Variable: "EMBEDDED_KAFKA_PORT", Value: "70000"},
+			{Variable: "EMBEDDED_KAFKA_PORT", Value: "port"},
+			{Variable: "AUDIENCE_SYNC_INTERVAL", Value: "0s"},
+			{Variable: "AUDIENCE_SYNC_INTERVAL", Value: "often"},
+			{Variable: "LOG_LEVEL", Value: "loud"},
+		},
+		Unusable: func() error {
+			c := devstack.DefaultConfig()
+			c.DataDir, c.Deliverer.RetryWindow, c.Ingest.Addr = "", 0, ""
+			return c.Validate()
+		},
+		UnusableNamed: []string{"DATA_DIR", "RETRY_WINDOW", "INGEST_ADDR"},
+	}.Run(t)
 }
 
 // TestConfigDocUpToDate regenerates the settings table of docs/configuration.md from the
@@ -151,12 +128,5 @@ func TestConfigFromEnvironReportsEveryProblemOnce(t *testing.T) {
 		"KAFKA_TLS": "maybe", "SHUTDOWN_TIMEOUT": "x", "ROUTER_EXACTLY_ONCE": "perhaps",
 		"DELIVERER_MAX_PER_HOST": "0", "EMBEDDED_KAFKA_PORT": "-3",
 	})
-	if err == nil {
-		t.Fatal("bad settings accepted")
-	}
-	for _, v := range []string{"KAFKA_TLS", "SHUTDOWN_TIMEOUT", "ROUTER_EXACTLY_ONCE", "DELIVERER_MAX_PER_HOST", "EMBEDDED_KAFKA_PORT"} {
-		if n := strings.Count(err.Error(), v+": "); n != 1 {
-			t.Errorf("%s named %d times in %q, want once", v, n, err)
-		}
-	}
+	servicetest.NamesEachOnce(t, err, "KAFKA_TLS", "SHUTDOWN_TIMEOUT", "ROUTER_EXACTLY_ONCE", "DELIVERER_MAX_PER_HOST", "EMBEDDED_KAFKA_PORT")
 }

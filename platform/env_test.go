@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -91,11 +92,7 @@ func TestFromEnvNamesTheVariable(t *testing.T) {
 	}
 	s := sampleDefaults()
 	err := platform.FromEnv(&s, map[string]string{"S_ON": "x", "S_COUNT": "y", "S_WAIT": "z"})
-	for _, v := range []string{"S_ON", "S_COUNT", "S_WAIT"} {
-		if err == nil || !strings.Contains(err.Error(), v+": ") {
-			t.Errorf("three bad variables: %v, want every one named (%s)", err, v)
-		}
-	}
+	servicetest.NamesEach(t, err, "S_ON", "S_COUNT", "S_WAIT")
 }
 
 func TestEnvFields(t *testing.T) {
@@ -120,76 +117,50 @@ func TestKafkaSettingsFromNoEnvironmentAreTheDefaults(t *testing.T) {
 }
 
 func TestCommandSettings(t *testing.T) {
-	s, err := platform.CommandSettingsFromEnviron(map[string]string{})
-	if err != nil || s != platform.DefaultCommandSettings() {
-		t.Fatalf("no environment: %+v, %v; want the defaults %+v", s, err, platform.DefaultCommandSettings())
-	}
-	s, err = platform.CommandSettingsFromEnviron(map[string]string{"LOG_LEVEL": "debug", "METRICS_ADDR": ":9", "SHUTDOWN_TIMEOUT": "30s"})
-	if want := (platform.CommandSettings{LogLevel: "debug", MetricsAddr: ":9", ShutdownTimeout: 30 * time.Second}); err != nil || s != want {
-		t.Fatalf("got %+v, %v; want %+v", s, err, want)
-	}
-	for _, tt := range []struct{ variable, value string }{
-		{"LOG_LEVEL", "loud"},
-		{"SHUTDOWN_TIMEOUT", "0s"},
-		{"SHUTDOWN_TIMEOUT", "-1s"},
-		{"SHUTDOWN_TIMEOUT", "later"},
-	} {
-		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {
-			_, err := platform.CommandSettingsFromEnviron(map[string]string{tt.variable: tt.value})
-			if err == nil || !strings.Contains(err.Error(), tt.variable+": ") {
-				t.Errorf("error = %v, want one naming %s", err, tt.variable)
-			}
-		})
-	}
+	servicetest.Settings[platform.CommandSettings]{
+		FromEnviron: platform.CommandSettingsFromEnviron,
+		Default:     platform.DefaultCommandSettings(),
+		Every:       map[string]string{"LOG_LEVEL": "debug", "METRICS_ADDR": ":9", "SHUTDOWN_TIMEOUT": "30s"},
+		Want: func(s *platform.CommandSettings) {
+			*s = platform.CommandSettings{LogLevel: "debug", MetricsAddr: ":9", ShutdownTimeout: 30 * time.Second}
+		},
+		Bad: []servicetest.Bad{
+			{Variable: "LOG_LEVEL", Value: "loud"},
+			{Variable: "SHUTDOWN_TIMEOUT", Value: "0s"},
+			{Variable: "SHUTDOWN_TIMEOUT", Value: "-1s"},
+			{Variable: "SHUTDOWN_TIMEOUT", Value: "later"},
+		},
+	}.Run(t)
 }
 
+// TestInitSettings: KAFKA_BROKERS is required (tributary-init has no embedded broker).
 func TestInitSettings(t *testing.T) {
-	s, err := platform.InitSettingsFromEnviron(map[string]string{"KAFKA_BROKERS": "k:9092"})
-	if err != nil {
-		t.Fatal(err)
+	s := servicetest.Settings[platform.InitSettings]{
+		FromEnviron: platform.InitSettingsFromEnviron,
+		Required:    map[string]string{"KAFKA_BROKERS": "k:9092"},
+		Default:     platform.DefaultInitSettings(),
+		Every: map[string]string{"KAFKA_BROKERS": "k:9092", "CONFIG_FILE": " c.yaml ",
+			"RETRY_SCHEDULE": "1s,1s", "INIT_TIMEOUT": "1m", "LOG_LEVEL": "warn"},
+		Want: func(s *platform.InitSettings) {
+			s.ConfigFile, s.RetrySchedule, s.Timeout, s.LogLevel = "c.yaml", []time.Duration{time.Second, time.Second}, time.Minute, "warn"
+		},
+		Bad: []servicetest.Bad{
+			{Variable: "KAFKA_BROKERS", Value: ""},
+			{Variable: "INIT_TIMEOUT", Value: "0s"},
+			{Variable: "INIT_TIMEOUT", Value: "x"},
+			{Variable: "RETRY_SCHEDULE", Value: "1s,0s"},
+			{Variable: "LOG_LEVEL", Value: "4"},
+			{Variable: "KAFKA_PARTITIONS", Value: "0"},
+		},
+		Unusable: func() error {
+			_, err := platform.InitSettingsFromEnviron(map[string]string{"INIT_TIMEOUT": "0s", "LOG_LEVEL": "loud"})
+			return err
+		},
+		UnusableNamed: []string{"KAFKA_BROKERS", "INIT_TIMEOUT", "LOG_LEVEL"},
 	}
-	want := platform.DefaultInitSettings()
-	want.Kafka.Brokers = []string{"k:9092"}
-	if !reflect.DeepEqual(s, want) {
-		t.Errorf("got %+v, want the defaults %+v", s, want)
-	}
-	if got, _ := schemas.ParseRetrySchedule(schemas.DefaultRetrySchedule); !slices.Equal(s.RetrySchedule, got) {
-		t.Errorf("RETRY_SCHEDULE default %v, want schemas.DefaultRetrySchedule", s.RetrySchedule)
-	}
-	s, err = platform.InitSettingsFromEnviron(map[string]string{"KAFKA_BROKERS": "k:9092", "CONFIG_FILE": " c.yaml ",
-		"RETRY_SCHEDULE": "1s,1s", "INIT_TIMEOUT": "1m", "LOG_LEVEL": "warn"})
-	if err != nil || s.ConfigFile != "c.yaml" || len(s.RetrySchedule) != 2 || s.Timeout != time.Minute || s.LogLevel != "warn" {
-		t.Fatalf("got %+v, %v", s, err)
-	}
-	for _, tt := range []struct {
-		variable string
-		environ  map[string]string
-	}{
-		{"KAFKA_BROKERS", map[string]string{}},
-		{"INIT_TIMEOUT", map[string]string{"INIT_TIMEOUT": "0s"}},
-		{"INIT_TIMEOUT", map[string]string{"INIT_TIMEOUT": "x"}},
-		{"RETRY_SCHEDULE", map[string]string{"RETRY_SCHEDULE": "1s,0s"}},
-		{"LOG_LEVEL", map[string]string{"LOG_LEVEL": "4"}},
-		{"KAFKA_PARTITIONS", map[string]string{"KAFKA_PARTITIONS": "0"}},
-	} {
-		t.Run(tt.variable, func(t *testing.T) {
-			if tt.environ["KAFKA_BROKERS"] == "" && tt.variable != "KAFKA_BROKERS" {
-				tt.environ["KAFKA_BROKERS"] = "k:9092"
-			}
-			_, err := platform.InitSettingsFromEnviron(tt.environ)
-			if err == nil || !strings.Contains(err.Error(), tt.variable+": ") {
-				t.Errorf("error = %v, want one naming %s", err, tt.variable)
-			}
-		})
-	}
-	_, err = platform.InitSettingsFromEnviron(map[string]string{"INIT_TIMEOUT": "0s", "LOG_LEVEL": "loud"})
-	var n int
-	for _, v := range []string{"KAFKA_BROKERS", "INIT_TIMEOUT", "LOG_LEVEL"} {
-		if err != nil && strings.Contains(err.Error(), v+": ") {
-			n++
-		}
-	}
-	if n != 3 {
-		t.Errorf("three bad settings: %v, want each named", err)
+	s.Default.Kafka.Brokers = []string{"k:9092"}
+	s.Run(t)
+	if got, _ := schemas.ParseRetrySchedule(schemas.DefaultRetrySchedule); !slices.Equal(platform.DefaultInitSettings().RetrySchedule, got) {
+		t.Errorf("RETRY_SCHEDULE default %v, want schemas.DefaultRetrySchedule", platform.DefaultInitSettings().RetrySchedule)
 	}
 }

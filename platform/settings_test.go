@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -28,44 +29,37 @@ func TestParseKafkaSettingsDefaults(t *testing.T) {
 	}
 }
 
-func TestParseKafkaSettingsAll(t *testing.T) {
-	s, err := platform.ParseKafkaSettings(map[string]string{
-		"KAFKA_BROKERS":            "kafka:9093",
-		"KAFKA_SASL_MECHANISM":     "scram-sha-512",
-		"KAFKA_SASL_USERNAME":      "svc",
-		"KAFKA_SASL_PASSWORD":      "pw",
-		"KAFKA_TLS":                "true",
-		"KAFKA_TLS_CA_FILE":        "/etc/ca.pem",
-		"KAFKA_REPLICATION_FACTOR": "3",
-		"KAFKA_PARTITIONS":         "12",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := platform.KafkaSettings{
-		Brokers: []string{"kafka:9093"}, SASLMechanism: platform.SASLScramSHA512, SASLUsername: "svc",
-		SASLPassword: "pw", TLS: true, TLSCAFile: "/etc/ca.pem", ReplicationFactor: 3, Partitions: 12,
-	}
-	if !slices.Equal(s.Brokers, want.Brokers) || s.SASLMechanism != want.SASLMechanism || s.SASLUsername != want.SASLUsername ||
-		s.SASLPassword != want.SASLPassword || s.TLS != want.TLS || s.TLSCAFile != want.TLSCAFile ||
-		s.ReplicationFactor != want.ReplicationFactor || s.Partitions != want.Partitions {
-		t.Errorf("got %+v\nwant %+v", s, want)
-	}
-}
-
-func TestParseKafkaSettingsBadValues(t *testing.T) {
-	for _, tt := range []struct{ name, variable, value string }{
-		{"tls not a bool", "KAFKA_TLS", "maybe"},
-		{"partitions not a number", "KAFKA_PARTITIONS", "six"},
-		{"replication factor too big for int16", "KAFKA_REPLICATION_FACTOR", "70000"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := platform.ParseKafkaSettings(map[string]string{"KAFKA_BROKERS": "a:1", tt.variable: tt.value})
-			if err == nil || !strings.Contains(err.Error(), tt.variable) {
-				t.Errorf("error = %v, want one naming %s", err, tt.variable)
+// TestParseKafkaSettings: the variables are read as they are, not validated (a bad broker
+// address is Validate's); only a value that does not parse is an error.
+func TestParseKafkaSettings(t *testing.T) {
+	s := servicetest.Settings[platform.KafkaSettings]{
+		FromEnviron: platform.ParseKafkaSettings,
+		Required:    map[string]string{"KAFKA_BROKERS": "a:1"},
+		Default:     platform.DefaultKafkaSettings(),
+		Every: map[string]string{
+			"KAFKA_BROKERS":            "kafka:9093",
+			"KAFKA_SASL_MECHANISM":     "scram-sha-512",
+			"KAFKA_SASL_USERNAME":      "svc",
+			"KAFKA_SASL_PASSWORD":      "pw",
+			"KAFKA_TLS":                "true",
+			"KAFKA_TLS_CA_FILE":        "/etc/ca.pem",
+			"KAFKA_REPLICATION_FACTOR": "3",
+			"KAFKA_PARTITIONS":         "12",
+		},
+		Want: func(s *platform.KafkaSettings) {
+			*s = platform.KafkaSettings{
+				Brokers: []string{"kafka:9093"}, SASLMechanism: platform.SASLScramSHA512, SASLUsername: "svc",
+				SASLPassword: "pw", TLS: true, TLSCAFile: "/etc/ca.pem", ReplicationFactor: 3, Partitions: 12,
 			}
-		})
+		},
+		Bad: []servicetest.Bad{
+			{Variable: "KAFKA_TLS", Value: "maybe"},                // not a bool
+			{Variable: "KAFKA_PARTITIONS", Value: "six"},           // not a number
+			{Variable: "KAFKA_REPLICATION_FACTOR", Value: "70000"}, // too big for int16
+		},
 	}
+	s.Default.Brokers = []string{"a:1"}
+	s.Run(t)
 }
 
 func TestKafkaSettingsValidate(t *testing.T) {
