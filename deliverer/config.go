@@ -103,14 +103,7 @@ func (c *Config) Validate() error {
 	if c.DeliveriesTopic == "" || c.DLQTopic == "" || c.AttemptsTopic == "" || c.Group == "" {
 		errs = append(errs, errors.New("deliverer topics and group: names must not be empty"))
 	}
-	if len(c.RetrySchedule) == 0 {
-		errs = append(errs, errors.New("RETRY_SCHEDULE: at least one delay"))
-	}
-	for i, d := range c.RetrySchedule {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("RETRY_SCHEDULE: entry %d must be positive", i+1))
-		}
-	}
+	errs = append(errs, schemas.ValidateRetryDelays(c.RetrySchedule))
 	if c.RetryWindow <= 0 {
 		errs = append(errs, fmt.Errorf("RETRY_WINDOW: must be positive, got %s", c.RetryWindow))
 	}

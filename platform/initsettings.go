@@ -55,15 +55,7 @@ func InitSettingsFromEnviron(environ map[string]string) (InitSettings, error) {
 
 // Validate returns every unusable setting, each naming its variable.
 func (s InitSettings) Validate() error {
-	errs := []error{s.Kafka.Validate()}
-	if len(s.RetrySchedule) == 0 {
-		errs = append(errs, errors.New("RETRY_SCHEDULE: at least one delay"))
-	}
-	for i, d := range s.RetrySchedule {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("RETRY_SCHEDULE: entry %d must be positive", i+1))
-		}
-	}
+	errs := []error{s.Kafka.Validate(), schemas.ValidateRetryDelays(s.RetrySchedule)}
 	if s.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("INIT_TIMEOUT: must be positive, got %s", s.Timeout))
 	}

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -101,4 +102,19 @@ func ParseRetrySchedule(s string) ([]time.Duration, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// ValidateRetryDelays returns every problem of a retry schedule held in settings
+// (RETRY_SCHEDULE): no delay at all, or a delay that is not positive.
+func ValidateRetryDelays(delays []time.Duration) error {
+	var errs []error
+	if len(delays) == 0 {
+		errs = append(errs, errors.New("RETRY_SCHEDULE: at least one delay"))
+	}
+	for i, d := range delays {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("RETRY_SCHEDULE: entry %d must be positive", i+1))
+		}
+	}
+	return errors.Join(errs...)
 }

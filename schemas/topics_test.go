@@ -46,3 +46,20 @@ func TestParseRetrySchedule(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateRetryDelays(t *testing.T) {
+	if err := ValidateRetryDelays(DefaultRetryDelays()); err != nil {
+		t.Errorf("the default schedule: %v", err)
+	}
+	for _, tt := range []struct {
+		delays []time.Duration
+		want   string
+	}{
+		{nil, "RETRY_SCHEDULE: at least one delay"},
+		{[]time.Duration{time.Second, 0, -time.Second}, "RETRY_SCHEDULE: entry 2 must be positive\nRETRY_SCHEDULE: entry 3 must be positive"},
+	} {
+		if err := ValidateRetryDelays(tt.delays); err == nil || err.Error() != tt.want {
+			t.Errorf("ValidateRetryDelays(%v) = %v, want %q", tt.delays, err, tt.want)
+		}
+	}
+}
