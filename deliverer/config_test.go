@@ -1,6 +1,7 @@
 package deliverer
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 )
 
 func TestConfigFromEnviron(t *testing.T) {
-	every := servicetest.Settings[Config]{
+	every, unusable := servicetest.Settings[Config]{
 		FromEnviron: ConfigFromEnviron,
 		Default:     DefaultConfig(),
 		Every: map[string]string{
@@ -34,35 +35,32 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.MaxInFlight, c.MaxPerHost, c.MaxWaitingPerHost, c.BreakerFailures, c.BreakerCooldown = 100, 4, 0, 3, time.Second
 			c.ShutdownTimeout = 5 * time.Second
 		},
-		Bad: []servicetest.Bad{
-			{Variable: "RETRY_SCHEDULE", Value: "1s,-2s"},
-			{Variable: "RETRY_SCHEDULE", Value: "1s,,2s"},
-			{Variable: "RETRY_WINDOW", Value: "0s"},
-			{Variable: "RETRY_WINDOW", Value: "forever"},
-			{Variable: "DELIVERY_TIMEOUT", Value: "-1s"},
-			{Variable: "DELIVERY_TIMEOUT", Value: "fast"},
-			{Variable: "WEBHOOK_ALLOW_PRIVATE", Value: "yes"},
-			{Variable: "DELIVERER_MAX_IN_FLIGHT", Value: "0"},
-			{Variable: "DELIVERER_MAX_IN_FLIGHT", Value: "lots"},
-			{Variable: "DELIVERER_MAX_PER_HOST", Value: "0"},
-			{Variable: "DELIVERER_MAX_WAITING_PER_HOST", Value: "-1"},
-			// 64 + 2000 > 1024: the error names the sum.
-			{Variable: "DELIVERER_MAX_WAITING_PER_HOST", Value: "2000", Says: "DELIVERER_MAX_WAITING_PER_HOST ("},
-			{Variable: "DELIVERER_BREAKER_FAILURES", Value: "0"},
-			{Variable: "DELIVERER_BREAKER_COOLDOWN", Value: "0s"},
-			{Variable: "SHUTDOWN_TIMEOUT", Value: "0s"},
+		Bad: map[string][]string{
+			"RETRY_SCHEDULE":                 {"1s,-2s", "1s,,2s"},
+			"RETRY_WINDOW":                   {"0s", "forever"},
+			"DELIVERY_TIMEOUT":               {"-1s", "fast"},
+			"WEBHOOK_ALLOW_PRIVATE":          {"yes"},
+			"DELIVERER_MAX_IN_FLIGHT":        {"0", "lots"},
+			"DELIVERER_MAX_PER_HOST":         {"0"},
+			"DELIVERER_MAX_WAITING_PER_HOST": {"-1"},
+			"DELIVERER_BREAKER_FAILURES":     {"0"},
+			"DELIVERER_BREAKER_COOLDOWN":     {"0s"},
+			"SHUTDOWN_TIMEOUT":               {"0s"},
 		},
-		Unusable: func() error {
-			c := DefaultConfig()
+		Unusable: func(c *Config) {
 			c.RetrySchedule, c.RetryWindow, c.Timeout, c.MaxPerHost, c.BreakerFailures, c.ShutdownTimeout = nil, 0, 0, 0, 0, 0
-			err := c.Validate()
-			if err == nil || !strings.Contains(err.Error(), "DELIVERER_MAX_PER_HOST: must be at least 1, got 0") {
-				t.Errorf("Validate = %v, want DELIVERER_MAX_PER_HOST: must be at least 1, got 0", err)
-			}
-			return err
 		},
+		Validate:      (*Config).Validate,
 		UnusableNamed: []string{"RETRY_SCHEDULE", "RETRY_WINDOW", "DELIVERY_TIMEOUT", "DELIVERER_MAX_PER_HOST", "DELIVERER_BREAKER_FAILURES", "SHUTDOWN_TIMEOUT"},
 	}.Run(t)
+	if !strings.Contains(fmt.Sprint(unusable), "DELIVERER_MAX_PER_HOST: must be at least 1, got 0") {
+		t.Errorf("Validate = %v, want DELIVERER_MAX_PER_HOST: must be at least 1, got 0", unusable)
+	}
+	// 64 + 2000 > 1024: the error names the sum.
+	_, err := ConfigFromEnviron(map[string]string{"DELIVERER_MAX_WAITING_PER_HOST": "2000"})
+	if err == nil || !strings.Contains(err.Error(), "DELIVERER_MAX_WAITING_PER_HOST (") {
+		t.Errorf("error = %v, want one naming DELIVERER_MAX_WAITING_PER_HOST", err)
+	}
 	if delays, topics := every.tiers(); len(delays) != 2 || !slices.Equal(topics, []string{"webhooks.retry.1s", "webhooks.retry.2s"}) {
 		t.Errorf("tiers = %v %q", delays, topics)
 	}

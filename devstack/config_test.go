@@ -40,27 +40,22 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.EmbeddedPort, c.ConfigFile, c.DataDir, c.ConsoleAddr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
 			c.AudienceSyncInterval, c.LogLevel = 5*time.Minute, "debug"
 		},
-		Bad: []servicetest.Bad{
-			{Variable: "KAFKA_BROKERS", Value: "nohostport"},
-			{Variable: "KAFKA_PARTITIONS", Value: "six"},
-			{Variable: "INGEST_PRODUCE_TIMEOUT", Value: "0s"},
-			{Variable: "ROUTER_TRANSACTION_TIMEOUT", Value: "1ms"},
-			{Variable: "RETRY_SCHEDULE", Value: "1s,x"},
-			{Variable: "RETRY_WINDOW", Value: "0s"},
-			{Variable: "DELIVERY_TIMEOUT", Value: "-1s"},
-			{Variable: "WEBHOOK_ALLOW_PRIVATE", Value: "sure"},
-			{Variable: "SHUTDOWN_TIMEOUT", Value: "0s"},
-			{Variable: "EMBEDDED_KAFKA_PORT", Value: "70000"},
-			{Variable: "EMBEDDED_KAFKA_PORT", Value: "port"},
-			{Variable: "AUDIENCE_SYNC_INTERVAL", Value: "0s"},
-			{Variable: "AUDIENCE_SYNC_INTERVAL", Value: "often"},
-			{Variable: "LOG_LEVEL", Value: "loud"},
+		Bad: map[string][]string{
+			"KAFKA_BROKERS":              {"nohostport"},
+			"KAFKA_PARTITIONS":           {"six"},
+			"INGEST_PRODUCE_TIMEOUT":     {"0s"},
+			"ROUTER_TRANSACTION_TIMEOUT": {"1ms"},
+			"RETRY_SCHEDULE":             {"1s,x"},
+			"RETRY_WINDOW":               {"0s"},
+			"DELIVERY_TIMEOUT":           {"-1s"},
+			"WEBHOOK_ALLOW_PRIVATE":      {"sure"},
+			"SHUTDOWN_TIMEOUT":           {"0s"},
+			"EMBEDDED_KAFKA_PORT":        {"70000", "port"},
+			"AUDIENCE_SYNC_INTERVAL":     {"0s", "often"},
+			"LOG_LEVEL":                  {"loud"},
 		},
-		Unusable: func() error {
-			c := devstack.DefaultConfig()
-			c.DataDir, c.Deliverer.RetryWindow, c.Ingest.Addr = "", 0, ""
-			return c.Validate()
-		},
+		Unusable:      func(c *devstack.Config) { c.DataDir, c.Deliverer.RetryWindow, c.Ingest.Addr = "", 0, "" },
+		Validate:      (*devstack.Config).Validate,
 		UnusableNamed: []string{"DATA_DIR", "RETRY_WINDOW", "INGEST_ADDR"},
 	}.Run(t)
 }

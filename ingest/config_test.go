@@ -28,22 +28,15 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")}
 			c.AllowedOrigins = []string{"https://a.example", "https://b.example"}
 		},
-		Bad: []servicetest.Bad{
-			{Variable: "INGEST_TRUSTED_PROXIES", Value: "10.0.0.0/8,nope"},
-			{Variable: "INGEST_PRODUCE_TIMEOUT", Value: "0s"},
-			{Variable: "INGEST_PRODUCE_TIMEOUT", Value: "-1s"},
-			{Variable: "INGEST_PRODUCE_TIMEOUT", Value: "soon"},
-			{Variable: "INGEST_DISABLE_INBOUND", Value: "maybe"},
-			{Variable: "INGEST_MAX_IN_FLIGHT", Value: "-1"},
-			{Variable: "INGEST_MAX_IN_FLIGHT", Value: "many"},
-			{Variable: "SHUTDOWN_TIMEOUT", Value: "0s"},
-			{Variable: "SHUTDOWN_TIMEOUT", Value: "x"},
+		Bad: map[string][]string{
+			"INGEST_TRUSTED_PROXIES": {"10.0.0.0/8,nope"},
+			"INGEST_PRODUCE_TIMEOUT": {"0s", "-1s", "soon"},
+			"INGEST_DISABLE_INBOUND": {"maybe"},
+			"INGEST_MAX_IN_FLIGHT":   {"-1", "many"},
+			"SHUTDOWN_TIMEOUT":       {"0s", "x"},
 		},
-		Unusable: func() error {
-			c := DefaultConfig()
-			c.Addr, c.ProduceTimeout, c.MaxInFlight, c.ShutdownTimeout = "", 0, -1, 0
-			return c.Validate()
-		},
+		Unusable:      func(c *Config) { c.Addr, c.ProduceTimeout, c.MaxInFlight, c.ShutdownTimeout = "", 0, -1, 0 },
+		Validate:      (*Config).Validate,
 		UnusableNamed: []string{"INGEST_ADDR", "INGEST_PRODUCE_TIMEOUT", "INGEST_MAX_IN_FLIGHT", "SHUTDOWN_TIMEOUT"},
 	}.Run(t)
 }

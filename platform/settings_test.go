@@ -52,10 +52,10 @@ func TestParseKafkaSettings(t *testing.T) {
 				SASLPassword: "pw", TLS: true, TLSCAFile: "/etc/ca.pem", ReplicationFactor: 3, Partitions: 12,
 			}
 		},
-		Bad: []servicetest.Bad{
-			{Variable: "KAFKA_TLS", Value: "maybe"},                // not a bool
-			{Variable: "KAFKA_PARTITIONS", Value: "six"},           // not a number
-			{Variable: "KAFKA_REPLICATION_FACTOR", Value: "70000"}, // too big for int16
+		Bad: map[string][]string{
+			"KAFKA_TLS":                {"maybe"}, // not a bool
+			"KAFKA_PARTITIONS":         {"six"},   // not a number
+			"KAFKA_REPLICATION_FACTOR": {"70000"}, // too big for int16
 		},
 	}
 	s.Default.Brokers = []string{"a:1"}

@@ -21,18 +21,13 @@ func TestConfigFromEnviron(t *testing.T) {
 		Want: func(c *router.Config) {
 			c.ExactlyOnce, c.TransactionalID, c.TransactionTimeout, c.ShutdownTimeout = false, "router-0", 30*time.Second, 4*time.Second
 		},
-		Bad: []servicetest.Bad{
-			{Variable: "ROUTER_EXACTLY_ONCE", Value: "maybe"},
-			{Variable: "ROUTER_TRANSACTION_TIMEOUT", Value: "999ms"},
-			{Variable: "ROUTER_TRANSACTION_TIMEOUT", Value: "long"},
-			{Variable: "SHUTDOWN_TIMEOUT", Value: "0s"},
-			{Variable: "SHUTDOWN_TIMEOUT", Value: "x"},
+		Bad: map[string][]string{
+			"ROUTER_EXACTLY_ONCE":        {"maybe"},
+			"ROUTER_TRANSACTION_TIMEOUT": {"999ms", "long"},
+			"SHUTDOWN_TIMEOUT":           {"0s", "x"},
 		},
-		Unusable: func() error {
-			c := router.DefaultConfig()
-			c.TransactionalID, c.TransactionTimeout, c.ShutdownTimeout = "", 0, 0
-			return c.Validate()
-		},
+		Unusable:      func(c *router.Config) { c.TransactionalID, c.TransactionTimeout, c.ShutdownTimeout = "", 0, 0 },
+		Validate:      (*router.Config).Validate,
 		UnusableNamed: []string{"ROUTER_TRANSACTIONAL_ID", "ROUTER_TRANSACTION_TIMEOUT", "SHUTDOWN_TIMEOUT"},
 	}.Run(t)
 }

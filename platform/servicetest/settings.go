@@ -3,6 +3,7 @@ package servicetest
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,25 +25,19 @@ type Settings[T any] struct {
 	// FromEnviron must return from it.
 	Every map[string]string
 	Want  func(*T)
-	// Bad are values that alone (beside Required) must each be an error naming the variable.
-	Bad []Bad
-	// Unusable, if set, returns the error of several unusable settings at once (Validate of a
-	// changed Default, or FromEnviron of several bad values); it must name each of
-	// UnusableNamed.
-	Unusable      func() error
+	// Bad lists, by variable, values that each alone (beside Required) must be an error
+	// naming the variable ("VARIABLE: ...").
+	Bad map[string][]string
+	// Unusable, if set, makes several settings of a copy of Default unusable at once; Validate
+	// of it must name each of UnusableNamed.
+	Unusable      func(*T)
+	Validate      func(*T) error
 	UnusableNamed []string
 }
 
-// Bad is one bad value of a variable.
-type Bad struct {
-	Variable, Value string
-	// Says is what the error must contain; "" means Variable + ": ".
-	Says string
-}
-
-// Run runs the cases of s as subtests of t and returns what FromEnviron read from Every, for
-// the test's own checks of it.
-func (s Settings[T]) Run(t *testing.T) (every T) {
+// Run runs the cases of s as subtests of t. It returns what FromEnviron read from Every and
+// the error of Validate after Unusable, for the test's own checks of them.
+func (s Settings[T]) Run(t *testing.T) (every T, unusable error) {
 	t.Helper()
 	t.Run("no variable is the default", func(t *testing.T) {
 		got, err := s.FromEnviron(s.environ(nil))
@@ -65,24 +60,25 @@ func (s Settings[T]) Run(t *testing.T) (every T) {
 			t.Errorf("got  %+v\nwant %+v", every, want)
 		}
 	})
-	for _, b := range s.Bad {
-		t.Run(b.Variable+"="+b.Value, func(t *testing.T) {
-			says := b.Says
-			if says == "" {
-				says = b.Variable + ": "
-			}
-			_, err := s.FromEnviron(s.environ(map[string]string{b.Variable: b.Value}))
-			if err == nil || !strings.Contains(err.Error(), says) {
-				t.Errorf("error = %v, want one naming %s (%q)", err, b.Variable, says)
-			}
-		})
+	for _, variable := range slices.Sorted(maps.Keys(s.Bad)) {
+		for _, value := range s.Bad[variable] {
+			t.Run(variable+"="+value, func(t *testing.T) {
+				_, err := s.FromEnviron(s.environ(map[string]string{variable: value}))
+				if err == nil || !strings.Contains(err.Error(), variable+": ") {
+					t.Errorf("error = %v, want one naming %s", err, variable)
+				}
+			})
+		}
 	}
 	if s.Unusable != nil {
 		t.Run("every problem", func(t *testing.T) {
-			NamesEach(t, s.Unusable(), s.UnusableNamed...)
+			c := s.Default
+			s.Unusable(&c)
+			unusable = s.Validate(&c)
+			NamesEach(t, unusable, s.UnusableNamed...)
 		})
 	}
-	return every
+	return every, unusable
 }
 
 // environ returns Required with vars set over it.
