@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -60,8 +61,13 @@ func TestConfigFromEnviron(t *testing.T) {
 	}.Run(t)
 }
 
+// update rewrites the generated parts of the docs instead of comparing them:
+//
+//	go test ./devstack -run TestConfigDocUpToDate -update
+var update = flag.Bool("update", false, "rewrite the settings table of "+devstack.ConfigDocPath)
+
 // TestConfigDocUpToDate regenerates the settings table of docs/configuration.md from the
-// settings structs and fails while the file differs.
+// settings structs and fails while the file differs (with -update it rewrites the file).
 func TestConfigDocUpToDate(t *testing.T) {
 	table, err := devstack.SettingsTable()
 	if err != nil {
@@ -75,8 +81,14 @@ func TestConfigDocUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if *update {
+		if err := os.WriteFile("../"+devstack.ConfigDocPath, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if string(doc) != want {
-		t.Fatalf("%s is out of date: run go run ./devstack/cmd/configdoc -w", devstack.ConfigDocPath)
+		t.Fatalf("%s is out of date: run go test ./devstack -run TestConfigDocUpToDate -update", devstack.ConfigDocPath)
 	}
 }
 
