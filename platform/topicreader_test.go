@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // The reader is ready once it has applied everything written before it started: on an empty
@@ -56,17 +57,7 @@ func TestTopicReaderReady(t *testing.T) {
 			}
 			produce("a", tt.records)
 			if tt.deleted {
-				ends, err := adm.ListEndOffsets(t.Context(), topic)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp, err := adm.DeleteRecords(t.Context(), ends.Offsets())
-				if err == nil {
-					err = resp.Error()
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				servicetest.DeleteRecords(t, t.Context(), adm, topic)
 			}
 
 			applied := make(chan string, 1000) // keys, in the order applied
