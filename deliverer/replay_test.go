@@ -102,18 +102,7 @@ func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
 			if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			ends, err := adm.ListEndOffsets(t.Context(), schemas.TopicDLQ)
-			if err != nil {
-				t.Fatal(err)
-			}
-			del := kadm.Offsets{}
-			for _, p := range tt.expired {
-				o, _ := ends.Lookup(schemas.TopicDLQ, p)
-				del.AddOffset(schemas.TopicDLQ, p, o.Offset, -1)
-			}
-			if resp, err := adm.DeleteRecords(t.Context(), del); err != nil || resp.Error() != nil {
-				t.Fatalf("deleting records: %v %v", err, resp.Error())
-			}
+			servicetest.DeleteRecords(t, t.Context(), adm, schemas.TopicDLQ, tt.expired...)
 			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 			defer cancel()
 			n, err := deliverer.Replay(ctx, kafka, logger, schemas.TopicDLQ, schemas.TopicDeliveries, deliverer.ReplayFilter{})

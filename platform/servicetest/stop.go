@@ -41,7 +41,7 @@ func StopWithin(t testing.TB, what string, stop func(), done <-chan error, limit
 	case err := <-done:
 		return time.Since(start), err
 	case <-time.After(limit):
-		t.Fatalf("%s did not return within %v of the stop signal", what, limit)
+		t.Fatalf("%s did not stop within %v of the stop signal", what, limit)
 		return 0, nil
 	}
 }
