@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -67,13 +67,7 @@ func TestReplayDeadLetters(t *testing.T) {
 // letters all expired (deleted by retention: its start offset is its end offset) counts as
 // read: Replay returns, replaying what the other partitions hold.
 func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
-	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	kafka := platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 3}
-	cl, err := platform.NewKafkaClient(kafka, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries); err != nil {
 		t.Fatal(err)

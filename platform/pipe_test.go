@@ -29,13 +29,8 @@ type pipeEnv struct {
 
 func newPipeEnv(t *testing.T, brokers []string) *pipeEnv {
 	t.Helper()
-	e := &pipeEnv{t: t, kafka: platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: 3}, in: "in", out: "out",
-		logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}
-	var err error
-	if e.cl, err = platform.NewKafkaClient(e.kafka, e.logger); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.cl.Close)
+	e := &pipeEnv{t: t, in: "in", out: "out"}
+	e.kafka, e.cl, e.logger = servicetest.Connect(t, brokers)
 	if _, err := kadm.NewClient(e.cl).CreateTopics(t.Context(), 3, 1, nil, e.in, e.out); err != nil {
 		t.Fatal(err)
 	}

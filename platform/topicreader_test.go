@@ -33,13 +33,7 @@ func TestTopicReaderReady(t *testing.T) {
 		{name: "N records, not following", records: 250},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-			kafka := platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 3}
-			cl, err := platform.NewKafkaClient(kafka, logger)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
 			adm := kadm.NewClient(cl)
 			const topic = "compacted"
 			if _, err := adm.CreateTopics(t.Context(), 3, 1, nil, topic); err != nil {

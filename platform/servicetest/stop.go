@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/embedded"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -121,4 +123,19 @@ func EventRecord(t testing.TB, sourceID, msg string) *kgo.Record {
 		kgo.RecordHeader{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},
 		kgo.RecordHeader{Key: schemas.HeaderType, Value: []byte(m.Type)})
 	return r
+}
+
+// Connect is what a test of a part below a service needs of a broker: its settings (brokers,
+// ReplicationFactor -1, 3 partitions), a client of it (closed on cleanup) and a warn-level
+// logger to the test's output.
+func Connect(t testing.TB, brokers []string) (platform.KafkaSettings, *kgo.Client, zerolog.Logger) {
+	t.Helper()
+	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	kafka := platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: 3}
+	cl, err := platform.NewKafkaClient(kafka, logger)
+	if err != nil {
+		t.Fatalf("creating Kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return kafka, cl, logger
 }
