@@ -21,10 +21,7 @@ import (
 //	go test -run BacklogMemory -v ./deliverer
 func TestBacklogMemory(t *testing.T) {
 	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
-	if testing.Short() {
-		t.Skip("builds the deliverer and produces 100,000 records")
-	}
-	bin := servicetest.Build(t, "./cmd/deliverer")
+	bin := servicetest.Binary(t, "./cmd/deliverer", "builds the deliverer and produces 100,000 records")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,15 +31,11 @@ func TestBacklogMemory(t *testing.T) {
 	h := newHarness(t, "10s,1m,5m", destYAML(dest("dead", []string{deadURL}, "")))
 	const total = 100000
 	for b := 0; b < total; b += 5000 {
-		var ids []string
-		for i := b; i < b+5000; i++ {
-			ids = append(ids, "m"+strconv.Itoa(i))
-		}
-		h.send("dead", ids...)
+		h.send("dead", messageIDs(b, b+5000)...)
 	}
 	start := time.Now()
-	cmd := servicetest.Spawn(t, bin, "KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
-		"RETRY_SCHEDULE=10s,1m,5m", "WEBHOOK_ALLOW_PRIVATE=true", "METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=error")
+	cmd := servicetest.Spawn(t, bin, servicetest.ServiceEnv(h.kafka.Brokers,
+		"RETRY_SCHEDULE=10s,1m,5m", "WEBHOOK_ALLOW_PRIVATE=true", "LOG_LEVEL=error")...)
 	adm := kadm.NewClient(h.cl)
 	for {
 		time.Sleep(500 * time.Millisecond)

@@ -270,11 +270,7 @@ func TestRateLimitPacesWithoutDropping(t *testing.T) {
 	rc := newReceiver(t, ok200)
 	h := newHarness(t, "1s,2s,3s", destYAML(dest("paced", []string{rc.URL}, ", maxRequestsPerSecond: 20")))
 	h.run(h.config())
-	var ids []string
-	for i := range 60 {
-		ids = append(ids, "m"+strconv.Itoa(i))
-	}
-	h.send("paced", ids...)
+	h.send("paced", messageIDs(0, 60)...)
 	got := rc.waitRequests(t, 60, 20*time.Second)
 	if took := got[59].at.Sub(got[0].at); took < 1900*time.Millisecond {
 		t.Fatalf("60 requests in %v at 20/s, want >= ~2 s (burst 20, then paced)", took)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,21 +82,23 @@ func (h *harness) config() deliverer.Config {
 	return cfg
 }
 
-// run runs a deliverer until the test ends (or stop).
-func (h *harness) run(cfg deliverer.Config) (*prometheus.Registry, func()) {
+// newDeliverer builds a deliverer of this harness's broker and config store, its clients
+// with opts too, and its metrics registry.
+func (h *harness) newDeliverer(cfg deliverer.Config, opts ...kgo.Opt) (*deliverer.Service, *prometheus.Registry) {
 	h.t.Helper()
 	reg := prometheus.NewRegistry()
-	svc, err := deliverer.New(cfg, deliverer.Deps{
-		Kafka:       h.kafka,
-		KafkaOpts:   h.env.KafkaOpts,
-		Config:      func() deliverer.Destinations { return h.store.Snapshot() },
-		ConfigReady: h.store.Ready(),
-		Logger:      h.logger,
-		Registerer:  reg,
-	})
+	svc, err := deliverer.New(cfg, deliverer.Deps{Kafka: h.kafka, KafkaOpts: append(append([]kgo.Opt(nil), h.env.KafkaOpts...), opts...),
+		Logger: h.logger, Registerer: reg, Config: func() deliverer.Destinations { return h.store.Snapshot() }, ConfigReady: h.store.Ready()})
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return svc, reg
+}
+
+// run runs a deliverer until the test ends (or stop).
+func (h *harness) run(cfg deliverer.Config) (*prometheus.Registry, func()) {
+	h.t.Helper()
+	svc, reg := h.newDeliverer(cfg)
 	return reg, h.env.Start("deliverer", svc.Run)
 }
 
@@ -103,6 +106,15 @@ func (h *harness) run(cfg deliverer.Config) (*prometheus.Registry, func()) {
 func (h *harness) send(destID string, ids ...string) {
 	h.t.Helper()
 	h.env.Produce(deliveryRecords(destID, ids...)...)
+}
+
+// messageIDs are the message ids "m<i>" for i in [from, to).
+func messageIDs(from, to int) []string {
+	ids := make([]string, 0, to-from)
+	for i := from; i < to; i++ {
+		ids = append(ids, "m"+strconv.Itoa(i))
+	}
+	return ids
 }
 
 // deliveryRecords are webhooks.deliveries records as the router writes them, one per id.

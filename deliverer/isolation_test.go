@@ -2,7 +2,6 @@ package deliverer_test
 
 import (
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -21,10 +20,7 @@ func TestIsolationDeadEndpointDoesNotSlowHealthyOne(t *testing.T) {
 		h := newHarness(t, "10s,1m", destYAML(dest("healthy", []string{healthy.URL}, ""), dest("dead", []string{dead.URL}, "")))
 		h.run(h.config())
 		for b := 0; b < n; b += 500 {
-			var ids []string
-			for i := b; i < b+500; i++ {
-				ids = append(ids, "m"+strconv.Itoa(i))
-			}
+			ids := messageIDs(b, b+500)
 			if withDead {
 				h.send("dead", ids...) // interleaved in the same partitions, ahead of the healthy ones
 			}

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,10 +20,7 @@ import (
 // price of at-least-once) are counted and reported.
 func TestDelivererSIGKILLAtLeastOnce(t *testing.T) {
 	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
-	if testing.Short() {
-		t.Skip("builds and kills the deliverer binary")
-	}
-	bin := servicetest.Build(t, "./cmd/deliverer")
+	bin := servicetest.Binary(t, "./cmd/deliverer", "builds and kills the deliverer binary")
 	var (
 		mu        sync.Mutex
 		delivered = map[string]int{}
@@ -47,20 +42,14 @@ func TestDelivererSIGKILLAtLeastOnce(t *testing.T) {
 	h := newHarness(t, schedule, destYAML(dest("flaky", []string{rc.URL}, "")))
 	const total = 10000
 	for b := 0; b < total; b += 1000 {
-		var ids []string
-		for i := b; i < b+1000; i++ {
-			ids = append(ids, "m"+strconv.Itoa(i))
-		}
-		h.send("flaky", ids...)
+		h.send("flaky", messageIDs(b, b+1000)...)
 	}
 	start := func() *exec.Cmd {
-		return servicetest.Spawn(t, bin,
-			"KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
+		return servicetest.Spawn(t, bin, servicetest.ServiceEnv(h.kafka.Brokers,
 			"RETRY_SCHEDULE="+schedule,
 			"WEBHOOK_ALLOW_PRIVATE=true",
 			"DELIVERER_INSTANCE_ID=kill-test",
-			"METRICS_ADDR=127.0.0.1:0",
-			"LOG_LEVEL=error")
+			"LOG_LEVEL=error")...)
 	}
 	progress := func() (int, int) {
 		mu.Lock()

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -67,13 +67,7 @@ func TestReplayDeadLetters(t *testing.T) {
 // letters all expired (deleted by retention: its start offset is its end offset) counts as
 // read: Replay returns, replaying what the other partitions hold.
 func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
-	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	kafka := platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 3}
-	cl, err := platform.NewKafkaClient(kafka, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries); err != nil {
 		t.Fatal(err)
@@ -102,18 +96,7 @@ func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
 			if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			ends, err := adm.ListEndOffsets(t.Context(), schemas.TopicDLQ)
-			if err != nil {
-				t.Fatal(err)
-			}
-			del := kadm.Offsets{}
-			for _, p := range tt.expired {
-				o, _ := ends.Lookup(schemas.TopicDLQ, p)
-				del.AddOffset(schemas.TopicDLQ, p, o.Offset, -1)
-			}
-			if resp, err := adm.DeleteRecords(t.Context(), del); err != nil || resp.Error() != nil {
-				t.Fatalf("deleting records: %v %v", err, resp.Error())
-			}
+			servicetest.DeleteRecords(t, t.Context(), adm, schemas.TopicDLQ, tt.expired...)
 			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 			defer cancel()
 			n, err := deliverer.Replay(ctx, kafka, logger, schemas.TopicDLQ, schemas.TopicDeliveries, deliverer.ReplayFilter{})

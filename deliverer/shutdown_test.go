@@ -3,9 +3,9 @@ package deliverer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/deliverer"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -61,27 +62,14 @@ func (n *netCut) restore() {
 type started struct {
 	reg    *prometheus.Registry
 	cancel context.CancelFunc // SIGTERM
-	done   chan error         // Run's result
+	done   <-chan error       // Run's result
 }
 
 func (h *harness) start(cfg deliverer.Config, opts ...kgo.Opt) *started {
 	h.t.Helper()
-	reg := prometheus.NewRegistry()
-	svc, err := deliverer.New(cfg, deliverer.Deps{
-		Kafka:       h.kafka,
-		KafkaOpts:   opts,
-		Config:      func() deliverer.Destinations { return h.store.Snapshot() },
-		ConfigReady: h.store.Ready(),
-		Logger:      h.logger,
-		Registerer:  reg,
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(h.ctx)
-	d := &started{reg: reg, cancel: cancel, done: make(chan error, 1)}
-	go func() { d.done <- svc.Run(ctx) }()
-	return d
+	svc, reg := h.newDeliverer(cfg, opts...)
+	cancel, done := h.env.Go(svc.Run)
+	return &started{reg: reg, cancel: cancel, done: done}
 }
 
 // waitCounter waits until the metric (summed over the labels kv) reaches want.
@@ -151,11 +139,7 @@ func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
 	cfg := h.config()
 	cfg.InstanceID = "stop-test" // static membership: the next deliverer takes the partitions back at once
 	cfg.ShutdownTimeout = 2 * time.Second
-	var ids []string
-	for i := range n {
-		ids = append(ids, "m"+strconv.Itoa(i))
-	}
-	h.send("hooks", ids...)
+	h.send("hooks", messageIDs(0, n)...)
 
 	first := h.start(cfg, kgo.Dialer(net.dial))
 	waitCounter(t, first.reg, 1, 20*time.Second, "tributary_deliverer_retried_total")
@@ -163,18 +147,12 @@ func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
 	if delivered.has("m0") {
 		t.Fatal("m0 was delivered before the stop")
 	}
-	stopped := time.Now()
-	first.cancel()
 	const slack = 3 * time.Second
-	select {
-	case err := <-first.done:
-		took := time.Since(stopped)
-		t.Logf("Run returned %v after the stop signal (SHUTDOWN_TIMEOUT %v), Kafka unreachable", took.Round(time.Millisecond), cfg.ShutdownTimeout)
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(cfg.ShutdownTimeout + slack):
-		t.Fatalf("Run did not return within SHUTDOWN_TIMEOUT %v + %v with Kafka unreachable", cfg.ShutdownTimeout, slack)
+	took, err := servicetest.StopWithin(t, fmt.Sprintf("Run with Kafka unreachable (SHUTDOWN_TIMEOUT %v + %v)", cfg.ShutdownTimeout, slack),
+		first.cancel, first.done, cfg.ShutdownTimeout+slack)
+	t.Logf("Run returned %v after the stop signal (SHUTDOWN_TIMEOUT %v), Kafka unreachable", took.Round(time.Millisecond), cfg.ShutdownTimeout)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 
 	h.run(cfg) // a new deliverer, Kafka reachable
@@ -212,8 +190,7 @@ func TestHandOffRetriedUntilAcknowledged(t *testing.T) {
 	tier := h.reader(schemas.RetryTopic(time.Second))
 	cfg := h.config()
 	// A short delivery timeout makes the first produce of the hand-off fail while Kafka is away.
-	d := h.start(cfg, kgo.Dialer(net.dial), kgo.RecordDeliveryTimeout(time.Second))
-	t.Cleanup(func() { d.cancel(); <-d.done })
+	d := h.start(cfg, kgo.Dialer(net.dial), kgo.RecordDeliveryTimeout(time.Second)) // stopped on cleanup
 	h.send("hooks", "m1")
 	waitCounter(t, d.reg, 1, 30*time.Second, "tributary_deliverer_delivered_total")
 	r := tier.waitFor(1, 10*time.Second)[0]
@@ -251,17 +228,11 @@ func TestStopStartsNoQueuedDelivery(t *testing.T) {
 		t.Fatal("no request")
 	}
 	time.Sleep(100 * time.Millisecond) // the others are read and queued behind it
-	stopped := time.Now()
-	d.cancel()
-	select {
-	case err := <-d.done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(cfg.ShutdownTimeout + 3*time.Second):
-		t.Fatal("Run did not return")
+	took, err := servicetest.StopWithin(t, "Run", d.cancel, d.done, cfg.ShutdownTimeout+3*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("Run returned %v after the stop", time.Since(stopped).Round(time.Millisecond))
+	t.Logf("Run returned %v after the stop", took.Round(time.Millisecond))
 	time.Sleep(time.Second) // a POST started late would arrive now
 	if n := len(rc.requests()); n != 1 {
 		t.Fatalf("%d POSTs, want 1: queued records were started after the stop signal", n)

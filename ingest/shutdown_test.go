@@ -2,35 +2,30 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/tributary-cdp/tributary/platform/embedded"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // Run stops within ShutdownTimeout even when the broker disappeared with a request's records
 // still unacknowledged (the flush is bounded by SHUTDOWN_TIMEOUT, not by the much longer
 // INGEST_PRODUCE_TIMEOUT).
 func TestRunStopsWithinShutdownTimeoutWhenTheBrokerIsGone(t *testing.T) {
-	b, err := embedded.Start(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeBroker := sync.OnceFunc(b.Close)
-	t.Cleanup(closeBroker)
-	createTopics(t, b.Addrs())
+	brokers, closeBroker := servicetest.Broker(t)
+	createTopics(t, brokers)
 	const grace = time.Second
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.ProduceTimeout = 30 * time.Second
 	cfg.ShutdownTimeout = grace
 	svc, err := New(cfg, Deps{
-		Kafka:   kafkaSettings(t, b.Addrs()...),
+		Kafka:   kafkaSettings(t, brokers...),
 		Sources: func() Sources { return testSources },
 		Logger:  zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel),
 	})
@@ -63,14 +58,8 @@ func TestRunStopsWithinShutdownTimeoutWhenTheBrokerIsGone(t *testing.T) {
 	answered := make(chan struct{})
 	go func() { defer close(answered); _, _ = post() }() // waits on a broker that is gone
 	time.Sleep(300 * time.Millisecond)
-	cancel()
-	start := time.Now()
-	select {
-	case err := <-done:
-		t.Logf("Run returned %s after the stop signal (SHUTDOWN_TIMEOUT %s): %v", time.Since(start), grace, err)
-	case <-time.After(grace + 5*time.Second):
-		t.Fatalf("Run did not return within %s of the stop signal (SHUTDOWN_TIMEOUT %s)", grace+5*time.Second, grace)
-	}
+	took, err := servicetest.StopWithin(t, fmt.Sprintf("Run (SHUTDOWN_TIMEOUT %s)", grace), cancel, done, grace+5*time.Second)
+	t.Logf("Run returned %s after the stop signal (SHUTDOWN_TIMEOUT %s): %v", took, grace, err)
 	select {
 	case <-answered:
 	case <-time.After(5 * time.Second):

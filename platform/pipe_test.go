@@ -3,8 +3,8 @@ package platform_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
-	"github.com/tributary-cdp/tributary/platform/embedded"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // pipeEnv is an embedded broker with an input and an output topic.
@@ -29,13 +29,8 @@ type pipeEnv struct {
 
 func newPipeEnv(t *testing.T, brokers []string) *pipeEnv {
 	t.Helper()
-	e := &pipeEnv{t: t, kafka: platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: 3}, in: "in", out: "out",
-		logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}
-	var err error
-	if e.cl, err = platform.NewKafkaClient(e.kafka, e.logger); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.cl.Close)
+	e := &pipeEnv{t: t, in: "in", out: "out"}
+	e.kafka, e.cl, e.logger = servicetest.Connect(t, brokers)
 	if _, err := kadm.NewClient(e.cl).CreateTopics(t.Context(), 3, 1, nil, e.in, e.out); err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +108,23 @@ func (e *pipeEnv) readOut(want int) map[string]int {
 	}
 }
 
-func runPipe(t *testing.T, p *platform.Pipe) (cancel func() error) {
-	t.Helper()
+// pipeModes are the two delivery modes of a pipe, which the tests of stops run in.
+var pipeModes = []struct {
+	name        string
+	exactlyOnce bool
+}{{"at-least-once", false}, {"exactly-once", true}}
+
+// startPipe runs p until stop is called; done yields what Run returned.
+func startPipe(t *testing.T, p *platform.Pipe) (stop context.CancelFunc, done <-chan error) {
 	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	result := make(chan error, 1)
+	go func() { result <- p.Run(ctx) }()
+	return stop, result
+}
+
+// runPipe runs p until the returned cancel, which returns what Run returned.
+func runPipe(t *testing.T, p *platform.Pipe) (cancel func() error) {
+	stop, done := startPipe(t, p)
 	return func() error { stop(); return <-done }
 }
 
@@ -125,10 +132,7 @@ func runPipe(t *testing.T, p *platform.Pipe) (cancel func() error) {
 // every record arrives; exactly once, every record arrives once.
 func TestPipeDeliversAcrossStopAndRestart(t *testing.T) {
 	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
-	for _, tt := range []struct {
-		name        string
-		exactlyOnce bool
-	}{{"at-least-once", false}, {"exactly-once", true}} {
+	for _, tt := range pipeModes {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newPipeEnv(t, kafkatest.Embedded(t))
@@ -189,19 +193,11 @@ func TestPipeDeliversAcrossStopAndRestart(t *testing.T) {
 // once its context is cancelled.
 func TestPipeStopsWithinGraceWhenTheBrokerIsGone(t *testing.T) {
 	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
-	for _, tt := range []struct {
-		name        string
-		exactlyOnce bool
-	}{{"at-least-once", false}, {"exactly-once", true}} {
+	for _, tt := range pipeModes {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b, err := embedded.Start(embedded.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			closeBroker := sync.OnceFunc(b.Close)
-			t.Cleanup(closeBroker)
-			e := newPipeEnv(t, b.Addrs())
+			brokers, closeBroker := servicetest.Broker(t)
+			e := newPipeEnv(t, brokers)
 			e.produce("a", 100)
 			transformed := make(chan struct{})
 			var once atomic.Bool
@@ -213,26 +209,17 @@ func TestPipeStopsWithinGraceWhenTheBrokerIsGone(t *testing.T) {
 				}
 				return e.copyTransform(ctx, fs)
 			}, func(c *platform.PipeConfig) { c.ShutdownTimeout = grace })
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- p.Run(ctx) }()
+			cancel, done := startPipe(t, p)
 			select {
 			case <-transformed:
 			case <-time.After(30 * time.Second):
 				t.Fatal("no batch was transformed")
 			}
 			time.Sleep(200 * time.Millisecond) // the produce is under way
-			cancel()
-			start := time.Now()
-			select {
-			case err := <-done:
-				took := time.Since(start)
-				t.Logf("stopped %s after the cancel (grace %s): %v", took, grace, err)
-				if err != nil && !errors.Is(err, context.Canceled) {
-					t.Logf("Run returned %v", err)
-				}
-			case <-time.After(grace + 5*time.Second):
-				t.Fatalf("Run did not return within %s of the cancel (grace %s)", grace+5*time.Second, grace)
+			took, err := servicetest.StopWithin(t, fmt.Sprintf("Run (grace %s)", grace), cancel, done, grace+5*time.Second)
+			t.Logf("stopped %s after the cancel (grace %s): %v", took, grace, err)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Logf("Run returned %v", err)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // The reader is ready once it has applied everything written before it started: on an empty
@@ -32,13 +33,7 @@ func TestTopicReaderReady(t *testing.T) {
 		{name: "N records, not following", records: 250},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-			kafka := platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 3}
-			cl, err := platform.NewKafkaClient(kafka, logger)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
 			adm := kadm.NewClient(cl)
 			const topic = "compacted"
 			if _, err := adm.CreateTopics(t.Context(), 3, 1, nil, topic); err != nil {
@@ -56,17 +51,7 @@ func TestTopicReaderReady(t *testing.T) {
 			}
 			produce("a", tt.records)
 			if tt.deleted {
-				ends, err := adm.ListEndOffsets(t.Context(), topic)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp, err := adm.DeleteRecords(t.Context(), ends.Offsets())
-				if err == nil {
-					err = resp.Error()
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				servicetest.DeleteRecords(t, t.Context(), adm, topic)
 			}
 
 			applied := make(chan string, 1000) // keys, in the order applied

@@ -51,26 +51,28 @@ func (h *harness) apply(yaml string) {
 	h.env.Apply(yaml)
 }
 
-// runRouter runs a router in this process until the returned stop is called (or the test ends).
-func (h *harness) runRouter(mod func(*router.Config)) (reg *prometheus.Registry, stop func()) {
+// newRouter builds a router of this harness's broker and config store, with the test's
+// transactional id unless mod sets one, and its metrics registry.
+func (h *harness) newRouter(mod func(*router.Config)) (*router.Service, *prometheus.Registry) {
 	h.t.Helper()
 	cfg := router.DefaultConfig()
 	cfg.TransactionalID = fmt.Sprintf("test-router-%d", time.Now().UnixNano())
 	if mod != nil {
 		mod(&cfg)
 	}
-	reg = prometheus.NewRegistry()
-	svc, err := router.New(cfg, router.Deps{
-		Kafka:       h.kafka,
-		KafkaOpts:   h.env.KafkaOpts,
-		Config:      func() router.Snapshot { return h.store.Snapshot() },
-		ConfigReady: h.store.Ready(),
-		Logger:      h.logger,
-		Registerer:  reg,
-	})
+	reg := prometheus.NewRegistry()
+	svc, err := router.New(cfg, router.Deps{Kafka: h.kafka, KafkaOpts: h.env.KafkaOpts, Logger: h.logger, Registerer: reg,
+		Config: func() router.Snapshot { return h.store.Snapshot() }, ConfigReady: h.store.Ready()})
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return svc, reg
+}
+
+// runRouter runs a router in this process until the returned stop is called (or the test ends).
+func (h *harness) runRouter(mod func(*router.Config)) (reg *prometheus.Registry, stop func()) {
+	h.t.Helper()
+	svc, reg := h.newRouter(mod)
 	return reg, h.env.Start("router", svc.Run)
 }
 
@@ -85,21 +87,10 @@ func (h *harness) produce(recs ...*kgo.Record) {
 	h.env.Produce(recs...)
 }
 
+// eventRecord is a tracking.events record the way ingest writes it (servicetest.EventRecord).
 func eventRecord(t testing.TB, source, msg string) *kgo.Record {
 	t.Helper()
-	m, err := schemas.DecodeMessage([]byte(msg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return &kgo.Record{Topic: schemas.TopicEvents, Key: []byte(m.Key()), Value: m.AppendJSON(nil),
-		Headers: []kgo.RecordHeader{
-			{Key: schemas.HeaderSourceID, Value: []byte(source)},
-			{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},
-			{Key: schemas.HeaderType, Value: []byte(m.Type)},
-		}}
+	return servicetest.EventRecord(t, source, msg)
 }
 
 // deliveries reads webhooks.deliveries (committed records only) from the start.

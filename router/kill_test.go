@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,10 +20,7 @@ import (
 // which also shows that this test sees duplicates when there are some.
 func TestRouterSIGKILL(t *testing.T) {
 	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
-	if testing.Short() {
-		t.Skip("builds and kills the router binary")
-	}
-	bin := servicetest.Build(t, "./cmd/router")
+	bin := servicetest.Binary(t, "./cmd/router", "builds and kills the router binary")
 	for _, exactlyOnce := range []bool{true, false} {
 		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) { t.Parallel(); killRouter(t, bin, exactlyOnce) })
 	}
@@ -33,12 +29,10 @@ func TestRouterSIGKILL(t *testing.T) {
 func killRouter(t *testing.T, bin string, exactlyOnce bool) {
 	h := newHarness(t, baseYAML) // web → orders, growth
 	start := func() *exec.Cmd {
-		return servicetest.Spawn(t, bin,
+		return servicetest.Spawn(t, bin, servicetest.ServiceEnv(h.kafka.Brokers,
 			fmt.Sprintf("ROUTER_EXACTLY_ONCE=%v", exactlyOnce),
-			"KAFKA_BROKERS="+strings.Join(h.kafka.Brokers, ","),
 			"ROUTER_TRANSACTIONAL_ID=kill-test",
-			"METRICS_ADDR=127.0.0.1:0",
-			"LOG_LEVEL=warn")
+			"LOG_LEVEL=warn")...)
 	}
 
 	const total, perBatch = 4000, 100

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -81,21 +82,10 @@ destinations:
     settings: {webhooks: [{url: "https://c.example.com/hook"}]}
 `
 
-// eventRecord builds a tracking.events record the way ingest writes it.
+// eventRecord builds a tracking.events record the way ingest writes it (servicetest.EventRecord).
 func eventRecord(t testing.TB, sourceID, msg string) *kgo.Record {
 	t.Helper()
-	m, err := schemas.DecodeMessage([]byte(msg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	r := &kgo.Record{Topic: schemas.TopicEvents, Key: []byte(m.Key()), Value: m.AppendJSON(nil)}
-	if sourceID != "" {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: schemas.HeaderSourceID, Value: []byte(sourceID)})
-	}
-	return r
+	return servicetest.EventRecord(t, sourceID, msg)
 }
 
 func TestRouteFansOutToEnabledDestinations(t *testing.T) {

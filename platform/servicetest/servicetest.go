@@ -46,6 +46,9 @@ type Options struct {
 	Virtual bool
 	// ReadyTimeout bounds the wait for the config store to be ready; 0: 10 s.
 	ReadyTimeout time.Duration
+	// Closable starts a broker the test can stop while services use it (Env.CloseBroker);
+	// it has no effect with Virtual.
+	Closable bool
 }
 
 // Env is a broker with every default topic, a tenant config and a running config store. Its
@@ -67,6 +70,9 @@ type Env struct {
 	// Store is the running config store of schemas.TopicConfig, ready when New returns.
 	Store  *platform.ConfigStore
 	Logger zerolog.Logger
+	// CloseBroker stops the broker (Broker) with Options.Closable, else it is nil. The config
+	// store, ready by then, keeps running until cleanup and then stops without error.
+	CloseBroker func()
 }
 
 // New starts an Env: the broker, the topics of platform.DefaultTopics, the tenant config
@@ -90,6 +96,8 @@ func New(t testing.TB, o Options) *Env {
 	if o.Virtual {
 		brokers, e.Network = kafkatest.Virtual(t)
 		e.KafkaOpts = []kgo.Opt{kgo.Dialer(e.Network.DialContext)}
+	} else if o.Closable {
+		brokers, e.CloseBroker = Broker(t)
 	} else {
 		brokers = kafkatest.Embedded(t)
 	}
