@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tributary-cdp/tributary/deliverer"
@@ -98,16 +99,23 @@ func TestSeveralURLsOneSuccessIsEnough(t *testing.T) {
 
 // docs/delivery.md#retry-tiers: a 5xx is retried until success; each retry starts no earlier than its delay and
 // no later than delay + 1 s (tier timing); every attempt is in webhooks.attempts.
+//
+// It runs in virtual time (testing/synctest, kfake's virtual network): the delays are exact,
+// and it takes no real time, under the race detector too.
 func TestFiveHundredRetriedUntilSuccessOnTime(t *testing.T) {
-	skipUnderRace(t)
-	rc := newReceiver(t, func(n int, _ *http.Request, w http.ResponseWriter) {
+	synctest.Test(t, testFiveHundredRetriedUntilSuccessOnTime)
+}
+
+func testFiveHundredRetriedUntilSuccessOnTime(t *testing.T) {
+	const port = 9100
+	h := newVirtualHarness(t, "1s,2s,3s", destYAML(dest("flaky", []string{"http://localhost:9100/hook"}, "")))
+	rc := &receiver{h.env.VirtualReceiver(port, func(n int, _ *http.Request, w http.ResponseWriter) {
 		if n <= 3 {
 			w.WriteHeader([]int{500, 502, 503}[n-1])
 			return
 		}
 		w.WriteHeader(204)
-	})
-	h := newHarness(t, "1s,2s,3s", destYAML(dest("flaky", []string{rc.URL}, "")))
+	})}
 	attempts := h.reader(schemas.TopicAttempts)
 	h.run(h.config())
 	h.send("flaky", "m1")

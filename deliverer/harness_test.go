@@ -3,6 +3,7 @@ package deliverer_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,6 +53,8 @@ type harness struct {
 	store    *platform.ConfigStore
 	logger   zerolog.Logger
 	schedule string
+	// dial, when set, is the deliverers' dialer of webhook endpoints (newVirtualHarness).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func newHarness(t testing.TB, schedule string, yaml string) *harness {
@@ -88,7 +91,8 @@ func (h *harness) newDeliverer(cfg deliverer.Config, opts ...kgo.Opt) (*delivere
 	h.t.Helper()
 	reg := prometheus.NewRegistry()
 	svc, err := deliverer.New(cfg, deliverer.Deps{Kafka: h.kafka, KafkaOpts: append(append([]kgo.Opt(nil), h.env.KafkaOpts...), opts...),
-		Logger: h.logger, Registerer: reg, Config: func() deliverer.Destinations { return h.store.Snapshot() }, ConfigReady: h.store.Ready()})
+		Logger: h.logger, Registerer: reg, Config: func() deliverer.Destinations { return h.store.Snapshot() }, ConfigReady: h.store.Ready(),
+		DialContext: h.dial})
 	if err != nil {
 		h.t.Fatal(err)
 	}

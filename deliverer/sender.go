@@ -23,8 +23,9 @@ const UserAgent = "Tributary/1.0"
 
 // newHTTPClient builds the client every delivery uses: the address guard at dial time (unless
 // allowPrivate), certificates verified against the system roots plus caFiles, no proxy from
-// the environment (it would bypass the guard), no redirects followed.
-func newHTTPClient(cfg Config) (*http.Client, error) {
+// the environment (it would bypass the guard), no redirects followed. dial, when not nil,
+// replaces the guarded dialer (Deps.DialContext).
+func newHTTPClient(cfg Config, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*http.Client, error) {
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
 		roots = x509.NewCertPool()
@@ -42,9 +43,12 @@ func newHTTPClient(cfg Config) (*http.Client, error) {
 	if !cfg.AllowPrivate {
 		dialer.Control = guardControl
 	}
+	if dial == nil {
+		dial = dialer.DialContext
+	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
+		DialContext:           dial,
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   cfg.Timeout,
 		ForceAttemptHTTP2:     true,

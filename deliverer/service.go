@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -39,6 +40,10 @@ type Deps struct {
 	Health *platform.Health
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// DialContext, when set, opens the connections to webhook endpoints instead of a
+	// net.Dialer (tests: an in-memory network, so that delivery runs in a testing/synctest
+	// bubble). The address guard is the default dialer's: with DialContext, nothing is refused.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Service is the deliverer.
@@ -105,7 +110,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
 	var err error
-	if s.client, err = newHTTPClient(cfg); err != nil {
+	if s.client, err = newHTTPClient(cfg, deps.DialContext); err != nil {
 		s.endGrace()
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ type Request struct {
 // and answers with a test's function. Its methods are safe for concurrent use.
 type Receiver struct {
 	*httptest.Server
+	// URL is the receiver's base URL, http://host:port.
+	URL     string
 	respond func(n int, r *http.Request, w http.ResponseWriter)
 
 	mu   sync.Mutex
@@ -34,7 +37,31 @@ type Receiver struct {
 func NewReceiver(t testing.TB, respond func(n int, r *http.Request, w http.ResponseWriter)) *Receiver {
 	rc := &Receiver{respond: respond}
 	rc.Server = httptest.NewServer(http.HandlerFunc(rc.serve))
+	rc.URL = rc.Server.URL
 	t.Cleanup(rc.Close)
+	return rc
+}
+
+// VirtualReceiver is a Receiver on the Env's virtual network (Options.Virtual) at
+// localhost:port, for a test inside a testing/synctest bubble whose service dials through
+// Env.Network; it is closed on t.Cleanup. Its embedded Server is nil.
+func (e *Env) VirtualReceiver(port int, respond func(n int, r *http.Request, w http.ResponseWriter)) *Receiver {
+	e.T.Helper()
+	if e.Network == nil {
+		e.T.Fatal("VirtualReceiver needs an Env with Options.Virtual")
+	}
+	ln, err := e.Network.Listen("tcp", "localhost:"+strconv.Itoa(port))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	rc := &Receiver{respond: respond, URL: "http://" + ln.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(rc.serve)}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	e.T.Cleanup(func() {
+		_ = srv.Close()
+		<-served
+	})
 	return rc
 }
 
