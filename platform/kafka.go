@@ -61,17 +61,25 @@ func (s KafkaSettings) tlsConfig() (*tls.Config, error) {
 // warn and above ([NewKgoLogger]); opts come last, so they may override anything, the log
 // level included (kgo.WithLogger). The caller owns the client and must Close it.
 func NewKafkaClient(s KafkaSettings, logger zerolog.Logger, opts ...kgo.Opt) (*kgo.Client, error) {
-	base, err := s.ClientOpts()
+	all, err := s.clientOptsLogging(logger, opts)
 	if err != nil {
 		return nil, err
 	}
-	all := append(base, kgo.WithLogger(NewKgoLogger(logger, kgo.LogLevelWarn)))
-	all = append(all, opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka client: %w", err)
 	}
 	return cl, nil
+}
+
+// clientOptsLogging is ClientOpts, then the client's log to logger at warn and above, then
+// opts: what every client and transactional session of Tributary is built from.
+func (s KafkaSettings) clientOptsLogging(logger zerolog.Logger, opts []kgo.Opt) ([]kgo.Opt, error) {
+	base, err := s.ClientOpts()
+	if err != nil {
+		return nil, err
+	}
+	return append(append(base, kgo.WithLogger(NewKgoLogger(logger, kgo.LogLevelWarn))), opts...), nil
 }
 
 // NewKgoLogger adapts a zerolog logger to franz-go's kgo.Logger: messages at level and above

@@ -178,12 +178,11 @@ func closer(gctx context.Context, cl *kgo.Client) (closeOnce func(), release fun
 }
 
 func (p *Pipe) runTransactional(ctx, gctx context.Context, opts []kgo.Opt) error {
-	base, err := p.cfg.Kafka.ClientOpts()
+	all, err := p.cfg.Kafka.clientOptsLogging(p.cfg.Logger, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.cfg.Name, err)
 	}
-	base = append(base, kgo.WithLogger(NewKgoLogger(p.cfg.Logger, kgo.LogLevelWarn)))
-	sess, err := kgo.NewGroupTransactSession(append(base, opts...)...)
+	sess, err := kgo.NewGroupTransactSession(all...)
 	if err != nil {
 		return fmt.Errorf("%s: creating Kafka client: %w", p.cfg.Name, err)
 	}
