@@ -32,11 +32,15 @@ type Config struct {
 	// it is answered 503 with Retry-After at once, so an overload sheds load instead of queueing
 	// memory. 0: no bound.
 	MaxInFlight int `env:"INGEST_MAX_IN_FLIGHT" doc:"requests served at once; one more is answered 503 'overloaded' with 'Retry-After' at once; 0: no bound"`
-	// AllowedOrigins for CORS (INGEST_ALLOWED_ORIGINS, comma-separated); empty allows every
-	// origin, as Segment's API does. An allowed Origin is echoed in Access-Control-Allow-Origin
-	// with Allow-Credentials (browsers refuse "*" with credentials, and analytics.js sends the
-	// write key as Basic auth).
-	AllowedOrigins []string `env:"INGEST_ALLOWED_ORIGINS" doc:"comma-separated origins allowed by CORS; empty: every origin"`
+	// AllowedOrigins for CORS (INGEST_ALLOWED_ORIGINS, comma-separated): exact origins, or
+	// "https://*.example.com" for the subdomains of a host. Empty allows every origin, as
+	// Segment's API does, with "Access-Control-Allow-Origin: *" and no credentials; with a list,
+	// a browser request from another origin is refused (docs/ingest.md#cors).
+	AllowedOrigins []string `env:"INGEST_ALLOWED_ORIGINS" doc:"comma-separated origins browsers may call from ('https://app.example.com', 'https://*.example.com'); a request from any other 'Origin' is refused 403; empty: every origin"`
+	// PublicURL is the address browsers reach this ingest at (INGEST_PUBLIC_URL), served to
+	// analytics.js in /v1/projects/{writeKey}/settings as where to post. Empty: the address of
+	// each settings request itself.
+	PublicURL string `env:"INGEST_PUBLIC_URL" doc:"the URL browsers reach the tracking API at ('https://track.example.com'), which analytics.js is told to post to; empty: the host each settings request was sent to"`
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): requests in flight and
 	// the front door's batch finish, the producer flushes; what is left by then is answered 503
 	// or left uncommitted, to be read again.
@@ -108,6 +112,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("INGEST_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight))
+	}
+	for _, o := range c.AllowedOrigins {
+		if !validOrigin(o) {
+			errs = append(errs, fmt.Errorf("INGEST_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port], or scheme://*.host)", o))
+		}
+	}
+	if _, ok := parsePublicURL(c.PublicURL); c.PublicURL != "" && !ok {
+		errs = append(errs, fmt.Errorf("INGEST_PUBLIC_URL: %q is not an absolute http or https URL without query", c.PublicURL))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))

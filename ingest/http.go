@@ -19,17 +19,6 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Handler returns the tracking API: /v1/{identify,track,page,screen,group,alias,batch,import}.
-func (s *Service) Handler() http.Handler {
-	mux := http.NewServeMux()
-	for _, t := range []string{schemas.TypeIdentify, schemas.TypeTrack, schemas.TypePage, schemas.TypeScreen, schemas.TypeGroup, schemas.TypeAlias} {
-		mux.Handle("/v1/"+t, s.endpoint(t, false))
-	}
-	mux.Handle("/v1/batch", s.endpoint("batch", true))
-	mux.Handle("/v1/import", s.endpoint("import", true))
-	return s.cors(mux)
-}
-
 // apiError is the body of every error answer: analytics-python and others parse it.
 type apiError struct {
 	status        int
@@ -46,35 +35,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.status, map[string]string{"code": e.Code, "message": e.Message})
-}
-
-// cors answers preflight requests and adds CORS headers so browser clients can post.
-func (s *Service) cors(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" {
-			allowed := len(s.cfg.AllowedOrigins) == 0
-			for _, o := range s.cfg.AllowedOrigins {
-				if o == origin {
-					allowed = true
-				}
-			}
-			if allowed {
-				h := w.Header()
-				h.Set("Access-Control-Allow-Origin", origin)
-				h.Set("Access-Control-Allow-Credentials", "true")
-				h.Set("Vary", "Origin")
-			}
-		}
-		if r.Method == http.MethodOptions {
-			h := w.Header()
-			h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding")
-			h.Set("Access-Control-Max-Age", "86400")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 type response struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,8 @@ type Service struct {
 	metrics  *metrics
 	server   *platform.HTTPServer
 	inFlight chan struct{} // MaxInFlight tokens; nil: no bound
+	// publicURL is Config.PublicURL parsed; nil: settings name the request's own host.
+	publicURL *url.URL
 }
 
 // New builds the service and its Kafka producer (idempotent, acks from all in-sync replicas).
@@ -64,6 +67,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Health = platform.NewHealth()
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "ingest").Logger()}
+	s.publicURL, _ = parsePublicURL(cfg.PublicURL) // validated above
 	if cfg.MaxInFlight > 0 {
 		s.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	}

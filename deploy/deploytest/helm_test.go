@@ -254,7 +254,7 @@ func TestHelmChart(t *testing.T) {
 				}
 			}
 		}
-		for c, k := range map[string]string{"router": "ROUTER_TRANSACTIONAL_ID", "deliverer": "DELIVERER_INSTANCE_ID", "init": "CONFIG_FILE"} {
+		for c, k := range map[string]string{"router": "ROUTER_TRANSACTIONAL_ID", "deliverer": "DELIVERER_INSTANCE_ID", "init": "CONFIG_FILE", "ingest": "INGEST_PUBLIC_URL"} {
 			if !env[c][k] {
 				t.Errorf("%s does not get %s", c, k)
 			}
