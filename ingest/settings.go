@@ -91,7 +91,6 @@ func (s *Service) settings(w http.ResponseWriter, r *http.Request) int {
 	h := w.Header()
 	h.Set("Cache-Control", "public, max-age="+settingsMaxAge)
 	h.Set("ETag", etag)
-	h.Add("Vary", "Accept-Encoding")
 	if match := r.Header.Get("If-None-Match"); match != "" && etagMatches(match, etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return http.StatusNotModified
