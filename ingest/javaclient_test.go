@@ -1,0 +1,81 @@
+package ingest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestSegmentAnalyticsJava runs Segment's analytics-java (testdata/java/pom.xml: 3.5.1, from
+// Maven Central), unmodified, against ingest: it posts its batches to /v1/import/ (with a
+// trailing slash) with the write key in the body. Without java, javac or mvn the test is skipped
+// loudly; TEST_JAVA_CLIENT=1 makes that a failure.
+func TestSegmentAnalyticsJava(t *testing.T) {
+	java, errJava := exec.LookPath("java")
+	mvn, errMvn := exec.LookPath("mvn")
+	if errJava != nil || errMvn != nil {
+		if os.Getenv("TEST_JAVA_CLIENT") == "1" {
+			t.Fatal("java and mvn are required (TEST_JAVA_CLIENT=1)")
+		}
+		t.Skip("SKIPPING the analytics-java test: java or mvn is not installed")
+	}
+	libs := javaClientJars(t, mvn)
+	h := newHarness(t)
+	cmd := exec.Command(java, "-cp", filepath.Join(libs, "*"), "Send.java")
+	cmd.Dir = filepath.Join("testdata", "java")
+	cmd.Env = append(os.Environ(), "WRITE_KEY="+testKey, "INGEST_URL="+h.srv.URL)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("analytics-java: %v\n%s", err, out)
+	}
+	checkClientMessages(t, h, "analytics-java", map[string]string{
+		"java-1": "identify", "java-2": "track", "java-3": "page", "java-4": "screen", "java-5": "group", "java-6": "alias",
+	})
+}
+
+// javaClientJars returns the folder of testdata/java/pom.xml's jars, fetched by Maven into
+// <repo>/.cache (TRIBUTARY_CACHE_DIR) once per version of the pom.
+func javaClientJars(t *testing.T, mvn string) string {
+	t.Helper()
+	pom, err := filepath.Abs(filepath.Join("testdata", "java", "pom.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	cache := os.Getenv("TRIBUTARY_CACHE_DIR")
+	if cache == "" {
+		cache = filepath.Join("..", ".cache")
+	}
+	dir, err := filepath.Abs(filepath.Join(cache, "analytics-java", hex.EncodeToString(sum[:8])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "analytics-3.5.1.jar")); err == nil {
+		return dir
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "fetching-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command(mvn, "-B", "-q", "--no-transfer-progress", "-Dstyle.color=never", "-f", pom,
+		"dependency:copy-dependencies", "-DoutputDirectory="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fetching analytics-java with Maven: %v\n%s", err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
+		if _, statErr := os.Stat(dir); statErr != nil { // not fetched meanwhile by another run
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
