@@ -35,15 +35,30 @@ func TestSegmentAnalyticsJava(t *testing.T) {
 	})
 }
 
-// javaClientJars returns the folder of testdata/java/pom.xml's jars, fetched by Maven into
-// <repo>/.cache (TRIBUTARY_CACHE_DIR) once per version of the pom.
+// javaClientJars returns the folder of testdata/java/pom.xml's jars, fetched by Maven.
 func javaClientJars(t *testing.T, mvn string) string {
 	t.Helper()
 	pom, err := filepath.Abs(filepath.Join("testdata", "java", "pom.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(pom)
+	return cachedFolder(t, "analytics-java", pom, "analytics-3.5.1.jar", func(dir string) error {
+		cmd := exec.Command(mvn, "-B", "-q", "--no-transfer-progress", "-Dstyle.color=never", "-f", pom,
+			"dependency:copy-dependencies", "-DoutputDirectory="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Logf("mvn:\n%s", out)
+		}
+		return err
+	})
+}
+
+// cachedFolder returns <repo>/.cache/<name>/<hash of spec> (under TRIBUTARY_CACHE_DIR when set),
+// made by fill when it does not hold check yet: fill writes into a new folder, which is renamed
+// into place only once fill succeeded, so a failed or interrupted fetch is tried again next time.
+func cachedFolder(t *testing.T, name, spec, check string, fill func(dir string) error) string {
+	t.Helper()
+	b, err := os.ReadFile(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,28 +67,26 @@ func javaClientJars(t *testing.T, mvn string) string {
 	if cache == "" {
 		cache = filepath.Join("..", ".cache")
 	}
-	dir, err := filepath.Abs(filepath.Join(cache, "analytics-java", hex.EncodeToString(sum[:8])))
+	dir, err := filepath.Abs(filepath.Join(cache, name, hex.EncodeToString(sum[:8])))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "analytics-3.5.1.jar")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, check)); err == nil {
 		return dir
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "fetching-")
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "filling-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.Command(mvn, "-B", "-q", "--no-transfer-progress", "-Dstyle.color=never", "-f", pom,
-		"dependency:copy-dependencies", "-DoutputDirectory="+tmp)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("fetching analytics-java with Maven: %v\n%s", err, out)
+	if err := fill(tmp); err != nil {
+		t.Fatalf("preparing %s: %v", name, err)
 	}
-	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
-		if _, statErr := os.Stat(dir); statErr != nil { // not fetched meanwhile by another run
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, check)); statErr != nil { // not made meanwhile by another run
 			t.Fatal(err)
 		}
 	}
