@@ -91,7 +91,8 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	}
 
 	// The write key: HTTP Basic user name; else a Bearer token that is a write key; else the
-	// body's writeKey (analytics-python and analytics-node before 3.1 send no auth header).
+	// body's writeKey (analytics-java and older analytics-python and analytics-node send no
+	// auth header).
 	headerKey, bearer := authKey(r)
 	env := &envelope{receivedAt: time.Now().UTC(), ip: s.clientIP(r)}
 	var raws [][]byte
