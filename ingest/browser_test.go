@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestSettingsForAnalyticsJS: /v1/projects/{writeKey}/settings answers what analytics.js loads
@@ -182,6 +184,10 @@ func TestCORS(t *testing.T) {
 			if (status == 200) != ok {
 				t.Errorf("post from %s: %d %s", origin, status, body)
 			}
+		}
+		// 5 refused origins × (a preflight and a POST), each refusal counted.
+		if got := testutil.ToFloat64(h.svc.metrics.requests.WithLabelValues("track", "403")); got != 10 {
+			t.Errorf("counted %v refusals of track, want 10", got)
 		}
 		// Server-side libraries send no Origin: always served.
 		if status, body := h.post("/v1/t", []byte(`{"userId":"u","event":"E"}`), basic(testKey)); status != 200 {

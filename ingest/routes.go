@@ -33,26 +33,28 @@ var routes = []route{
 // every other path.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(path string, h http.Handler) {
-		h = s.cors(h)
+	handle := func(path, name string, h http.Handler) {
+		h = s.cors(name, h)
 		mux.Handle(path, h)
 		mux.Handle(path+"/{$}", h)
 	}
 	for _, rt := range routes {
 		h := s.endpoint(rt.path, rt.callType == "")
-		handle("/v1/"+rt.path, h)
+		handle("/v1/"+rt.path, rt.path, h)
 		if rt.short != "" {
-			handle("/v1/"+rt.short, h)
+			handle("/v1/"+rt.short, rt.path, h)
 		}
 	}
-	handle("/v1/projects/{writeKey}/settings", s.settingsHandler())
-	mux.Handle("/", http.HandlerFunc(notFound))
+	handle("/v1/projects/{writeKey}/settings", "settings", s.settingsHandler())
+	mux.Handle("/", http.HandlerFunc(s.notFound))
 	return mux
 }
 
-// notFound answers every unknown path with the JSON error body clients parse.
-func notFound(w http.ResponseWriter, r *http.Request) {
+// notFound answers every unknown path with the JSON error body clients parse; they are counted
+// under endpoint "unknown" (a path is no label: there are too many).
+func (s *Service) notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, &apiError{http.StatusNotFound, "not_found", "no endpoint at " + r.URL.Path + " (see docs/ingest.md#endpoints)"})
+	s.metrics.requests.WithLabelValues("unknown", "404").Inc()
 }
 
 // The CORS answers (docs/ingest.md#cors). Authorization carries the write key (analytics.js
@@ -65,13 +67,13 @@ const (
 	corsMaxAge        = "86400"
 )
 
-// cors lets browsers on the allowed origins call h: it answers preflights (OPTIONS) itself and
+// cors lets browsers on the allowed origins call h, the endpoint name: it answers preflights (OPTIONS) itself and
 // adds Access-Control-Allow-Origin to h's answers. With no INGEST_ALLOWED_ORIGINS every origin
 // is allowed as "*", without credentials (the write key travels in the body or the
 // Authorization header, never in a cookie). With a list, an allowed origin is echoed (with
 // Vary: Origin) and a request from any other origin is refused 403: a request without Origin
 // (a server-side library) is not a browser's and is served.
-func (s *Service) cors(h http.Handler) http.Handler {
+func (s *Service) cors(name string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		hdr := w.Header()
@@ -82,6 +84,7 @@ func (s *Service) cors(h http.Handler) http.Handler {
 			allow, ok := s.allowOrigin(origin)
 			if !ok {
 				writeError(w, &apiError{http.StatusForbidden, "origin_not_allowed", "requests from this origin are not allowed (INGEST_ALLOWED_ORIGINS)"})
+				s.metrics.requests.WithLabelValues(name, "403").Inc()
 				return
 			}
 			hdr.Set("Access-Control-Allow-Origin", allow)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -112,6 +114,7 @@ func TestShortPathsKeepEveryRuleOfTheLongOnes(t *testing.T) {
 // TestUnknownPathsAnswerJSON404: never the router's plain text.
 func TestUnknownPathsAnswerJSON404(t *testing.T) {
 	h := newHarness(t)
+	n := 0
 	for _, path := range []string{"/", "/v1", "/v1/", "/v1/trak", "/v1/track/extra", "/v2/track", "/v1/x", "/v1/projects/" + testKey, "/v1/projects/" + testKey + "/settings/extra", "/v1/m"} {
 		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodOptions} {
 			t.Run(method+" "+path, func(t *testing.T) {
@@ -121,7 +124,11 @@ func TestUnknownPathsAnswerJSON404(t *testing.T) {
 					t.Errorf("got %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), resp.body)
 				}
 			})
+			n++
 		}
+	}
+	if got := testutil.ToFloat64(h.svc.metrics.requests.WithLabelValues("unknown", "404")); got != float64(n) {
+		t.Errorf("counted %v unknown paths, want %d", got, n)
 	}
 }
 
