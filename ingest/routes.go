@@ -67,12 +67,12 @@ const (
 	corsMaxAge        = "86400"
 )
 
-// cors lets browsers on the allowed origins call h, the endpoint name: it answers preflights (OPTIONS) itself and
-// adds Access-Control-Allow-Origin to h's answers. With no INGEST_ALLOWED_ORIGINS every origin
-// is allowed as "*", without credentials (the write key travels in the body or the
-// Authorization header, never in a cookie). With a list, an allowed origin is echoed (with
-// Vary: Origin) and a request from any other origin is refused 403: a request without Origin
-// (a server-side library) is not a browser's and is served.
+// cors lets browsers on the allowed origins call h (endpoint name, for the metrics): it answers
+// preflights (OPTIONS) itself and adds Access-Control-Allow-Origin to h's answers. With no
+// INGEST_ALLOWED_ORIGINS every origin is allowed as "*", without credentials (the write key
+// travels in the body or the Authorization header, never in a cookie). With a list, an allowed
+// origin is echoed (with Vary: Origin) and a request from any other origin is refused 403: a
+// request without Origin (a server-side library) is not a browser's and is served.
 func (s *Service) cors(name string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
