@@ -11,6 +11,15 @@
 //
 //	go run ./devstack/cmd/e2eload -d 30s               # as fast as it goes
 //	go run ./devstack/cmd/e2eload -d 30s -rate 2000    # paced at 2,000 events/s
+//	go run ./devstack/cmd/e2eload -d 60s -rate 2000 -receiver-latency 200ms
+//	go run ./devstack/cmd/e2eload -d 30s -rate 5000 -neighbour 4s   # beside a slow endpoint
+//	go run ./devstack/cmd/e2eload -d 30s -rate 5000 -neighbour hang # beside a dead one
+//
+// -receiver-latency makes the receiver answer each webhook that much later, like a real
+// endpoint (a serverless function, a queue behind a load balancer); the receiver's peak number
+// of requests at once is reported. -neighbour adds a second destination of the same source whose
+// endpoint (another port, so another host to the deliverer) answers after that long, or never
+// ("hang"): what is measured stays the first one's.
 package main
 
 import (
@@ -91,10 +100,37 @@ func run() error {
 	secret := flag.String("secret", "bench-secret", "the destination's sharedSecret (empty: unsigned)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
 	netHTTP := flag.Bool("nethttp-receiver", false, "run the webhook receiver on net/http instead of fasthttp")
+	latency := flag.Duration("receiver-latency", 0, "how long the receiver takes to answer each webhook")
+	neighbour := flag.String("neighbour", "", `a second destination whose endpoint answers after this long ("4s"), or never ("hang"); "": none`)
+	tail := flag.Duration("tail", 30*time.Second, "how long to wait, after sending, for the last webhooks")
 	flag.Parse()
+	var neighbourDelay time.Duration
+	switch *neighbour {
+	case "":
+	case "hang":
+		neighbourDelay = time.Hour
+	default:
+		d, err := time.ParseDuration(*neighbour)
+		if err != nil {
+			return fmt.Errorf("-neighbour: %w", err)
+		}
+		neighbourDelay = d
+	}
 
-	tr := &tracker{acked: map[string]time.Time{}, received: map[string]time.Time{}, hist: hdrhistogram.New(1, 60_000_000, 3)}
-	var receivedN atomic.Int64
+	tr := &tracker{acked: map[string]time.Time{}, received: map[string]time.Time{}, hist: hdrhistogram.New(1, 600_000_000, 3)}
+	var receivedN, inFlight, peak, neighbourN atomic.Int64
+	// answer counts a request at the receiver while it is being answered, keeping the peak.
+	answer := func(id string) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		if *latency > 0 {
+			time.Sleep(*latency)
+		}
+		tr.receive(id, time.Now())
+		receivedN.Add(1)
+		inFlight.Add(-1)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -104,18 +140,37 @@ func run() error {
 	if *netHTTP {
 		hook := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
-			tr.receive(r.Header.Get("X-Message-Id"), time.Now())
-			receivedN.Add(1)
+			answer(r.Header.Get("X-Message-Id"))
 		})}
 		go func() { _ = hook.Serve(ln) }()
 		defer hook.Close()
 	} else {
 		hook := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
-			tr.receive(string(c.Request.Header.Peek("X-Message-Id")), time.Now())
-			receivedN.Add(1)
+			answer(string(c.Request.Header.Peek("X-Message-Id")))
 		}}
 		go func() { _ = hook.Serve(ln) }()
 		defer func() { _ = hook.Shutdown() }()
+	}
+
+	neighbourLine := ""
+	if *neighbour != "" {
+		nln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		stopNeighbour := make(chan struct{})
+		defer close(stopNeighbour)
+		slow := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+			select {
+			case <-time.After(neighbourDelay):
+				neighbourN.Add(1)
+			case <-stopNeighbour:
+			}
+		}}
+		go func() { _ = slow.Serve(nln) }()
+		defer func() { _ = slow.Shutdown() }()
+		neighbourLine = `  - {id: neighbour, type: webhooks, sources: [bench], settings: {webhooks: [{url: "http://` + nln.Addr().String() + `/hook"}]}}
+`
 	}
 
 	dir, err := os.MkdirTemp("", "e2eload-")
@@ -131,7 +186,7 @@ func run() error {
 	if err := os.WriteFile(cfgFile, []byte(`sources: [{id: bench, writeKey: wk_bench}]
 destinations:
   - {id: bench-hooks, type: webhooks, sources: [bench], settings: {webhooks: [{url: "http://`+ln.Addr().String()+`/hook"}]`+secretLine+`}}
-`), 0o600); err != nil {
+`+neighbourLine), 0o600); err != nil {
 		return err
 	}
 	cfg := devstack.DefaultConfig()
@@ -224,8 +279,8 @@ destinations:
 	}
 	wg.Wait()
 	sendTime := time.Since(start)
-	// Wait for the tail to arrive (at most 30 s).
-	deadline := time.Now().Add(30 * time.Second)
+	// Wait for the tail to arrive (at most -tail).
+	deadline := time.Now().Add(*tail)
 	for receivedN.Load() < sentN.Load() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -242,6 +297,10 @@ destinations:
 		receivedN.Load(), total.Round(time.Millisecond), float64(receivedN.Load())/total.Seconds(), missing, dups)
 	fmt.Printf("ack -> webhook latency: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 		float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(90))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000)
+	fmt.Printf("receiver: peak %d requests at once (latency %v)\n", peak.Load(), *latency)
+	if *neighbour != "" {
+		fmt.Printf("neighbour (%s): %d webhooks answered\n", *neighbour, neighbourN.Load())
+	}
 	fmt.Printf("process CPU %.1f s (%.2f CPU s per 1,000 webhooks), peak RSS %s\n", cpu, 1000*cpu/float64(max(1, receivedN.Load())), peakRSS())
 	cancel()
 	<-done
