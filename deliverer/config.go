@@ -37,10 +37,11 @@ type Config struct {
 	CAFiles []string `env:"WEBHOOK_CA_FILES" doc:"comma-separated PEM files of extra CA certificates trusted for webhook endpoints, beside the system roots"`
 	// MaxInFlight bounds concurrent deliveries in all (DELIVERER_MAX_IN_FLIGHT).
 	MaxInFlight int `env:"DELIVERER_MAX_IN_FLIGHT" doc:"records in progress in all ([delivery.md](delivery.md#isolation-a-dead-endpoint-does-not-hold-back-the-others))"`
-	// MaxPerHost bounds concurrent deliveries to one host (DELIVERER_MAX_PER_HOST); up to
+	// MaxPerHost is the ceiling of each host's adaptive concurrency limit
+	// (DELIVERER_MAX_PER_HOST; docs/delivery.md#concurrency-found-per-endpoint); up to
 	// MaxWaitingPerHost more wait in memory for a slot (DELIVERER_MAX_WAITING_PER_HOST), and a
 	// record beyond that goes to the first tier instead of blocking its partition.
-	MaxPerHost        int `env:"DELIVERER_MAX_PER_HOST" doc:"concurrent POSTs to one host"`
+	MaxPerHost        int `env:"DELIVERER_MAX_PER_HOST" doc:"the most concurrent POSTs to one host: the ceiling of its adaptive limit, which starts at 64 and follows what the endpoint takes"`
 	MaxWaitingPerHost int `env:"DELIVERER_MAX_WAITING_PER_HOST" doc:"records waiting in memory for a slot of their host; one more goes to the first retry tier"`
 	// BreakerFailures consecutive failed deliveries to one host open its circuit breaker
 	// (DELIVERER_BREAKER_FAILURES); while open, the host's records go to a retry tier unsent.
@@ -73,8 +74,8 @@ func DefaultConfig() Config {
 		RetrySchedule:     schemas.DefaultRetryDelays(),
 		RetryWindow:       4 * time.Hour,
 		Timeout:           5 * time.Second,
-		MaxInFlight:       1024,
-		MaxPerHost:        64,
+		MaxInFlight:       4096,
+		MaxPerHost:        1024,
 		MaxWaitingPerHost: 256,
 		BreakerFailures:   20,
 		BreakerCooldown:   10 * time.Second,

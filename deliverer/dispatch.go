@@ -89,23 +89,27 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 			},
 			refuse: refuse,
 		}
+		hold := time.Now().Add(maxHold)
 		for {
-			res, freed := s.hosts.enqueue(busy, w, s.now())
+			res, why, pause, freed := s.hosts.enqueue(busy, w, s.now())
 			switch res {
 			case queued:
 				s.metrics.queued.WithLabelValues(d.destID).Inc()
 				return
 			case full:
-				select { // a busy but moving host: wait for room (backpressure)
-				case <-freed:
-				case <-time.After(minStall):
-				case <-ctx.Done():
-					<-s.sem
-					return // not finished: delivered again after a restart
+				// A fast host with a full queue (a burst): wait for room, at most maxHold in all.
+				if left := time.Until(hold); left > 0 {
+					select {
+					case <-freed:
+					case <-time.After(left):
+					case <-ctx.Done():
+						<-s.sem
+						return // not finished: delivered again after a restart
+					}
+					continue
 				}
-				continue
 			}
-			reason = refusedBusy
+			reason, wait = why, max(wait, pause)
 			break
 		}
 	}
@@ -165,7 +169,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	}
 	if err != nil || ctx.Err() != nil {
 		for _, e := range entries {
-			s.hosts.release(hostOf(e.URL), true, 0, s.now())
+			s.hosts.release(hostOf(e.URL), true, signalNone, 0, 0, s.now())
 		}
 		return // shutting down: not finished
 	}
@@ -175,7 +179,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	now := s.now()
 	for i := range results {
 		res := &results[i]
-		s.hosts.release(res.Host, res.Class == Success || res.Class == Status4xx || res.Class == Status408 || res.Class == Status429, res.Latency, now)
+		s.hosts.release(res.Host, res.Class == Success || res.Class == Status4xx || res.Class == Status408 || res.Class == Status429, signalOf(res), res.Latency, res.RetryAfter, now)
 		s.logAttempt(d, res, now)
 	}
 	class, retryAfter, last := verdict(results)

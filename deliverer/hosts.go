@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// hosts holds the isolation state of every endpoint host: requests in flight (bounded by
-// maxPerHost), the records waiting for a slot, and a circuit breaker (breaker.go) that opens
-// after `failures` consecutive failed requests. Its methods are safe for concurrent use.
+// hosts holds the isolation state of every endpoint host: requests in flight (bounded by its
+// adaptive limit, limit.go, itself at most maxPerHost), the records waiting for a slot, a pause
+// asked for by the endpoint (429 or 503 with Retry-After), and a circuit breaker (breaker.go)
+// that opens after `failures` consecutive failed requests. Its methods are safe for concurrent
+// use.
 type hosts struct {
-	maxPerHost  int
+	maxPerHost  int // the ceiling of every host's limit
 	maxWaiting  int
 	failures    int
 	cooldown    time.Duration
@@ -23,8 +25,10 @@ type hosts struct {
 }
 
 type hostState struct {
-	inFlight int
-	brk      breaker
+	inFlight    int
+	lim         aimd      // how many may be in flight
+	pausedUntil time.Time // no request starts before (Retry-After of a 429 or 503)
+	brk         breaker
 	waiting  []waiter      // admitted later, in order, when a request ends
 	progress time.Time     // the last time a request to the host ended, or one started on an idle host
 	latency  time.Duration // moving average of request durations
@@ -49,25 +53,36 @@ func newHosts(maxPerHost, maxWaiting, failures int, cooldown, maxCooldown time.D
 const (
 	refusedBusy    = "host_at_bound"
 	refusedBreaker = "breaker_open"
+	refusedPaused  = "endpoint_paused"
 )
 
-// acquire admits one request to host, or says why not and how long the breaker stays open.
+// state returns host's state, made on first use. h.mu is held.
+func (h *hosts) state(host string) *hostState {
+	st := h.m[host]
+	if st == nil {
+		st = &hostState{brk: newBreaker(h.failures, h.cooldown, h.maxCooldown), lim: newAIMD(h.maxPerHost), freed: make(chan struct{})}
+		h.m[host] = st
+	}
+	return st
+}
+
+// acquire admits one request to host, or says why not and how long the breaker or the pause
+// lasts.
 func (h *hosts) acquire(host string, now time.Time) (ok bool, reason string, wait time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := h.m[host]
-	if st == nil {
-		st = &hostState{brk: newBreaker(h.failures, h.cooldown, h.maxCooldown), freed: make(chan struct{})}
-		h.m[host] = st
-	}
+	st := h.state(host)
 	if st.inFlight == 0 {
 		st.progress = now
+	}
+	if now.Before(st.pausedUntil) {
+		return false, refusedPaused, st.pausedUntil.Sub(now)
 	}
 	if st.brk.tripped() { // open or half-open: the trial is admitted beyond the bound
 		if ok, wait := st.brk.allow(now); !ok {
 			return false, refusedBreaker, wait
 		}
-	} else if st.inFlight >= h.maxPerHost {
+	} else if st.inFlight >= st.lim.current() {
 		return false, refusedBusy, 0
 	}
 	st.inFlight++
@@ -78,48 +93,69 @@ func (h *hosts) acquire(host string, now time.Time) (ok bool, reason string, wai
 // counts as stalled: at least minStall, else five times its average request.
 const minStall = 250 * time.Millisecond
 
+// maxHold is the longest the poll loop waits for room in a host's full queue: only a host that
+// drains its queue that fast (a burst to a fast endpoint) is waited for; any other's records go
+// to the first retry tier unsent, so no endpoint holds back the partition for longer.
+const maxHold = 100 * time.Millisecond
+
 // enqueueResult says what enqueue did.
 type enqueueResult int
 
 const (
 	queued  enqueueResult = iota // w runs when a slot frees
-	full                         // the queue is full but the host is moving: wait on freed and try again
-	refused                      // stalled host or open breaker: send the record to a retry tier
+	full                         // the queue is full and drains within maxHold: wait on freed, at most maxHold, and try again
+	refused                      // stalled, slow or paused host, or open breaker: send the record to a retry tier
 )
 
-// enqueue queues w for a host at its bound. A host that has finished no request for a while
-// (stalled: dead or hanging) or whose breaker is open takes no more waiters, so its records go
-// to a retry tier instead of holding the partition; a host that is merely busy (a burst to a
-// fast endpoint) makes the caller wait for room, which is backpressure, not blocking by a dead
-// endpoint. freed is closed when the host finishes a request.
-func (h *hosts) enqueue(host string, w waiter, now time.Time) (enqueueResult, <-chan struct{}) {
+// enqueue queues w for a host at its limit. A host that has finished no request for a while
+// (stalled: dead or hanging), whose breaker is open or that asked for a pause takes no more
+// waiters; nor does one whose queue is full, unless it would drain the queue within maxHold.
+// Their records go to a retry tier, so that no endpoint holds back the others (head-of-line
+// blocking). freed is closed when the host finishes a request.
+func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult, why string, wait time.Duration, freed <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.m[host]
-	if st == nil || st.brk.tripped() {
-		return refused, nil
+	switch {
+	case st == nil:
+		return refused, refusedBusy, 0, nil
+	case st.brk.tripped():
+		return refused, refusedBreaker, st.brk.remaining(now), nil
+	case now.Before(st.pausedUntil):
+		return refused, refusedPaused, st.pausedUntil.Sub(now), nil
+	case st.inFlight > 0 && now.Sub(st.progress) > max(minStall, 5*st.latency):
+		return refused, refusedBusy, 0, nil
 	}
-	if st.inFlight > 0 && now.Sub(st.progress) > max(minStall, 5*st.latency) {
-		return refused, nil
-	}
-	if st.inFlight < h.maxPerHost { // a slot freed since acquire refused
+	if st.inFlight < st.lim.current() { // a slot freed since acquire refused
 		st.inFlight++
 		h.spawn(w.start)
-		return queued, nil
+		return queued, "", 0, nil
 	}
 	if len(st.waiting) >= h.maxWaiting {
-		return full, st.freed
+		if st.lim.grow() { // slow start: the limit meets the demand
+			st.inFlight++
+			h.spawn(w.start)
+			return queued, "", 0, nil
+		}
+		// Draining the queue takes about len(waiting) requests at inFlight at a time.
+		if drain := time.Duration(len(st.waiting)+1) * st.latency / time.Duration(max(1, st.inFlight)); drain <= maxHold {
+			return full, refusedBusy, 0, st.freed
+		}
+		return refused, refusedBusy, 0, nil
 	}
 	st.waiting = append(st.waiting, w)
-	return queued, nil
+	return queued, "", 0, nil
 }
 
-// release ends one admitted request; ok is whether the host answered (any status below 500
-// but 408/429 counts as an answer: the host is up). The slot goes to the next waiter; if the
-// breaker is now open, every waiter is refused.
-func (h *hosts) release(host string, ok bool, took time.Duration, now time.Time) {
+// release ends one admitted request. ok is whether the host answered (any status below 500 but
+// 408/429 counts as an answer: the host is up), for the breaker; sig is what the outcome says
+// of the host's capacity, for its limit; retryAfter is a 429's or 503's Retry-After, which
+// pauses the host. Freed slots go to the next waiters; if the breaker is now open or the host
+// paused, every waiter is refused.
+func (h *hosts) release(host string, ok bool, sig signal, took, retryAfter time.Duration, now time.Time) {
 	h.mu.Lock()
 	st := h.m[host]
+	st.lim.sample(sig, st.inFlight, st.latency, now)
 	st.inFlight--
 	st.progress = now
 	st.latency = (7*st.latency + took) / 8
@@ -130,25 +166,50 @@ func (h *hosts) release(host string, ok bool, took time.Duration, now time.Time)
 	} else {
 		st.brk.failure(now)
 	}
-	var start func()
+	if sig == signalOverload && retryAfter > 0 {
+		st.pausedUntil = maxTime(st.pausedUntil, now.Add(min(retryAfter, h.maxCooldown)))
+	}
+	var starts []func()
 	var refused []waiter
-	wait := st.brk.remaining(now)
+	reason, wait := refusedBreaker, st.brk.remaining(now)
 	switch {
 	case st.brk.tripped():
 		refused, st.waiting = st.waiting, nil
-	case len(st.waiting) > 0 && st.inFlight < h.maxPerHost:
-		start = st.waiting[0].start
-		st.waiting[0] = waiter{}
-		st.waiting = st.waiting[1:]
-		st.inFlight++
+	case now.Before(st.pausedUntil):
+		reason, wait = refusedPaused, st.pausedUntil.Sub(now)
+		refused, st.waiting = st.waiting, nil
+	default:
+		for len(st.waiting) > 0 && st.inFlight < st.lim.current() {
+			starts = append(starts, st.waiting[0].start)
+			st.waiting[0] = waiter{}
+			st.waiting = st.waiting[1:]
+			st.inFlight++
+		}
 	}
 	h.mu.Unlock()
-	if start != nil {
+	for _, start := range starts {
 		h.spawn(start)
 	}
 	for _, w := range refused {
-		w.refuse(refusedBreaker, wait)
+		w.refuse(reason, wait)
 	}
+}
+
+// limit returns host's current concurrency limit (0 for a host never used).
+func (h *hosts) limit(host string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.m[host]; st != nil {
+		return st.lim.current()
+	}
+	return 0
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // openBreakers returns the hosts whose breaker is open or half-open.

@@ -126,12 +126,12 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 	if ok, _, _ := h.acquire("b:80", now); !ok {
 		t.Fatal("another host must not be limited by a's bound")
 	}
-	h.release("a:80", false, 0, now)
-	h.release("a:80", false, 0, now)
+	h.release("a:80", false, signalNone, 0, 0, now)
+	h.release("a:80", false, signalNone, 0, 0, now)
 	if ok, _, _ := h.acquire("a:80", now); !ok {
 		t.Fatal("two failures of three: still closed")
 	}
-	h.release("a:80", false, 0, now) // third consecutive failure: opens
+	h.release("a:80", false, signalNone, 0, 0, now) // third consecutive failure: opens
 	ok, why, wait := h.acquire("a:80", now.Add(time.Second))
 	if ok || why != refusedBreaker || wait != 9*time.Second {
 		t.Fatalf("open breaker: %v %s %v", ok, why, wait)
@@ -146,7 +146,7 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 	if ok, why, _ := h.acquire("a:80", later); ok || why != refusedBreaker {
 		t.Fatal("only one trial at a time")
 	}
-	h.release("a:80", false, 0, later) // trial failed: reopen for twice the cooldown
+	h.release("a:80", false, signalNone, 0, 0, later) // trial failed: reopen for twice the cooldown
 	if _, _, wait := h.acquire("a:80", later); wait != 20*time.Second {
 		t.Fatalf("reopened for %v, want 20s", wait)
 	}
@@ -154,7 +154,7 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 	if ok, _, _ := h.acquire("a:80", again); !ok {
 		t.Fatal("second trial")
 	}
-	h.release("a:80", true, 0, again)
+	h.release("a:80", true, signalNone, 0, 0, again)
 	if len(h.openBreakers()) != 0 {
 		t.Fatal("a successful trial closes the breaker")
 	}
