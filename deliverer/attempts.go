@@ -14,9 +14,10 @@ import (
 // The attempt log webhooks.attempts and the attempt metrics (docs/delivery.md#attempt-log-and-metrics).
 
 // attemptRecord appends one line of webhooks.attempts: {"destinationId", "messageId", "url",
-// "attempt", "status", "latencyMs", "errorClass", "error" (on failure), "at"}. It is written by
-// hand: one per POST, on the hot path.
-func appendAttemptRecord(b []byte, d *delivery, res *urlResult, now time.Time) []byte {
+// "attempt", "status", "latencyMs", "errorClass", "error" (on failure), "concurrencyLimit" (the
+// host's limit after this POST), "pausedForMs" (when the endpoint paused its host), "at"}. It is
+// written by hand: one per POST, on the hot path.
+func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, now time.Time) []byte {
 	b = append(b, `{"destinationId":`...)
 	b = schemas.AppendJSONString(b, d.destID)
 	b = append(b, `,"messageId":`...)
@@ -35,16 +36,23 @@ func appendAttemptRecord(b []byte, d *delivery, res *urlResult, now time.Time) [
 		b = append(b, `,"error":`...)
 		b = schemas.AppendJSONString(b, describe(res))
 	}
+	b = append(b, `,"concurrencyLimit":`...)
+	b = strconv.AppendInt(b, int64(lim.limit), 10)
+	if lim.paused > 0 {
+		b = append(b, `,"pausedForMs":`...)
+		b = strconv.AppendInt(b, lim.paused.Milliseconds(), 10)
+	}
 	b = append(b, `,"at":"`...)
 	b = schemas.AppendTimestamp(b, now)
 	return append(b, `"}`...)
 }
 
-func (s *Service) logAttempt(d delivery, res *urlResult, now time.Time) {
+func (s *Service) logAttempt(d delivery, res *urlResult, lim hostLimit, now time.Time) {
 	dm := s.metrics.forDestination(d.destID)
 	dm.attempts(statusClass(res)).Inc()
 	dm.latency.Observe(res.Latency.Seconds())
-	v := appendAttemptRecord(make([]byte, 0, 256), &d, res, now)
+	dm.limit.Set(float64(lim.limit))
+	v := appendAttemptRecord(make([]byte, 0, 288), &d, res, lim, now)
 	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
 }
 

@@ -180,7 +180,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	for i := range results {
 		res := &results[i]
 		s.hosts.release(res.Host, res.Class == Success || res.Class == Status4xx || res.Class == Status408 || res.Class == Status429, signalOf(res), res.Latency, res.RetryAfter, now)
-		s.logAttempt(d, res, now)
+		s.logAttempt(d, res, s.hosts.limit(res.Host, now), now)
 	}
 	class, retryAfter, last := verdict(results)
 	status := 0

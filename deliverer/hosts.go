@@ -29,10 +29,10 @@ type hostState struct {
 	lim         aimd      // how many may be in flight
 	pausedUntil time.Time // no request starts before (Retry-After of a 429 or 503)
 	brk         breaker
-	waiting  []waiter      // admitted later, in order, when a request ends
-	progress time.Time     // the last time a request to the host ended, or one started on an idle host
-	latency  time.Duration // moving average of request durations
-	freed    chan struct{} // closed (and replaced) whenever a request ends
+	waiting     []waiter      // admitted later, in order, when a request ends
+	progress    time.Time     // the last time a request to the host ended, or one started on an idle host
+	latency     time.Duration // moving average of request durations
+	freed       chan struct{} // closed (and replaced) whenever a request ends
 }
 
 // waiter is a request queued for a host at its in-flight bound: start runs (in a goroutine
@@ -195,14 +195,22 @@ func (h *hosts) release(host string, ok bool, sig signal, took, retryAfter time.
 	}
 }
 
-// limit returns host's current concurrency limit (0 for a host never used).
-func (h *hosts) limit(host string) int {
+// hostLimit is a host's concurrency limit and what is left of its pause, as the attempt log
+// and the metrics show them.
+type hostLimit struct {
+	limit  int
+	paused time.Duration
+}
+
+// limit returns host's current concurrency limit and pause (zero for a host never used).
+func (h *hosts) limit(host string, now time.Time) hostLimit {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if st := h.m[host]; st != nil {
-		return st.lim.current()
+	st := h.m[host]
+	if st == nil {
+		return hostLimit{}
 	}
-	return 0
+	return hostLimit{limit: st.lim.current(), paused: max(0, st.pausedUntil.Sub(now))}
 }
 
 func maxTime(a, b time.Time) time.Time {

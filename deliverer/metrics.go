@@ -14,6 +14,7 @@ type metrics struct {
 	retried   *prometheus.CounterVec
 	deferred  *prometheus.CounterVec
 	queued    *prometheus.CounterVec
+	limit     *prometheus.GaugeVec
 	dlq       *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
 	lateness  *prometheus.HistogramVec
@@ -28,6 +29,7 @@ type destMetrics struct {
 	id        string
 	delivered prometheus.Counter
 	latency   prometheus.Observer
+	limit     prometheus.Gauge
 	mu        sync.Mutex
 	byStatus  map[string]prometheus.Counter
 }
@@ -37,7 +39,7 @@ func (m *metrics) forDestination(id string) *destMetrics {
 		return v.(*destMetrics)
 	}
 	dm := &destMetrics{m: m, id: id, delivered: m.delivered.WithLabelValues(id),
-		latency: m.latency.WithLabelValues(id), byStatus: map[string]prometheus.Counter{}}
+		latency: m.latency.WithLabelValues(id), limit: m.limit.WithLabelValues(id), byStatus: map[string]prometheus.Counter{}}
 	v, _ := m.dests.LoadOrStore(id, dm)
 	return v.(*destMetrics)
 }
@@ -69,10 +71,13 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 			Name: "tributary_deliverer_retried_total", Help: "Records handed to a retry tier, by destination and tier topic.",
 		}, []string{"destination", "tier"}),
 		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tributary_deliverer_deferred_total", Help: "Records sent to a tier unsent: host at its in-flight bound, or breaker open.",
+			Name: "tributary_deliverer_deferred_total", Help: "Records sent to a tier unsent: host at its limit with a full queue, paused by the endpoint, or breaker open.",
 		}, []string{"destination", "reason"}),
 		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_queued_total", Help: "Records that waited in memory for a slot on their host (host at its in-flight bound).",
+		}, []string{"destination"}),
+		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_deliverer_concurrency_limit", Help: "The adaptive concurrency limit of the destination's endpoint host, after its last POST.",
 		}, []string{"destination"}),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_dlq_total", Help: "Records dead-lettered, by destination and reason.",
@@ -95,7 +100,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	paused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_paused_tier_partitions", Help: "Retry-tier partitions paused until their head record is due.",
 	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.timers)) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.limit, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

@@ -1,0 +1,111 @@
+package deliverer_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSlowEndpointDoesNotHoldBackOthers: an endpoint that answers, slowly (1 s), with far more
+// records than its concurrency takes, beside a fast one. Before, once the slow host's slots and
+// queue were full, the poll loop waited for room and the fast destination got its records at the
+// slow one's pace (2,000 slow records at 64 per second: half a minute). Now the slow host's limit
+// grows with the demand and what does not fit goes to the first tier unsent: the fast
+// destination gets its records at once, and the slow one all of its own.
+func TestSlowEndpointDoesNotHoldBackOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of real time")
+	}
+	slow := newReceiver(t, func(_ int, r *http.Request, _ http.ResponseWriter) {
+		select {
+		case <-time.After(time.Second):
+		case <-r.Context().Done():
+		}
+	})
+	fast := newReceiver(t, ok200)
+	h := newHarness(t, "1s,2s", destYAML(dest("slow", []string{slow.URL}, ""), dest("fast", []string{fast.URL}, "")))
+	h.run(h.config())
+
+	// Warm up: the slow endpoint is known to answer, in about a second.
+	h.send("slow", messageIDs(0, 64)...)
+	slow.waitRequests(t, 64, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+
+	const slowN, fastN = 2000, 500
+	start := time.Now()
+	for b := 0; b < fastN; b += 100 {
+		h.send("slow", messageIDs(64+b*4, 64+(b+100)*4)...) // ahead of the fast ones, in the same partitions
+		h.send("fast", messageIDs(b, b+100)...)
+	}
+	got := fast.waitRequests(t, fastN, 60*time.Second)
+	took := got[fastN-1].at.Sub(start)
+	t.Logf("the fast endpoint got its %d records %v after they were sent, beside %d for a 1 s endpoint", fastN, took.Round(time.Millisecond), slowN)
+	if took > 5*time.Second {
+		t.Errorf("the fast destination waited %v for the slow one's records (head-of-line blocking)", took)
+	}
+	slow.waitRequests(t, 64+slowN, 60*time.Second)
+}
+
+// TestRetryAfterPausesTheEndpoint: a 429 with Retry-After stops every request to that endpoint
+// until the pause is over; nothing is lost, and the records arrive after it.
+func TestRetryAfterPausesTheEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of real time")
+	}
+	var mu sync.Mutex
+	var firstLimited time.Time
+	api := newReceiver(t, func(n int, _ *http.Request, w http.ResponseWriter) {
+		if n <= 10 { // n counts from 1: the first ten requests
+			mu.Lock()
+			if firstLimited.IsZero() {
+				firstLimited = time.Now()
+			}
+			mu.Unlock()
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	h := newHarness(t, "1s,2s", destYAML(dest("api", []string{api.URL}, "")))
+	reg, _ := h.run(h.config())
+	const n = 600 // 20 every 100 ms for 3 s: records keep coming during the pause
+	for b := 0; b < n; b += 20 {
+		h.send("api", messageIDs(b, b+20)...)
+		time.Sleep(100 * time.Millisecond)
+	}
+	var reqs []received
+	delivered := map[string]bool{} // the receiver answered requests 10 and later 200
+	for deadline := time.Now().Add(30 * time.Second); len(delivered) < n && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		reqs = api.requests()
+		for _, r := range reqs[min(10, len(reqs)):] {
+			delivered[r.header.Get("X-Message-Id")] = true
+		}
+	}
+	mu.Lock()
+	pauseStart := firstLimited
+	mu.Unlock()
+	var during int
+	for _, r := range reqs {
+		// Requests already under way when the first 429 came back may still arrive.
+		if r.at.After(pauseStart.Add(100*time.Millisecond)) && r.at.Before(pauseStart.Add(1900*time.Millisecond)) {
+			during++
+		}
+	}
+	if during > 0 {
+		t.Errorf("%d requests during the 2 s pause", during)
+	}
+	for _, id := range messageIDs(0, n) {
+		if !delivered[id] {
+			var seen []int
+			for i, r := range reqs {
+				if r.header.Get("X-Message-Id") == id {
+					seen = append(seen, i)
+				}
+			}
+			t.Errorf("%s never delivered (requests %v of %d; dead letters %v)", id, seen, len(reqs), counter(t, reg, "tributary_deliverer_dlq_total"))
+		}
+	}
+	if got := counter(t, reg, "tributary_deliverer_deferred_total", "reason", "endpoint_paused"); got == 0 {
+		t.Error("no record was deferred for the pause")
+	}
+}
