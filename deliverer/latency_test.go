@@ -3,6 +3,7 @@ package deliverer_test
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -107,5 +108,49 @@ func TestRetryAfterPausesTheEndpoint(t *testing.T) {
 	}
 	if got := counter(t, reg, "tributary_deliverer_deferred_total", "reason", "endpoint_paused"); got == 0 {
 		t.Error("no record was deferred for the pause")
+	}
+}
+
+// TestLimitFollowsTheEndpointsLatency: 1,000 records a second to an endpoint whose latency
+// jumps from 10 ms to 300 ms mid-run. The rate needs 300 requests at once after the jump; the
+// endpoint's limit follows (before, the fixed bound of 64 capped it at 213 a second and the
+// backlog grew as long as the load lasted).
+func TestLimitFollowsTheEndpointsLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of real time")
+	}
+	var latency atomic.Int64
+	latency.Store(int64(10 * time.Millisecond))
+	var inFlight, peak atomic.Int64
+	api := newReceiver(t, func(_ int, r *http.Request, _ http.ResponseWriter) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		select {
+		case <-time.After(time.Duration(latency.Load())):
+		case <-r.Context().Done():
+		}
+	})
+	h := newHarness(t, "1s,2s", destYAML(dest("api", []string{api.URL}, "")))
+	reg, _ := h.run(h.config())
+	const n = 4000 // 100 every 100 ms for 4 s; the latency jumps after 1 s
+	for b := 0; b < n; b += 100 {
+		if b == 1000 {
+			latency.Store(int64(300 * time.Millisecond))
+		}
+		h.send("api", messageIDs(b, b+100)...)
+		time.Sleep(100 * time.Millisecond)
+	}
+	sent := time.Now()
+	reqs := api.waitRequests(t, n, 30*time.Second)
+	behind := reqs[n-1].at.Sub(sent)
+	limit := counter(t, reg, "tributary_deliverer_concurrency_limit")
+	t.Logf("last of %d arrived %v after the last was sent; peak %d requests at once, limit %v", n, behind.Round(time.Millisecond), peak.Load(), limit)
+	if behind > 2*time.Second {
+		t.Errorf("the endpoint fell behind: its last record arrived %v after it was sent", behind)
+	}
+	if peak.Load() <= 64 || limit < 300 {
+		t.Errorf("peak %d requests at once, limit %v: the limit did not follow the latency", peak.Load(), limit)
 	}
 }
