@@ -34,12 +34,14 @@ lint:
 # BENCH_LOAD_DURATION is how long each load run of make bench lasts (docs/benchmarks.md used 60s and 30s).
 BENCH_LOAD_DURATION ?= 20s
 
-## bench: micro-benchmarks of every hot path, then the ingest load tool and the end-to-end load at 2,000 and 15,000 events/s (figures go to docs/benchmarks.md).
+## bench: micro-benchmarks of every hot path, then the ingest load tool and the end-to-end load at 2,000 and 15,000 events/s, to an endpoint answering after 200 ms, and beside one that never answers (figures go to docs/benchmarks.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PATTERNS)
 	$(GO) run ./devstack/cmd/loadgen -inprocess -c 16 -d $(BENCH_LOAD_DURATION)
 	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 2000 -batch 10
 	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 15000
+	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 2000 -batch 10 -receiver-latency 200ms
+	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 5000 -neighbour hang
 
 ## build: static binaries in bin/.
 build:

@@ -159,7 +159,6 @@ func run() error {
 			return err
 		}
 		stopNeighbour := make(chan struct{})
-		defer close(stopNeighbour)
 		slow := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
 			select {
 			case <-time.After(neighbourDelay):
@@ -168,7 +167,10 @@ func run() error {
 			}
 		}}
 		go func() { _ = slow.Serve(nln) }()
-		defer func() { _ = slow.Shutdown() }()
+		defer func() {
+			close(stopNeighbour) // first: Shutdown waits for the handlers
+			_ = slow.Shutdown()
+		}()
 		neighbourLine = `  - {id: neighbour, type: webhooks, sources: [bench], settings: {webhooks: [{url: "http://` + nln.Addr().String() + `/hook"}]}}
 `
 	}
