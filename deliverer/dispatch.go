@@ -19,6 +19,7 @@ type delivery struct {
 	destID         string
 	messageID      string
 	attempt        int
+	deferrals      int // times sent to a tier unsent
 	firstAttemptAt time.Time
 }
 
@@ -33,6 +34,10 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 		case schemas.HeaderAttempt:
 			if n, err := strconv.Atoi(string(h.Value)); err == nil && n > 0 {
 				d.attempt = n
+			}
+		case schemas.HeaderDeferrals:
+			if n, err := strconv.Atoi(string(h.Value)); err == nil && n > 0 {
+				d.deferrals = n
 			}
 		case schemas.HeaderFirstAttemptAt:
 			if t, err := schemas.ParseTimestamp(string(h.Value)); err == nil {
@@ -72,8 +77,7 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	admitted, busy, reason, wait := s.admit(dest, "", now)
 	refuse := func(reason string, wait time.Duration) {
-		s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
-		s.toTier(d, p, d.attempt, s.tierFor(wait), reason, 0)
+		s.deferTo(d, p, reason, wait)
 		<-s.sem
 	}
 	if len(admitted) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -40,15 +41,38 @@ func (s *Service) tierFor(delay time.Duration) int {
 // it will make there.
 func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError string, lastStatus int) {
 	due := s.now().Add(s.tierDelays[tier])
-	rec := s.derived(d.r, s.tierTopics[tier], map[string]string{
+	set := map[string]string{
 		schemas.HeaderAttempt:        strconv.Itoa(attempt),
 		schemas.HeaderFirstAttemptAt: schemas.FormatTimestamp(d.firstAttemptAt),
 		schemas.HeaderDueAt:          schemas.FormatTimestamp(due),
 		schemas.HeaderLastError:      lastError,
 		schemas.HeaderLastStatus:     strconv.Itoa(lastStatus),
-	})
+	}
+	if d.deferrals > 0 {
+		set[schemas.HeaderDeferrals] = strconv.Itoa(d.deferrals)
+	}
+	rec := s.derived(d.r, s.tierTopics[tier], set)
 	s.metrics.retried.WithLabelValues(d.destID, s.tierTopics[tier]).Inc()
 	s.handOff(rec, p)
+}
+
+// deferTo hands a record on unsent (its endpoint at its limit with a full queue, paused, or
+// behind an open breaker) to the tier that covers wait and the record's deferrals: the first
+// deferral waits for the shortest tier, each next one for the next longer tier, so a record of
+// an endpoint that cannot keep up is rewritten a few times (at most once per tier), not every
+// few seconds. Its attempt number is unchanged; RETRY_WINDOW still bounds it (dispatch).
+func (s *Service) deferTo(d delivery, p *pending, reason string, wait time.Duration) {
+	s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
+	d.deferrals++
+	s.toTier(d, p, d.attempt, s.tierFor(max(wait, deferDelay(s.tierDelays, d.deferrals))), reason, 0)
+}
+
+// deferDelay is the delay of the n-th shortest distinct tier (n from 1), or of the longest.
+func deferDelay(tiers []time.Duration, n int) time.Duration {
+	delays := slices.Clone(tiers)
+	slices.Sort(delays)
+	delays = slices.Compact(delays)
+	return delays[max(1, min(n, len(delays)))-1]
 }
 
 // toDLQ hands the record to the dead-letter queue with its reason.
@@ -74,7 +98,7 @@ func (s *Service) derived(r *kgo.Record, topic string, set map[string]string) *k
 			out.Headers = append(out.Headers, h)
 		}
 	}
-	for _, k := range []string{schemas.HeaderAttempt, schemas.HeaderFirstAttemptAt, schemas.HeaderDueAt, schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError} {
+	for _, k := range []string{schemas.HeaderAttempt, schemas.HeaderFirstAttemptAt, schemas.HeaderDueAt, schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError, schemas.HeaderDeferrals} {
 		if v, ok := set[k]; ok {
 			out.Headers = append(out.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 		}

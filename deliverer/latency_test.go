@@ -109,6 +109,20 @@ func TestRetryAfterPausesTheEndpoint(t *testing.T) {
 	if got := counter(t, reg, "tributary_deliverer_deferred_total", "reason", "endpoint_paused"); got == 0 {
 		t.Error("no record was deferred for the pause")
 	}
+	// A deferred record waits for the tier that covers the pause, and says it was deferred.
+	tier := h.reader("webhooks.retry.2s")
+	var deferred int
+	for _, r := range tier.waitFor(1, 10*time.Second) {
+		if hdr(r, "last-error") == "endpoint_paused" {
+			deferred++
+			if hdr(r, "deferrals") != "1" || hdr(r, "attempt") != "1" {
+				t.Errorf("deferred record: deferrals %q attempt %q", hdr(r, "deferrals"), hdr(r, "attempt"))
+			}
+		}
+	}
+	if deferred == 0 {
+		t.Error("no deferred record on webhooks.retry.2s")
+	}
 }
 
 // TestLimitFollowsTheEndpointsLatency: 1,000 records a second to an endpoint whose latency

@@ -193,3 +193,12 @@ func TestHostsPauseOnRetryAfter(t *testing.T) {
 		t.Error("after the pause: not admitted")
 	}
 }
+
+func TestDeferralsWaitForLongerTiers(t *testing.T) {
+	tiers := []time.Duration{time.Minute, 10 * time.Second, time.Hour, 5 * time.Minute, time.Hour}
+	for n, want := range map[int]time.Duration{0: 10 * time.Second, 1: 10 * time.Second, 2: time.Minute, 3: 5 * time.Minute, 4: time.Hour, 9: time.Hour} {
+		if got := deferDelay(tiers, n); got != want {
+			t.Errorf("deferral %d: %v, want %v", n, got, want)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Lo
 			for _, h := range r.Headers {
 				switch h.Key {
 				case schemas.HeaderAttempt, schemas.HeaderFirstAttemptAt, schemas.HeaderDueAt,
-					schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError:
+					schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError, schemas.HeaderDeferrals:
 				default:
 					rec.Headers = append(rec.Headers, h)
 				}

@@ -50,6 +50,9 @@ const (
 	HeaderDueAt          = "due-at"
 	HeaderLastError      = "last-error"
 	HeaderLastStatus     = "last-status"
+	// HeaderDeferrals counts the times a delivery went to a retry tier unsent (its endpoint at
+	// its limit, paused or behind an open breaker): each deferral waits for a longer tier.
+	HeaderDeferrals = "deferrals"
 )
 
 // RetryTopic names the retry tier topic for one delay, e.g. 10s → "webhooks.retry.10s",
