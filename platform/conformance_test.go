@@ -146,11 +146,19 @@ func testPartitionsOnlyGrow(t *testing.T, s platform.KafkaSettings) {
 		if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, spec); err != nil {
 			t.Fatalf("EnsureTopics(%d partitions): %v", step.ask, err)
 		}
-		details, err := adm.ListTopics(ctx, topic)
-		if err != nil {
-			t.Fatalf("ListTopics: %v", err)
+		// Apache Kafka's metadata shows new partitions a moment after CreatePartitions answers:
+		// read until they show (a shrink would never reach want: it stays at the old count).
+		var got int32
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			details, err := adm.ListTopics(ctx, topic)
+			if err != nil {
+				t.Fatalf("ListTopics: %v", err)
+			}
+			if got = int32(len(details[topic].Partitions)); got == step.want || time.Now().After(deadline) {
+				break
+			}
 		}
-		if got := int32(len(details[topic].Partitions)); got != step.want {
+		if got != step.want {
 			t.Errorf("after asking for %d partitions: %d, want %d", step.ask, got, step.want)
 		}
 	}
