@@ -50,7 +50,7 @@ func (s *Service) commitDone(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *k
 	}
 }
 
-// onRevoked commits what finished in the revoked partitions, clears their timers and resumes
+// onRevoked commits what finished in the revoked partitions, drops their held records and resumes
 // them (pausing outlives a rebalance in franz-go), and forgets them.
 func (s *Service) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	if marks := s.track.commitMarks(false, revoked); len(marks) > 0 {
@@ -60,17 +60,7 @@ func (s *Service) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 }
 
 func (s *Service) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
-	s.mu.Lock()
-	for topic, parts := range lost {
-		for _, p := range parts {
-			k := partKey{topic, p}
-			if t := s.timers[k]; t != nil {
-				t.Stop()
-				delete(s.timers, k)
-			}
-		}
-	}
-	s.mu.Unlock()
+	s.dropHeld(lost)
 	cl.ResumeFetchPartitions(lost)
 	s.track.drop(lost)
 }

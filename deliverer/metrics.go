@@ -98,8 +98,8 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 		Name: "tributary_deliverer_open_breakers", Help: "Endpoint hosts whose circuit breaker is open.",
 	}, func() float64 { return float64(len(s.hosts.openBreakers())) })
 	paused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "tributary_deliverer_paused_tier_partitions", Help: "Retry-tier partitions paused until their head record is due.",
-	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.timers)) })
+		Name: "tributary_deliverer_paused_tier_partitions", Help: "Retry-tier partitions paused until their next record is due.",
+	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.held)) })
 	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.limit, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)

@@ -1,6 +1,8 @@
 package deliverer
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -8,33 +10,91 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Pausing retry-tier partitions until their head record is due (docs/delivery.md#retry-tiers).
+// Holding retry-tier records until they are due (docs/delivery.md#retry-tiers).
+//
+// A tier partition whose next record is not due yet is paused (PauseFetchPartitions), and the
+// records of it already read — at most one poll's worth — are held in memory; a timer
+// dispatches them when the first is due, then holds the rest again or resumes the partition.
+// The partition is not rewound: franz-go's SetOffsets stops the consumer's fetch session, which
+// throws away every partition's fetches in flight and buffered, so rewinding the tiers many
+// times a second (any endpoint being retried) delayed every other destination's records by
+// hundreds of milliseconds. Held records are not tracked yet, so their offsets are not
+// committed: a restart or a rebalance reads them again.
 
-// pauseUntil pauses partition k until due, rewinding it to r so r is fetched again then. It
-// never sleeps in the poll loop: a timer resumes the partition.
-func (s *Service) pauseUntil(k partKey, r *kgo.Record, due time.Time) {
-	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
-	s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{k.topic: {k.part: {Epoch: r.LeaderEpoch, Offset: r.Offset}}})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.timers[k]; t != nil {
-		t.Stop()
-	}
-	s.timers[k] = time.AfterFunc(time.Until(due), func() {
-		s.mu.Lock()
-		delete(s.timers, k)
-		s.mu.Unlock()
-		s.cl.ResumeFetchPartitions(map[string][]int32{k.topic: {k.part}})
-	})
+// held is a paused tier partition's records read and not due yet, in offset order.
+type held struct {
+	recs    []*kgo.Record
+	timer   *time.Timer
+	dropped bool // the partition was revoked: dispatch no more of recs
 }
 
-func (s *Service) stopTimers() {
+// dispatchDue dispatches recs of tier partition k while they are due and holds the rest. It is
+// called by the poll loop (from nil), or by the timer of from, a hold of k whose goroutine s.wg
+// counts; that stops when the hold is dropped.
+func (s *Service) dispatchDue(ctx context.Context, k partKey, recs []*kgo.Record, from *held) {
+	for i, r := range recs {
+		if ctx.Err() != nil || from.isDropped(&s.mu) {
+			return
+		}
+		due := headerTime(r, schemas.HeaderDueAt)
+		if now := s.now(); due.After(now) {
+			s.hold(ctx, k, recs[i:], due)
+			return
+		} else if !due.IsZero() {
+			s.metrics.lateness.WithLabelValues(r.Topic).Observe(now.Sub(due).Seconds())
+		}
+		s.dispatch(ctx, r, s.track.add(r))
+	}
+}
+
+// hold pauses partition k and keeps recs (not due before due) until then.
+func (s *Service) hold(ctx context.Context, k partKey, recs []*kgo.Record, due time.Time) {
+	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, t := range s.timers {
-		t.Stop()
-		delete(s.timers, k)
+	h := &held{recs: recs}
+	s.wg.Add(1) // the timer's run; Done by it, or by whoever stops the timer first
+	h.timer = time.AfterFunc(time.Until(due), func() {
+		defer s.wg.Done()
+		s.dispatchDue(ctx, k, h.recs, h)
+		s.mu.Lock()
+		resume := s.held[k] == h // neither dropped nor held again
+		if resume {
+			delete(s.held, k)
+		}
+		s.mu.Unlock()
+		if resume && ctx.Err() == nil {
+			s.cl.ResumeFetchPartitions(map[string][]int32{k.topic: {k.part}})
+		}
+	})
+	s.held[k] = h
+}
+
+// dropHeld forgets the held records of the partitions given (nil: all) and stops their timers;
+// the partitions are read again from their committed offsets by whoever owns them next.
+func (s *Service) dropHeld(parts map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, h := range s.held {
+		if parts != nil && !contains(parts[k.topic], k.part) {
+			continue
+		}
+		h.dropped = true
+		if h.timer.Stop() {
+			s.wg.Done() // its run never comes
+		}
+		delete(s.held, k)
 	}
+}
+
+// isDropped says whether h (nil: none) was dropped.
+func (h *held) isDropped(mu *sync.Mutex) bool {
+	if h == nil {
+		return false
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return h.dropped
 }
 
 func headerTime(r *kgo.Record, key string) time.Time {

@@ -64,7 +64,7 @@ type Service struct {
 	isTier     map[string]bool
 
 	mu       sync.Mutex
-	timers   map[partKey]*time.Timer
+	held     map[partKey]*held // tier partitions paused until their next record is due (pause.go)
 	limiters map[string]*destLimiter
 
 	// grace is the context of the work that may outlive the stop signal: POSTs in progress,
@@ -102,7 +102,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "deliverer").Logger(),
 		track: newTracker(), sem: make(chan struct{}, cfg.MaxInFlight), now: deps.Now,
-		timers: map[partKey]*time.Timer{}, limiters: map[string]*destLimiter{}, isTier: map[string]bool{}}
+		held: map[partKey]*held{}, limiters: map[string]*destLimiter{}, isTier: map[string]bool{}}
 	s.grace, s.endGrace = context.WithCancel(context.Background())
 	s.tierDelays, s.tierTopics = cfg.tiers()
 	for _, t := range s.tierTopics {
@@ -176,7 +176,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.poll(ctx)
 
 	// Stopping: no record is dispatched any more, and no tier partition is resumed.
-	s.stopTimers()
+	s.dropHeld(nil)
 	finished := make(chan struct{})
 	go func() { s.wg.Wait(); close(finished) }()
 	select {
@@ -214,23 +214,17 @@ func (s *Service) poll(ctx context.Context) {
 		fs.EachError(func(t string, p int32, err error) {
 			s.logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("fetching")
 		})
-		paused := map[partKey]bool{}
-		fs.EachRecord(func(r *kgo.Record) {
-			k := partKey{r.Topic, r.Partition}
-			if paused[k] || ctx.Err() != nil {
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if ctx.Err() != nil || len(fp.Records) == 0 {
 				return
 			}
-			if s.isTier[r.Topic] {
-				due := headerTime(r, schemas.HeaderDueAt)
-				if now := s.now(); due.After(now) {
-					s.pauseUntil(k, r, due)
-					paused[k] = true
-					return
-				} else if !due.IsZero() {
-					s.metrics.lateness.WithLabelValues(r.Topic).Observe(now.Sub(due).Seconds())
+			if !s.isTier[fp.Topic] {
+				for _, r := range fp.Records {
+					s.dispatch(ctx, r, s.track.add(r))
 				}
+				return
 			}
-			s.dispatch(ctx, r, s.track.add(r))
+			s.dispatchDue(ctx, partKey{fp.Topic, fp.Partition}, fp.Records, nil)
 		})
 	}
 }
