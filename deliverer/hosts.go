@@ -137,8 +137,9 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 			h.spawn(w.start)
 			return queued, "", 0, nil
 		}
-		// Draining the queue takes about len(waiting) requests at inFlight at a time.
-		if drain := time.Duration(len(st.waiting)+1) * st.latency / time.Duration(max(1, st.inFlight)); drain <= maxHold {
+		// Draining the queue takes about len(waiting) requests at inFlight at a time; a host
+		// that has not finished a request yet (latency unknown) is not waited for.
+		if drain := time.Duration(len(st.waiting)+1) * st.latency / time.Duration(max(1, st.inFlight)); st.latency > 0 && drain <= maxHold {
 			return full, refusedBusy, 0, st.freed
 		}
 		return refused, refusedBusy, 0, nil
