@@ -62,6 +62,20 @@ type tracker struct {
 	received map[string]time.Time
 	hist     *hdrhistogram.Histogram // microseconds
 	dups     int
+	// With -timeline: the worst latency of the webhooks received in each second of the run.
+	start time.Time
+	worst []time.Duration
+}
+
+// record adds one webhook's latency, received at `at`. t.mu is held.
+func (t *tracker) record(latency time.Duration, at time.Time) {
+	latency = max(0, latency)
+	_ = t.hist.RecordValue(latency.Microseconds())
+	if t.worst == nil {
+		return
+	}
+	sec := min(len(t.worst)-1, max(0, int(at.Sub(t.start)/time.Second)))
+	t.worst[sec] = max(t.worst[sec], latency)
 }
 
 func (t *tracker) ack(ids []string, at time.Time) {
@@ -70,7 +84,7 @@ func (t *tracker) ack(ids []string, at time.Time) {
 	for _, id := range ids {
 		if r, ok := t.received[id]; ok {
 			delete(t.received, id)
-			_ = t.hist.RecordValue(max(0, r.Sub(at).Microseconds()))
+			t.record(r.Sub(at), r)
 			continue
 		}
 		t.acked[id] = at
@@ -82,7 +96,7 @@ func (t *tracker) receive(id string, at time.Time) {
 	defer t.mu.Unlock()
 	if a, ok := t.acked[id]; ok {
 		delete(t.acked, id)
-		_ = t.hist.RecordValue(max(0, at.Sub(a).Microseconds()))
+		t.record(at.Sub(a), at)
 		return
 	}
 	if _, ok := t.received[id]; ok {
@@ -103,6 +117,7 @@ func run() error {
 	latency := flag.Duration("receiver-latency", 0, "how long the receiver takes to answer each webhook")
 	neighbour := flag.String("neighbour", "", `a second destination whose endpoint answers after this long ("4s"), or never ("hang"); "": none`)
 	tail := flag.Duration("tail", 30*time.Second, "how long to wait, after sending, for the last webhooks")
+	timeline := flag.Bool("timeline", false, "also print the worst latency of the webhooks received in each second")
 	flag.Parse()
 	var neighbourDelay time.Duration
 	switch *neighbour {
@@ -255,6 +270,11 @@ destinations:
 	}
 	cpu0 := cpuSeconds()
 	start := time.Now()
+	if *timeline {
+		tr.mu.Lock()
+		tr.start, tr.worst = start, make([]time.Duration, int((*dur+*tail)/time.Second)+1)
+		tr.mu.Unlock()
+	}
 	stop := start.Add(*dur)
 	var wg sync.WaitGroup
 	if *rate > 0 {
@@ -299,6 +319,15 @@ destinations:
 		receivedN.Load(), total.Round(time.Millisecond), float64(receivedN.Load())/total.Seconds(), missing, dups)
 	fmt.Printf("ack -> webhook latency: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 		float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(90))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000)
+	if *timeline {
+		tr.mu.Lock()
+		fmt.Print("worst latency per second:")
+		for i, w := range tr.worst[:min(len(tr.worst), int(total/time.Second)+1)] {
+			fmt.Printf(" %d:%dms", i, w.Milliseconds())
+		}
+		fmt.Println()
+		tr.mu.Unlock()
+	}
 	fmt.Printf("receiver: peak %d requests at once (latency %v)\n", peak.Load(), *latency)
 	if *neighbour != "" {
 		fmt.Printf("neighbour (%s): %d webhooks answered\n", *neighbour, neighbourN.Load())
