@@ -114,10 +114,11 @@ func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
 			t.Fatal("the queue takes two")
 		}
 	}
-	// Not known to be slow yet: the poll loop may wait for room (at most maxHold), the limit
-	// does not grow; once stalled for minStall, its records are refused.
-	if res, _, _, _ := h.enqueue("dead:80", w, now.Add(time.Millisecond)); res != full {
-		t.Errorf("a full queue of a host that has not answered yet: %v, want full (no growth)", res)
+	// No request finished yet, so its drain time is unknown: the poll loop does not wait for
+	// room (it would for a host known to drain its queue within maxHold), the limit does not
+	// grow, its records are refused.
+	if res, why, _, _ := h.enqueue("dead:80", w, now.Add(time.Millisecond)); res != refused || why != refusedBusy {
+		t.Errorf("a full queue of a host that has not answered yet: %v %s, want refused (no wait, no growth)", res, why)
 	}
 	if res, why, _, _ := h.enqueue("dead:80", w, now.Add(minStall+time.Millisecond)); res != refused || why != refusedBusy {
 		t.Errorf("a stalled host: %v %s, want refused", res, why)
@@ -142,6 +143,19 @@ func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
 	// After minStall without an answer the host counts as stalled: refused, even in slow start.
 	if res, _, _, _ := h.enqueue("alive:80", w, now.Add(time.Second)); res != refused {
 		t.Errorf("a stalled host: %v", res)
+	}
+
+	// A fast host (1 ms a request) out of slow start, limit and queue full: the poll loop waits
+	// for room (its queue drains within maxHold).
+	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
+	fill("fast:80")
+	h.release("fast:80", true, signalFailure, time.Millisecond, 0, now)
+	fill("fast:80")
+	for range 2 {
+		h.enqueue("fast:80", w, now)
+	}
+	if res, _, _, freed := h.enqueue("fast:80", w, now); res != full || freed == nil {
+		t.Errorf("a fast host's full queue: %v, want full (wait for room)", res)
 	}
 
 	// A slow host (4 s a request) out of slow start, limit and queue full: refused at once, the
