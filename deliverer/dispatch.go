@@ -173,7 +173,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	}
 	if err != nil || ctx.Err() != nil {
 		for _, e := range entries {
-			s.hosts.release(hostOf(e.URL), true, signalNone, 0, 0, s.now())
+			s.hosts.release(hostOf(e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}
 		return // shutting down: not finished
 	}
@@ -183,7 +183,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	now := s.now()
 	for i := range results {
 		res := &results[i]
-		s.hosts.release(res.Host, res.Class == Success || res.Class == Status4xx || res.Class == Status408 || res.Class == Status429, signalOf(res), res.Latency, res.RetryAfter, now)
+		s.hosts.release(res.Host, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
 		s.logAttempt(d, res, s.hosts.limit(res.Host, now), now)
 	}
 	class, retryAfter, last := verdict(results)

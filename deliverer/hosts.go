@@ -148,12 +148,32 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 	return queued, "", 0, nil
 }
 
-// release ends one admitted request. ok is whether the host answered (any status below 500 but
-// 408/429 counts as an answer: the host is up), for the breaker; sig is what the outcome says
+// hostOutcome is what one request says of its host, for the circuit breaker.
+type hostOutcome int
+
+const (
+	hostUnknown hostOutcome = iota // the request did not reach the host (not started, TLS refused, blocked): no count
+	hostUp                         // the host answered (2xx, 4xx, 408, 429): the breaker closes
+	hostDown                       // timeout, connection error, 5xx: one more consecutive failure
+)
+
+// outcomeOf reads a class for the breaker. A certificate the deliverer refuses says nothing of
+// the host's health (it answered the handshake) and is not retried: it does not count.
+func outcomeOf(c Class) hostOutcome {
+	switch c {
+	case Success, Status4xx, Status408, Status429:
+		return hostUp
+	case Timeout, ConnError, Status5xx:
+		return hostDown
+	}
+	return hostUnknown
+}
+
+// release ends one admitted request. out is what it says of the host, for the breaker; sig is what the outcome says
 // of the host's capacity, for its limit; retryAfter is a 429's or 503's Retry-After, which
 // pauses the host. Freed slots go to the next waiters; if the breaker is now open or the host
 // paused, every waiter is refused.
-func (h *hosts) release(host string, ok bool, sig signal, took, retryAfter time.Duration, now time.Time) {
+func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAfter time.Duration, now time.Time) {
 	h.mu.Lock()
 	st := h.m[host]
 	st.lim.sample(sig, st.inFlight, st.latency, now)
@@ -162,9 +182,10 @@ func (h *hosts) release(host string, ok bool, sig signal, took, retryAfter time.
 	st.latency = (7*st.latency + took) / 8
 	close(st.freed)
 	st.freed = make(chan struct{})
-	if ok {
+	switch out {
+	case hostUp:
 		st.brk.success()
-	} else {
+	case hostDown:
 		st.brk.failure(now)
 	}
 	if sig == signalOverload && retryAfter > 0 {

@@ -128,7 +128,7 @@ func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
 	}
 
 	fill("alive:80")
-	h.release("alive:80", true, signalAnswered, 10*time.Millisecond, 0, now) // it answers
+	h.release("alive:80", hostUp, signalAnswered, 10*time.Millisecond, 0, now) // it answers
 	fill("alive:80")
 	for range 2 {
 		h.enqueue("alive:80", w, now)
@@ -149,7 +149,7 @@ func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
 	// for room (its queue drains within maxHold).
 	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
 	fill("fast:80")
-	h.release("fast:80", true, signalFailure, time.Millisecond, 0, now)
+	h.release("fast:80", hostUp, signalFailure, time.Millisecond, 0, now)
 	fill("fast:80")
 	for range 2 {
 		h.enqueue("fast:80", w, now)
@@ -162,8 +162,8 @@ func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
 	// poll loop does not wait for it (256 waiting at 57 in flight take seconds to drain).
 	h = newHosts(100, 256, 20, 10*time.Second, time.Minute, func(func()) {})
 	fill("slow:80")
-	h.release("slow:80", true, signalFailure, 4*time.Second, 0, now) // a timeout: out of slow start
-	h.release("slow:80", true, signalAnswered, 4*time.Second, 0, now)
+	h.release("slow:80", hostUp, signalFailure, 4*time.Second, 0, now) // a timeout: out of slow start
+	h.release("slow:80", hostUp, signalAnswered, 4*time.Second, 0, now)
 	fill("slow:80")
 	for range 256 {
 		if res, _, _, _ := h.enqueue("slow:80", w, now); res != queued {
@@ -187,7 +187,7 @@ func TestHostsPauseOnRetryAfter(t *testing.T) {
 	var waits []time.Duration
 	w := waiter{start: func() {}, refuse: func(why string, wait time.Duration) { refusals, waits = append(refusals, why), append(waits, wait) }}
 	h.enqueue("api:443", w, now)
-	h.release("api:443", true, signalOverload, 50*time.Millisecond, 5*time.Second, now)
+	h.release("api:443", hostUp, signalOverload, 50*time.Millisecond, 5*time.Second, now)
 	if len(refusals) != 1 || refusals[0] != refusedPaused || waits[0] != 5*time.Second {
 		t.Fatalf("waiters on a paused host: %v %v", refusals, waits)
 	}
@@ -201,7 +201,7 @@ func TestHostsPauseOnRetryAfter(t *testing.T) {
 		t.Errorf("enqueue during the pause: %v %s %v", res, why, wait)
 	}
 	for range 63 {
-		h.release("api:443", true, signalAnswered, time.Millisecond, 0, now.Add(4*time.Second))
+		h.release("api:443", hostUp, signalAnswered, time.Millisecond, 0, now.Add(4*time.Second))
 	}
 	if ok, _, _ := h.acquire("api:443", now.Add(5*time.Second)); !ok {
 		t.Error("after the pause: not admitted")

@@ -126,12 +126,12 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 	if ok, _, _ := h.acquire("b:80", now); !ok {
 		t.Fatal("another host must not be limited by a's bound")
 	}
-	h.release("a:80", false, signalNone, 0, 0, now)
-	h.release("a:80", false, signalNone, 0, 0, now)
+	h.release("a:80", hostDown, signalNone, 0, 0, now)
+	h.release("a:80", hostDown, signalNone, 0, 0, now)
 	if ok, _, _ := h.acquire("a:80", now); !ok {
 		t.Fatal("two failures of three: still closed")
 	}
-	h.release("a:80", false, signalNone, 0, 0, now) // third consecutive failure: opens
+	h.release("a:80", hostDown, signalNone, 0, 0, now) // third consecutive failure: opens
 	ok, why, wait := h.acquire("a:80", now.Add(time.Second))
 	if ok || why != refusedBreaker || wait != 9*time.Second {
 		t.Fatalf("open breaker: %v %s %v", ok, why, wait)
@@ -146,7 +146,7 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 	if ok, why, _ := h.acquire("a:80", later); ok || why != refusedBreaker {
 		t.Fatal("only one trial at a time")
 	}
-	h.release("a:80", false, signalNone, 0, 0, later) // trial failed: reopen for twice the cooldown
+	h.release("a:80", hostDown, signalNone, 0, 0, later) // trial failed: reopen for twice the cooldown
 	if _, _, wait := h.acquire("a:80", later); wait != 20*time.Second {
 		t.Fatalf("reopened for %v, want 20s", wait)
 	}
@@ -154,7 +154,7 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 	if ok, _, _ := h.acquire("a:80", again); !ok {
 		t.Fatal("second trial")
 	}
-	h.release("a:80", true, signalNone, 0, 0, again)
+	h.release("a:80", hostUp, signalNone, 0, 0, again)
 	if len(h.openBreakers()) != 0 {
 		t.Fatal("a successful trial closes the breaker")
 	}
@@ -218,5 +218,34 @@ func TestAttemptRecordIsJSON(t *testing.T) {
 		"status": 503.0, "latencyMs": 12.345, "errorClass": "status_5xx", "error": "status_5xx: HTTP 503 from x.example.com:443", "concurrencyLimit": 32.0, "pausedForMs": 5000.0, "at": "2026-01-02T03:04:05.006Z"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("attempt record\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestTLSFailureDoesNotCountTowardTheBreaker: a refused certificate (or a request that never
+// reached the host) neither opens nor closes a host's breaker; timeouts, connection errors and
+// 5xx count as failures, answers as successes.
+func TestTLSFailureDoesNotCountTowardTheBreaker(t *testing.T) {
+	for c, want := range map[Class]hostOutcome{
+		Success: hostUp, Status4xx: hostUp, Status408: hostUp, Status429: hostUp,
+		Timeout: hostDown, ConnError: hostDown, Status5xx: hostDown,
+		TLSError: hostUnknown, Blocked: hostUnknown, InvalidURL: hostUnknown,
+	} {
+		if got := outcomeOf(c); got != want {
+			t.Errorf("outcomeOf(%s) = %d, want %d", c, got, want)
+		}
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := newHosts(10, 0, 3, 10*time.Second, time.Minute, func(start func()) { start() })
+	for _, out := range []hostOutcome{hostDown, hostDown, hostUnknown, hostUnknown, hostUnknown} {
+		h.acquire("a:443", now)
+		h.release("a:443", out, signalNone, 0, 0, now)
+	}
+	if len(h.openBreakers()) != 0 {
+		t.Fatal("TLS failures opened the breaker")
+	}
+	h.acquire("a:443", now)
+	h.release("a:443", hostDown, signalNone, 0, 0, now)
+	if len(h.openBreakers()) != 1 {
+		t.Fatal("the third failure, TLS failures between, must open the breaker (they do not reset the count either)")
 	}
 }
