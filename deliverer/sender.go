@@ -110,6 +110,11 @@ func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *r
 		for k, v := range e.Headers {
 			req.Header.Set(k, v)
 		}
+		// Marks the POST replayable without sending a header: net/http then sends it again at
+		// once, on a new connection, when a reused keep-alive connection turns out to have been
+		// closed by the server (a race every server's idle timeout causes). The body is ours,
+		// and X-Message-Id makes a second delivery harmless.
+		req.Header["X-Idempotency-Key"] = nil
 		req.Header.Set("User-Agent", UserAgent)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(schemas.HeaderXMessageID, rq.messageID)

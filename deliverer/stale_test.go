@@ -1,0 +1,67 @@
+package deliverer
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// TestStaleConnectionRetriedAtOnce: a server that closes a keep-alive connection just as the
+// next request arrives on it (what every server's idle timeout does, sooner or later) costs no
+// attempt: the POST goes again at once on a new connection.
+func TestStaleConnectionRetriedAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var answered, dropped atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // answers the first request of each connection; closes it on the second
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = req.Body.Read(make([]byte, 4096))
+					if n > 0 {
+						dropped.Add(1)
+						return
+					}
+					answered.Add(1)
+					_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+				}
+			}()
+		}
+	}()
+	cfg := DefaultConfig()
+	cfg.AllowPrivate = true
+	client, err := newHTTPClient(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	dest := &schemas.Destination{ID: "d", Settings: schemas.DestinationSettings{Webhooks: []schemas.Webhook{{URL: "http://" + ln.Addr().String() + "/hook"}}}}
+	for i := range 5 {
+		res := post(context.Background(), client, 5*time.Second, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: "m", body: []byte(`{}`)}, time.Now())
+		if res[0].Class != Success {
+			t.Fatalf("POST %d on a connection the server closed: %s (%v), want it sent again on a new one", i+1, res[0].Class, res[0].Err)
+		}
+	}
+	if answered.Load() != 5 || dropped.Load() != 4 {
+		t.Errorf("%d answered, %d dropped: want 5 and 4", answered.Load(), dropped.Load())
+	}
+}
