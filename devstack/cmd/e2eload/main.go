@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
@@ -332,11 +333,26 @@ destinations:
 	if *neighbour != "" {
 		fmt.Printf("neighbour (%s): %d webhooks answered\n", *neighbour, neighbourN.Load())
 	}
+	fmt.Printf("deliverer: %s\n", tierWrites(st.Registry()))
 	fmt.Printf("process CPU %.1f s (%.2f CPU s per 1,000 webhooks), peak RSS %s\n", cpu, 1000*cpu/float64(max(1, receivedN.Load())), peakRSS())
 	cancel()
 	<-done
 	st.Close()
 	return nil
+}
+
+// tierWrites sums the deliverer's hand-offs to the retry tiers (retried: after a failed attempt;
+// deferred: unsent, the endpoint at its limit, paused or behind an open breaker) and to the DLQ.
+func tierWrites(reg *prometheus.Registry) string {
+	sums := map[string]float64{}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			sums[mf.GetName()] += m.GetCounter().GetValue()
+		}
+	}
+	return fmt.Sprintf("%.0f records written to retry tiers (%.0f of them deferred unsent), %.0f dead-lettered",
+		sums["tributary_deliverer_retried_total"], sums["tributary_deliverer_deferred_total"], sums["tributary_deliverer_dlq_total"])
 }
 
 func cpuSeconds() float64 {
