@@ -125,11 +125,11 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 // being at its bound (to queue on), and the other refusal's reason and breaker wait.
 func (s *Service) admit(dest *schemas.Destination, holding string, now time.Time) (admitted []schemas.Webhook, busy, reason string, wait time.Duration) {
 	for _, e := range dest.Settings.Webhooks {
-		host := hostOf(e.URL)
+		host := unitOf(dest, e.URL)
 		if host == holding {
 			continue
 		}
-		ok, why, w := s.hosts.acquire(host, now)
+		ok, why, w := s.hosts.acquire(host, dest.Settings.MaxConcurrency, now)
 		switch {
 		case ok:
 			admitted = append(admitted, e)
@@ -142,11 +142,21 @@ func (s *Service) admit(dest *schemas.Destination, holding string, now time.Time
 	return admitted, busy, reason, wait
 }
 
-// webhooksOf returns the destination's entries on host.
+// unitOf is the key of the isolation unit (limit, queue, pause, breaker: hosts) of a
+// destination's URL: its host, shared by every destination on it; or, for a destination with
+// maxConcurrency, the destination's own share of the host, so that its cap binds it alone.
+func unitOf(dest *schemas.Destination, url string) string {
+	if dest.Settings.MaxConcurrency > 0 {
+		return hostOf(url) + " " + dest.ID
+	}
+	return hostOf(url)
+}
+
+// webhooksOf returns the destination's entries on host (a unitOf key).
 func webhooksOf(dest *schemas.Destination, host string) []schemas.Webhook {
 	var out []schemas.Webhook
 	for _, e := range dest.Settings.Webhooks {
-		if hostOf(e.URL) == host {
+		if unitOf(dest, e.URL) == host {
 			out = append(out, e)
 		}
 	}
@@ -173,7 +183,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	}
 	if err != nil || ctx.Err() != nil {
 		for _, e := range entries {
-			s.hosts.release(hostOf(e.URL), hostUnknown, signalNone, 0, 0, s.now())
+			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}
 		return // shutting down: not finished
 	}
@@ -183,8 +193,9 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	now := s.now()
 	for i := range results {
 		res := &results[i]
-		s.hosts.release(res.Host, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
-		s.logAttempt(d, res, s.hosts.limit(res.Host, now), now)
+		unit := unitOf(dest, res.URL)
+		s.hosts.release(unit, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
+		s.logAttempt(d, res, s.hosts.limit(unit, now), now)
 	}
 	class, retryAfter, last := verdict(results)
 	status := 0

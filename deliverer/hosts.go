@@ -67,11 +67,16 @@ func (h *hosts) state(host string) *hostState {
 }
 
 // acquire admits one request to host, or says why not and how long the breaker or the pause
-// lasts.
-func (h *hosts) acquire(host string, now time.Time) (ok bool, reason string, wait time.Duration) {
+// lasts. ceiling, when above 0 and below maxPerHost, caps the host's limit (a destination's
+// maxConcurrency, whose host key is its own: unitOf).
+func (h *hosts) acquire(host string, ceiling int, now time.Time) (ok bool, reason string, wait time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.state(host)
+	if ceiling <= 0 || ceiling > h.maxPerHost {
+		ceiling = h.maxPerHost
+	}
+	st.lim.setCeiling(ceiling)
 	if st.inFlight == 0 {
 		st.progress = now
 	}

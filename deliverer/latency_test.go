@@ -168,3 +168,49 @@ func TestLimitFollowsTheEndpointsLatency(t *testing.T) {
 		t.Errorf("peak %d requests at once, limit %v: the limit did not follow the latency", peak.Load(), limit)
 	}
 }
+
+// TestMaxConcurrencyCapsOneDestination: a destination with maxConcurrency 3 never has more than
+// 3 requests in flight to its endpoint, and still gets every record; another destination on the
+// same host is not held to it (nor to the first one's queue).
+func TestMaxConcurrencyCapsOneDestination(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of real time")
+	}
+	var mu sync.Mutex
+	inFlight, peak := map[string]int{}, map[string]int{}
+	rc := newReceiver(t, func(_ int, r *http.Request, _ http.ResponseWriter) {
+		mu.Lock()
+		inFlight[r.URL.Path]++
+		peak[r.URL.Path] = max(peak[r.URL.Path], inFlight[r.URL.Path])
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		inFlight[r.URL.Path]--
+		mu.Unlock()
+	})
+	h := newHarness(t, "1s,2s", destYAML(
+		dest("capped", []string{rc.URL + "/capped"}, ", maxConcurrency: 3"),
+		dest("free", []string{rc.URL + "/free"}, "")))
+	h.run(h.config())
+	const n = 60
+	h.send("capped", messageIDs(0, n)...)
+	h.send("free", messageIDs(0, n)...)
+	got := rc.waitRequests(t, 2*n, 30*time.Second)
+	ids := map[string]bool{}
+	for _, r := range got {
+		if r.path == "/capped" {
+			ids[r.header.Get("X-Message-Id")] = true
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != n {
+		t.Errorf("the capped destination got %d of %d records", len(ids), n)
+	}
+	if peak["/capped"] > 3 {
+		t.Errorf("the capped destination had %d requests in flight at once, want at most 3", peak["/capped"])
+	}
+	if peak["/free"] <= 3 {
+		t.Errorf("the other destination on the same host had at most %d at once: held to the cap", peak["/free"])
+	}
+}

@@ -82,6 +82,15 @@ func (a *aimd) grow() bool {
 	return true
 }
 
+// setCeiling changes the ceiling (a destination's maxConcurrency changed); the limit stays
+// under it.
+func (a *aimd) setCeiling(c int) {
+	if float64(c) != a.ceiling {
+		a.ceiling = float64(c)
+		a.limit = min(a.limit, a.ceiling)
+	}
+}
+
 // current is the number of requests the host may have in flight.
 func (a *aimd) current() int { return int(a.limit) }
 

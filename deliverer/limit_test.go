@@ -103,7 +103,7 @@ func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
 	w := waiter{start: func() {}, refuse: func(string, time.Duration) {}}
 	fill := func(host string) {
 		for {
-			if ok, _, _ := h.acquire(host, now); !ok {
+			if ok, _, _ := h.acquire(host, 0, now); !ok {
 				return
 			}
 		}
@@ -181,7 +181,7 @@ func TestHostsPauseOnRetryAfter(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := newHosts(64, 8, 20, 10*time.Second, time.Minute, func(func()) {})
 	for range 64 {
-		h.acquire("api:443", now)
+		h.acquire("api:443", 0, now)
 	}
 	var refusals []string
 	var waits []time.Duration
@@ -194,7 +194,7 @@ func TestHostsPauseOnRetryAfter(t *testing.T) {
 	if l := h.limit("api:443", now.Add(time.Second)); l.limit != 32 || l.paused != 4*time.Second {
 		t.Errorf("limit and pause %+v, want 32 and 4s", l)
 	}
-	if ok, why, wait := h.acquire("api:443", now.Add(4*time.Second)); ok || why != refusedPaused || wait != time.Second {
+	if ok, why, wait := h.acquire("api:443", 0, now.Add(4*time.Second)); ok || why != refusedPaused || wait != time.Second {
 		t.Errorf("during the pause: %v %s %v", ok, why, wait)
 	}
 	if res, why, wait, _ := h.enqueue("api:443", w, now.Add(4*time.Second)); res != refused || why != refusedPaused || wait != time.Second {
@@ -203,7 +203,7 @@ func TestHostsPauseOnRetryAfter(t *testing.T) {
 	for range 63 {
 		h.release("api:443", hostUp, signalAnswered, time.Millisecond, 0, now.Add(4*time.Second))
 	}
-	if ok, _, _ := h.acquire("api:443", now.Add(5*time.Second)); !ok {
+	if ok, _, _ := h.acquire("api:443", 0, now.Add(5*time.Second)); !ok {
 		t.Error("after the pause: not admitted")
 	}
 }
@@ -214,5 +214,31 @@ func TestDeferralsWaitForLongerTiers(t *testing.T) {
 		if got := deferDelay(tiers, n); got != want {
 			t.Errorf("deferral %d: %v, want %v", n, got, want)
 		}
+	}
+}
+
+// TestAIMDCeilingFollowsMaxConcurrency: a lower ceiling (a destination's maxConcurrency) takes
+// effect at once; the limit never grows past it.
+func TestAIMDCeilingFollowsMaxConcurrency(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := newHosts(1024, 0, 20, 10*time.Second, time.Minute, func(func()) {})
+	for range 5 {
+		if ok, _, _ := h.acquire("a:80 capped", 5, now); !ok {
+			t.Fatal("the first 5 are admitted")
+		}
+	}
+	if ok, why, _ := h.acquire("a:80 capped", 5, now); ok || why != refusedBusy {
+		t.Fatalf("the 6th: %v %s, want refused at the cap", ok, why)
+	}
+	for range 50 {
+		h.release("a:80 capped", hostUp, signalAnswered, time.Millisecond, 0, now)
+		h.acquire("a:80 capped", 5, now)
+	}
+	if l := h.limit("a:80 capped", now).limit; l != 5 {
+		t.Errorf("limit %d, want the cap 5", l)
+	}
+	h.acquire("a:80 capped", 2, now) // the cap lowered
+	if l := h.limit("a:80 capped", now).limit; l != 2 {
+		t.Errorf("limit %d after the cap went to 2", l)
 	}
 }

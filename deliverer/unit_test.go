@@ -117,22 +117,22 @@ func TestBlockedAddr(t *testing.T) {
 func TestHostsBoundAndBreaker(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := newHosts(2, 0, 3, 10*time.Second, time.Minute, func(start func()) { start() })
-	ok1, _, _ := h.acquire("a:80", now)
-	ok2, _, _ := h.acquire("a:80", now)
-	ok3, why, _ := h.acquire("a:80", now)
+	ok1, _, _ := h.acquire("a:80", 0, now)
+	ok2, _, _ := h.acquire("a:80", 0, now)
+	ok3, why, _ := h.acquire("a:80", 0, now)
 	if !ok1 || !ok2 || ok3 || why != refusedBusy {
 		t.Fatalf("bound: %v %v %v %s", ok1, ok2, ok3, why)
 	}
-	if ok, _, _ := h.acquire("b:80", now); !ok {
+	if ok, _, _ := h.acquire("b:80", 0, now); !ok {
 		t.Fatal("another host must not be limited by a's bound")
 	}
 	h.release("a:80", hostDown, signalNone, 0, 0, now)
 	h.release("a:80", hostDown, signalNone, 0, 0, now)
-	if ok, _, _ := h.acquire("a:80", now); !ok {
+	if ok, _, _ := h.acquire("a:80", 0, now); !ok {
 		t.Fatal("two failures of three: still closed")
 	}
 	h.release("a:80", hostDown, signalNone, 0, 0, now) // third consecutive failure: opens
-	ok, why, wait := h.acquire("a:80", now.Add(time.Second))
+	ok, why, wait := h.acquire("a:80", 0, now.Add(time.Second))
 	if ok || why != refusedBreaker || wait != 9*time.Second {
 		t.Fatalf("open breaker: %v %s %v", ok, why, wait)
 	}
@@ -140,18 +140,18 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 		t.Fatal("open breakers gauge")
 	}
 	later := now.Add(11 * time.Second)
-	if ok, _, _ := h.acquire("a:80", later); !ok {
+	if ok, _, _ := h.acquire("a:80", 0, later); !ok {
 		t.Fatal("after the cooldown one trial is admitted")
 	}
-	if ok, why, _ := h.acquire("a:80", later); ok || why != refusedBreaker {
+	if ok, why, _ := h.acquire("a:80", 0, later); ok || why != refusedBreaker {
 		t.Fatal("only one trial at a time")
 	}
 	h.release("a:80", hostDown, signalNone, 0, 0, later) // trial failed: reopen for twice the cooldown
-	if _, _, wait := h.acquire("a:80", later); wait != 20*time.Second {
+	if _, _, wait := h.acquire("a:80", 0, later); wait != 20*time.Second {
 		t.Fatalf("reopened for %v, want 20s", wait)
 	}
 	again := later.Add(21 * time.Second)
-	if ok, _, _ := h.acquire("a:80", again); !ok {
+	if ok, _, _ := h.acquire("a:80", 0, again); !ok {
 		t.Fatal("second trial")
 	}
 	h.release("a:80", hostUp, signalNone, 0, 0, again)
@@ -237,13 +237,13 @@ func TestTLSFailureDoesNotCountTowardTheBreaker(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := newHosts(10, 0, 3, 10*time.Second, time.Minute, func(start func()) { start() })
 	for _, out := range []hostOutcome{hostDown, hostDown, hostUnknown, hostUnknown, hostUnknown} {
-		h.acquire("a:443", now)
+		h.acquire("a:443", 0, now)
 		h.release("a:443", out, signalNone, 0, 0, now)
 	}
 	if len(h.openBreakers()) != 0 {
 		t.Fatal("TLS failures opened the breaker")
 	}
-	h.acquire("a:443", now)
+	h.acquire("a:443", 0, now)
 	h.release("a:443", hostDown, signalNone, 0, 0, now)
 	if len(h.openBreakers()) != 1 {
 		t.Fatal("the third failure, TLS failures between, must open the breaker (they do not reset the count either)")

@@ -65,6 +65,10 @@ type DestinationSettings struct {
 	PreviousSharedSecret string `json:"previousSharedSecret,omitempty" yaml:"previousSharedSecret"`
 	// MaxRequestsPerSecond paces this destination (0: no limit); nothing is dropped.
 	MaxRequestsPerSecond float64 `json:"maxRequestsPerSecond,omitempty" yaml:"maxRequestsPerSecond"`
+	// MaxConcurrency caps the requests in flight to each endpoint host of this destination
+	// (0: the adaptive limit alone, up to DELIVERER_MAX_PER_HOST); the destination then has
+	// its own limit and circuit breaker for the host, apart from other destinations on it.
+	MaxConcurrency int `json:"maxConcurrency,omitempty" yaml:"maxConcurrency"`
 }
 
 // Webhook is one endpoint of a destination.

@@ -50,7 +50,7 @@ func TestParseConfigFull(t *testing.T) {
 						{URL: "https://hooks.example.com/segment", Headers: map[string]string{"X-Team": "growth"}},
 						{URL: "http://backup.example.com:8080/in?src=tributary"},
 					},
-					SharedSecret: "s3cret", StandardWebhooks: true, PreviousSharedSecret: "old", MaxRequestsPerSecond: 50,
+					SharedSecret: "s3cret", StandardWebhooks: true, PreviousSharedSecret: "old", MaxRequestsPerSecond: 50, MaxConcurrency: 20,
 				},
 			},
 			{
@@ -170,6 +170,8 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_standard_webhooks_without_secret.yaml", `11: destinations[0].settings.standardWebhooks: requires sharedSecret`},
 		{"bad_previous_secret_without_secret.yaml", `11: destinations[0].settings.previousSharedSecret: requires sharedSecret`},
 		{"bad_rate_negative.yaml", `11: destinations[0].settings.maxRequestsPerSecond: must be a number ≥ 0 (0: no limit), got -1`},
+		{"bad_concurrency_negative.yaml", `11: destinations[0].settings.maxConcurrency: must be a whole number ≥ 0 (0: the adaptive limit alone), got -5`},
+		{"bad_concurrency_type.yaml", `11: destinations[0].settings.maxConcurrency: want an integer, got a number "2.5"`},
 		{"bad_rate_infinite.yaml", `11: destinations[0].settings.maxRequestsPerSecond: must be a number ≥ 0 (0: no limit), got +Inf`},
 		// Validation: audiences.
 		{"bad_duplicate_audience_id.yaml", `12: audiences[1].id: duplicate id "power-users" (first used by audiences[0])`},

@@ -253,6 +253,9 @@ func (d *Destination) check(v *validator, p string) {
 	if r := st.MaxRequestsPerSecond; r < 0 || !finite(r) {
 		v.addf(fieldPath(sp, "maxRequestsPerSecond"), "must be a number ≥ 0 (0: no limit), got %v", r)
 	}
+	if c := st.MaxConcurrency; c < 0 {
+		v.addf(fieldPath(sp, "maxConcurrency"), "must be a whole number ≥ 0 (0: the adaptive limit alone), got %d", c)
+	}
 }
 
 func (w *Webhook) check(v *validator, p string) {
