@@ -56,8 +56,8 @@ func TestConfigFromEnviron(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(unusable), "DELIVERER_MAX_PER_HOST: must be at least 1, got 0") {
 		t.Errorf("Validate = %v, want DELIVERER_MAX_PER_HOST: must be at least 1, got 0", unusable)
 	}
-	// 1024 + 4000 > 4096: the error names the sum.
-	_, err := ConfigFromEnviron(map[string]string{"DELIVERER_MAX_WAITING_PER_HOST": "4000"})
+	// 8192 + 4100 > 12288: the error names the sum.
+	_, err := ConfigFromEnviron(map[string]string{"DELIVERER_MAX_WAITING_PER_HOST": "4100"})
 	if err == nil || !strings.Contains(err.Error(), "DELIVERER_MAX_WAITING_PER_HOST (") {
 		t.Errorf("error = %v, want one naming DELIVERER_MAX_WAITING_PER_HOST", err)
 	}

@@ -19,7 +19,10 @@
 // endpoint (a serverless function, a queue behind a load balancer); the receiver's peak number
 // of requests at once is reported. -neighbour adds a second destination of the same source whose
 // endpoint (another port, so another host to the deliverer) answers after that long, or never
-// ("hang"): what is measured stays the first one's.
+// ("hang"): what is measured stays the first one's. -timeline also prints the worst latency of
+// each second. The services read their settings from the environment as under make run, e.g.
+//
+//	DELIVERER_MAX_PER_HOST=8192 go run ./devstack/cmd/e2eload -d 30s -rate 5000 -receiver-latency 1s
 package main
 
 import (
@@ -32,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -114,6 +118,7 @@ func run() error {
 	batch := flag.Int("batch", 50, "messages per /v1/batch request")
 	secret := flag.String("secret", "bench-secret", "the destination's sharedSecret (empty: unsigned)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
+	heapprofile := flag.String("heapprofile", "", "write a heap profile to this file when the load ends (what is in use under load)")
 	netHTTP := flag.Bool("nethttp-receiver", false, "run the webhook receiver on net/http instead of fasthttp")
 	latency := flag.Duration("receiver-latency", 0, "how long the receiver takes to answer each webhook")
 	neighbour := flag.String("neighbour", "", `a second destination whose endpoint answers after this long ("4s"), or never ("hang"); "": none`)
@@ -207,7 +212,12 @@ destinations:
 `+neighbourLine), 0o600); err != nil {
 		return err
 	}
-	cfg := devstack.DefaultConfig()
+	// The services' settings come from the environment, as under make run
+	// (DELIVERER_MAX_PER_HOST=8192 e2eload ...); the tool sets only where and what it runs.
+	cfg, err := devstack.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
 	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
 	cfg.Deliverer.AllowPrivate = true
 	ctx, cancel := context.WithCancel(context.Background())
@@ -301,6 +311,11 @@ destinations:
 		}
 	}
 	wg.Wait()
+	if *heapprofile != "" {
+		if err := writeHeapProfile(*heapprofile); err != nil {
+			return err
+		}
+	}
 	sendTime := time.Since(start)
 	// Wait for the tail to arrive (at most -tail).
 	deadline := time.Now().Add(*tail)
@@ -353,6 +368,20 @@ func tierWrites(reg *prometheus.Registry) string {
 	}
 	return fmt.Sprintf("%.0f records written to retry tiers (%.0f of them deferred unsent), %.0f dead-lettered",
 		sums["tributary_deliverer_retried_total"], sums["tributary_deliverer_deferred_total"], sums["tributary_deliverer_dlq_total"])
+}
+
+// writeHeapProfile writes the heap profile, and the goroutine count (stacks are not in it).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("at the end of the load: %d goroutines, stacks %d MB, heap in use %d MB\n",
+		runtime.NumGoroutine(), ms.StackInuse>>20, ms.HeapInuse>>20)
+	return pprof.WriteHeapProfile(f)
 }
 
 func cpuSeconds() float64 {
