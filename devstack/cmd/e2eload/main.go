@@ -68,8 +68,10 @@ type tracker struct {
 	hist     *hdrhistogram.Histogram // microseconds
 	dups     int
 	// With -timeline: the worst latency of the webhooks received in each second of the run.
-	start time.Time
-	worst []time.Duration
+	start  time.Time
+	worst  []time.Duration
+	onTime []int // webhooks received within 1 s of their acknowledgement, per second
+	last   time.Time
 }
 
 // record adds one webhook's latency, received at `at`. t.mu is held.
@@ -81,6 +83,12 @@ func (t *tracker) record(latency time.Duration, at time.Time) {
 	}
 	sec := min(len(t.worst)-1, max(0, int(at.Sub(t.start)/time.Second)))
 	t.worst[sec] = max(t.worst[sec], latency)
+	if latency < time.Second {
+		t.onTime[sec]++
+	}
+	if at.After(t.last) {
+		t.last = at
+	}
 }
 
 func (t *tracker) ack(ids []string, at time.Time) {
@@ -123,6 +131,7 @@ func run() error {
 	latency := flag.Duration("receiver-latency", 0, "how long the receiver takes to answer each webhook")
 	neighbour := flag.String("neighbour", "", `a second destination whose endpoint answers after this long ("4s"), or never ("hang"); "": none`)
 	tail := flag.Duration("tail", 30*time.Second, "how long to wait, after sending, for the last webhooks")
+	throttle := flag.String("throttle", "", `"FROM:FOR" (e.g. "10s:30s"): from FROM into the run, for FOR, the receiver answers 429 with Retry-After: 5, and reports the requests that came during a pause it asked for`)
 	timeline := flag.Bool("timeline", false, "also print the worst latency of the webhooks received in each second")
 	flag.Parse()
 	var neighbourDelay time.Duration
@@ -152,6 +161,10 @@ func run() error {
 		receivedN.Add(1)
 		inFlight.Add(-1)
 	}
+	thr, err := parseThrottle(*throttle)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -167,6 +180,11 @@ func run() error {
 		defer hook.Close()
 	} else {
 		hook := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+			if thr.refuse(time.Now()) {
+				c.Response.Header.Set("Retry-After", strconv.Itoa(int(throttlePause/time.Second)))
+				c.SetStatusCode(fasthttp.StatusTooManyRequests)
+				return
+			}
 			answer(string(c.Request.Header.Peek("X-Message-Id")))
 		}}
 		go func() { _ = hook.Serve(ln) }()
@@ -281,9 +299,11 @@ destinations:
 	}
 	cpu0 := cpuSeconds()
 	start := time.Now()
+	thr.begin(start)
 	if *timeline {
 		tr.mu.Lock()
-		tr.start, tr.worst = start, make([]time.Duration, int((*dur+*tail)/time.Second)+1)
+		n := int((*dur+*tail)/time.Second) + 1
+		tr.start, tr.worst, tr.onTime = start, make([]time.Duration, n), make([]int, n)
 		tr.mu.Unlock()
 	}
 	stop := start.Add(*dur)
@@ -344,6 +364,9 @@ destinations:
 		fmt.Println()
 		tr.mu.Unlock()
 	}
+	if thr != nil {
+		fmt.Println(thr.report(tr, *rate))
+	}
 	fmt.Printf("receiver: peak %d requests at once (latency %v)\n", peak.Load(), *latency)
 	if *neighbour != "" {
 		fmt.Printf("neighbour (%s): %d webhooks answered\n", *neighbour, neighbourN.Load())
@@ -354,6 +377,91 @@ destinations:
 	<-done
 	st.Close()
 	return nil
+}
+
+// throttlePause is the Retry-After of the -throttle receiver's 429s.
+const throttlePause = 5 * time.Second
+
+// throttler makes the receiver answer 429 with Retry-After for a while (-throttle), as an
+// endpoint's rate limit does, and counts the requests that come while a pause it asked for
+// lasts (the requests already under way when its first 429 went out excepted: 200 ms).
+type throttler struct {
+	from, span time.Duration
+	mu         sync.Mutex
+	start      time.Time
+	pauseEnd   time.Time // the pause the last 429 asked for
+	pauseFrom  time.Time
+	refused    int
+	during     int
+}
+
+func parseThrottle(v string) (*throttler, error) {
+	if v == "" {
+		return nil, nil
+	}
+	a, b, ok := strings.Cut(v, ":")
+	from, err1 := time.ParseDuration(a)
+	span, err2 := time.ParseDuration(b)
+	if !ok || err1 != nil || err2 != nil || from < 0 || span <= 0 {
+		return nil, fmt.Errorf("-throttle %q: want FROM:FOR, e.g. 10s:30s", v)
+	}
+	return &throttler{from: from, span: span}, nil
+}
+
+func (t *throttler) begin(start time.Time) {
+	if t != nil {
+		t.mu.Lock()
+		t.start = start
+		t.mu.Unlock()
+	}
+}
+
+// refuse says whether the request arriving now gets a 429.
+func (t *throttler) refuse(now time.Time) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.start.IsZero() {
+		return false
+	}
+	if now.Before(t.pauseEnd) && now.After(t.pauseFrom.Add(200*time.Millisecond)) {
+		t.during++
+	}
+	in := now.Sub(t.start)
+	if in < t.from || in >= t.from+t.span {
+		return false
+	}
+	t.refused++
+	if !now.Before(t.pauseEnd) { // a new pause starts
+		t.pauseFrom, t.pauseEnd = now, now.Add(throttlePause)
+	}
+	return true
+}
+
+// report says how the throttled receiver was treated, when fresh webhooks came on time again
+// (the first second after the throttle with 95% of the rate within 1 s; needs -timeline and
+// -rate) and when the last one came.
+func (t *throttler) report(tr *tracker, rate int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	end := t.from + t.span
+	recovered, drained := "(run with -timeline and -rate to see)", ""
+	tr.mu.Lock()
+	if tr.onTime != nil && rate > 0 {
+		recovered = "never"
+		for i := int(end / time.Second); i < len(tr.onTime); i++ {
+			if float64(tr.onTime[i]) >= 0.95*float64(rate) {
+				recovered = fmt.Sprintf("%ds after it ended", i-int(end/time.Second))
+				break
+			}
+		}
+		drained = fmt.Sprintf(", the last webhook %v after it ended", tr.last.Sub(tr.start.Add(end)).Round(100*time.Millisecond))
+	}
+	tr.mu.Unlock()
+	return fmt.Sprintf("throttle for %v from %v: %d answered 429 (Retry-After: %d), %d requests came during a pause; 95%% of the rate on time again %s%s",
+		t.span, t.from, t.refused, int(throttlePause/time.Second), t.during, recovered, drained)
 }
 
 // tierWrites sums the deliverer's hand-offs to the retry tiers (retried: after a failed attempt;
