@@ -5,6 +5,7 @@
 //	go run ./devstack/cmd/loadgen -inprocess -c 16 -d 60s          # embedded broker + ingest here
 //	go run ./devstack/cmd/loadgen -url http://127.0.0.1:8080 -key wk_dev_web -pid $(pgrep tributary)
 //	go run ./devstack/cmd/loadgen -inprocess -c 32 -d 20s -cpuprofile /tmp/ingest.prof
+//	go run ./devstack/cmd/loadgen -rate 5000 -batch 50 -d 60s -pid $(pgrep tributary)  # paced
 //
 // With -inprocess the CPU figure is that of this whole process (load tool, broker and ingest
 // together); with -pid it is that of the given process only (e.g. the ingest, or make run).
@@ -32,6 +33,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"golang.org/x/time/rate"
 
 	"github.com/tributary-cdp/tributary/devstack"
 	"github.com/tributary-cdp/tributary/ingest"
@@ -56,6 +58,7 @@ func run() error {
 	pid := flag.Int("pid", 0, "process whose CPU time to report (0: this process)")
 	inproc := flag.Bool("inprocess", false, "start an embedded broker and ingest in this process")
 	wholeStack := flag.Bool("stack", false, "with -inprocess: start every service of make run, not only ingest")
+	paced := flag.Int("rate", 0, "events per second in all, paced (0: as fast as the connections go)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process over the load phase to this file (with -inprocess it covers the ingest and the broker too)")
 	flag.Parse()
 	if *conns < 1 || *batch < 1 || *dur <= 0 {
@@ -103,6 +106,10 @@ func run() error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var limiter *rate.Limiter
+	if *paced > 0 {
+		limiter = rate.NewLimiter(rate.Limit(*paced), max(*batch, *paced/10))
+	}
 	cpu0 := cpuSeconds(*pid)
 	start := time.Now()
 	deadline := start.Add(*dur)
@@ -113,6 +120,9 @@ func run() error {
 			rng := rand.New(rand.NewPCG(seed, seed*7+1))
 			local := hdrhistogram.New(1, int64(60*time.Second/time.Microsecond), 3)
 			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if limiter != nil && limiter.WaitN(ctx, *batch) != nil {
+					break
+				}
 				body := makeBatch(rng, *batch)
 				t0 := time.Now()
 				if err := post(client, *url, *key, body); err != nil {

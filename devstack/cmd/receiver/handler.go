@@ -30,6 +30,7 @@ type config struct {
 	StandardWebhooks     bool          // RECEIVER_STANDARD_WEBHOOKS
 	TimestampTolerance   time.Duration // RECEIVER_TIMESTAMP_TOLERANCE
 	DedupSize            int           // RECEIVER_DEDUP_SIZE
+	Delay                time.Duration // RECEIVER_DELAY
 }
 
 // loadConfig reads environ, or the process environment when environ is nil, and validates it.
@@ -60,6 +61,9 @@ func loadConfig(environ map[string]string) (config, error) {
 	if cfg.DedupSize, err = strconv.Atoi(get("RECEIVER_DEDUP_SIZE", "100000")); err != nil {
 		return config{}, fmt.Errorf("RECEIVER_DEDUP_SIZE: %q is not an integer", get("RECEIVER_DEDUP_SIZE", ""))
 	}
+	if cfg.Delay, err = time.ParseDuration(get("RECEIVER_DELAY", "0s")); err != nil {
+		return config{}, fmt.Errorf("RECEIVER_DELAY: %w", err)
+	}
 	return cfg, cfg.validate()
 }
 
@@ -73,6 +77,8 @@ func (c config) validate() error {
 		return fmt.Errorf("RECEIVER_TIMESTAMP_TOLERANCE: %s is not positive", c.TimestampTolerance)
 	case c.DedupSize < 1:
 		return fmt.Errorf("RECEIVER_DEDUP_SIZE: %d is not positive", c.DedupSize)
+	case c.Delay < 0:
+		return fmt.Errorf("RECEIVER_DELAY: %s is negative", c.Delay)
 	}
 	return nil
 }
@@ -122,6 +128,7 @@ type handler struct {
 	now       func() time.Time
 	seen      *idSet
 	logger    zerolog.Logger
+	delay     time.Duration
 }
 
 func newHandler(cfg config, logger zerolog.Logger) *handler {
@@ -132,6 +139,7 @@ func newHandler(cfg config, logger zerolog.Logger) *handler {
 		now:       time.Now,
 		seen:      newIDSet(cfg.DedupSize),
 		logger:    logger,
+		delay:     cfg.Delay,
 	}
 }
 
@@ -177,6 +185,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if id == "" {
 		id = f.MessageID
+	}
+	if h.delay > 0 { // a slow endpoint, on purpose
+		select {
+		case <-time.After(h.delay):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	duplicate := id != "" && !h.seen.Add(id)
 	h.logger.Info().Str("path", r.URL.Path).Str("type", f.Type).Str("message_id", id).

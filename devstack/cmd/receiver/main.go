@@ -14,6 +14,8 @@
 //	                                 X-Signature (needs RECEIVER_SHARED_SECRET)
 //	RECEIVER_TIMESTAMP_TOLERANCE     how far webhook-timestamp may be from the clock (default 5m)
 //	RECEIVER_DEDUP_SIZE              how many message ids are remembered (default 100000)
+//	RECEIVER_DELAY                   answer each webhook this much later (default 0s): try
+//	                                 Tributary against a slow endpoint
 //
 // Any path takes a POST; GET /healthz answers 200. A bad or missing signature, or a
 // webhook-timestamp too far from the clock, gets 401 (which Tributary does not retry: the

@@ -325,7 +325,7 @@ func TestReceiverServer(t *testing.T) {
 
 func TestReceiverConfig(t *testing.T) {
 	cfg := testConfig(t, map[string]string{})
-	if cfg.Addr != "127.0.0.1:9000" || cfg.TimestampTolerance != 5*time.Minute || cfg.DedupSize != 100000 || cfg.verifyMode() != verifyNone {
+	if cfg.Addr != "127.0.0.1:9000" || cfg.TimestampTolerance != 5*time.Minute || cfg.DedupSize != 100000 || cfg.Delay != 0 || cfg.verifyMode() != verifyNone {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	for _, tc := range []struct {
@@ -339,9 +339,23 @@ func TestReceiverConfig(t *testing.T) {
 		{map[string]string{"RECEIVER_TIMESTAMP_TOLERANCE": "5"}, "RECEIVER_TIMESTAMP_TOLERANCE"},
 		{map[string]string{"RECEIVER_DEDUP_SIZE": "0"}, "RECEIVER_DEDUP_SIZE"},
 		{map[string]string{"RECEIVER_DEDUP_SIZE": "many"}, "RECEIVER_DEDUP_SIZE"},
+		{map[string]string{"RECEIVER_DELAY": "-1s"}, "RECEIVER_DELAY"},
+		{map[string]string{"RECEIVER_DELAY": "slow"}, "RECEIVER_DELAY"},
 	} {
 		if _, err := loadConfig(tc.environ); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%v: error %v, want one naming %s", tc.environ, err, tc.err)
 		}
+	}
+}
+
+// TestReceiverDelay: RECEIVER_DELAY answers each webhook that much later.
+func TestReceiverDelay(t *testing.T) {
+	h, _ := testHandler(t, map[string]string{"RECEIVER_DELAY": "150ms"})
+	start := time.Now()
+	if w := post(h, testBody, nil); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Errorf("answered after %v, want at least RECEIVER_DELAY (150ms)", took)
 	}
 }
