@@ -95,8 +95,12 @@ func (h *hosts) acquire(host string, ceiling int, now time.Time) (ok bool, reaso
 }
 
 // stallAfter is how long a host with requests in flight may go without finishing one before it
-// counts as stalled: at least minStall, else five times its average request.
-const minStall = 250 * time.Millisecond
+// counts as stalled: at least minStall, else five times its average request. A second, not less:
+// a pause of the whole process (a garbage collection under a large heap, CPU starvation) stops
+// every host's progress for a few hundred milliseconds, and a fast host judged stalled then
+// would have its records deferred to a tier (seconds late) for nothing. A dead host's queue is
+// bounded anyway, and once full its records are refused at once (enqueue).
+const minStall = time.Second
 
 // maxHold is the longest the poll loop waits for room in a host's full queue: only a host that
 // drains its queue that fast (a burst to a fast endpoint) is waited for; any other's records go
