@@ -141,7 +141,7 @@ func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
 		t.Errorf("limit %d -> %d, want one more", before, after)
 	}
 	// After minStall without an answer the host counts as stalled: refused, even in slow start.
-	if res, _, _, _ := h.enqueue("alive:80", w, now.Add(time.Second)); res != refused {
+	if res, _, _, _ := h.enqueue("alive:80", w, now.Add(minStall+time.Millisecond)); res != refused {
 		t.Errorf("a stalled host: %v", res)
 	}
 

@@ -37,6 +37,12 @@ func (s *Service) dispatchDue(ctx context.Context, k partKey, recs []*kgo.Record
 			return
 		}
 		due := headerTime(r, schemas.HeaderDueAt)
+		if !due.IsZero() {
+			// The header keeps the due time to the millisecond, truncated: the record is due at
+			// the end of that millisecond, not before (else a record due when its endpoint's
+			// Retry-After pause ends could find the pause not quite over).
+			due = due.Add(time.Millisecond)
+		}
 		if now := s.now(); due.After(now) {
 			s.hold(ctx, k, recs[i:], due)
 			return
