@@ -3,8 +3,12 @@ package deliverer
 import (
 	"bufio"
 	"context"
+	"encoding/pem"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,5 +67,36 @@ func TestStaleConnectionRetriedAtOnce(t *testing.T) {
 	}
 	if answered.Load() != 5 || dropped.Load() != 4 {
 		t.Errorf("%d answered, %d dropped: want 5 and 4", answered.Load(), dropped.Load())
+	}
+}
+
+// TestHTTP2WhenOffered: an HTTPS endpoint that offers HTTP/2 (ALPN) gets it, through the
+// guarded dialer and the deliverer's own TLS settings.
+func TestHTTP2WhenOffered(t *testing.T) {
+	var proto atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		proto.Store(r.Proto)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.AllowPrivate, cfg.CAFiles = true, []string{ca}
+	client, err := newHTTPClient(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	dest := &schemas.Destination{ID: "d", Settings: schemas.DestinationSettings{Webhooks: []schemas.Webhook{{URL: srv.URL + "/hook"}}}}
+	res := post(context.Background(), client, 5*time.Second, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: "m", body: []byte(`{}`)}, time.Now())
+	if res[0].Class != Success {
+		t.Fatalf("POST: %s (%v)", res[0].Class, res[0].Err)
+	}
+	if got := proto.Load(); got != "HTTP/2.0" {
+		t.Errorf("the endpoint saw %v, want HTTP/2.0", got)
 	}
 }
