@@ -50,6 +50,11 @@ func (s *Service) commitDone(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *k
 	}
 }
 
+// onAssigned lets the tracker track the partitions' records.
+func (s *Service) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	s.track.assign(assigned)
+}
+
 // onRevoked commits what finished in the revoked partitions, drops their held records and resumes
 // them (pausing outlives a rebalance in franz-go), and forgets them.
 func (s *Service) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {

@@ -129,6 +129,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		kgo.FetchMaxBytes(8 << 20),
 		kgo.MaxBufferedRecords(4000),
 		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(s.onAssigned),
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.RequiredAcks(kgo.AllISRAcks()),

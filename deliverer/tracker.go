@@ -17,6 +17,7 @@ type partKey struct {
 type tracker struct {
 	mu    sync.Mutex
 	parts map[partKey]*partState
+	owned map[partKey]bool // assigned to this member and not revoked or lost since
 	gen   uint64
 }
 
@@ -34,13 +35,32 @@ type pending struct {
 	done bool
 }
 
-func newTracker() *tracker { return &tracker{parts: map[partKey]*partState{}} }
+func newTracker() *tracker {
+	return &tracker{parts: map[partKey]*partState{}, owned: map[partKey]bool{}}
+}
 
-// add starts tracking r (records of one partition must be added in offset order).
+// assign records partitions assigned to this member: only their records are tracked.
+func (t *tracker) assign(parts map[string][]int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			t.owned[partKey{topic, p}] = true
+		}
+	}
+}
+
+// add starts tracking r (records of one partition must be added in offset order). A record of
+// a partition not owned (revoked while its records were being dispatched) is not tracked: its
+// pending is never finished, so nothing of that partition is committed by this member, which
+// would otherwise commit past records its new owner has not finished.
 func (t *tracker) add(r *kgo.Record) *pending {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := partKey{r.Topic, r.Partition}
+	if !t.owned[k] {
+		return &pending{r: r} // gen 0: finish ignores it
+	}
 	ps := t.parts[k]
 	if ps == nil {
 		t.gen++
@@ -97,13 +117,14 @@ func (t *tracker) commitMarks(onlyDirty bool, only map[string][]int32) map[strin
 	return out
 }
 
-// drop forgets the partitions (revoked or lost).
+// drop forgets the partitions (revoked or lost), and that they were owned.
 func (t *tracker) drop(parts map[string][]int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range parts {
 		for _, p := range ps {
 			delete(t.parts, partKey{topic, p})
+			delete(t.owned, partKey{topic, p})
 		}
 	}
 }

@@ -162,6 +162,7 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 
 func TestTrackerCommitsOnlyBelowTheLowestUnfinished(t *testing.T) {
 	tr := newTracker()
+	tr.assign(map[string][]int32{"t": {0}})
 	rec := func(o int64) *kgo.Record { return &kgo.Record{Topic: "t", Partition: 0, Offset: o, LeaderEpoch: 1} }
 	p0, p1, p2 := tr.add(rec(10)), tr.add(rec(11)), tr.add(rec(12))
 	tr.finish(p1)
@@ -181,6 +182,19 @@ func TestTrackerCommitsOnlyBelowTheLowestUnfinished(t *testing.T) {
 	tr.finish(p3) // finished after revocation: ignored
 	if m := tr.commitMarks(false, nil); len(m) != 0 {
 		t.Fatalf("revoked partition committed: %v", m)
+	}
+	// A record of the revoked partition dispatched after the revocation (a poll or a tier's
+	// hold already under way): delivered, maybe twice, but never committed by this member.
+	late := tr.add(rec(14))
+	tr.finish(late)
+	if m := tr.commitMarks(false, nil); len(m) != 0 {
+		t.Fatalf("a record added after its partition was revoked was committed: %v", m)
+	}
+	tr.assign(map[string][]int32{"t": {0}}) // assigned back: tracked again
+	again := tr.add(rec(20))
+	tr.finish(again)
+	if m := tr.commitMarks(true, nil); m["t"][0].Offset != 21 {
+		t.Fatalf("marks %v after the partition came back, want offset 21", m)
 	}
 }
 
