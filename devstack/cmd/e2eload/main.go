@@ -130,6 +130,7 @@ func run() error {
 	netHTTP := flag.Bool("nethttp-receiver", false, "run the webhook receiver on net/http instead of fasthttp")
 	latency := flag.Duration("receiver-latency", 0, "how long the receiver takes to answer each webhook")
 	neighbour := flag.String("neighbour", "", `a second destination whose endpoint answers after this long ("4s"), or never ("hang"); "": none`)
+	neighbourURL := flag.String("neighbour-url", "", "a second destination posting to this URL, an endpoint in another process (e.g. the demo receiver with RECEIVER_DELAY=4s)")
 	tail := flag.Duration("tail", 30*time.Second, "how long to wait, after sending, for the last webhooks")
 	throttle := flag.String("throttle", "", `"FROM:FOR" (e.g. "10s:30s"): from FROM into the run, for FOR, the receiver answers 429 with Retry-After: 5, and reports the requests that came during a pause it asked for`)
 	timeline := flag.Bool("timeline", false, "also print the worst latency of the webhooks received in each second")
@@ -192,7 +193,10 @@ func run() error {
 	}
 
 	neighbourLine := ""
-	if *neighbour != "" {
+	if *neighbourURL != "" {
+		neighbourLine = `  - {id: neighbour, type: webhooks, sources: [bench], settings: {webhooks: [{url: ` + strconv.Quote(*neighbourURL) + `}]}}
+`
+	} else if *neighbour != "" {
 		nln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
