@@ -3,6 +3,7 @@ package devstack_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -30,25 +32,17 @@ func analyticsJS(t *testing.T) (dist, chromium string) {
 	if testing.Short() {
 		t.Skip("runs the whole stack and a browser")
 	}
-	skip := func(why string) {
-		if os.Getenv("TEST_BROWSER") == "1" {
-			t.Fatalf("%s (TEST_BROWSER=1)", why)
-		}
-		t.Skipf("SKIPPING the analytics.js browser test: %s", why)
-	}
+	const test, env = "the analytics.js browser test", "TEST_BROWSER"
+	err := errors.New("no chromium, chromium-browser or google-chrome in PATH")
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
+		if p, lookErr := exec.LookPath(name); lookErr == nil {
+			chromium, err = p, nil
 			break
 		}
 	}
-	if chromium == "" {
-		skip("Chromium is not installed (Debian: apt-get install chromium)")
-	}
+	servicetest.RequireRuntime(t, env, test, "Chromium (Debian: apt-get install chromium)", err)
 	npm, err := exec.LookPath("npm")
-	if err != nil {
-		skip("npm is not installed")
-	}
+	servicetest.RequireRuntime(t, env, test, "npm", err)
 	dir, _ := filepath.Abs(filepath.Join("testdata", "browser"))
 	dist = filepath.Join(dir, "node_modules", "@segment", "analytics-next", "dist", "umd")
 	if _, err := os.Stat(filepath.Join(dist, "standalone.js")); err != nil {

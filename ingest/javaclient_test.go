@@ -3,10 +3,13 @@ package ingest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // TestSegmentAnalyticsJava runs Segment's analytics-java (testdata/java/pom.xml: 3.5.1, from
@@ -16,12 +19,7 @@ import (
 func TestSegmentAnalyticsJava(t *testing.T) {
 	java, errJava := exec.LookPath("java")
 	mvn, errMvn := exec.LookPath("mvn")
-	if errJava != nil || errMvn != nil {
-		if os.Getenv("TEST_JAVA_CLIENT") == "1" {
-			t.Fatal("java and mvn are required (TEST_JAVA_CLIENT=1)")
-		}
-		t.Skip("SKIPPING the analytics-java test: java or mvn is not installed")
-	}
+	servicetest.RequireRuntime(t, "TEST_JAVA_CLIENT", "the analytics-java test", "java and mvn", errors.Join(errJava, errMvn))
 	libs := javaClientJars(t, mvn)
 	h := newHarness(t)
 	cmd := exec.Command(java, "-cp", filepath.Join(libs, "*"), "Send.java")

@@ -1,11 +1,13 @@
 package ingest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -16,12 +18,7 @@ import (
 func TestSegmentAnalyticsNode(t *testing.T) {
 	node, errNode := exec.LookPath("node")
 	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		if os.Getenv("TEST_NODE_CLIENT") == "1" {
-			t.Fatal("node and npm are required (TEST_NODE_CLIENT=1)")
-		}
-		t.Skip("SKIPPING the @segment/analytics-node test: node or npm is not installed")
-	}
+	servicetest.RequireRuntime(t, "TEST_NODE_CLIENT", "the @segment/analytics-node test", "node and npm", errors.Join(errNode, errNpm))
 	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@segment", "analytics-node")); err != nil {
 		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // TestSegmentAnalyticsPython runs Segment's analytics-python (testdata/python/requirements.txt:
@@ -17,12 +19,7 @@ func TestSegmentAnalyticsPython(t *testing.T) {
 	if err == nil {
 		err = exec.Command(python, "-c", "import venv, ensurepip").Run()
 	}
-	if err != nil {
-		if os.Getenv("TEST_PYTHON_CLIENT") == "1" {
-			t.Fatal("python3 with venv is required (TEST_PYTHON_CLIENT=1)")
-		}
-		t.Skip("SKIPPING the analytics-python test: python3 or its venv module is not installed")
-	}
+	servicetest.RequireRuntime(t, "TEST_PYTHON_CLIENT", "the analytics-python test", "python3 with its venv module", err)
 	venv := cachedFolder(t, "analytics-python", filepath.Join("testdata", "python", "requirements.txt"), "bin/python", func(dir string) error {
 		req, err := filepath.Abs(filepath.Join("testdata", "python", "requirements.txt"))
 		if err != nil {
