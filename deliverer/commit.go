@@ -50,7 +50,7 @@ func (s *Service) commitDone(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *k
 	}
 }
 
-// onAssigned lets the tracker track the partitions' records.
+// onAssigned starts the partitions' generation in the tracker: their records are tracked.
 func (s *Service) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	s.track.assign(assigned)
 }
@@ -64,8 +64,11 @@ func (s *Service) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	s.onLost(ctx, cl, revoked)
 }
 
+// onLost ends the partitions' generation in the tracker (a record of theirs still being
+// dispatched is no longer tracked, and no new hold is made for them), drops their holds, then
+// resumes them.
 func (s *Service) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	s.track.drop(lost)
 	s.dropHeld(lost)
 	cl.ResumeFetchPartitions(lost)
-	s.track.drop(lost)
 }

@@ -24,14 +24,15 @@ import (
 // held is a paused tier partition's records read and not due yet, in offset order.
 type held struct {
 	recs    []*kgo.Record
+	gen     uint64 // the assignment they were fetched under (tracker)
 	timer   *time.Timer
 	dropped bool // the partition was revoked: dispatch no more of recs
 }
 
-// dispatchDue dispatches recs of tier partition k while they are due and holds the rest. It is
-// called by the poll loop (from nil), or by the timer of from, a hold of k whose goroutine s.wg
-// counts; that stops when the hold is dropped.
-func (s *Service) dispatchDue(ctx context.Context, k partKey, recs []*kgo.Record, from *held) {
+// dispatchDue dispatches recs of tier partition k, fetched under generation gen, while they are
+// due and holds the rest. It is called by the poll loop (from nil), or by the timer of from, a
+// hold of k whose goroutine s.wg counts; that stops when the hold is dropped.
+func (s *Service) dispatchDue(ctx context.Context, k partKey, recs []*kgo.Record, gen uint64, from *held) {
 	for i, r := range recs {
 		if ctx.Err() != nil || from.isDropped(&s.mu) {
 			return
@@ -44,25 +45,30 @@ func (s *Service) dispatchDue(ctx context.Context, k partKey, recs []*kgo.Record
 			due = due.Add(time.Millisecond)
 		}
 		if now := s.now(); due.After(now) {
-			s.hold(ctx, k, recs[i:], due)
+			s.hold(ctx, k, recs[i:], gen, due)
 			return
 		} else if !due.IsZero() {
 			s.metrics.lateness.WithLabelValues(r.Topic).Observe(now.Sub(due).Seconds())
 		}
-		s.dispatch(ctx, r, s.track.add(r))
+		s.dispatch(ctx, r, s.track.add(r, gen))
 	}
 }
 
-// hold pauses partition k and keeps recs (not due before due) until then.
-func (s *Service) hold(ctx context.Context, k partKey, recs []*kgo.Record, due time.Time) {
-	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
+// hold pauses partition k and keeps recs (fetched under generation gen, not due before due)
+// until then — unless that assignment of k has ended: then they are left to its next owner
+// (onLost ends the generation before it drops the holds, so a hold made meanwhile is dropped).
+func (s *Service) hold(ctx context.Context, k partKey, recs []*kgo.Record, gen uint64, due time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := &held{recs: recs}
+	if s.track.genOf(k) != gen {
+		return
+	}
+	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
+	h := &held{recs: recs, gen: gen}
 	s.wg.Add(1) // the timer's run; Done by it, or by whoever stops the timer first
 	h.timer = time.AfterFunc(time.Until(due), func() {
 		defer s.wg.Done()
-		s.dispatchDue(ctx, k, h.recs, h)
+		s.dispatchDue(ctx, k, h.recs, h.gen, h)
 		s.mu.Lock()
 		resume := s.held[k] == h // neither dropped nor held again
 		if resume {

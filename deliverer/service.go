@@ -219,13 +219,15 @@ func (s *Service) poll(ctx context.Context) {
 			if ctx.Err() != nil || len(fp.Records) == 0 {
 				return
 			}
+			k := partKey{fp.Topic, fp.Partition}
+			gen := s.track.genOf(k) // the assignment these records were fetched under
 			if !s.isTier[fp.Topic] {
 				for _, r := range fp.Records {
-					s.dispatch(ctx, r, s.track.add(r))
+					s.dispatch(ctx, r, s.track.add(r, gen))
 				}
 				return
 			}
-			s.dispatchDue(ctx, partKey{fp.Topic, fp.Partition}, fp.Records, nil)
+			s.dispatchDue(ctx, k, fp.Records, gen, nil)
 		})
 	}
 }

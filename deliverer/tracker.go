@@ -14,10 +14,16 @@ type partKey struct {
 // tracker follows the records in progress of each partition, in offset order, so that offsets
 // are committed only up to the lowest unfinished record: everything below the commit mark was
 // delivered or handed on.
+//
+// Each assignment of a partition to this member is a generation. Records are added under the
+// generation current when they were fetched (genOf, read right after the poll): a record of an
+// earlier assignment — one still being dispatched when its partition was revoked, and maybe
+// assigned back since — is not tracked. Its pending is never finished, so this member commits
+// nothing for it: not past records the partition's next owner has not finished, and not out of
+// offset order within a new assignment.
 type tracker struct {
 	mu    sync.Mutex
-	parts map[partKey]*partState
-	owned map[partKey]bool // assigned to this member and not revoked or lost since
+	parts map[partKey]*partState // the partitions assigned to this member
 	gen   uint64
 }
 
@@ -35,37 +41,40 @@ type pending struct {
 	done bool
 }
 
-func newTracker() *tracker {
-	return &tracker{parts: map[partKey]*partState{}, owned: map[partKey]bool{}}
-}
+func newTracker() *tracker { return &tracker{parts: map[partKey]*partState{}} }
 
-// assign records partitions assigned to this member: only their records are tracked.
+// assign starts a generation for each partition newly assigned to this member.
 func (t *tracker) assign(parts map[string][]int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range parts {
 		for _, p := range ps {
-			t.owned[partKey{topic, p}] = true
+			if k := (partKey{topic, p}); t.parts[k] == nil {
+				t.gen++
+				t.parts[k] = &partState{gen: t.gen}
+			}
 		}
 	}
 }
 
-// add starts tracking r (records of one partition must be added in offset order). A record of
-// a partition not owned (revoked while its records were being dispatched) is not tracked: its
-// pending is never finished, so nothing of that partition is committed by this member, which
-// would otherwise commit past records its new owner has not finished.
-func (t *tracker) add(r *kgo.Record) *pending {
+// genOf is the generation of partition k's current assignment; 0: not assigned.
+func (t *tracker) genOf(k partKey) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	k := partKey{r.Topic, r.Partition}
-	if !t.owned[k] {
-		return &pending{r: r} // gen 0: finish ignores it
+	if ps := t.parts[k]; ps != nil {
+		return ps.gen
 	}
-	ps := t.parts[k]
-	if ps == nil {
-		t.gen++
-		ps = &partState{gen: t.gen}
-		t.parts[k] = ps
+	return 0
+}
+
+// add starts tracking r, fetched under generation gen (records of one partition must be added
+// in offset order). A record of another generation than the current one is not tracked.
+func (t *tracker) add(r *kgo.Record, gen uint64) *pending {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.parts[partKey{r.Topic, r.Partition}]
+	if ps == nil || ps.gen != gen {
+		return &pending{r: r} // gen 0: finish ignores it
 	}
 	p := &pending{r: r, gen: ps.gen}
 	ps.pending = append(ps.pending, p)
@@ -117,14 +126,13 @@ func (t *tracker) commitMarks(onlyDirty bool, only map[string][]int32) map[strin
 	return out
 }
 
-// drop forgets the partitions (revoked or lost), and that they were owned.
+// drop forgets the partitions (revoked or lost): their generation ends.
 func (t *tracker) drop(parts map[string][]int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range parts {
 		for _, p := range ps {
 			delete(t.parts, partKey{topic, p})
-			delete(t.owned, partKey{topic, p})
 		}
 	}
 }

@@ -162,9 +162,11 @@ func TestHostsBoundAndBreaker(t *testing.T) {
 
 func TestTrackerCommitsOnlyBelowTheLowestUnfinished(t *testing.T) {
 	tr := newTracker()
+	k := partKey{"t", 0}
 	tr.assign(map[string][]int32{"t": {0}})
+	gen := tr.genOf(k)
 	rec := func(o int64) *kgo.Record { return &kgo.Record{Topic: "t", Partition: 0, Offset: o, LeaderEpoch: 1} }
-	p0, p1, p2 := tr.add(rec(10)), tr.add(rec(11)), tr.add(rec(12))
+	p0, p1, p2 := tr.add(rec(10), gen), tr.add(rec(11), gen), tr.add(rec(12), gen)
 	tr.finish(p1)
 	tr.finish(p2)
 	if m := tr.commitMarks(true, nil); len(m) != 0 {
@@ -177,24 +179,36 @@ func TestTrackerCommitsOnlyBelowTheLowestUnfinished(t *testing.T) {
 	if m := tr.commitMarks(true, nil); len(m) != 0 {
 		t.Fatalf("nothing new to commit: %v", m)
 	}
-	p3 := tr.add(rec(13))
+	p3 := tr.add(rec(13), gen)
 	tr.drop(map[string][]int32{"t": {0}})
 	tr.finish(p3) // finished after revocation: ignored
 	if m := tr.commitMarks(false, nil); len(m) != 0 {
 		t.Fatalf("revoked partition committed: %v", m)
 	}
 	// A record of the revoked partition dispatched after the revocation (a poll or a tier's
-	// hold already under way): delivered, maybe twice, but never committed by this member.
-	late := tr.add(rec(14))
+	// hold under way): delivered, maybe twice, but never committed by this member.
+	late := tr.add(rec(14), gen)
 	tr.finish(late)
 	if m := tr.commitMarks(false, nil); len(m) != 0 {
 		t.Fatalf("a record added after its partition was revoked was committed: %v", m)
 	}
-	tr.assign(map[string][]int32{"t": {0}}) // assigned back: tracked again
-	again := tr.add(rec(20))
+	// Assigned back: a new generation, read again from the committed offset 13. A record of the
+	// old generation that comes late (offset 30, fetched before the revocation) is not tracked,
+	// so it cannot move the mark past 13..29 while they are unfinished.
+	tr.assign(map[string][]int32{"t": {0}})
+	gen2 := tr.genOf(k)
+	if gen2 == gen || gen2 == 0 {
+		t.Fatalf("generation %d after %d", gen2, gen)
+	}
+	old := tr.add(rec(30), gen)
+	tr.finish(old)
+	again := tr.add(rec(13), gen2)
+	if m := tr.commitMarks(false, nil); len(m) != 0 {
+		t.Fatalf("an old generation's record moved the new generation's mark: %v", m)
+	}
 	tr.finish(again)
-	if m := tr.commitMarks(true, nil); m["t"][0].Offset != 21 {
-		t.Fatalf("marks %v after the partition came back, want offset 21", m)
+	if m := tr.commitMarks(true, nil); m["t"][0].Offset != 14 {
+		t.Fatalf("marks %v after the partition came back, want offset 14", m)
 	}
 }
 
