@@ -17,11 +17,12 @@ func (s *Stack) addServices(ctx context.Context) error {
 	_ = ctx
 	icfg := s.cfg.Ingest // ConfigFromEnv read it as the ingest command does
 	in, err := ingest.New(icfg, ingest.Deps{
-		Kafka:      s.cfg.Kafka,
-		Sources:    func() ingest.Sources { return s.store.Snapshot() },
-		Logger:     s.logger,
-		Registerer: s.reg,
-		Gatherer:   s.reg,
+		Kafka:       s.cfg.Kafka,
+		Sources:     func() ingest.Sources { return s.store.Snapshot() },
+		ConfigReady: s.store.Ready(),
+		Logger:      s.logger,
+		Registerer:  s.reg,
+		Gatherer:    s.reg,
 	})
 	if err != nil {
 		return fmt.Errorf("building ingest: %w", err)

@@ -51,6 +51,10 @@ type rejected struct {
 func (s *Service) endpoint(name string, batch bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if s.refuseUntilConfigLoaded(w) {
+			s.metrics.requests.WithLabelValues(name, "503").Inc()
+			return
+		}
 		if s.inFlight != nil {
 			select {
 			case s.inFlight <- struct{}{}:
@@ -69,6 +73,22 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 		s.metrics.requestSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		_ = n
 	})
+}
+
+// refuseUntilConfigLoaded answers 503 config_loading with Retry-After while the config is not
+// loaded yet (Deps.ConfigReady), and says whether it did.
+func (s *Service) refuseUntilConfigLoaded(w http.ResponseWriter) bool {
+	if s.deps.ConfigReady == nil {
+		return false
+	}
+	select {
+	case <-s.deps.ConfigReady:
+		return false
+	default:
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, &apiError{http.StatusServiceUnavailable, "config_loading", "the configuration is still loading, so write keys cannot be checked yet; retry"})
+	return true
 }
 
 // serve handles one request and returns the status it answered and the messages accepted.

@@ -46,6 +46,12 @@ type harness struct {
 // start it).
 func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 	t.Helper()
+	return newHarnessWith(t, Deps{}, mutate...)
+}
+
+// newHarnessWith is newHarness whose service also gets deps' ConfigReady.
+func newHarnessWith(t testing.TB, deps Deps, mutate ...func(*Config)) *harness {
+	t.Helper()
 	brokers := kafkatest.Embedded(t)
 	createTopics(t, brokers)
 	cfg := DefaultConfig()
@@ -54,9 +60,10 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 		m(&cfg)
 	}
 	svc, err := New(cfg, Deps{
-		Kafka:   kafkaSettings(t, brokers...),
-		Sources: func() Sources { return testSources },
-		Logger:  zerolog.Nop(),
+		Kafka:       kafkaSettings(t, brokers...),
+		Sources:     func() Sources { return testSources },
+		ConfigReady: deps.ConfigReady,
+		Logger:      zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)

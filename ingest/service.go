@@ -30,6 +30,11 @@ type Deps struct {
 	KafkaOpts []kgo.Opt
 	// Sources returns the current config snapshot; it is called once per request.
 	Sources func() Sources
+	// ConfigReady, when set, is closed once the config is loaded (platform.ConfigStore.Ready).
+	// Until then every tracking and settings request is answered 503 config_loading with
+	// Retry-After: a write key cannot be told unknown before the config is read, and Segment's
+	// clients drop an event on a 4xx but retry a 503.
+	ConfigReady <-chan struct{}
 	Logger  zerolog.Logger
 	// Registerer and Gatherer for metrics; nil: a private registry.
 	Registerer prometheus.Registerer

@@ -68,6 +68,9 @@ func (s *Service) settings(w http.ResponseWriter, r *http.Request) int {
 		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 		return fail(&apiError{http.StatusMethodNotAllowed, "method_not_allowed", "use GET"})
 	}
+	if s.refuseUntilConfigLoaded(w) {
+		return http.StatusServiceUnavailable
+	}
 	key := r.PathValue("writeKey")
 	if s.lookup(key, false, "") == nil {
 		return fail(&apiError{http.StatusNotFound, "not_found", "no source has this write key"})

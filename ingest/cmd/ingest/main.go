@@ -29,12 +29,13 @@ func run() error {
 		return err
 	}
 	svc, err := ingest.New(cfg, ingest.Deps{
-		Kafka:      cmd.Kafka,
-		Sources:    func() ingest.Sources { return cmd.Store.Snapshot() },
-		Logger:     cmd.Logger,
-		Registerer: cmd.Registry,
-		Gatherer:   cmd.Registry,
-		Health:     cmd.Health,
+		Kafka:       cmd.Kafka,
+		Sources:     func() ingest.Sources { return cmd.Store.Snapshot() },
+		ConfigReady: cmd.Store.Ready(),
+		Logger:      cmd.Logger,
+		Registerer:  cmd.Registry,
+		Gatherer:    cmd.Registry,
+		Health:      cmd.Health,
 	})
 	if err != nil {
 		return err
