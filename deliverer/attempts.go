@@ -23,7 +23,7 @@ func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, n
 	b = append(b, `,"messageId":`...)
 	b = schemas.AppendJSONString(b, d.messageID)
 	b = append(b, `,"url":`...)
-	b = schemas.AppendJSONString(b, res.URL)
+	b = schemas.AppendJSONString(b, schemas.RedactURL(res.URL)) // no credentials in the log
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(d.attempt), 10)
 	b = append(b, `,"status":`...)

@@ -236,13 +236,15 @@ func TestConfigFromEnv(t *testing.T) {
 
 func TestAttemptRecordIsJSON(t *testing.T) {
 	d := &delivery{destID: "hooks", messageID: "m\"1\a\u00e9", attempt: 3}
-	res := &urlResult{URL: "https://x.example.com/a?b=c", Status: 503, Class: Status5xx, Latency: 12345 * time.Microsecond, Host: "x.example.com:443"}
+	res := &urlResult{URL: "https://user:s3cret@x.example.com/a?b=c&token=abc123", Status: 503, Class: Status5xx, Latency: 12345 * time.Microsecond, Host: "x.example.com:443"}
 	b := appendAttemptRecord(nil, d, res, hostLimit{limit: 32, paused: 5 * time.Second}, time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC))
 	var got map[string]any
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
-	want := map[string]any{"destinationId": "hooks", "messageId": "m\"1\a\u00e9", "url": "https://x.example.com/a?b=c", "attempt": 3.0,
+	// Credentials in the URL never reach the attempt log: user, password and query values are
+	// redacted.
+	want := map[string]any{"destinationId": "hooks", "messageId": "m\"1\a\u00e9", "url": "https://xxxxx:xxxxx@x.example.com/a?b=xxxxx&token=xxxxx", "attempt": 3.0,
 		"status": 503.0, "latencyMs": 12.345, "errorClass": "status_5xx", "error": "status_5xx: HTTP 503 from x.example.com:443", "concurrencyLimit": 32.0, "pausedForMs": 5000.0, "at": "2026-01-02T03:04:05.006Z"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("attempt record\n%v\nwant\n%v", got, want)

@@ -159,7 +159,7 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_url_scheme.yaml", `10: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "ftp://hooks.example.com/segment"`},
 		{"bad_url_relative.yaml", `10: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "hooks.example.com/segment"`},
 		{"bad_url_no_host.yaml", `10: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "https:///segment"`},
-		{"bad_url_password.yaml", `10: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "gopher://user:xxxxx@hooks.example.com/"`},
+		{"bad_url_password.yaml", `10: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "gopher://xxxxx:xxxxx@hooks.example.com/"`},
 		{"bad_header_name.yaml", `12: destinations[0].settings.webhooks[0].headers["X Team"]: is not a valid HTTP header name`},
 		{"bad_header_reserved.yaml", `12: destinations[0].settings.webhooks[0].headers["content-type"]: is set by Tributary on every request and cannot be configured` + "\n" +
 			`13: destinations[0].settings.webhooks[0].headers["X-Signature"]: is set by Tributary on every request and cannot be configured`},

@@ -264,11 +264,7 @@ func (w *Webhook) check(v *validator, p string) {
 		v.addf(up, "is required")
 	} else if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") ||
 		u.Hostname() == "" || strings.ContainsAny(w.URL, " \t\r\n") {
-		shown := w.URL
-		if err == nil {
-			shown = u.Redacted() // never echo a password in the URL
-		}
-		v.addf(up, "must be an absolute http or https URL with a host, got %q", shown)
+		v.addf(up, "must be an absolute http or https URL with a host, got %q", RedactURL(w.URL)) // never echo a credential
 	}
 	hp := fieldPath(p, "headers")
 	canonical := map[string]string{} // lower-case name → name as first written
