@@ -255,14 +255,16 @@ func TestRetryAfterHonoured(t *testing.T) {
 func TestPrivateAddressGuard(t *testing.T) {
 	rc := newReceiver(t, ok200)
 	byName := strings.Replace(rc.URL, "127.0.0.1", "localhost", 1)
-	h := newHarness(t, "1s,2s,3s", destYAML(dest("ip", []string{rc.URL}, ""), dest("name", []string{byName}, "")))
+	asNumber := strings.Replace(rc.URL, "127.0.0.1", "2130706433", 1) // 127.0.0.1 spelled as one number
+	h := newHarness(t, "1s,2s,3s", destYAML(dest("ip", []string{rc.URL}, ""), dest("name", []string{byName}, ""), dest("number", []string{asNumber}, "")))
 	dlq := h.reader(schemas.TopicDLQ)
 	cfg := h.config()
 	cfg.AllowPrivate = false
 	h.run(cfg)
 	h.send("ip", "m1")
 	h.send("name", "m2")
-	recs := dlq.waitFor(2, 10*time.Second)
+	h.send("number", "m3")
+	recs := dlq.waitFor(3, 10*time.Second) // at once: not retried
 	for _, r := range recs {
 		if hdr(r, "reason") != "blocked_address" {
 			t.Errorf("%s: reason %q (%s)", hdr(r, "message-id"), hdr(r, "reason"), hdr(r, "last-error"))

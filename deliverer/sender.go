@@ -45,6 +45,9 @@ func newHTTPClient(cfg Config, dial func(ctx context.Context, network, addr stri
 	}
 	if dial == nil {
 		dial = dialer.DialContext
+		if !cfg.AllowPrivate {
+			dial = guardDial(dial)
+		}
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,

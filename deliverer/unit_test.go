@@ -106,6 +106,50 @@ func TestBlockedAddr(t *testing.T) {
 			t.Errorf("BlockedAddr(%s) blocked=%v, want %v", addr, got, blocked)
 		}
 	}
+	// IPv6 forms that carry an IPv4 address a relay would reach: checked for that address.
+	for addr, blocked := range map[string]bool{
+		"2002:7f00:1::1": true, "2002:a00:1::": true, "2002:c0a8:101::1": true, "2002:a9fe:a9fe::": true, // 6to4 of 127/8, 10/8, 192.168/16, metadata
+		"2002:808:808::1":                      false,                 // 6to4 of 8.8.8.8
+		"2001:0:4136:e378:8000:63bf:80ff:fffe": true,                  // Teredo, client 127.0.0.1 (inverted)
+		"2001:0:a00:1::f7f7:f7f7":              true,                  // Teredo, server 10.0.0.1
+		"2001:0:4136:e378:8000:63bf:f7f7:f7f7": false,                 // Teredo, server 65.54.227.120, client 8.8.8.8
+		"::7f00:1":                             true, "::a00:1": true, // IPv4-compatible
+		"64:ff9b:1::a00:1": true, // local-use NAT64
+	} {
+		if got := BlockedAddr(netip.MustParseAddr(addr)) != ""; got != blocked {
+			t.Errorf("BlockedAddr(%s) blocked=%v, want %v (%s)", addr, got, blocked, BlockedAddr(netip.MustParseAddr(addr)))
+		}
+	}
+	// This host's own addresses, public ones included.
+	if ifAddrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range ifAddrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && BlockedAddr(p.Addr()) == "" {
+				t.Errorf("BlockedAddr(%s), an address of this host, is not blocked", p.Addr())
+			}
+		}
+	}
+	// IPv4 addresses spelled oddly are refused before any lookup, whatever they point at.
+	for host, odd := range map[string]bool{
+		"2130706433": true, "0x7f000001": true, "0177.0.0.1": true, "127.1": true, "0x7f.1": true, "10.0x1": true, "017700000001": true,
+		"127.0.0.1": false, "hooks.example.com": false, "1password.com": false, "[::1]": false, "8.8.8.8": false, "example.123abc": false,
+	} {
+		if got := oddIPv4(host); got != odd {
+			t.Errorf("oddIPv4(%q) = %v, want %v", host, got, odd)
+		}
+	}
+	dialled := false
+	dial := guardDial(func(context.Context, string, string) (net.Conn, error) {
+		dialled = true
+		return nil, errors.New("dialled")
+	})
+	for _, addr := range []string{"2130706433:80", "0x7f000001:443", "0177.0.0.1:80", "127.1:8080"} {
+		if _, err := dial(context.Background(), "tcp", addr); !errors.Is(err, ErrBlockedAddress) || dialled {
+			t.Errorf("dial(%s) = %v (dialled %v), want ErrBlockedAddress before any lookup", addr, err, dialled)
+		}
+		if c := classifyError(fmt.Errorf("Post: %w", fmt.Errorf("dial: %w", ErrBlockedAddress))); c != Blocked || c.Retryable() {
+			t.Errorf("a refused odd address classifies as %s, want %s (not retried)", c, Blocked)
+		}
+	}
 	if err := guardControl("tcp", "169.254.169.254:80", nil); !errors.Is(err, ErrBlockedAddress) {
 		t.Errorf("guardControl(metadata) = %v", err)
 	}
