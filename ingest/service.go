@@ -35,7 +35,7 @@ type Deps struct {
 	// Retry-After: a write key cannot be told unknown before the config is read, and Segment's
 	// clients drop an event on a 4xx but retry a 503.
 	ConfigReady <-chan struct{}
-	Logger  zerolog.Logger
+	Logger      zerolog.Logger
 	// Registerer and Gatherer for metrics; nil: a private registry.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
