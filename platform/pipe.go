@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -53,7 +54,7 @@ type PipeConfig struct {
 	MaxPollRecords int
 	// ProduceTimeout bounds producing one batch (kgo.RecordDeliveryTimeout, and each attempt's
 	// context): at least once, an attempt that times out is retried with RetryUntil; exactly
-	// once, the transaction is aborted and Run returns an error (the process is unhealthy).
+	// once, the transaction is aborted, and one that cannot even end replaces the session.
 	// 0: DefaultPipeProduceTimeout.
 	ProduceTimeout time.Duration
 	// ShutdownTimeout bounds the stop: once Run's context is done, the batch in progress
@@ -69,6 +70,9 @@ type PipeConfig struct {
 	// Ready channels are waited for before the first poll (a config store, a suppression
 	// list); a stop before they are ready returns nil.
 	Ready []<-chan struct{}
+	// Health, when set, gets the component Name: not ready while a failed Kafka session is
+	// being replaced (exactly once), ready again once a transaction commits.
+	Health *Health
 }
 
 // Pipe is the one consume → transform → produce → commit loop of every service: a consumer
@@ -121,8 +125,9 @@ func NewPipe(cfg PipeConfig) (*Pipe, error) {
 }
 
 // Run consumes until ctx is done, then finishes or aborts the batch in progress within
-// ShutdownTimeout and returns nil. It returns an error if its client cannot be created, a
-// transform fails while ctx is not done, or (exactly once) a transaction cannot be ended.
+// ShutdownTimeout and returns nil. It returns an error if its client cannot be created or a
+// transform fails while ctx is not done; Kafka being unreachable, for any length of time, is
+// ridden out (exactly once: a failed session is replaced, see runTransactional).
 func (p *Pipe) Run(ctx context.Context) error {
 	for _, r := range p.cfg.Ready {
 		select {
@@ -177,20 +182,54 @@ func closer(gctx context.Context, cl *kgo.Client) (closeOnce func(), release fun
 	}
 }
 
+// runTransactional runs transactional sessions until ctx is done. A session whose transaction
+// cannot begin or end — the broker went away, the transactional id was fenced — is not
+// retryable in itself (franz-go's GroupTransactSession.End): it is closed, its open transaction
+// is aborted by the broker (the next session's producer id fences it), and a new session
+// starts after a back-off (RetryUntil), resuming from the committed offsets. Meanwhile the pipe
+// is not ready (PipeConfig.Health). Only a transform failure or a client that cannot be built
+// ends Run with an error: a broker outage of any length is ridden out.
 func (p *Pipe) runTransactional(ctx, gctx context.Context, opts []kgo.Opt) error {
 	all, err := p.cfg.Kafka.clientOptsLogging(p.cfg.Logger, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.cfg.Name, err)
 	}
+	what := p.cfg.Name + ": Kafka session failed; its transaction is aborted, and a new session resumes from the committed offsets"
+	err = RetryUntil(ctx, p.cfg.Logger, what, func(context.Context) error {
+		err := p.session(ctx, gctx, all)
+		if err != nil && !isPermanent(err) {
+			p.setReady(false)
+		}
+		return err
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// session runs one GroupTransactSession until ctx is done (nil) or it fails (an error;
+// backoff.Permanent when a new session would not help).
+func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 	sess, err := kgo.NewGroupTransactSession(all...)
 	if err != nil {
-		return fmt.Errorf("%s: creating Kafka client: %w", p.cfg.Name, err)
+		return backoff.Permanent(fmt.Errorf("%s: creating Kafka client: %w", p.cfg.Name, err))
 	}
-	_, release := closer(gctx, sess.Client())
-	defer release()
+	// The session's own stop: the shutdown deadline, or, once it has failed, a few seconds for
+	// leaving the group (the broker may be gone).
+	sctx, scancel := context.WithCancel(gctx)
+	defer scancel()
+	_, release := closer(sctx, sess.Client())
+	failed := func(err error) error {
+		t := time.AfterFunc(failedSessionLeave, scancel)
+		defer t.Stop()
+		release()
+		return err
+	}
 	for {
 		fs := sess.PollRecords(ctx, p.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fs.IsClientClosed() {
+			release()
 			return nil
 		}
 		p.logFetchErrors(fs)
@@ -198,24 +237,46 @@ func (p *Pipe) runTransactional(ctx, gctx context.Context, opts []kgo.Opt) error
 			continue
 		}
 		if err := sess.Begin(); err != nil {
-			return fmt.Errorf("%s: beginning a transaction: %w", p.cfg.Name, err)
+			return failed(fmt.Errorf("%s: beginning a transaction: %w", p.cfg.Name, err))
 		}
-		if err := p.transact(ctx, gctx, sess, fs); err != nil {
-			return err
+		committed, err := p.transact(ctx, gctx, sess, fs)
+		if err != nil {
+			return failed(err)
 		}
+		if committed {
+			p.setReady(true)
+		}
+	}
+}
+
+// failedSessionLeave bounds leaving the group when a session failed: the broker may be gone.
+const failedSessionLeave = 5 * time.Second
+
+func isPermanent(err error) bool {
+	var perm *backoff.PermanentError
+	return errors.As(err, &perm)
+}
+
+func (p *Pipe) setReady(ready bool) {
+	if p.cfg.Health != nil {
+		p.cfg.Health.SetReady(p.cfg.Name, ready)
 	}
 }
 
 // transact transforms one poll and produces its records in the open transaction, then
 // commits it (or aborts it when a record failed, a rebalance took a partition away, or the
-// transform stopped).
-func (p *Pipe) transact(ctx, gctx context.Context, sess *kgo.GroupTransactSession, fs kgo.Fetches) error {
+// transform stopped). It says whether the transaction committed; a transform failure is
+// permanent (backoff.Permanent), a transaction that cannot end is not.
+func (p *Pipe) transact(ctx, gctx context.Context, sess *kgo.GroupTransactSession, fs kgo.Fetches) (bool, error) {
 	ectx, cancel := context.WithTimeout(gctx, p.cfg.ProduceTimeout)
 	defer cancel()
 	out, err := p.cfg.Transform(gctx, fs)
 	if err != nil {
 		_, _ = sess.End(ectx, kgo.TryAbort) // the records are read again
-		return p.transformFailed(ctx, err)
+		if err := p.transformFailed(ctx, err); err != nil {
+			return false, backoff.Permanent(err)
+		}
+		return false, nil
 	}
 	var failed atomic.Int64
 	for _, r := range out {
@@ -231,14 +292,14 @@ func (p *Pipe) transact(ctx, gctx context.Context, sess *kgo.GroupTransactSessio
 	committed, err := sess.End(ectx, kgo.TransactionEndTry(failed.Load() == 0))
 	if err != nil {
 		if gctx.Err() != nil { // past the shutdown deadline: left to the next owner
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("%s: ending a transaction: %w", p.cfg.Name, err)
+		return false, fmt.Errorf("%s: ending a transaction: %w", p.cfg.Name, err)
 	}
 	if !committed {
 		p.cfg.Logger.Info().Msg("transaction aborted (rebalance or produce failure); its records will be read again")
 	}
-	return nil
+	return committed, nil
 }
 
 func (p *Pipe) runAtLeastOnce(ctx, gctx context.Context, opts []kgo.Opt) error {

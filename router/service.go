@@ -98,7 +98,7 @@ func (s *Service) Run(ctx context.Context) error {
 		cfg := platform.PipeConfig{
 			Name: "router " + name, Kafka: s.deps.Kafka, Group: group, Topics: []string{topic},
 			Transform: transform, ExactlyOnce: s.cfg.ExactlyOnce, MaxPollRecords: maxPoll,
-			ShutdownTimeout: s.cfg.ShutdownTimeout, Ready: ready,
+			ShutdownTimeout: s.cfg.ShutdownTimeout, Ready: ready, Health: s.deps.Health,
 			Logger: s.logger.With().Str("consumer", name).Logger(),
 			Opts:   append([]kgo.Opt{kgo.SessionTimeout(20 * time.Second)}, s.deps.KafkaOpts...),
 		}

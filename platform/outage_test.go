@@ -1,0 +1,139 @@
+package platform_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/kafkatest"
+)
+
+// cuttableNet is a dialer whose network can be cut — every open connection closed, every dial
+// refused — and restored, as a broker outage looks to a client.
+type cuttableNet struct {
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func (n *cuttableNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.down {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused (network cut by the test)")}
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		n.conns = append(n.conns, c)
+	}
+	return c, err
+}
+
+func (n *cuttableNet) cut() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = true
+	for _, c := range n.conns {
+		_ = c.Close()
+	}
+	n.conns = nil
+}
+
+func (n *cuttableNet) restore() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = false
+}
+
+// TestPipeRidesOutABrokerOutageMidTransaction: the broker becomes unreachable in the middle of
+// a transaction (after the transform, before the produce and the end), for longer than a
+// produce may take. The router used to exit there ("ending a transaction: unable to dial"),
+// taking the all-in-one binary down with it. Now the session is replaced after a back-off, the
+// pipe reports not ready meanwhile, Run does not return, and once the broker is back every
+// record arrives exactly once.
+func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of real time")
+	}
+	e := newPipeEnv(t, kafkatest.Embedded(t))
+	network := &cuttableNet{}
+	health := platform.NewHealth()
+	var calls atomic.Int64
+	cutOnce := sync.OnceFunc(network.cut)
+	transform := func(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
+		if calls.Add(1) == 3 { // the third batch: cut the network before it is produced
+			cutOnce()
+		}
+		return e.copyTransform(ctx, fs)
+	}
+	p := e.pipe(true, transform, func(c *platform.PipeConfig) {
+		c.Opts = append(c.Opts, kgo.Dialer(network.dial))
+		c.ProduceTimeout = 2 * time.Second
+		c.Health = health
+	})
+	stop, done := startPipe(t, p)
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+			<-done
+		}
+	}()
+
+	const n = 400
+	for b := 0; b < n; b += 40 {
+		e.produce("r"+strconv.Itoa(b/40)+"-", 40)
+	}
+	// The outage: wait until the pipe noticed (not ready), and keep it down a while longer.
+	deadline := time.Now().Add(20 * time.Second)
+	for ready, _ := health.Check(t.Context()); ready; ready, _ = health.Check(t.Context()) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pipe never reported not ready during the outage")
+		}
+		select {
+		case err := <-done:
+			stopped = true
+			t.Fatalf("Run returned during the outage: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-done:
+		stopped = true
+		t.Fatalf("Run returned during the outage: %v", err)
+	case <-time.After(3 * time.Second):
+	}
+	network.restore()
+
+	counts := e.readOut(n)
+	for v, c := range counts {
+		if c != 1 {
+			t.Errorf("%s arrived %d times, want once", v, c)
+		}
+	}
+	if len(counts) != n {
+		t.Errorf("%d distinct records arrived, want %d", len(counts), n)
+	}
+	if ready, report := health.Check(t.Context()); !ready {
+		t.Errorf("not ready again after the outage: %+v", report)
+	}
+	select {
+	case err := <-done:
+		stopped = true
+		t.Fatalf("Run returned: %v", err)
+	default:
+	}
+	stop()
+	stopped = true
+	if err := <-done; err != nil {
+		t.Errorf("Run after the outage and a stop: %v", err)
+	}
+}
