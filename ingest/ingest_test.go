@@ -49,7 +49,7 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 	return newHarnessWith(t, Deps{}, mutate...)
 }
 
-// newHarnessWith is newHarness whose service also gets deps' ConfigReady.
+// newHarnessWith is newHarness whose service also gets deps' ConfigReady and KafkaOpts.
 func newHarnessWith(t testing.TB, deps Deps, mutate ...func(*Config)) *harness {
 	t.Helper()
 	brokers := kafkatest.Embedded(t)
@@ -61,6 +61,7 @@ func newHarnessWith(t testing.TB, deps Deps, mutate ...func(*Config)) *harness {
 	}
 	svc, err := New(cfg, Deps{
 		Kafka:       kafkaSettings(t, brokers...),
+		KafkaOpts:   deps.KafkaOpts,
 		Sources:     func() Sources { return testSources },
 		ConfigReady: deps.ConfigReady,
 		Logger:      zerolog.Nop(),

@@ -128,16 +128,30 @@ func (s *Service) Run(ctx context.Context) error {
 	return err
 }
 
-// produce writes recs and waits until Kafka acknowledged every one, or the first error.
+// produce writes recs and waits until Kafka acknowledged every one, the first error, or
+// INGEST_PRODUCE_TIMEOUT — whichever comes first. The timeout holds even when the broker
+// stops answering (frozen, partitioned): records already sent in a request cannot be called
+// back, so franz-go's wait for them lasts as long as that request (tens of seconds); the
+// request is answered 503 at the timeout instead, and the write, if it lands after all, is a
+// duplicate the client's retry makes (at least once; messageId tells them apart).
 func (s *Service) produce(ctx context.Context, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProduceTimeout)
-	defer cancel()
 	start := time.Now()
 	defer func() { s.metrics.produceSeconds.Observe(time.Since(start).Seconds()) }()
-	return platform.ProduceAll(ctx, s.producer, recs)
+	result := make(chan error, 1)
+	go func() {
+		defer cancel()
+		result <- platform.ProduceAll(ctx, s.producer, recs)
+	}()
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no acknowledgement from Kafka within %s (INGEST_PRODUCE_TIMEOUT)", s.cfg.ProduceTimeout)
+	}
 }
 
 type metrics struct {
