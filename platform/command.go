@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
@@ -112,7 +111,7 @@ func (c *Command) MetricsServer(defaultAddr string) *HTTPServer {
 	if addr == "" {
 		addr = defaultAddr
 	}
-	srv := NewHTTPServer(addr, http.NotFoundHandler(), c.Health, c.Registry, c.Logger)
+	srv := NewHTTPServer(addr, nil, c.Health, c.Registry, c.Logger)
 	srv.ShutdownTimeout = c.ShutdownTimeout
 	return srv
 }

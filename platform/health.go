@@ -72,7 +72,8 @@ func (h *Health) SetShuttingDown() { h.shuttingDown.Store(true) }
 type HealthReport struct {
 	// Status is "ok" or "unavailable".
 	Status string `json:"status"`
-	// Checks maps each component and check to "ok", "not ready", or the check's error.
+	// Checks maps each component and check to "ok", "not ready", "failing", or (verbose, on the
+	// metrics port) the check's error.
 	Checks map[string]string `json:"checks,omitempty"`
 }
 
@@ -118,18 +119,21 @@ func (h *Health) Check(ctx context.Context) (bool, HealthReport) {
 	return healthy, report
 }
 
-// HealthzHandler serves /healthz.
-func (h *Health) HealthzHandler() http.Handler {
+// HealthzHandler serves /healthz. A failed check shows as "failing": its error (which may name
+// internal addresses, e.g. the broker's) is shown only with ?verbose, and only when details is
+// true (the metrics port, not a public one).
+func (h *Health) HealthzHandler(details bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok, report := h.Check(r.Context())
-		writeHealth(w, ok, report)
+		writeHealth(w, ok, redact(report, details && r.URL.Query().Has("verbose")))
 	})
 }
 
-// ReadyzHandler serves /readyz.
-func (h *Health) ReadyzHandler() http.Handler {
+// ReadyzHandler serves /readyz; details as for HealthzHandler.
+func (h *Health) ReadyzHandler(details bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok, report := h.Check(r.Context())
+		report = redact(report, details && r.URL.Query().Has("verbose"))
 		if h.shuttingDown.Load() {
 			ok = false
 			report.Status = "unavailable"
@@ -137,6 +141,19 @@ func (h *Health) ReadyzHandler() http.Handler {
 		}
 		writeHealth(w, ok, report)
 	})
+}
+
+// redact replaces each failed check's error with "failing" unless verbose.
+func redact(report HealthReport, verbose bool) HealthReport {
+	if verbose {
+		return report
+	}
+	for name, v := range report.Checks {
+		if v != "ok" && v != "not ready" && v != "shutting down" {
+			report.Checks[name] = "failing"
+		}
+	}
+	return report
 }
 
 func writeHealth(w http.ResponseWriter, ok bool, report HealthReport) {

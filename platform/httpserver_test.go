@@ -43,7 +43,7 @@ func TestHealth(t *testing.T) {
 		{"component ready", func() { health.SetReady("config", true) }, want{200, 200, `"config":"ok"`}},
 		{"failing check", func() {
 			health.AddCheck("kafka", func(context.Context) error { return errors.New("no broker answers") })
-		}, want{503, 503, `"kafka":"no broker answers"`}},
+		}, want{503, 503, `"kafka":"failing"`}},
 		{"check passes", func() { health.AddCheck("kafka", func(context.Context) error { return nil }) }, want{200, 200, `"kafka":"ok"`}},
 		{"shutting down", health.SetShuttingDown, want{200, 503, `"status":"ok"`}},
 	}
@@ -62,6 +62,27 @@ func TestHealth(t *testing.T) {
 				t.Errorf("/readyz = %d %s, want %d", code, body, st.want.readyz)
 			}
 		})
+	}
+}
+
+// TestHealthDetailsOnlyOnTheMetricsPort: a failed check's error can name internal addresses
+// (the broker's); a public port (a server with an app: ingest's) shows only "failing", even with
+// ?verbose; the metrics port shows the error with ?verbose.
+func TestHealthDetailsOnlyOnTheMetricsPort(t *testing.T) {
+	health := platform.NewHealth()
+	health.AddCheck("kafka", func(context.Context) error { return errors.New("dial tcp 10.20.30.40:9092: connection refused") })
+	public := platform.NewHTTPServer("127.0.0.1:0", http.NotFoundHandler(), health, nil, zerolog.Nop()).Handler()
+	metrics := platform.NewHTTPServer("127.0.0.1:0", nil, health, nil, zerolog.Nop()).Handler()
+	for _, path := range []string{"/healthz", "/readyz", "/healthz?verbose", "/readyz?verbose"} {
+		if code, body := get(t, public, path); code != 503 || strings.Contains(body, "10.20.30.40") || !strings.Contains(body, `"kafka":"failing"`) {
+			t.Errorf("public %s = %d %s: want 503, \"failing\", no address", path, code, body)
+		}
+	}
+	if _, body := get(t, metrics, "/healthz"); strings.Contains(body, "10.20.30.40") {
+		t.Errorf("metrics /healthz without ?verbose shows the address: %s", body)
+	}
+	if _, body := get(t, metrics, "/readyz?verbose"); !strings.Contains(body, "10.20.30.40:9092: connection refused") {
+		t.Errorf("metrics /readyz?verbose = %s, want the check's error", body)
 	}
 }
 
