@@ -109,6 +109,8 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	if apiErr != nil {
 		return fail(apiErr)
 	}
+	// One rule for invalid UTF-8, in every string of the message: U+FFFD (docs/ingest.md#request-format).
+	body = schemas.ValidUTF8(body)
 
 	// The write key: HTTP Basic user name; else a Bearer token that is a write key; else the
 	// body's writeKey (analytics-java and older analytics-python and analytics-node send no

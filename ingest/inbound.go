@@ -66,7 +66,7 @@ func (s *Service) forward(r *kgo.Record) (*kgo.Record, bool) {
 		return s.rejectedRecord(r.Value, nil, r.Key, &rejection{"unauthorized", reason}), false
 	}
 	env := &envelope{receivedAt: time.Now().UTC()}
-	out, rej := s.prepare(r.Value, src, env)
+	out, rej := s.prepare(schemas.ValidUTF8(r.Value), src, env)
 	if rej != nil {
 		s.metrics.rejected.WithLabelValues(rej.code).Inc()
 		return s.rejectedRecord(r.Value, src, r.Key, rej), false
