@@ -10,10 +10,10 @@ import (
 
 func TestValidUTF8(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"a":"ok"}`:                  `{"a":"ok"}`,
-		"{\"a\":\"\xff\"}":            "{\"a\":\"\uFFFD\"}",
-		"{\"k\xfe\":\"x\xc3\"}":       "{\"k\uFFFD\":\"x\uFFFD\"}",
-		"{\"a\":\"\xed\xa0\x80\"}":    "{\"a\":\"\uFFFD\uFFFD\uFFFD\"}", // a surrogate: three bytes, three replacements, as encoding/json
+		`{"a":"ok"}`:                   `{"a":"ok"}`,
+		"{\"a\":\"\xff\"}":             "{\"a\":\"\uFFFD\"}",
+		"{\"k\xfe\":\"x\xc3\"}":        "{\"k\uFFFD\":\"x\uFFFD\"}",
+		"{\"a\":\"\xed\xa0\x80\"}":     "{\"a\":\"\uFFFD\uFFFD\uFFFD\"}", // a surrogate: three bytes, three replacements, as encoding/json
 		"{\"a\":\"caf\xc3\xa9 \xe2\"}": "{\"a\":\"caf\u00e9 \uFFFD\"}",
 	} {
 		if got := string(ValidUTF8([]byte(in))); got != want {
