@@ -31,7 +31,10 @@ type Config struct {
 	// MaxInFlight bounds the requests served at once (INGEST_MAX_IN_FLIGHT); a request beyond
 	// it is answered 503 with Retry-After at once, so an overload sheds load instead of queueing
 	// memory. 0: no bound.
-	MaxInFlight int `env:"INGEST_MAX_IN_FLIGHT" doc:"requests served at once; one more is answered 503 'overloaded' with 'Retry-After' at once; 0: no bound"`
+	MaxInFlight int `env:"INGEST_MAX_IN_FLIGHT" doc:"requests served at once; one more is answered 503 'overloaded' with 'Retry-After' at once; 0: no bound. Requests whose write key is only in the body share an eighth of it"`
+	// MaxInFlightPerIP bounds the requests of one client address at once
+	// (INGEST_MAX_IN_FLIGHT_PER_IP): one more is answered 429 with Retry-After. 0: no bound.
+	MaxInFlightPerIP int `env:"INGEST_MAX_IN_FLIGHT_PER_IP" doc:"requests of one client address ('context.ip') served at once; one more is answered 429 'too_many_requests' with 'Retry-After'; 0: no bound"`
 	// AllowedOrigins for CORS (INGEST_ALLOWED_ORIGINS, comma-separated): exact origins, or
 	// "https://*.example.com" for the subdomains of a host. Empty allows every origin, as
 	// Segment's API does, with "Access-Control-Allow-Origin: *" and no credentials; with a list,
@@ -50,14 +53,15 @@ type Config struct {
 // DefaultConfig returns the defaults of docs/ingest.md.
 func DefaultConfig() Config {
 	return Config{
-		Addr:            "127.0.0.1:8080",
-		ProduceTimeout:  5 * time.Second,
-		EventsTopic:     schemas.TopicEvents,
-		RejectedTopic:   schemas.TopicRejected,
-		InboundTopic:    schemas.TopicInbound,
-		InboundGroup:    "tributary-ingest-inbound",
-		MaxInFlight:     1024,
-		ShutdownTimeout: platform.DefaultShutdownGrace,
+		Addr:             "127.0.0.1:8080",
+		ProduceTimeout:   5 * time.Second,
+		EventsTopic:      schemas.TopicEvents,
+		RejectedTopic:    schemas.TopicRejected,
+		InboundTopic:     schemas.TopicInbound,
+		InboundGroup:     "tributary-ingest-inbound",
+		MaxInFlight:      1024,
+		MaxInFlightPerIP: 256,
+		ShutdownTimeout:  platform.DefaultShutdownGrace,
 	}
 }
 
@@ -100,6 +104,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.Addr == "" {
 		errs = append(errs, errors.New("INGEST_ADDR: required"))
+	}
+	if c.MaxInFlight < 0 || c.MaxInFlightPerIP < 0 {
+		errs = append(errs, fmt.Errorf("INGEST_MAX_IN_FLIGHT, INGEST_MAX_IN_FLIGHT_PER_IP: must be 0 (no bound) or more, got %d and %d", c.MaxInFlight, c.MaxInFlightPerIP))
 	}
 	if c.ProduceTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("INGEST_PRODUCE_TIMEOUT: must be positive, got %s", c.ProduceTimeout))

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,10 +56,34 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 			s.metrics.requests.WithLabelValues(name, "503").Inc()
 			return
 		}
-		if s.inFlight != nil {
+		// Before any slot is taken or any byte of the body read: a write key in the headers is
+		// checked (an unknown one costs nothing), and a client address may hold only so many
+		// requests at once — so slow bodies, with or without a valid key, cannot take the slots
+		// of real requests. Requests whose key is only in the body get a smaller pool.
+		pool := s.inFlight
+		if headerKey, bearer := authKey(r); headerKey == "" || (bearer && s.lookup(headerKey, true, "") == nil) {
+			pool = s.bodyKeyInFlight
+		} else if !bearer && s.lookup(headerKey, false, "") == nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="tributary"`)
+			writeError(w, &apiError{http.StatusUnauthorized, "unauthorized", "missing or unknown write key: send it as the HTTP Basic user name"})
+			s.metrics.rejected.WithLabelValues("unauthorized").Inc()
+			s.metrics.requests.WithLabelValues(name, "401").Inc()
+			return
+		}
+		if s.perIP != nil {
+			ip := s.clientIP(r)
+			if !s.perIP.acquire(ip) {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, &apiError{http.StatusTooManyRequests, "too_many_requests", "too many requests from this address at once; retry"})
+				s.metrics.requests.WithLabelValues(name, "429").Inc()
+				return
+			}
+			defer s.perIP.release(ip)
+		}
+		if pool != nil {
 			select {
-			case s.inFlight <- struct{}{}:
-				defer func() { <-s.inFlight }()
+			case pool <- struct{}{}:
+				defer func() { <-pool }()
 			default:
 				w.Header().Set("Retry-After", "1")
 				writeError(w, &apiError{http.StatusServiceUnavailable, "overloaded", "too many requests in flight; retry"})
@@ -66,6 +91,13 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 				return
 			}
 		}
+		// The body must come at a minimum rate: a request may take bodyReadBase plus its size
+		// at minBodyRate to arrive (the server's own read timeout is longer).
+		size := r.ContentLength
+		if size < 0 {
+			size = schemas.MaxBatchBytes
+		}
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadBase + time.Duration(size)*time.Second/minBodyRate))
 		s.metrics.inFlight.Inc()
 		defer s.metrics.inFlight.Dec()
 		status, n := s.serve(w, r, name, batch)
@@ -73,6 +105,37 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 		s.metrics.requestSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		_ = n
 	})
+}
+
+// The minimum pace of a request body: bodyReadBase, plus a second per minBodyRate bytes.
+const (
+	bodyReadBase = 5 * time.Second
+	minBodyRate  = 10 << 10
+)
+
+// ipLimit counts the requests in progress per client address.
+type ipLimit struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func (l *ipLimit) acquire(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[ip] >= l.max {
+		return false
+	}
+	l.n[ip]++
+	return true
+}
+
+func (l *ipLimit) release(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[ip]--; l.n[ip] <= 0 {
+		delete(l.n, ip)
+	}
 }
 
 // refuseUntilConfigLoaded answers 503 config_loading with Retry-After while the config is not

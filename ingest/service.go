@@ -52,6 +52,10 @@ type Service struct {
 	metrics  *metrics
 	server   *platform.HTTPServer
 	inFlight chan struct{} // MaxInFlight tokens; nil: no bound
+	// bodyKeyInFlight is the smaller pool of requests whose write key is only in the body (it
+	// cannot be checked before the body is read); nil: no bound.
+	bodyKeyInFlight chan struct{}
+	perIP           *ipLimit // MaxInFlightPerIP; nil: no bound
 	// publicURL is Config.PublicURL parsed; nil: settings name the request's own host.
 	publicURL *url.URL
 }
@@ -75,6 +79,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.publicURL, _ = parsePublicURL(cfg.PublicURL) // validated above
 	if cfg.MaxInFlight > 0 {
 		s.inFlight = make(chan struct{}, cfg.MaxInFlight)
+		s.bodyKeyInFlight = make(chan struct{}, max(1, cfg.MaxInFlight/8))
+	}
+	if cfg.MaxInFlightPerIP > 0 {
+		s.perIP = &ipLimit{max: cfg.MaxInFlightPerIP, n: map[string]int{}}
 	}
 	var err error
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {

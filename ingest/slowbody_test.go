@@ -1,0 +1,89 @@
+package ingest
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// slowBody opens a request whose headers arrive and whose body does not (one byte of it), as a
+// slow-body attacker does, and returns the connection (closed at the end of the test).
+func slowBody(t *testing.T, h *harness, key string, extra ...string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	head := "POST /v1/track HTTP/1.1\r\nHost: ingest\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+	if key != "" {
+		head += "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(key+":")) + "\r\n"
+	}
+	for _, e := range extra {
+		head += e + "\r\n"
+	}
+	if _, err := fmt.Fprint(c, head+"\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// settle gives the server a moment to take the slow requests in.
+func settle() { time.Sleep(200 * time.Millisecond) }
+
+// TestSlowBodiesCannotTakeTheSlots: the in-flight slot used to be taken before the write key was
+// checked and before the body was read, so connections trickling a body — even with an invalid
+// key — made real requests get 503 overloaded. Now a write key in the headers is checked first
+// (an unknown one is refused 401 at once and takes nothing), and one client address holds at
+// most INGEST_MAX_IN_FLIGHT_PER_IP requests (429 beyond).
+func TestSlowBodiesCannotTakeTheSlots(t *testing.T) {
+	track := []byte(`{"type":"track","event":"Signed Up","userId":"u1"}`)
+	t.Run("unknown keys take no slot", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP = 4, 0 })
+		for range 20 {
+			slowBody(t, h, "wk_attacker")
+		}
+		settle()
+		if status, resp := h.post("/v1/track", track, basic(testKey)); status != http.StatusOK {
+			t.Errorf("a real request beside 20 slow bodies with an unknown key: %d %s, want 200", status, resp)
+		}
+		if status, _ := h.post("/v1/track", track, basic("wk_attacker")); status != http.StatusUnauthorized {
+			t.Errorf("an unknown key: %d, want 401", status)
+		}
+	})
+	t.Run("one address holds at most its share", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) {
+			c.MaxInFlight, c.MaxInFlightPerIP = 16, 3
+			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		})
+		for range 3 {
+			slowBody(t, h, testKey, "X-Forwarded-For: 203.0.113.7")
+		}
+		settle()
+		if status, resp := h.post("/v1/track", track, map[string]string{"Authorization": basic(testKey)["Authorization"], "X-Forwarded-For": "203.0.113.7"}); status != http.StatusTooManyRequests {
+			t.Errorf("a fourth request from the same address: %d %s, want 429", status, resp)
+		}
+		if status, resp := h.post("/v1/track", track, map[string]string{"Authorization": basic(testKey)["Authorization"], "X-Forwarded-For": "198.51.100.20"}); status != http.StatusOK {
+			t.Errorf("a request from another address: %d %s, want 200", status, resp)
+		}
+	})
+	t.Run("keys only in the body share a smaller pool", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP = 16, 0 }) // body-key pool: 2
+		for range 2 {
+			slowBody(t, h, "")
+		}
+		settle()
+		body := []byte(`{"type":"track","event":"Signed Up","userId":"u1","writeKey":"` + testKey + `"}`)
+		if status, _ := h.post("/v1/track", body, nil); status != http.StatusServiceUnavailable {
+			t.Errorf("a body-key request with its pool taken: %d, want 503", status)
+		}
+		if status, resp := h.post("/v1/track", track, basic(testKey)); status != http.StatusOK {
+			t.Errorf("a request with its key in the headers: %d %s, want 200 (its own pool)", status, resp)
+		}
+	})
+}
