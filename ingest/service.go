@@ -147,17 +147,20 @@ func (s *Service) produce(ctx context.Context, recs []*kgo.Record) error {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProduceTimeout)
+	defer cancel()
 	start := time.Now()
 	defer func() { s.metrics.produceSeconds.Observe(time.Since(start).Seconds()) }()
 	result := make(chan error, 1)
-	go func() {
-		defer cancel()
-		result <- platform.ProduceAll(ctx, s.producer, recs)
-	}()
+	go func() { result <- platform.ProduceAll(ctx, s.producer, recs) }()
 	select {
 	case err := <-result:
 		return err
 	case <-ctx.Done():
+		select {
+		case err := <-result: // acknowledged just as the time ran out
+			return err
+		default:
+		}
 		return fmt.Errorf("no acknowledgement from Kafka within %s (INGEST_PRODUCE_TIMEOUT)", s.cfg.ProduceTimeout)
 	}
 }
