@@ -34,7 +34,9 @@ type Config struct {
 	MaxInFlight int `env:"INGEST_MAX_IN_FLIGHT" doc:"requests served at once; one more is answered 503 'overloaded' with 'Retry-After' at once; 0: no bound. Requests whose write key is only in the body share an eighth of it"`
 	// MaxInFlightPerIP bounds the requests of one client address at once
 	// (INGEST_MAX_IN_FLIGHT_PER_IP): one more is answered 429 with Retry-After. 0: no bound.
-	MaxInFlightPerIP int `env:"INGEST_MAX_IN_FLIGHT_PER_IP" doc:"requests of one client address ('context.ip') served at once; one more is answered 429 'too_many_requests' with 'Retry-After'; 0: no bound"`
+	// Without TrustedProxies it applies to public peers only (a private peer is most likely a
+	// load balancer relaying everyone).
+	MaxInFlightPerIP int `env:"INGEST_MAX_IN_FLIGHT_PER_IP" doc:"requests of one client address ('context.ip') served at once; one more is answered 429 'too_many_requests' with 'Retry-After'; 0: no bound. Without 'INGEST_TRUSTED_PROXIES' only public peers are bounded (a private one is most likely your load balancer)"`
 	// AllowedOrigins for CORS (INGEST_ALLOWED_ORIGINS, comma-separated): exact origins, or
 	// "https://*.example.com" for the subdomains of a host. Empty allows every origin, as
 	// Segment's API does, with "Access-Control-Allow-Origin: *" and no credentials; with a list,

@@ -70,8 +70,7 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 			s.metrics.requests.WithLabelValues(name, "401").Inc()
 			return
 		}
-		if s.perIP != nil {
-			ip := s.clientIP(r)
+		if ip := s.clientIP(r); s.perIP != nil && s.capsAddress(ip) {
 			if !s.perIP.acquire(ip) {
 				w.Header().Set("Retry-After", "1")
 				writeError(w, &apiError{http.StatusTooManyRequests, "too_many_requests", "too many requests from this address at once; retry"})
@@ -112,6 +111,18 @@ const (
 	bodyReadBase = 5 * time.Second
 	minBodyRate  = 10 << 10
 )
+
+// capsAddress says whether the per-address bound applies to ip. Without INGEST_TRUSTED_PROXIES,
+// a private or loopback peer is most likely a load balancer or an ingress controller relaying
+// every client: bounding it would bound the whole ingest, so only public peers are bounded
+// then. With trusted proxies, ip is the client's own address, always bounded.
+func (s *Service) capsAddress(ip string) bool {
+	if len(s.cfg.TrustedProxies) > 0 {
+		return true
+	}
+	a, err := netip.ParseAddr(ip)
+	return err != nil || !(a.IsPrivate() || a.IsLoopback())
+}
 
 // ipLimit counts the requests in progress per client address.
 type ipLimit struct {

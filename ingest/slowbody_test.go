@@ -72,6 +72,18 @@ func TestSlowBodiesCannotTakeTheSlots(t *testing.T) {
 			t.Errorf("a request from another address: %d %s, want 200", status, resp)
 		}
 	})
+	t.Run("a private peer without trusted proxies is not bounded", func(t *testing.T) {
+		// It is most likely a load balancer relaying every client: bounding it would bound
+		// the whole ingest.
+		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP = 16, 3 })
+		for range 4 {
+			slowBody(t, h, testKey)
+		}
+		settle()
+		if status, resp := h.post("/v1/track", track, basic(testKey)); status != http.StatusOK {
+			t.Errorf("a fifth request from the loopback peer: %d %s, want 200", status, resp)
+		}
+	})
 	t.Run("keys only in the body share a smaller pool", func(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP = 16, 0 }) // body-key pool: 2
 		for range 2 {
