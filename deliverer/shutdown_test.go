@@ -2,9 +2,7 @@ package deliverer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -18,45 +16,6 @@ import (
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
-
-// netCut is a deliverer's network to Kafka, which a test can cut: cut closes every connection
-// and refuses new ones, so that deliverer finds Kafka unreachable while the broker keeps
-// serving everyone else (the test's own clients, the next deliverer).
-type netCut struct {
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func (n *netCut) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.down {
-		return nil, errors.New("network to Kafka cut by the test")
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, host)
-	if err == nil {
-		n.conns = append(n.conns, c)
-	}
-	return c, err
-}
-
-func (n *netCut) cut() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down = true
-	for _, c := range n.conns {
-		c.Close()
-	}
-	n.conns = nil
-}
-
-func (n *netCut) restore() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down = false
-}
 
 // started is a deliverer running in the background with its own Kafka options.
 type started struct {
@@ -118,7 +77,7 @@ func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
 	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	const n = 20
 	var (
-		net       netCut
+		net       servicetest.NetCut
 		delivered tally
 		once      sync.Once
 	)
@@ -129,7 +88,7 @@ func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
 			once.Do(func() { first = true })
 		}
 		if first { // m0's first attempt fails, and Kafka is gone before its hand-off
-			net.cut()
+			net.Cut()
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -141,7 +100,7 @@ func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
 	cfg.ShutdownTimeout = 2 * time.Second
 	h.send("hooks", messageIDs(0, n)...)
 
-	first := h.start(cfg, kgo.Dialer(net.dial))
+	first := h.start(cfg, kgo.Dialer(net.Dial))
 	waitCounter(t, first.reg, 1, 20*time.Second, "tributary_deliverer_retried_total")
 	time.Sleep(200 * time.Millisecond) // the hand-off is under way, and cannot reach Kafka
 	if delivered.has("m0") {
@@ -173,14 +132,14 @@ func TestStopWithKafkaUnreachableIsBoundedAndLosesNothing(t *testing.T) {
 func TestHandOffRetriedUntilAcknowledged(t *testing.T) {
 	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
 	var (
-		net       netCut
+		net       servicetest.NetCut
 		delivered tally
 	)
 	rc := newReceiver(t, func(n int, r *http.Request, w http.ResponseWriter) {
 		id := r.Header.Get("X-Message-Id")
 		if n == 1 { // the first attempt fails, and Kafka is gone for 2.5 s
-			net.cut()
-			time.AfterFunc(2500*time.Millisecond, net.restore)
+			net.Cut()
+			time.AfterFunc(2500*time.Millisecond, net.Restore)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -190,7 +149,7 @@ func TestHandOffRetriedUntilAcknowledged(t *testing.T) {
 	tier := h.reader(schemas.RetryTopic(time.Second))
 	cfg := h.config()
 	// A short delivery timeout makes the first produce of the hand-off fail while Kafka is away.
-	d := h.start(cfg, kgo.Dialer(net.dial), kgo.RecordDeliveryTimeout(time.Second)) // stopped on cleanup
+	d := h.start(cfg, kgo.Dialer(net.Dial), kgo.RecordDeliveryTimeout(time.Second)) // stopped on cleanup
 	h.send("hooks", "m1")
 	waitCounter(t, d.reg, 1, 30*time.Second, "tributary_deliverer_delivered_total")
 	r := tier.waitFor(1, 10*time.Second)[0]

@@ -2,8 +2,6 @@ package platform_test
 
 import (
 	"context"
-	"errors"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,44 +12,8 @@ import (
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
-
-// cuttableNet is a dialer whose network can be cut — every open connection closed, every dial
-// refused — and restored, as a broker outage looks to a client.
-type cuttableNet struct {
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func (n *cuttableNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.down {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused (network cut by the test)")}
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err == nil {
-		n.conns = append(n.conns, c)
-	}
-	return c, err
-}
-
-func (n *cuttableNet) cut() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down = true
-	for _, c := range n.conns {
-		_ = c.Close()
-	}
-	n.conns = nil
-}
-
-func (n *cuttableNet) restore() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down = false
-}
 
 // TestPipeRidesOutABrokerOutageMidTransaction: the broker becomes unreachable in the middle of
 // a transaction (after the transform, before the produce and the end), for longer than a
@@ -64,10 +26,10 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 		t.Skip("seconds of real time")
 	}
 	e := newPipeEnv(t, kafkatest.Embedded(t))
-	network := &cuttableNet{}
+	network := &servicetest.NetCut{}
 	health := platform.NewHealth()
 	var calls atomic.Int64
-	cutOnce := sync.OnceFunc(network.cut)
+	cutOnce := sync.OnceFunc(network.Cut)
 	transform := func(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
 		if calls.Add(1) == 3 { // the third batch: cut the network before it is produced
 			cutOnce()
@@ -75,7 +37,7 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 		return e.copyTransform(ctx, fs)
 	}
 	p := e.pipe(true, transform, func(c *platform.PipeConfig) {
-		c.Opts = append(c.Opts, kgo.Dialer(network.dial))
+		c.Opts = append(c.Opts, kgo.Dialer(network.Dial))
 		c.ProduceTimeout = 2 * time.Second
 		c.Health = health
 	})
@@ -111,7 +73,7 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 		t.Fatalf("Run returned during the outage: %v", err)
 	case <-time.After(3 * time.Second):
 	}
-	network.restore()
+	network.Restore()
 
 	counts := e.readOut(n)
 	for v, c := range counts {
