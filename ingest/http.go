@@ -61,14 +61,20 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 		// requests at once — so slow bodies, with or without a valid key, cannot take the slots
 		// of real requests. Requests whose key is only in the body get a smaller pool.
 		pool := s.inFlight
-		if headerKey, bearer := authKey(r); headerKey == "" || (bearer && s.lookup(headerKey, true, "") == nil) {
-			pool = s.bodyKeyInFlight
-		} else if !bearer && s.lookup(headerKey, false, "") == nil {
+		headerKey, bearer := authKey(r)
+		var src *schemas.Source // the header key's source; nil: the body's key decides (serve)
+		if headerKey != "" {
+			src = s.lookup(headerKey, bearer, "")
+		}
+		switch {
+		case src != nil:
+		case headerKey != "" && !bearer: // a Basic user name is authoritative
 			w.Header().Set("WWW-Authenticate", `Basic realm="tributary"`)
 			writeError(w, &apiError{http.StatusUnauthorized, "unauthorized", "missing or unknown write key: send it as the HTTP Basic user name"})
-			s.metrics.rejected.WithLabelValues("unauthorized").Inc()
 			s.metrics.requests.WithLabelValues(name, "401").Inc()
 			return
+		default:
+			pool = s.bodyKeyInFlight
 		}
 		if ip := s.clientIP(r); s.perIP != nil && s.capsAddress(ip) {
 			if !s.perIP.acquire(ip) {
@@ -99,7 +105,7 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadBase + time.Duration(size)*time.Second/minBodyRate))
 		s.metrics.inFlight.Inc()
 		defer s.metrics.inFlight.Dec()
-		status, n := s.serve(w, r, name, batch)
+		status, n := s.serve(w, r, name, batch, src)
 		s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
 		s.metrics.requestSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		_ = n
@@ -166,7 +172,9 @@ func (s *Service) refuseUntilConfigLoaded(w http.ResponseWriter) bool {
 }
 
 // serve handles one request and returns the status it answered and the messages accepted.
-func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, batch bool) (int, int) {
+// src is the source of the request's header write key, found by endpoint; nil: the body's
+// writeKey (or a Bearer token that is not a write key) decides here.
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, batch bool, src *schemas.Source) (int, int) {
 	fail := func(e *apiError) (int, int) {
 		writeError(w, e)
 		return e.status, 0
@@ -186,10 +194,6 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 	// One rule for invalid UTF-8, in every string of the message: U+FFFD (docs/ingest.md#request-format).
 	body = schemas.ValidUTF8(body)
 
-	// The write key: HTTP Basic user name; else a Bearer token that is a write key; else the
-	// body's writeKey (analytics-java and older analytics-python and analytics-node send no
-	// auth header).
-	headerKey, bearer := authKey(r)
 	env := &envelope{receivedAt: time.Now().UTC(), ip: s.clientIP(r)}
 	var raws [][]byte
 	var single *schemas.Message // the single call's message, decoded here for its writeKey
@@ -217,7 +221,12 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 		env.callType = name
 		raws, single = [][]byte{body}, m
 	}
-	src := s.lookup(headerKey, bearer, bodyKey)
+	// The write key: HTTP Basic user name or a Bearer token that is a write key (found by
+	// endpoint); else the body's writeKey (analytics-java and older analytics-python and
+	// analytics-node send no auth header).
+	if src == nil {
+		src = s.lookup("", false, bodyKey)
+	}
 	if src == nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="tributary"`)
 		return fail(&apiError{http.StatusUnauthorized, "unauthorized", "missing or unknown write key: send it as the HTTP Basic user name"})
