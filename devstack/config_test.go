@@ -115,7 +115,7 @@ func TestSettingsTableHasEverySetting(t *testing.T) {
 		{"RETRY_WINDOW", "`4h`", "deliverer tributary"},
 		{"SHUTDOWN_TIMEOUT", "`10s`", "ingest router deliverer tributary"},
 		{"LOG_LEVEL", "`info`", "ingest router deliverer tributary-init tributary"},
-		{"METRICS_ADDR", "router `127.0.0.1:9101`, deliverer `127.0.0.1:9102`", "router deliverer"},
+		{"METRICS_ADDR", "ingest unset, router `127.0.0.1:9101`, deliverer `127.0.0.1:9102`", "ingest router deliverer"},
 	} {
 		s, ok := rows[tt.variable]
 		if !ok {

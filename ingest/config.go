@@ -15,7 +15,7 @@ import (
 // applies the environment (the fields tagged env; docs/configuration.md#run-time-settings).
 type Config struct {
 	// Addr is the HTTP listen address (INGEST_ADDR).
-	Addr string `env:"INGEST_ADDR" doc:"listen address of the tracking API (and of '/healthz', '/readyz', '/metrics'); ':8080' for every interface (the images set '0.0.0.0:8080')"`
+	Addr string `env:"INGEST_ADDR" doc:"listen address of the tracking API (and of '/healthz', '/readyz', and '/metrics' unless 'METRICS_ADDR' is set); ':8080' for every interface (the images set '0.0.0.0:8080')"`
 	// TrustedProxies are the peers whose X-Forwarded-For is believed (INGEST_TRUSTED_PROXIES,
 	// comma-separated CIDRs or addresses). Empty: context.ip is always the TCP peer.
 	TrustedProxies []netip.Prefix `env:"INGEST_TRUSTED_PROXIES" doc:"comma-separated CIDRs or addresses of the proxies whose 'X-Forwarded-For' is believed; empty: 'context.ip' is always the TCP peer"`

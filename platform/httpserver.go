@@ -45,15 +45,12 @@ type HTTPServer struct {
 
 // NewHTTPServer returns a server for addr (host:port; port 0 picks a free one) that routes
 // /healthz and /readyz to health, /metrics to gatherer (Prometheus text or OpenMetrics), and
-// every other path to app. A nil health is always healthy, a nil gatherer serves an empty
-// registry, and a nil app answers 404 (and makes it a metrics port: /healthz?verbose and
+// every other path to app. A nil health is always healthy, a nil gatherer serves no /metrics
+// (they are served on another port), and a nil app answers 404 (and makes it a metrics port: /healthz?verbose and
 // /readyz?verbose show a failed check's error; elsewhere it shows as "failing").
 func NewHTTPServer(addr string, app http.Handler, health *Health, gatherer prometheus.Gatherer, logger zerolog.Logger) *HTTPServer {
 	if health == nil {
 		health = NewHealth()
-	}
-	if gatherer == nil {
-		gatherer = prometheus.NewRegistry()
 	}
 	// A server with no app of its own is a metrics port (METRICS_ADDR, not public): its
 	// health answers may show a failed check's error (?verbose).
@@ -65,10 +62,12 @@ func NewHTTPServer(addr string, app http.Handler, health *Health, gatherer prome
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", health.HealthzHandler(details))
 	mux.Handle("GET /readyz", health.ReadyzHandler(details))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
-		ErrorLog:          zerologPrinter{logger},
-		EnableOpenMetrics: true,
-	}))
+	if gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+			ErrorLog:          zerologPrinter{logger},
+			EnableOpenMetrics: true,
+		}))
+	}
 	mux.Handle("/", app)
 	return &HTTPServer{
 		ShutdownTimeout: DefaultShutdownTimeout,

@@ -236,6 +236,29 @@ func TestHelmChart(t *testing.T) {
 		if got := r.count("ServiceMonitor"); got != 3 {
 			t.Errorf("%d ServiceMonitors, want 3 (ingest, router, deliverer)", got)
 		}
+		// Ingest's metrics are off its public port: the ServiceMonitor scrapes the metrics
+		// port, which the pod serves on METRICS_ADDR and the Service exposes.
+		doc := func(kind, name string) string {
+			for _, d := range strings.Split(r.yaml, "\n---") {
+				if strings.Contains(d, "kind: "+kind+"\n") && strings.Contains(d, "name: "+name+"\n") {
+					return d
+				}
+			}
+			t.Fatalf("no %s %s in the rendered chart", kind, name)
+			return ""
+		}
+		if d := doc("ServiceMonitor", "tr-tributary-ingest"); !strings.Contains(d, "port: metrics") {
+			t.Errorf("ingest's ServiceMonitor does not scrape the metrics port:\n%s", d)
+		}
+		if d := doc("ServiceMonitor", "tr-tributary-router"); !strings.Contains(d, "port: http") {
+			t.Errorf("the router's ServiceMonitor should scrape its http (metrics) port:\n%s", d)
+		}
+		if d := doc("Deployment", "tr-tributary-ingest"); !strings.Contains(d, "name: METRICS_ADDR") || !strings.Contains(d, `value: "0.0.0.0:9100"`) || !strings.Contains(d, "containerPort: 9100") {
+			t.Errorf("ingest's Deployment does not serve METRICS_ADDR on 9100:\n%s", d)
+		}
+		if d := doc("Service", "tr-tributary-ingest"); !strings.Contains(d, "targetPort: metrics") {
+			t.Errorf("ingest's Service does not expose the metrics port:\n%s", d)
+		}
 	})
 
 	t.Run("external-kafka-sasl-tls-ingress-autoscaling", func(t *testing.T) {

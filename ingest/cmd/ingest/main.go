@@ -28,7 +28,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	svc, err := ingest.New(cfg, ingest.Deps{
+	deps := ingest.Deps{
 		Kafka:       cmd.Kafka,
 		Sources:     func() ingest.Sources { return cmd.Store.Snapshot() },
 		ConfigReady: cmd.Store.Ready(),
@@ -36,9 +36,16 @@ func run() error {
 		Registerer:  cmd.Registry,
 		Gatherer:    cmd.Registry,
 		Health:      cmd.Health,
-	})
+	}
+	runners := []platform.Runner{}
+	if cmd.Settings.MetricsAddr != "" {
+		// /metrics (and the health answers' details) on METRICS_ADDR, not on the public port.
+		deps.Gatherer = nil
+		runners = append(runners, cmd.MetricsServer(""))
+	}
+	svc, err := ingest.New(cfg, deps)
 	if err != nil {
 		return err
 	}
-	return cmd.Run(svc)
+	return cmd.Run(append(runners, svc)...)
 }

@@ -11,7 +11,8 @@ and ServiceMonitor. Called as:
     "addrEnv" "METRICS_ADDR"      the variable that sets the listen address
     "idEnv" "ROUTER_TRANSACTIONAL_ID"   optional: gets the pod's name (downward API)
     "bounded" true                replicas must not exceed kafka.partitions
-    "metrics" true                the port serves /metrics (ServiceMonitor)
+    "metrics" true                the component serves /metrics (ServiceMonitor)
+    "metricsPort" 9100            optional: /metrics on this port (METRICS_ADDR), off the HTTP port
     "env" (list ...)              component-specific EnvVar objects
     "noKafka" true                optional: no Kafka settings (the demo receiver)
     "values" .Values.router)      the component's values
@@ -100,6 +101,11 @@ spec:
             - name: http
               containerPort: {{ .port }}
               protocol: TCP
+            {{- with .metricsPort }}
+            - name: metrics
+              containerPort: {{ . }}
+              protocol: TCP
+            {{- end }}
           {{- if not .noKafka }}
           envFrom:
             - configMapRef:
@@ -108,6 +114,10 @@ spec:
           env:
             - name: {{ .addrEnv }}
               value: {{ printf "0.0.0.0:%d" (int .port) | quote }}
+            {{- with .metricsPort }}
+            - name: METRICS_ADDR
+              value: {{ printf "0.0.0.0:%d" (int .) | quote }}
+            {{- end }}
             {{- with .idEnv }}
             - name: {{ . }}
               valueFrom:
@@ -184,6 +194,12 @@ spec:
       port: {{ dig "service" "port" .port $v }}
       targetPort: http
       protocol: TCP
+    {{- with .metricsPort }}
+    - name: metrics
+      port: {{ . }}
+      targetPort: metrics
+      protocol: TCP
+    {{- end }}
 {{- if $v.autoscaling.enabled }}
 ---
 apiVersion: autoscaling/v2
@@ -260,7 +276,7 @@ spec:
     matchLabels:
       {{- $sel | nindent 6 }}
   endpoints:
-    - port: http
+    - port: {{ if .metricsPort }}metrics{{ else }}http{{ end }}
       path: /metrics
       interval: {{ $v.serviceMonitor.interval }}
 {{- end }}
