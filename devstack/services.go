@@ -15,6 +15,9 @@ import (
 // own ConfigFromEnviron in ConfigFromEnv) exactly as its own main does.
 func (s *Stack) addServices(ctx context.Context) error {
 	_ = ctx
+	// One health for the whole process: ingest's /healthz and /readyz (the only ones make run
+	// serves) also say when the router's pipe is replacing a failed Kafka session.
+	health := platform.NewHealth()
 	icfg := s.cfg.Ingest // ConfigFromEnv read it as the ingest command does
 	in, err := ingest.New(icfg, ingest.Deps{
 		Kafka:       s.cfg.Kafka,
@@ -23,6 +26,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 		Logger:      s.logger,
 		Registerer:  s.reg,
 		Gatherer:    s.reg,
+		Health:      health,
 	})
 	if err != nil {
 		return fmt.Errorf("building ingest: %w", err)
@@ -39,6 +43,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 		ConfigReady: s.store.Ready(),
 		Logger:      s.logger,
 		Registerer:  s.reg,
+		Health:      health,
 	})
 	if err != nil {
 		return fmt.Errorf("building router: %w", err)
