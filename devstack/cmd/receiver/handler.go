@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -22,47 +21,24 @@ import (
 // 1 MiB leaves ample room.
 const maxBodyBytes = 1 << 20
 
-// config is the receiver's settings, read from the environment (see the command's doc).
+// config is the receiver's settings, read from the environment (see the command's doc) with
+// platform.FromEnv, as every Tributary command reads its own.
 type config struct {
-	Addr                 string        // RECEIVER_ADDR
-	SharedSecret         string        // RECEIVER_SHARED_SECRET
-	PreviousSharedSecret string        // RECEIVER_PREVIOUS_SHARED_SECRET
-	StandardWebhooks     bool          // RECEIVER_STANDARD_WEBHOOKS
-	TimestampTolerance   time.Duration // RECEIVER_TIMESTAMP_TOLERANCE
-	DedupSize            int           // RECEIVER_DEDUP_SIZE
-	Delay                time.Duration // RECEIVER_DELAY
+	Addr                 string        `env:"RECEIVER_ADDR"`
+	SharedSecret         string        `env:"RECEIVER_SHARED_SECRET"`
+	PreviousSharedSecret string        `env:"RECEIVER_PREVIOUS_SHARED_SECRET"`
+	StandardWebhooks     bool          `env:"RECEIVER_STANDARD_WEBHOOKS"`
+	TimestampTolerance   time.Duration `env:"RECEIVER_TIMESTAMP_TOLERANCE"`
+	DedupSize            int           `env:"RECEIVER_DEDUP_SIZE"`
+	Delay                time.Duration `env:"RECEIVER_DELAY"`
 }
 
-// loadConfig reads environ, or the process environment when environ is nil, and validates it.
-// Errors name the variable.
+// loadConfig reads environ, or the process environment when environ is nil, over the defaults,
+// and validates it. Errors name the variable.
 func loadConfig(environ map[string]string) (config, error) {
-	get := func(k, def string) string {
-		v, ok := environ[k]
-		if environ == nil {
-			v, ok = os.LookupEnv(k)
-		}
-		if !ok {
-			return def
-		}
-		return v
-	}
-	cfg := config{
-		Addr:                 get("RECEIVER_ADDR", "127.0.0.1:9000"),
-		SharedSecret:         get("RECEIVER_SHARED_SECRET", ""),
-		PreviousSharedSecret: get("RECEIVER_PREVIOUS_SHARED_SECRET", ""),
-	}
-	var err error
-	if cfg.StandardWebhooks, err = strconv.ParseBool(get("RECEIVER_STANDARD_WEBHOOKS", "false")); err != nil {
-		return config{}, fmt.Errorf("RECEIVER_STANDARD_WEBHOOKS: %q is not true or false", get("RECEIVER_STANDARD_WEBHOOKS", ""))
-	}
-	if cfg.TimestampTolerance, err = time.ParseDuration(get("RECEIVER_TIMESTAMP_TOLERANCE", "5m")); err != nil {
-		return config{}, fmt.Errorf("RECEIVER_TIMESTAMP_TOLERANCE: %w", err)
-	}
-	if cfg.DedupSize, err = strconv.Atoi(get("RECEIVER_DEDUP_SIZE", "100000")); err != nil {
-		return config{}, fmt.Errorf("RECEIVER_DEDUP_SIZE: %q is not an integer", get("RECEIVER_DEDUP_SIZE", ""))
-	}
-	if cfg.Delay, err = time.ParseDuration(get("RECEIVER_DELAY", "0s")); err != nil {
-		return config{}, fmt.Errorf("RECEIVER_DELAY: %w", err)
+	cfg := config{Addr: "127.0.0.1:9000", TimestampTolerance: 5 * time.Minute, DedupSize: 100000}
+	if err := platform.FromEnv(&cfg, environ); err != nil {
+		return config{}, err
 	}
 	return cfg, cfg.validate()
 }
