@@ -15,13 +15,7 @@ import (
 func BenchmarkPost(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
-	cfg := DefaultConfig()
-	cfg.AllowPrivate = true
-	client, err := newHTTPClient(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.CloseIdleConnections()
+	client := testHTTPClient(b, nil)
 	dest := &schemas.Destination{ID: "d", Settings: schemas.DestinationSettings{SharedSecret: "s3cret",
 		Webhooks: []schemas.Webhook{{URL: srv.URL + "/hook", Headers: map[string]string{"X-Team": "growth", "X-Env": "prod"}}}}}
 	body := []byte(`{"version":1,"type":"track","messageId":"m-1","userId":"u-1","event":"Order Completed","properties":{"total":42.5,"currency":"EUR"},"context":{"library":{"name":"analytics.js","version":"2.11.1"}},"timestamp":"2026-01-02T03:04:05.678Z"}`)

@@ -51,13 +51,7 @@ func TestStaleConnectionRetriedAtOnce(t *testing.T) {
 			}()
 		}
 	}()
-	cfg := DefaultConfig()
-	cfg.AllowPrivate = true
-	client, err := newHTTPClient(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.CloseIdleConnections()
+	client := testHTTPClient(t, nil)
 	dest := &schemas.Destination{ID: "d", Settings: schemas.DestinationSettings{Webhooks: []schemas.Webhook{{URL: "http://" + ln.Addr().String() + "/hook"}}}}
 	for i := range 5 {
 		res := post(context.Background(), client, 5*time.Second, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: "m", body: []byte(`{}`)}, time.Now())
@@ -84,13 +78,7 @@ func TestHTTP2WhenOffered(t *testing.T) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.AllowPrivate, cfg.CAFiles = true, []string{ca}
-	client, err := newHTTPClient(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.CloseIdleConnections()
+	client := testHTTPClient(t, func(c *Config) { c.CAFiles = []string{ca} })
 	dest := &schemas.Destination{ID: "d", Settings: schemas.DestinationSettings{Webhooks: []schemas.Webhook{{URL: srv.URL + "/hook"}}}}
 	res := post(context.Background(), client, 5*time.Second, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: "m", body: []byte(`{}`)}, time.Now())
 	if res[0].Class != Success {
@@ -99,4 +87,21 @@ func TestHTTP2WhenOffered(t *testing.T) {
 	if got := proto.Load(); got != "HTTP/2.0" {
 		t.Errorf("the endpoint saw %v, want HTTP/2.0", got)
 	}
+}
+
+// testHTTPClient is the deliverer's HTTP client with loopback allowed (and mutate applied to
+// its config), its idle connections closed when the test ends.
+func testHTTPClient(tb testing.TB, mutate func(*Config)) *http.Client {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.AllowPrivate = true
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	client, err := newHTTPClient(cfg, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(client.CloseIdleConnections)
+	return client
 }
