@@ -90,6 +90,7 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 		{schemas.TopicInbound, 3, "delete", "604800000"},
 		{schemas.TopicRejected, 3, "delete", "604800000"},
 		{schemas.TopicDeliveries, 3, "delete", "604800000"},
+		{schemas.TopicDedupe, 3, "delete", "3600000"},
 		{schemas.TopicAttempts, 3, "delete", "604800000"},
 		{schemas.TopicDeletions, 3, "delete", "2592000000"},
 		{schemas.TopicDLQ, 3, "delete", "2592000000"},

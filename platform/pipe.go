@@ -73,6 +73,13 @@ type PipeConfig struct {
 	// Health, when set, gets the component Name: not ready while a failed Kafka session is
 	// being replaced (exactly once), ready again once a transaction commits.
 	Health *Health
+	// Ended, when set, is called after each batch the Transform was called for, from Run's
+	// goroutine, with whether the batch was handed on: exactly once, its transaction
+	// committed; at least once, Kafka acknowledged every record it produced (its offsets
+	// are committed right after). False: its records will be read again (by this pipe or
+	// by the partitions' next owner), so state the Transform kept for them must be dropped.
+	// A transaction whose end failed counts as not handed on even if it did commit.
+	Ended func(handedOn bool)
 }
 
 // Pipe is the one consume → transform → produce → commit loop of every service: a consumer
@@ -272,6 +279,7 @@ func (p *Pipe) transact(ctx, gctx context.Context, sess *kgo.GroupTransactSessio
 	defer cancel()
 	out, err := p.cfg.Transform(gctx, fs)
 	if err != nil {
+		p.ended(false)
 		_, _ = sess.End(ectx, kgo.TryAbort) // the records are read again
 		if err := p.transformFailed(ctx, err); err != nil {
 			return false, backoff.Permanent(err)
@@ -290,6 +298,7 @@ func (p *Pipe) transact(ctx, gctx context.Context, sess *kgo.GroupTransactSessio
 		failed.Add(1)
 	}
 	committed, err := sess.End(ectx, kgo.TransactionEndTry(failed.Load() == 0))
+	p.ended(committed && err == nil)
 	if err != nil {
 		if gctx.Err() != nil { // past the shutdown deadline: left to the next owner
 			return false, nil
@@ -330,6 +339,7 @@ func (p *Pipe) runAtLeastOnce(ctx, gctx context.Context, opts []kgo.Opt) error {
 func (p *Pipe) handOn(ctx, gctx context.Context, cl *kgo.Client, fs kgo.Fetches) error {
 	out, err := p.cfg.Transform(gctx, fs)
 	if err != nil {
+		p.ended(false)
 		return p.transformFailed(ctx, err)
 	}
 	if len(out) > 0 {
@@ -339,13 +349,21 @@ func (p *Pipe) handOn(ctx, gctx context.Context, cl *kgo.Client, fs kgo.Fetches)
 			return ProduceAll(actx, cl, out)
 		})
 		if err != nil { // past the shutdown deadline: the poll is read again after a restart
+			p.ended(false)
 			return nil
 		}
 	}
+	p.ended(true)
 	if err := cl.CommitUncommittedOffsets(gctx); err != nil {
 		p.cfg.Logger.Warn().Err(err).Msg("committing offsets; the batch may be handed on again")
 	}
 	return nil
+}
+
+func (p *Pipe) ended(handedOn bool) {
+	if p.cfg.Ended != nil {
+		p.cfg.Ended(handedOn)
+	}
 }
 
 func (p *Pipe) transformFailed(ctx context.Context, err error) error {

@@ -27,6 +27,10 @@ type TopicSpec struct {
 	// Compact sets cleanup.policy=compact (keep the latest record per key; tombstones
 	// delete) instead of delete.
 	Compact bool
+	// Segment is segment.ms (0: the broker default, a week): how long the active segment is
+	// written before it rolls; retention only deletes rolled segments, so a topic kept
+	// for less than the broker's default segment time needs a shorter one.
+	Segment time.Duration
 }
 
 // Retention periods of DefaultTopics.
@@ -38,6 +42,8 @@ const (
 	// RetentionLong keeps what an operator acts on later (the DLQ, deletion requests) for 30
 	// days.
 	RetentionLong = 30 * day
+	// RetentionDedupe keeps the router's de-duplication log: the longest DEDUPE_WINDOW.
+	RetentionDedupe = time.Hour
 )
 
 // DefaultTopics returns every topic of docs/topics.md, each with its partition count, retention and
@@ -53,6 +59,7 @@ const (
 //	tracking.rejected          partitions  delete   7 days
 //	tracking.deletions         partitions  delete   30 days
 //	webhooks.deliveries        partitions  delete   7 days
+//	router.dedupe              partitions  delete   1 hour (10-minute segments)
 //	webhooks.retry.<delay>     partitions  delete   7 days (one topic per distinct delay)
 //	webhooks.dlq               partitions  delete   30 days
 //	webhooks.attempts          partitions  delete   7 days
@@ -69,6 +76,7 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 		{Name: schemas.TopicRejected, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicDeletions, Partitions: partitions, Retention: RetentionLong},
 		{Name: schemas.TopicDeliveries, Partitions: partitions, Retention: RetentionDefault},
+		{Name: schemas.TopicDedupe, Partitions: partitions, Retention: RetentionDedupe, Segment: 10 * time.Minute},
 	}
 	var seen []time.Duration
 	for _, d := range retrySchedule {
@@ -98,6 +106,10 @@ func (s TopicSpec) Configs() map[string]*string {
 			ms = strconv.FormatInt(s.Retention.Milliseconds(), 10)
 		}
 		cfg["retention.ms"] = &ms
+	}
+	if s.Segment > 0 {
+		ms := strconv.FormatInt(s.Segment.Milliseconds(), 10)
+		cfg["segment.ms"] = &ms
 	}
 	return cfg
 }

@@ -14,7 +14,7 @@ import (
 // environment (the fields tagged env; docs/configuration.md#run-time-settings).
 type Config struct {
 	// Topic names; tests on a shared broker override them.
-	EventsTopic, DeletionsTopic, DeliveriesTopic, SuppressionsTopic string
+	EventsTopic, DeletionsTopic, DeliveriesTopic, SuppressionsTopic, DedupeTopic string
 	// Group is the consumer group of tracking.events; DeletionsGroup of tracking.deletions.
 	Group, DeletionsGroup string
 	// ExactlyOnce runs both consumers in Kafka transactions (ROUTER_EXACTLY_ONCE, default
@@ -29,6 +29,13 @@ type Config struct {
 	// TransactionTimeout bounds how long a transaction left open by a crashed router blocks
 	// its partitions (ROUTER_TRANSACTION_TIMEOUT).
 	TransactionTimeout time.Duration `env:"ROUTER_TRANSACTION_TIMEOUT" doc:"how long a transaction left open by a crashed router blocks its partitions; at least 1s"`
+	// DedupeWindow is how long a routed (source, messageId) is remembered: a message with the
+	// same pair within it is dropped (DEDUPE_WINDOW; 0 turns de-duplication off). At most
+	// platform.RetentionDedupe, how long router.dedupe keeps what a restart restores.
+	DedupeWindow time.Duration `env:"DEDUPE_WINDOW" doc:"drop a (source, messageId) the router routed within this window; 0: off; at most 1h"`
+	// DedupeMaxEntries bounds the pairs remembered by one router (about 60 bytes each): past
+	// it the oldest are forgotten early (ROUTER_DEDUPE_MAX_ENTRIES).
+	DedupeMaxEntries int `env:"ROUTER_DEDUPE_MAX_ENTRIES" doc:"most (source, messageId) pairs one router remembers (about 60 bytes each); past it the oldest are forgotten before the window ends"`
 	// MaxPollRecords bounds one poll, hence one transaction.
 	MaxPollRecords int
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): the transaction in
@@ -47,6 +54,9 @@ func DefaultConfig() Config {
 		DeletionsTopic:     schemas.TopicDeletions,
 		DeliveriesTopic:    schemas.TopicDeliveries,
 		SuppressionsTopic:  schemas.TopicSuppressions,
+		DedupeTopic:        schemas.TopicDedupe,
+		DedupeWindow:       10 * time.Minute,
+		DedupeMaxEntries:   2_000_000,
 		Group:              "tributary-router",
 		DeletionsGroup:     "tributary-router-deletions",
 		ExactlyOnce:        true,
@@ -84,6 +94,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ExactlyOnce && c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("ROUTER_TRANSACTION_TIMEOUT: must be at least 1s, got %s", c.TransactionTimeout))
+	}
+	if c.DedupeWindow < 0 || c.DedupeWindow > platform.RetentionDedupe {
+		errs = append(errs, fmt.Errorf("DEDUPE_WINDOW: must be between 0 (off) and %s (what %s keeps), got %s", platform.RetentionDedupe, schemas.TopicDedupe, c.DedupeWindow))
+	}
+	if c.DedupeWindow > 0 && (c.DedupeMaxEntries < 1 || c.DedupeTopic == "") {
+		errs = append(errs, fmt.Errorf("ROUTER_DEDUPE_MAX_ENTRIES: must be positive, got %d", c.DedupeMaxEntries))
 	}
 	if c.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("router max poll records: must be positive, got %d", c.MaxPollRecords))

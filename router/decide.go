@@ -21,6 +21,9 @@ const (
 	BlockedByPlan Outcome = "blocked_tracking_plan"
 	// Suppressed: the user is on the suppression list.
 	Suppressed Outcome = "suppressed"
+	// Duplicate: the router routed a message with the same source and messageId within
+	// DEDUPE_WINDOW; this one is dropped.
+	Duplicate Outcome = "duplicate"
 	// UnknownSource: the source-id header names no source of the current config.
 	UnknownSource Outcome = "unknown_source"
 	// Invalid: the record is not a tracking.events message (no source-id header, or a body

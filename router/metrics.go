@@ -12,11 +12,11 @@ type metrics struct {
 	deletions  *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, sup *suppressions) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, sup *suppressions, dd *dedupe) (*metrics, error) {
 	m := &metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_router_messages_total",
-			Help: "tracking.events messages by outcome: routed, no_destination, blocked_tracking_plan, suppressed, unknown_source, invalid.",
+			Help: "tracking.events messages by outcome: routed, no_destination, blocked_tracking_plan, suppressed, duplicate, unknown_source, invalid.",
 		}, []string{"outcome"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_router_deliveries_total",
@@ -31,7 +31,18 @@ func newMetrics(reg prometheus.Registerer, sup *suppressions) (*metrics, error) 
 		Name: "tributary_router_suppressed_users",
 		Help: "Users on the suppression list.",
 	}, func() float64 { return float64(sup.Len()) })
-	for _, c := range []prometheus.Collector{m.messages, m.deliveries, m.deletions, suppressed} {
+	cs := []prometheus.Collector{m.messages, m.deliveries, m.deletions, suppressed}
+	if dd != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tributary_router_dedupe_entries",
+			Help: "(source, messageId) pairs the router remembers for de-duplication (ROUTER_DEDUPE_MAX_ENTRIES at most).",
+		}, func() float64 { n, _ := dd.stats(); return float64(n) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tributary_router_dedupe_oldest_seconds",
+				Help: "Age of the oldest pair remembered; below DEDUPE_WINDOW under load, the memory bound shortens the window.",
+			}, func() float64 { _, age := dd.stats(); return age.Seconds() }))
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering router metrics: %w", err)
 		}

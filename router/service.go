@@ -42,7 +42,9 @@ type Service struct {
 	logger   zerolog.Logger
 	metrics  *metrics
 	sup      *suppressions
-	producer *kgo.Client // suppression-list writes
+	dedupe   *dedupe     // nil: DEDUPE_WINDOW 0
+	batchAt  time.Time   // when the batch being routed was routed (the events pipe's goroutine)
+	producer *kgo.Client // suppression-list writes, and router.dedupe's at least once
 	now      func() time.Time
 }
 
@@ -62,10 +64,14 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.sup, err = newSuppressions(cfg.SuppressionsTopic, deps.Kafka, deps.KafkaOpts, s.logger); err != nil {
 		return nil, err
 	}
-	if s.metrics, err = newMetrics(deps.Registerer, s.sup); err != nil {
+	if cfg.DedupeWindow > 0 {
+		s.dedupe = newDedupe(cfg, deps.Kafka, deps.KafkaOpts, s.logger)
+	}
+	if s.metrics, err = newMetrics(deps.Registerer, s.sup, s.dedupe); err != nil {
 		return nil, err
 	}
-	popts := append([]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)}, deps.KafkaOpts...)
+	popts := append([]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(newPartitioner(cfg.DedupeTopic))}, deps.KafkaOpts...)
 	if s.producer, err = platform.NewKafkaClient(deps.Kafka, s.logger, popts...); err != nil {
 		return nil, fmt.Errorf("router producer: %w", err)
 	}
@@ -87,6 +93,7 @@ func (s *Service) Run(ctx context.Context) error {
 	stopClosing := context.AfterFunc(gctx, closeProducer)
 	defer func() {
 		stopClosing()
+		_ = s.producer.Flush(gctx) // at least once, the last batch's router.dedupe records
 		closeProducer()
 	}()
 	var ready []<-chan struct{}
@@ -94,13 +101,19 @@ func (s *Service) Run(ctx context.Context) error {
 		ready = append(ready, s.deps.ConfigReady)
 	}
 	ready = append(ready, s.sup.Ready())
-	pipe := func(name, group, topic, txnSuffix string, maxPoll int, transform platform.Transform) (*platform.Pipe, error) {
+	pipe := func(name, group, topic, txnSuffix string, maxPoll int, transform platform.Transform, dd *dedupe) (*platform.Pipe, error) {
 		cfg := platform.PipeConfig{
 			Name: "router " + name, Kafka: s.deps.Kafka, Group: group, Topics: []string{topic},
 			Transform: transform, ExactlyOnce: s.cfg.ExactlyOnce, MaxPollRecords: maxPoll,
 			ShutdownTimeout: s.cfg.ShutdownTimeout, Ready: ready, Health: s.deps.Health,
 			Logger: s.logger.With().Str("consumer", name).Logger(),
 			Opts:   append([]kgo.Opt{kgo.SessionTimeout(20 * time.Second)}, s.deps.KafkaOpts...),
+		}
+		if dd != nil {
+			reset := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { dd.reset(ps[s.cfg.EventsTopic]) }
+			cfg.Opts = append(cfg.Opts, kgo.RecordPartitioner(newPartitioner(s.cfg.DedupeTopic)),
+				kgo.OnPartitionsAssigned(reset), kgo.OnPartitionsRevoked(reset), kgo.OnPartitionsLost(reset))
+			cfg.Ended = s.batchEnded
 		}
 		if s.cfg.ExactlyOnce {
 			cfg.TransactionalID = s.cfg.TransactionalID + txnSuffix
@@ -111,11 +124,11 @@ func (s *Service) Run(ctx context.Context) error {
 		cfg.InstanceID = s.cfg.TransactionalID + txnSuffix
 		return platform.NewPipe(cfg)
 	}
-	events, err := pipe("events", s.cfg.Group, s.cfg.EventsTopic, "-events", s.cfg.MaxPollRecords, s.routeBatch)
+	events, err := pipe("events", s.cfg.Group, s.cfg.EventsTopic, "-events", s.cfg.MaxPollRecords, s.routeBatch, s.dedupe)
 	if err != nil {
 		return err
 	}
-	deletions, err := pipe("deletions", s.cfg.DeletionsGroup, s.cfg.DeletionsTopic, "-deletions", 500, s.deleteBatch)
+	deletions, err := pipe("deletions", s.cfg.DeletionsGroup, s.cfg.DeletionsTopic, "-deletions", 500, s.deleteBatch, nil)
 	if err != nil {
 		return err
 	}
@@ -123,17 +136,33 @@ func (s *Service) Run(ctx context.Context) error {
 	return platform.RunAll(ctx, s.sup, events, deletions)
 }
 
-// routeBatch routes one poll of tracking.events.
-func (s *Service) routeBatch(_ context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
+// routeBatch routes one poll of tracking.events. With de-duplication on, a message whose
+// (source, messageId) was routed within the window is dropped, and the batch's pairs go to
+// router.dedupe: in its transaction (exactly once), or once it was handed on (batchEnded).
+func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
+	if s.dedupe != nil {
+		if err := s.dedupe.prepare(ctx, fs); err != nil {
+			return nil, err
+		}
+	}
+	s.batchAt = s.now()
 	step := Step{
 		DeliveriesTopic: s.cfg.DeliveriesTopic,
 		Config:          s.deps.Config(),
 		Suppressions:    s.sup,
-		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.now())),
+		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.batchAt)),
 	}
 	out := Deliveries{Records: make([]*kgo.Record, 0, fs.NumRecords())}
 	outcomes := map[Outcome]int{}
+	nowMs := s.batchAt.UnixMilli()
 	fs.EachRecord(func(r *kgo.Record) {
+		if s.dedupe != nil {
+			src, id := headerValue(r, schemas.HeaderSourceID), headerValue(r, schemas.HeaderMessageID)
+			if len(src) > 0 && len(id) > 0 && s.dedupe.seenBefore(r.Partition, src, id, nowMs) {
+				outcomes[Duplicate]++
+				return
+			}
+		}
 		var o Outcome
 		var err error
 		out, o, err = step.Route(r, out)
@@ -153,7 +182,29 @@ func (s *Service) routeBatch(_ context.Context, fs kgo.Fetches) ([]*kgo.Record, 
 	for d, n := range perDest {
 		s.metrics.deliveries.WithLabelValues(d, "message").Add(float64(n))
 	}
+	if s.dedupe != nil && s.cfg.ExactlyOnce {
+		out.Records = append(out.Records, s.dedupe.records(s.batchAt)...)
+	}
 	return out.Records, nil
+}
+
+// batchEnded is the events pipe's Ended: a batch handed on is remembered as routed, an
+// aborted one forgotten. At least once, its router.dedupe records are written only now, after
+// its deliveries were acknowledged: were they written with them, a crash between the two
+// acknowledgements would drop, after the restart, messages whose deliveries were never
+// written. A dedupe record lost here (a crash, a failed write) only lets a later duplicate
+// through.
+func (s *Service) batchEnded(handedOn bool) {
+	if handedOn && !s.cfg.ExactlyOnce {
+		for _, r := range s.dedupe.records(s.batchAt) {
+			s.producer.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+				if err != nil {
+					s.logger.Warn().Err(err).Msg("writing router.dedupe (at least once): a duplicate of this batch may be routed again after a restart")
+				}
+			})
+		}
+	}
+	s.dedupe.ended(handedOn, s.batchAt)
 }
 
 // deleteBatch turns one poll of tracking.deletions into delete notices and suppression-list

@@ -21,6 +21,10 @@ const (
 	TopicDeletions = "tracking.deletions"
 	// TopicSuppressions is the compacted list of suppressed user ids, keyed by userId.
 	TopicSuppressions = "tracking.suppressions"
+	// TopicDedupe is the router's windowed de-duplication log: one record per routed batch and
+	// tracking.events partition (same partition number), whose value is the 16-byte digests of
+	// the batch's (source, messageId) pairs (docs/topics.md#routerdedupe).
+	TopicDedupe = "router.dedupe"
 	// TopicDeliveries carries the exact JSON bodies to POST, keyed by destination id + user.
 	TopicDeliveries = "webhooks.deliveries"
 	// TopicDLQ carries deliveries that failed permanently or ran out of retry window.
