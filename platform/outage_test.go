@@ -28,7 +28,7 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 	e := newPipeEnv(t, kafkatest.Embedded(t))
 	network := &servicetest.NetCut{}
 	health := platform.NewHealth()
-	var calls atomic.Int64
+	var calls, handed, aborted atomic.Int64
 	cutOnce := sync.OnceFunc(network.Cut)
 	transform := func(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
 		if calls.Add(1) == 3 { // the third batch: cut the network before it is produced
@@ -40,6 +40,13 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 		c.Opts = append(c.Opts, kgo.Dialer(network.Dial))
 		c.ProduceTimeout = 2 * time.Second
 		c.Health = health
+		c.Ended = func(handedOn bool) {
+			if handedOn {
+				handed.Add(1)
+			} else {
+				aborted.Add(1)
+			}
+		}
 	})
 	stop, done := startPipe(t, p)
 	stopped := false
@@ -97,5 +104,9 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 	stopped = true
 	if err := <-done; err != nil {
 		t.Errorf("Run after the outage and a stop: %v", err)
+	}
+	// Ended: once per transformed batch, false for the one the outage aborted.
+	if aborted.Load() == 0 || handed.Load()+aborted.Load() != calls.Load() {
+		t.Errorf("Ended: %d handed on, %d not, for %d batches transformed", handed.Load(), aborted.Load(), calls.Load())
 	}
 }

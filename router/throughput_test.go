@@ -16,6 +16,7 @@ import (
 // embedded broker and reads every delivery back: messages/s in and deliveries/s out, for 1 and
 // 3 destinations, exactly once (transactions) and at least once. The time counted is from the
 // router's start to the last delivery read, so it includes joining the group.
+// BENCH_DEDUPE_WINDOW=0 turns de-duplication off (BENCH_MAX_POLL sets MaxPollRecords).
 //
 //	go test -run '^$' -bench RouterThroughput -benchtime 50000x ./router
 func BenchmarkRouterThroughput(b *testing.B) {
@@ -46,6 +47,9 @@ func BenchmarkRouterThroughput(b *testing.B) {
 					c.ExactlyOnce = eos
 					if v := os.Getenv("BENCH_MAX_POLL"); v != "" {
 						c.MaxPollRecords, _ = strconv.Atoi(v)
+					}
+					if v := os.Getenv("BENCH_DEDUPE_WINDOW"); v != "" {
+						c.DedupeWindow, _ = time.ParseDuration(v)
 					}
 				})
 				want := b.N * dests
