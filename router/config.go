@@ -33,9 +33,9 @@ type Config struct {
 	// same pair within it is dropped (DEDUPE_WINDOW; 0 turns de-duplication off). At most
 	// platform.RetentionDedupe, how long router.dedupe keeps what a restart restores.
 	DedupeWindow time.Duration `env:"DEDUPE_WINDOW" doc:"drop a (source, messageId) the router routed within this window; 0: off; at most 1h"`
-	// DedupeMaxEntries bounds the pairs remembered by one router (about 60 bytes each): past
+	// DedupeMaxEntries bounds the pairs remembered by one router (about 75 bytes each): past
 	// it the oldest are forgotten early (ROUTER_DEDUPE_MAX_ENTRIES).
-	DedupeMaxEntries int `env:"ROUTER_DEDUPE_MAX_ENTRIES" doc:"most (source, messageId) pairs one router remembers (about 60 bytes each); past it the oldest are forgotten before the window ends"`
+	DedupeMaxEntries int `env:"ROUTER_DEDUPE_MAX_ENTRIES" doc:"most (source, messageId) pairs one router remembers (about 75 bytes each); past it the oldest are forgotten before the window ends"`
 	// MaxPollRecords bounds one poll, hence one transaction.
 	MaxPollRecords int
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): the transaction in

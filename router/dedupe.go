@@ -54,7 +54,7 @@ const maxDigestsPerRecord = 32 << 10
 // are pending until the pipe says the batch was handed on (ended); an aborted batch's are
 // forgotten, since its records are read again.
 //
-// Memory is bounded by maxEntries digests (about 60 bytes each): beyond it, the oldest are
+// Memory is bounded by maxEntries digests (about 75 bytes each): beyond it, the oldest are
 // forgotten early, which shortens the window in effect (the oldest-age metric shows it).
 type dedupe struct {
 	window     time.Duration
