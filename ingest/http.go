@@ -52,7 +52,7 @@ type rejected struct {
 func (s *Service) endpoint(name string, batch bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if s.refuseUntilConfigLoaded(w) {
+		if s.refuseUntilConfigLoaded(w, r) {
 			s.metrics.requests.WithLabelValues(name, "503").Inc()
 			return
 		}
@@ -69,6 +69,7 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 		switch {
 		case src != nil:
 		case headerKey != "" && !bearer: // a Basic user name is authoritative
+			closeUnread(w, r)
 			w.Header().Set("WWW-Authenticate", `Basic realm="tributary"`)
 			writeError(w, &apiError{http.StatusUnauthorized, "unauthorized", "missing or unknown write key: send it as the HTTP Basic user name"})
 			s.metrics.requests.WithLabelValues(name, "401").Inc()
@@ -78,6 +79,7 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 		}
 		if ip := s.clientIP(r); s.perIP != nil && s.capsAddress(ip) {
 			if !s.perIP.acquire(ip) {
+				closeUnread(w, r)
 				w.Header().Set("Retry-After", "1")
 				writeError(w, &apiError{http.StatusTooManyRequests, "too_many_requests", "too many requests from this address at once; retry"})
 				s.metrics.requests.WithLabelValues(name, "429").Inc()
@@ -90,6 +92,7 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 			case pool <- struct{}{}:
 				defer func() { <-pool }()
 			default:
+				closeUnread(w, r)
 				w.Header().Set("Retry-After", "1")
 				writeError(w, &apiError{http.StatusServiceUnavailable, "overloaded", "too many requests in flight; retry"})
 				s.metrics.requests.WithLabelValues(name, "503").Inc()
@@ -157,7 +160,7 @@ func (l *ipLimit) release(ip string) {
 
 // refuseUntilConfigLoaded answers 503 config_loading with Retry-After while the config is not
 // loaded yet (Deps.ConfigReady), and says whether it did.
-func (s *Service) refuseUntilConfigLoaded(w http.ResponseWriter) bool {
+func (s *Service) refuseUntilConfigLoaded(w http.ResponseWriter, r *http.Request) bool {
 	if s.deps.ConfigReady == nil {
 		return false
 	}
@@ -166,9 +169,22 @@ func (s *Service) refuseUntilConfigLoaded(w http.ResponseWriter) bool {
 		return false
 	default:
 	}
+	closeUnread(w, r)
 	w.Header().Set("Retry-After", "1")
 	writeError(w, &apiError{http.StatusServiceUnavailable, "config_loading", "the configuration is still loading, so write keys cannot be checked yet; retry"})
 	return true
+}
+
+// closeUnread closes the connection after the answer to a request refused before its body was
+// read, without reading the body. Otherwise Go's server reads up to 256 KB of the unread body
+// (to keep the connection alive) — before it writes the answer, and again when the request
+// ends: a client trickling a body would get its refusal only once the whole body had arrived,
+// and hold the connection and a goroutine as long.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 }
 
 // serve handles one request and returns the status it answered and the messages accepted.

@@ -68,7 +68,7 @@ func (s *Service) settings(w http.ResponseWriter, r *http.Request) int {
 		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 		return fail(&apiError{http.StatusMethodNotAllowed, "method_not_allowed", "use GET"})
 	}
-	if s.refuseUntilConfigLoaded(w) {
+	if s.refuseUntilConfigLoaded(w, r) {
 		return http.StatusServiceUnavailable
 	}
 	key := r.PathValue("writeKey")

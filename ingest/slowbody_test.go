@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -54,6 +55,17 @@ func TestSlowBodiesCannotTakeTheSlots(t *testing.T) {
 		}
 		if status, _ := h.post("/v1/track", track, basic("wk_attacker")); status != http.StatusUnauthorized {
 			t.Errorf("an unknown key: %d, want 401", status)
+		}
+	})
+	t.Run("a refused slow body is answered and closed at once", func(t *testing.T) {
+		// Go's server reads up to 256 KB of an unread body before it writes the answer, to keep
+		// the connection: for a body trickling in, the 401 came only once the whole body had.
+		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP = 4, 0 })
+		c := slowBody(t, h, "wk_attacker")
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		got, err := io.ReadAll(c) // the answer, then the end of the connection
+		if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 401") {
+			t.Fatalf("answer to an unknown key with a slow body: %q, %v; want a 401 and the connection closed at once", got, err)
 		}
 	})
 	t.Run("one address holds at most its share", func(t *testing.T) {
