@@ -5,6 +5,7 @@
 #
 #   kafka.sh fetch    download Kafka's jars into the cache folder (idempotent, fast when cached)
 #   kafka.sh up       start the broker unless one runs; print ONLY its bootstrap address on stdout
+#   kafka.sh start    start it again on the state `up` made (same ports and data), after a kill
 #   kafka.sh down     stop it (SIGTERM, SIGKILL after 20s) and remove its state folder
 #   kafka.sh brokers  print the running broker's bootstrap address, or exit 1
 #   kafka.sh status   say whether one runs, where, and what is cached
@@ -236,6 +237,50 @@ stop_pid() {
 	die "broker $pid is still alive after SIGKILL"
 }
 
+# launch ADDR starts the broker of $state/server.properties in the background, records its pid
+# and address; the caller waits for it to answer.
+launch() {
+	# setsid: its own session, so that the terminal's or make's signals do not reach it; all
+	# its output to the log, and no inherited descriptors, so that $(kafka.sh up) returns.
+	# shellcheck disable=SC2086 # KAFKA_HEAP_OPTS holds several options
+	setsid "$(java_bin)" ${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+		-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+		-Dlog4j2.configurationFile="$log4j_conf" -Dtributary.kafka.loglevel=INFO \
+		-cp "$libs/*" kafka.Kafka "$state/server.properties" \
+		</dev/null >>"$state/kafka.log" 2>&1 9>&- &
+	echo "$!" >"$state/pid"
+	echo "$1" >"$state/address"
+}
+
+# do_start starts the broker again on the state folder `up` made — same node, ports and data —
+# after it was killed (the chaos harness kills and restarts it).
+do_start() {
+	local addr pid t0=$SECONDS
+	if addr=$(running_addr); then
+		echo "$addr"
+		return 0
+	fi
+	[ -f "$state/server.properties" ] && [ -f "$state/address" ] || die "no broker state in $state to start from (use: $0 up)"
+	addr=$(cat "$state/address")
+	say "starting Apache Kafka $version again on $addr (state $state)"
+	launch "$addr"
+	pid=$(cat "$state/pid")
+	if java_run ERROR KafkaProbe ready "$addr" "$start_timeout" "$pid" 2>>"$state/probe.log"; then
+		say "Apache Kafka $version is up again at $addr (pid $pid, $((SECONDS - t0))s)"
+		echo "$addr"
+		return 0
+	fi
+	say "Apache Kafka did not start again; last lines of $state/kafka.log:"
+	tail -n 60 "$state/kafka.log" >&2 || true
+	exit 1
+}
+
+cmd_start() {
+	require_java
+	cmd_fetch
+	with_lock run do_start
+}
+
 do_up() {
 	local addr
 	if addr=$(running_addr); then
@@ -260,17 +305,8 @@ do_up() {
 			die "kafka.tools.StorageTool format failed (log above: $state/format.log)"
 		fi
 		say "starting Apache Kafka $version (cluster $cluster_id) on 127.0.0.1:$port, controller on 127.0.0.1:$cport"
-		# setsid: its own session, so that the terminal's or make's signals do not reach it; all
-		# its output to the log, and no inherited descriptors, so that $(kafka.sh up) returns.
-		# shellcheck disable=SC2086 # KAFKA_HEAP_OPTS holds several options
-		setsid "$(java_bin)" ${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-			-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
-			-Dlog4j2.configurationFile="$log4j_conf" -Dtributary.kafka.loglevel=INFO \
-			-cp "$libs/*" kafka.Kafka "$state/server.properties" \
-			</dev/null >"$state/kafka.log" 2>&1 9>&- &
-		pid=$!
-		echo "$pid" >"$state/pid"
-		echo "127.0.0.1:$port" >"$state/address"
+		launch "127.0.0.1:$port"
+		pid=$(cat "$state/pid")
 		if java_run ERROR KafkaProbe ready "127.0.0.1:$port" "$start_timeout" "$pid" 2>>"$state/probe.log"; then
 			say "Apache Kafka $version is up at 127.0.0.1:$port (pid $pid, $((SECONDS - t0))s; log: $state/kafka.log)"
 			echo "127.0.0.1:$port"
@@ -375,6 +411,7 @@ usage() {
 case ${1:-} in
 fetch) cmd_fetch ;;
 up) cmd_up ;;
+start) cmd_start ;;
 down) cmd_down ;;
 brokers) cmd_brokers ;;
 status) cmd_status ;;
