@@ -134,7 +134,11 @@ func New(ctx context.Context, cfg Config, logger zerolog.Logger) (_ *Stack, err 
 		return nil, fmt.Errorf("creating topics: %w", err)
 	}
 	if cfg.ConfigFile != "" {
-		if err := platform.ApplyConfigFile(ctx, admCl, schemas.TopicConfig, cfg.ConfigFile); err != nil {
+		keys, err := s.cfg.Kafka.ConfigKeyring()
+		if err != nil {
+			return nil, err
+		}
+		if err := platform.ApplyConfigFile(ctx, admCl, schemas.TopicConfig, cfg.ConfigFile, keys); err != nil {
 			return nil, fmt.Errorf("applying %s: %w", cfg.ConfigFile, err)
 		}
 		logger.Info().Str("file", cfg.ConfigFile).Msg("config applied")

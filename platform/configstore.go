@@ -21,21 +21,28 @@ import (
 // schemas.TopicConfig) and waits until the brokers have acknowledged all of them. It is an
 // upsert: objects that exist in the topic but not in cfg stay. cfg is validated first
 // (cfg.Records), and sources are written with their write-key hash, never the key itself.
-func ApplyConfig(ctx context.Context, cl *kgo.Client, topic string, cfg *schemas.Config) error {
+// With keys (KafkaSettings.ConfigKeyring; nil: none), the destinations' secrets are written
+// encrypted (schemas.SealConfigRecord).
+func ApplyConfig(ctx context.Context, cl *kgo.Client, topic string, cfg *schemas.Config, keys *schemas.Keyring) error {
 	recs, err := cfg.Records()
 	if err != nil {
 		return fmt.Errorf("applying config: %w", err)
+	}
+	for i := range recs {
+		if recs[i], err = schemas.SealConfigRecord(recs[i], keys); err != nil {
+			return fmt.Errorf("applying config: %w", err)
+		}
 	}
 	return ProduceConfigRecords(ctx, cl, topic, recs...)
 }
 
 // ApplyConfigFile loads, validates and applies one config file (YAML or JSON): see ApplyConfig.
-func ApplyConfigFile(ctx context.Context, cl *kgo.Client, topic, path string) error {
+func ApplyConfigFile(ctx context.Context, cl *kgo.Client, topic, path string, keys *schemas.Keyring) error {
 	cfg, err := schemas.LoadConfigFile(path)
 	if err != nil {
 		return fmt.Errorf("applying config file: %w", err)
 	}
-	if err := ApplyConfig(ctx, cl, topic, cfg); err != nil {
+	if err := ApplyConfig(ctx, cl, topic, cfg, keys); err != nil {
 		return fmt.Errorf("applying %s: %w", path, err)
 	}
 	return nil
@@ -43,6 +50,7 @@ func ApplyConfigFile(ctx context.Context, cl *kgo.Client, topic, path string) er
 
 // ProduceConfigRecords writes config records to the config topic, in order, and waits for
 // their acknowledgement. A record with a nil Value is a tombstone: it deletes the object.
+// The records are written as they are: seal them first (schemas.SealConfigRecord).
 // The console uses it to upsert or delete single objects.
 func ProduceConfigRecords(ctx context.Context, cl *kgo.Client, topic string, recs ...schemas.ConfigRecord) error {
 	if len(recs) == 0 {
@@ -209,6 +217,9 @@ type ConfigStore struct {
 
 	snap atomic.Pointer[Snapshot]
 
+	// keys decrypt the destinations' secrets (CONFIG_ENCRYPTION_KEY); nil: none.
+	keys *schemas.Keyring
+
 	// Owned by Run's goroutine (the reader's callbacks).
 	state   configState
 	version uint64
@@ -225,16 +236,20 @@ func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts .
 	if topic == "" {
 		return nil, errors.New("config store: no topic")
 	}
+	keys, err := s.ConfigKeyring()
+	if err != nil {
+		return nil, fmt.Errorf("config store: %w", err)
+	}
 	logger = logger.With().Str("component", "configstore").Str("topic", topic).Logger()
 	cs := &ConfigStore{
 		logger: logger,
+		keys:   keys,
 		state: configState{
 			sources:      map[string]*schemas.Source{},
 			destinations: map[string]*schemas.Destination{},
 			audiences:    map[string]*schemas.Audience{},
 		},
 	}
-	var err error
 	cs.reader, err = NewTopicReader(TopicReaderConfig{
 		Kafka:  s,
 		Topic:  topic,
@@ -293,7 +308,7 @@ func (cs *ConfigStore) Run(ctx context.Context) error {
 // apply applies one record to the state (not yet published).
 func (cs *ConfigStore) apply(r *kgo.Record) {
 	cs.changed = true
-	o, err := schemas.DecodeConfigRecord(string(r.Key), r.Value)
+	o, err := schemas.DecodeConfigRecordWith(string(r.Key), r.Value, cs.keys)
 	if err != nil {
 		cs.logger.Error().Err(err).Str("key", string(r.Key)).Int32("partition", r.Partition).
 			Int64("offset", r.Offset).Msg("skipping config record that does not decode")

@@ -3,6 +3,7 @@ package platform_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ func TestKafkaConformance(t *testing.T) {
 		t.Run("partitions only grow", func(t *testing.T) { testPartitionsOnlyGrow(t, settings) })
 		t.Run("config store", func(t *testing.T) { testConfigStore(t, settings) })
 		t.Run("config store on an empty topic", func(t *testing.T) { testConfigStoreEmpty(t, settings) })
+		t.Run("config secrets at rest", func(t *testing.T) { testConfigSecretsAtRest(t, settings) })
 	})
 }
 
@@ -248,7 +250,7 @@ func testConfigStore(t *testing.T, s platform.KafkaSettings) {
 	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, spec); err != nil {
 		t.Fatalf("EnsureTopics: %v", err)
 	}
-	if err := platform.ApplyConfigFile(ctx, cl, topic, "testdata/config.yaml"); err != nil {
+	if err := platform.ApplyConfigFile(ctx, cl, topic, "testdata/config.yaml", nil); err != nil {
 		t.Fatalf("ApplyConfigFile: %v", err)
 	}
 
@@ -287,7 +289,7 @@ func testConfigStore(t *testing.T, s platform.KafkaSettings) {
 	// An upsert: a file with only the web source changes it and leaves the rest alone.
 	changes := snap.Stale()
 	cfg := &schemas.Config{Sources: []schemas.Source{{ID: "web", Name: "Web site v2", WriteKey: "wk_test_web2"}}}
-	if err := platform.ApplyConfig(ctx, cl, topic, cfg); err != nil {
+	if err := platform.ApplyConfig(ctx, cl, topic, cfg, nil); err != nil {
 		t.Fatalf("ApplyConfig: %v", err)
 	}
 	snap = waitVisible(t, store, "change", func(s *platform.Snapshot) bool {
@@ -328,7 +330,7 @@ func testConfigStore(t *testing.T, s platform.KafkaSettings) {
 		t.Fatalf("producing a bad record: %v", err)
 	}
 	cfg = &schemas.Config{Sources: []schemas.Source{{ID: "later", WriteKey: "wk_test_later"}}}
-	if err := platform.ApplyConfig(ctx, cl, topic, cfg); err != nil {
+	if err := platform.ApplyConfig(ctx, cl, topic, cfg, nil); err != nil {
 		t.Fatalf("ApplyConfig after a bad record: %v", err)
 	}
 	snap = waitVisible(t, store, "change after a bad record", func(s *platform.Snapshot) bool {
@@ -387,6 +389,63 @@ func testConfigStoreEmpty(t *testing.T, s platform.KafkaSettings) {
 	}
 }
 
+// testConfigSecretsAtRest applies a config with CONFIG_ENCRYPTION_KEY set: the topic's records
+// hold no shared secret in clear, a store with the key reads it back, and a store without the
+// key skips that destination with an error naming the key id (and not the secret).
+func testConfigSecretsAtRest(t *testing.T, s platform.KafkaSettings) {
+	ctx := testCtx(t, 60*time.Second)
+	cl, adm := newClient(t, s)
+	topic := kafkatest.UniqueTopic(t, "config")
+	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, []platform.TopicSpec{{Name: topic, Partitions: 1, Compact: true}}); err != nil {
+		t.Fatalf("EnsureTopics: %v", err)
+	}
+	withKey := s
+	withKey.ConfigEncryptionKey = "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{42}, 32))
+	keys, err := withKey.ConfigKeyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := platform.ApplyConfigFile(ctx, cl, topic, "testdata/config.yaml", keys); err != nil {
+		t.Fatalf("ApplyConfigFile: %v", err)
+	}
+	raw, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	seen := 0
+	for seen < 5 { // 2 sources, 2 destinations, 1 audience
+		fs := raw.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 5 records", seen)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			seen++
+			if bytes.Contains(r.Value, []byte("s3cret")) {
+				t.Errorf("record %s holds the shared secret in clear: %s", r.Key, r.Value)
+			}
+			if string(r.Key) == "destination/order-hooks" && !bytes.Contains(r.Value, []byte(`"sharedSecret":"enc:v1:k1:`)) {
+				t.Errorf("record %s: the shared secret is not encrypted: %s", r.Key, r.Value)
+			}
+		})
+	}
+	store, _ := runStore(t, withKey, topic, zerolog.Nop())
+	if d, ok := store.Snapshot().DestinationByID("order-hooks"); !ok || d.Settings.SharedSecret != "s3cret" {
+		t.Errorf("with the key: order-hooks = %+v, %v; want its shared secret decrypted", d, ok)
+	}
+	var logs lockedBuffer
+	keyless, _ := runStore(t, s, topic, zerolog.New(&logs))
+	if _, ok := keyless.Snapshot().DestinationByID("order-hooks"); ok {
+		t.Error("without the key, order-hooks was loaded")
+	}
+	if _, ok := keyless.Snapshot().DestinationByID("paused-hooks"); !ok {
+		t.Error("without the key, a destination without secrets was not loaded")
+	}
+	if l := logs.String(); !strings.Contains(l, `\"k1\"`) || !strings.Contains(l, "CONFIG_ENCRYPTION_KEY") || strings.Contains(l, "s3cret") {
+		t.Errorf("the keyless store's log must name the key id and the variable, never the secret: %s", l)
+	}
+}
+
 // TestConfigStoreTimingVirtual pins the config store's timing on the bubble's fake clock
 // (testing/synctest, kfake on its virtual network), where the machine's load cannot move it:
 // a store started before its topic exists waits for it and is ready once it is created, and
@@ -440,7 +499,7 @@ func TestConfigStoreTimingVirtual(t *testing.T) {
 		// change is read first, without a bound.
 		for i, id := range []string{"warm-up", "web", "app"} {
 			cfg := &schemas.Config{Sources: []schemas.Source{{ID: id, WriteKey: "wk_" + id}}}
-			if err := platform.ApplyConfig(t.Context(), cl, topic, cfg); err != nil {
+			if err := platform.ApplyConfig(t.Context(), cl, topic, cfg, nil); err != nil {
 				t.Fatalf("ApplyConfig: %v", err)
 			}
 			applied := time.Now()

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // SASL mechanisms accepted in KAFKA_SASL_MECHANISM.
@@ -39,6 +41,15 @@ type KafkaSettings struct {
 	// Partitions is the partition count of every created topic but tributary.config
 	// (KAFKA_PARTITIONS, default 6).
 	Partitions int32 `env:"KAFKA_PARTITIONS" services:"tributary-init, tributary" doc:"partitions of every created topic but 'tributary.config': at most this many replicas of a consumer share the work ([operations.md](operations.md#topics-and-partitions))"`
+	// ConfigEncryptionKey encrypts the destinations' secrets on tributary.config and decrypts
+	// them when it is read (CONFIG_ENCRYPTION_KEY; schemas.ParseKeyring). Every process that
+	// writes or reads the topic needs the same value.
+	ConfigEncryptionKey string `env:"CONFIG_ENCRYPTION_KEY" secret:"true" doc:"'<key id>:<base64 of 32 bytes>', comma-separated, the first encrypting: shared secrets and static header values are stored AES-256-GCM encrypted in 'tributary.config'; every service needs it ([configuration.md](configuration.md#secrets-at-rest))"`
+}
+
+// ConfigKeyring returns the keys of ConfigEncryptionKey; nil when it is empty.
+func (s KafkaSettings) ConfigKeyring() (*schemas.Keyring, error) {
+	return schemas.ParseKeyring(s.ConfigEncryptionKey)
 }
 
 // DefaultKafkaSettings returns the defaults of docs/configuration.md#run-time-settings: no
@@ -83,6 +94,9 @@ func (s KafkaSettings) validate(requireBrokers bool) error {
 	}
 	if len(s.Brokers) == 0 && requireBrokers {
 		bad("KAFKA_BROKERS", "no broker given")
+	}
+	if _, err := s.ConfigKeyring(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, b := range s.Brokers {
 		host, port, err := net.SplitHostPort(b)

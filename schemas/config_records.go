@@ -116,7 +116,15 @@ func marshalRecord(key string, v any) (ConfigRecord, error) {
 // valid id; an empty value is a tombstone (ConfigObject.Deleted). Otherwise the value is
 // decoded as strictly as a config file (unknown fields are errors), must pass the object's
 // Validate, must carry the id of its key, and a source must carry writeKeyHash, not writeKey.
+// A record with encrypted secrets (SealConfigRecord) is an error: see DecodeConfigRecordWith.
 func DecodeConfigRecord(key string, value []byte) (ConfigObject, error) {
+	return DecodeConfigRecordWith(key, value, nil)
+}
+
+// DecodeConfigRecordWith is DecodeConfigRecord decrypting the record's encrypted secrets
+// with keys (nil: none may be encrypted). Plain secrets are read as they are, with or
+// without keys.
+func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObject, error) {
 	kind, id, ok := strings.Cut(key, "/")
 	obj := ConfigObject{Kind: ConfigKind(kind), ID: id}
 	switch {
@@ -143,6 +151,9 @@ func DecodeConfigRecord(key string, value []byte) (ConfigObject, error) {
 		target = obj.Audience
 	}
 	lines, err := decodeStrict(value, ConfigFormatJSON, target)
+	if err == nil && obj.Destination != nil {
+		err = obj.Destination.openSecrets(key, keys)
+	}
 	if err == nil {
 		v := &validator{lines: lines}
 		target.check(v, "")

@@ -262,7 +262,7 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("external-kafka-sasl-tls-ingress-autoscaling", func(t *testing.T) {
-		r := render(t, "tributary-kafka-credentials,kafka-ca", "--values", external,
+		r := render(t, "tributary-kafka-credentials,kafka-ca,tributary-config-key", "--values", external,
 			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
 		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 1, "ServiceMonitor": 3, "Secret": 1, "Deployment": 2, "StatefulSet": 2} {
 			if got := r.count(kind); got != n {
@@ -271,7 +271,7 @@ func TestHelmChart(t *testing.T) {
 		}
 		env := workloadEnv(t, r.yaml)
 		for _, c := range []string{"init", "ingest", "router", "deliverer"} {
-			for _, k := range []string{"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_BROKERS", "KAFKA_SASL_MECHANISM", "KAFKA_TLS", "KAFKA_TLS_CA_FILE", "KAFKA_PARTITIONS"} {
+			for _, k := range []string{"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_BROKERS", "KAFKA_SASL_MECHANISM", "KAFKA_TLS", "KAFKA_TLS_CA_FILE", "KAFKA_PARTITIONS", "CONFIG_ENCRYPTION_KEY"} {
 				if !env[c][k] {
 					t.Errorf("%s does not get %s", c, k)
 				}
@@ -341,7 +341,7 @@ func TestHelmChart(t *testing.T) {
 	t.Run("env-names", func(t *testing.T) {
 		// Every variable the chart sets is read by the code of the component that gets it.
 		df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
-		r := render(t, "tributary-kafka-credentials,kafka-ca", "--values", external)
+		r := render(t, "tributary-kafka-credentials,kafka-ca,tributary-config-key", "--values", external)
 		for c, names := range workloadEnv(t, r.yaml) {
 			target := c
 			if c == "init" {

@@ -145,7 +145,7 @@ func (e *Env) Apply(yaml string) {
 	if err != nil {
 		e.T.Fatalf("parsing config: %v", err)
 	}
-	if err := platform.ApplyConfig(e.Ctx, e.Client, schemas.TopicConfig, cfg); err != nil {
+	if err := platform.ApplyConfig(e.Ctx, e.Client, schemas.TopicConfig, cfg, nil); err != nil {
 		e.T.Fatal(err)
 	}
 }

@@ -351,7 +351,11 @@ func startIngest(ctx context.Context) (_ string, _ func(), err error) {
 	if err := platform.EnsureTopics(ctx, kadm.NewClient(admin), 1, topics); err != nil {
 		return "", nil, fmt.Errorf("creating topics: %w", err)
 	}
-	if err := platform.ApplyConfigFile(ctx, admin, schemas.TopicConfig, configFile); err != nil {
+	keys, err := kafka.ConfigKeyring()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := platform.ApplyConfigFile(ctx, admin, schemas.TopicConfig, configFile, keys); err != nil {
 		return "", nil, fmt.Errorf("applying %s: %w", configFile, err)
 	}
 	store, err := platform.NewConfigStore(kafka, schemas.TopicConfig, logger)

@@ -1,7 +1,7 @@
 // Command tributary-init prepares a Kafka cluster for Tributary and exits: it creates every
 // topic (idempotently, with the partitions of KAFKA_PARTITIONS and one retry tier per distinct
 // delay of RETRY_SCHEDULE) and applies (upserts) the tenant config of CONFIG_FILE to
-// tributary.config. It is the one-shot `init` service of docker-compose.yml and the init Job
+// tributary.config, its destinations' secrets encrypted when CONFIG_ENCRYPTION_KEY is set. It is the one-shot `init` service of docker-compose.yml and the init Job
 // of the Helm chart; `make run` does the same in process (devstack.New).
 //
 // Settings come from the environment (platform.InitSettingsFromEnv): KAFKA_* (brokers
@@ -72,6 +72,10 @@ func initialise(ctx context.Context, s platform.InitSettings, logger zerolog.Log
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	topics := platform.DefaultTopics(s.Kafka.Partitions, s.RetrySchedule)
+	keys, err := s.Kafka.ConfigKeyring()
+	if err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
@@ -79,7 +83,7 @@ func initialise(ctx context.Context, s platform.InitSettings, logger zerolog.Log
 	for attempt := 1; ; attempt++ {
 		err := platform.EnsureTopics(ctx, adm, s.Kafka.ReplicationFactor, topics)
 		if err == nil && s.ConfigFile != "" {
-			err = platform.ApplyConfigFile(ctx, cl, schemas.TopicConfig, s.ConfigFile)
+			err = platform.ApplyConfigFile(ctx, cl, schemas.TopicConfig, s.ConfigFile, keys)
 		}
 		if err == nil {
 			ev := logger.Info().Int("topics", len(topics)).Int32("partitions", s.Kafka.Partitions).

@@ -73,7 +73,7 @@ app.kubernetes.io/component: {{ .name }}
 {{- if or .Values.tenantConfig.content .Values.tenantConfig.existingConfigMap .Values.tenantConfig.existingSecret }}true{{ end }}
 {{- end }}
 
-{{/* Environment every container gets: the common ConfigMap and the SASL credentials. */}}
+{{/* Environment every container gets: the SASL credentials and the config encryption key. */}}
 {{- define "tributary.commonEnv" -}}
 {{- if .Values.kafka.sasl.mechanism }}
 - name: KAFKA_SASL_USERNAME
@@ -86,6 +86,13 @@ app.kubernetes.io/component: {{ .name }}
     secretKeyRef:
       name: {{ include "tributary.kafkaSecret" . }}
       key: {{ ternary .Values.kafka.sasl.passwordKey "password" (ne .Values.kafka.sasl.existingSecret "") }}
+{{- end }}
+{{- with .Values.tenantConfig.encryption.existingSecret }}
+- name: CONFIG_ENCRYPTION_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.tenantConfig.encryption.secretKey }}
 {{- end }}
 {{- end }}
 

@@ -1,0 +1,142 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+func testKey(b byte) string { return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)) }
+
+func sealedDestination(t *testing.T, keys *Keyring) ConfigRecord {
+	t.Helper()
+	d := Destination{ID: "order-hooks", Type: DestinationTypeWebhooks, Sources: []string{"web"},
+		Settings: DestinationSettings{
+			Webhooks: []Webhook{
+				{URL: "https://hooks.example.com/a", Headers: map[string]string{"Authorization": "Bearer tok-a1", "X-Team": "growth"}},
+				{URL: "https://hooks.example.com/b", Headers: map[string]string{"Authorization": "Bearer tok-b2"}},
+			},
+			SharedSecret: "s3cret-now", PreviousSharedSecret: "s3cret-before", StandardWebhooks: true,
+		}}
+	rec, err := d.Record()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := SealConfigRecord(rec, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealed
+}
+
+var secrets = []string{"s3cret-now", "s3cret-before", "Bearer tok-a1", "Bearer tok-b2", "growth"}
+
+// TestConfigSecretsAtRest: with a keyring, a destination record holds none of its secrets in
+// clear, and decodes back to them; plain records still decode; a record whose key is not in
+// the ring, moved to another object or altered fails with an error naming the key id.
+func TestConfigSecretsAtRest(t *testing.T) {
+	keys, err := ParseKeyring("k2026:" + testKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := sealedDestination(t, keys)
+	for _, s := range secrets {
+		if bytes.Contains(rec.Value, []byte(s)) {
+			t.Errorf("the sealed record holds %q in clear: %s", s, rec.Value)
+		}
+	}
+	if !bytes.Contains(rec.Value, []byte(`"enc:v1:k2026:`)) || !bytes.Contains(rec.Value, []byte(`"X-Team"`)) {
+		t.Errorf("want encrypted values with the key id and header names in clear: %s", rec.Value)
+	}
+	obj, err := DecodeConfigRecordWith(rec.Key, rec.Value, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := obj.Destination.Settings
+	if s.SharedSecret != "s3cret-now" || s.PreviousSharedSecret != "s3cret-before" ||
+		s.Webhooks[0].Headers["Authorization"] != "Bearer tok-a1" || s.Webhooks[0].Headers["X-Team"] != "growth" ||
+		s.Webhooks[1].Headers["Authorization"] != "Bearer tok-b2" {
+		t.Errorf("decrypted settings %+v", s)
+	}
+	again, err := SealConfigRecord(rec, keys) // sealing twice does not encrypt the ciphertext
+	if err != nil || !bytes.Equal(again.Value, rec.Value) {
+		t.Errorf("sealing a sealed record changed it (%v)", err)
+	}
+
+	t.Run("no key set", func(t *testing.T) {
+		_, err := DecodeConfigRecord(rec.Key, rec.Value)
+		if err == nil || !strings.Contains(err.Error(), "CONFIG_ENCRYPTION_KEY is not set") || !strings.Contains(err.Error(), "k2026") {
+			t.Errorf("decoding without keys: %v", err)
+		}
+		plain := sealedDestination(t, nil)
+		if bytes.Contains(plain.Value, []byte(EncryptedPrefix)) || !bytes.Contains(plain.Value, []byte("s3cret-now")) {
+			t.Errorf("without keys the record must stay as it was: %s", plain.Value)
+		}
+		if obj, err := DecodeConfigRecordWith(plain.Key, plain.Value, keys); err != nil || obj.Destination.Settings.SharedSecret != "s3cret-now" {
+			t.Errorf("a plain record read with keys: %v", err)
+		}
+	})
+	t.Run("rotation", func(t *testing.T) {
+		both, err := ParseKeyring("k2027:" + testKey(2) + ", k2026:" + testKey(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeConfigRecordWith(rec.Key, rec.Value, both); err != nil {
+			t.Errorf("an old record with the old key second in the ring: %v", err)
+		}
+		if newRec := sealedDestination(t, both); !bytes.Contains(newRec.Value, []byte("enc:v1:k2027:")) || bytes.Contains(newRec.Value, []byte("k2026")) {
+			t.Errorf("new records must use the first key: %s", newRec.Value)
+		}
+		onlyNew, _ := ParseKeyring("k2027:" + testKey(2))
+		_, err = DecodeConfigRecordWith(rec.Key, rec.Value, onlyNew)
+		if err == nil || !strings.Contains(err.Error(), `"k2026"`) || !strings.Contains(err.Error(), "does not list") {
+			t.Errorf("an old record once the old key is dropped: %v", err)
+		}
+		sameID, _ := ParseKeyring("k2026:" + testKey(9))
+		if _, err := DecodeConfigRecordWith(rec.Key, rec.Value, sameID); err == nil || !strings.Contains(err.Error(), "does not decrypt") {
+			t.Errorf("another key under the same id: %v", err)
+		}
+	})
+	t.Run("moved or altered", func(t *testing.T) {
+		moved := ConfigRecord{Key: "destination/other-hooks", Value: bytes.Replace(rec.Value, []byte(`"id":"order-hooks"`), []byte(`"id":"other-hooks"`), 1)}
+		if _, err := DecodeConfigRecordWith(moved.Key, moved.Value, keys); err == nil || !strings.Contains(err.Error(), "does not decrypt") {
+			t.Errorf("a ciphertext moved to another destination: %v", err)
+		}
+		i := bytes.Index(rec.Value, []byte("enc:v1:k2026:")) + len("enc:v1:k2026:") + 5
+		altered := bytes.Clone(rec.Value)
+		altered[i] ^= 'A' ^ 'B'
+		if altered[i] == rec.Value[i] {
+			altered[i] = 'C'
+		}
+		if _, err := DecodeConfigRecordWith(rec.Key, altered, keys); err == nil {
+			t.Error("an altered ciphertext decoded")
+		}
+	})
+}
+
+func TestParseKeyring(t *testing.T) {
+	good := testKey(7)
+	if k, err := ParseKeyring(""); k != nil || err != nil {
+		t.Errorf("empty: %v, %v; want no keyring", k, err)
+	}
+	if k, err := ParseKeyring("a:" + good + ",b-2:" + strings.TrimRight(base64.URLEncoding.EncodeToString(bytes.Repeat([]byte{8}, 32)), "=")); err != nil || strings.Join(k.KeyIDs(), ",") != "a,b-2" {
+		t.Errorf("two keys (std and raw URL base64): %v", err)
+	}
+	short := base64.StdEncoding.EncodeToString([]byte("sixteen bytes!!!"))
+	for _, tt := range []struct{ spec, want string }{
+		{good, "want <key id>:<base64 key>"},
+		{"Bad:" + good, "want <key id>:<base64 key>"},
+		{"a:" + good + ",a:" + good, "listed twice"},
+		{"a:not*base64", "not base64"},
+		{"a:" + short, "16 bytes, want 32"},
+	} {
+		_, err := ParseKeyring(tt.spec)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "CONFIG_ENCRYPTION_KEY") {
+			t.Errorf("ParseKeyring(%q) = %v, want an error with %q", tt.spec, err, tt.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), good) || strings.Contains(err.Error(), short) || strings.Contains(err.Error(), "not*base64")) {
+			t.Errorf("the error shows the key material: %v", err)
+		}
+	}
+}
