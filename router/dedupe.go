@@ -158,6 +158,8 @@ func (d *dedupe) restore(ctx context.Context, partitions []int32) (map[int32]*de
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	since := d.now().Add(-d.window).UnixMilli()
+	// A missing topic or partition (a cluster whose topics were not created again after an
+	// upgrade) is waited for like a broker outage, not a reason to stop routing for good.
 	var starts, ends kadm.ListedOffsets
 	err = platform.RetryUntil(ctx, d.logger, "listing the offsets of "+d.topic, func(ctx context.Context) error {
 		var err error
@@ -167,6 +169,13 @@ func (d *dedupe) restore(ctx context.Context, partitions []int32) (map[int32]*de
 		if err == nil {
 			err = errors.Join(starts.Error(), ends.Error())
 		}
+		for _, p := range partitions {
+			_, sok := starts.Lookup(d.topic, p)
+			_, eok := ends.Lookup(d.topic, p)
+			if err == nil && (!sok || !eok) {
+				err = fmt.Errorf("%s has no partition %d: it needs as many partitions as %s (tributary-init creates it)", d.topic, p, schemas.TopicEvents)
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -175,11 +184,8 @@ func (d *dedupe) restore(ctx context.Context, partitions []int32) (map[int32]*de
 	consume := map[int32]kgo.Offset{}
 	remaining := map[int32]int64{}
 	for _, p := range partitions {
-		s, sok := starts.Lookup(d.topic, p)
-		e, eok := ends.Lookup(d.topic, p)
-		if !sok || !eok {
-			return nil, fmt.Errorf("restoring de-duplication memory: %s has no partition %d (it needs as many partitions as %s)", d.topic, p, schemas.TopicEvents)
-		}
+		s, _ := starts.Lookup(d.topic, p)
+		e, _ := ends.Lookup(d.topic, p)
 		if s.Offset >= 0 && s.Offset < e.Offset {
 			consume[p] = kgo.NewOffset().At(s.Offset)
 			remaining[p] = e.Offset

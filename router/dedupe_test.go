@@ -6,6 +6,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/router"
 )
 
@@ -95,4 +98,27 @@ func testDedupeAcrossRouters(t *testing.T, exactlyOnce bool) {
 	if n := counter(t, reg, "tributary_router_messages_total", "outcome", "duplicate"); n != 20 {
 		t.Errorf("duplicates counted by the second router: %v, want 20", n)
 	}
+}
+
+// TestDedupeWaitsForItsTopic: a router whose router.dedupe does not exist yet (a cluster
+// upgraded without running the init) waits for it, routing nothing, and routes once it is
+// created — it does not stop.
+func TestDedupeWaitsForItsTopic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newVirtualHarness(t, baseYAML)
+		const topic = "router.dedupe-created-later"
+		h.runRouter(func(c *router.Config) { c.DedupeTopic = topic })
+		out := h.deliveries()
+		h.event("web", `{"type":"identify","userId":"u1","messageId":"m1"}`)
+		time.Sleep(10 * time.Second)
+		if out.poll(); len(out.got) != 0 {
+			t.Fatalf("%d deliveries before %s existed", len(out.got), topic)
+		}
+		if err := platform.EnsureTopics(h.ctx, kadm.NewClient(h.cl), -1, []platform.TopicSpec{{Name: topic, Partitions: 3}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.waitFor(2, 30*time.Second); len(got) != 2 {
+			t.Fatalf("%d deliveries once %s exists, want 2", len(got), topic)
+		}
+	})
 }
