@@ -87,6 +87,10 @@ func main() {
 	}
 	ctx, stop := platform.SignalContext(context.Background())
 	defer stop()
+	commit := "?" // of the binaries' source, as the run starts
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
 	var results []result
 	failed := false
 	for _, sc := range scenarios(o) {
@@ -102,7 +106,7 @@ func main() {
 		}
 	}
 	fmt.Println()
-	fmt.Println(table(results, o))
+	fmt.Println(table(results, o, commit))
 	if failed || ctx.Err() != nil {
 		os.Exit(1)
 	}
@@ -504,11 +508,7 @@ func (r result) line() string {
 }
 
 // table is the results as docs/reliability.md's table.
-func table(rs []result, o options) string {
-	commit := "?"
-	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		commit = strings.TrimSpace(string(out))
-	}
+func table(rs []result, o options, commit string) string {
 	broker := "embedded broker (separate process)"
 	if o.apache {
 		broker = "Apache Kafka (deploy/kafka)"
