@@ -34,6 +34,7 @@ import (
 type options struct {
 	full, apache, keep bool
 	bin, root          string
+	logLevel           string
 	rate               int
 	run                []string
 }
@@ -52,6 +53,7 @@ func main() {
 	flag.BoolVar(&o.apache, "apache", false, "Apache Kafka from deploy/kafka instead of the embedded broker")
 	flag.BoolVar(&o.keep, "keep", false, "keep every scenario's folder (logs, broker data); failed ones are always kept")
 	flag.StringVar(&o.bin, "bin", "bin", "the folder of the service binaries (make build)")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "LOG_LEVEL of the services (their logs are in each scenario's folder)")
 	flag.IntVar(&o.rate, "rate", 0, "events/s of the load (default 300, -full 1000)")
 	flag.StringVar(&run, "run", "", "comma-separated scenarios to run (default: all): "+strings.Join(scenarioNames(), ","))
 	flag.Parse()

@@ -249,6 +249,7 @@ func (b *apacheBroker) close() {
 // deliverers, on one broker, configured by tributary-init.
 type stack struct {
 	dir, bin   string
+	logLevel   string
 	broker     broker
 	ingest     *proc
 	services   []*proc // ingest, routers, deliverers
@@ -259,13 +260,13 @@ type stack struct {
 // serviceEnv is what every service gets.
 func (s *stack) serviceEnv(extra ...string) []string {
 	return append([]string{
-		"KAFKA_BROKERS=" + s.broker.addr(), "KAFKA_PARTITIONS=6", "LOG_LEVEL=warn",
+		"KAFKA_BROKERS=" + s.broker.addr(), "KAFKA_PARTITIONS=6", "LOG_LEVEL=" + s.logLevel,
 		"RETRY_SCHEDULE=" + retrySchedule, "WEBHOOK_ALLOW_PRIVATE=true",
 	}, extra...)
 }
 
 func startStack(ctx context.Context, o options, dir, config string) (*stack, error) {
-	s := &stack{dir: dir, bin: o.bin, configFile: filepath.Join(dir, "config.yaml")}
+	s := &stack{dir: dir, bin: o.bin, logLevel: o.logLevel, configFile: filepath.Join(dir, "config.yaml")}
 	var err error
 	if o.apache {
 		s.broker, err = startApache(ctx, o.root, dir)
