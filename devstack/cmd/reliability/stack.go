@@ -338,16 +338,6 @@ func (s *stack) applyConfig(ctx context.Context, config string) error {
 	return nil
 }
 
-// service returns the process named name.
-func (s *stack) service(name string) *proc {
-	for _, p := range s.services {
-		if p.name == name {
-			return p
-		}
-	}
-	panic("no service " + name)
-}
-
 func (s *stack) close() {
 	var wg sync.WaitGroup
 	for _, p := range s.services {
