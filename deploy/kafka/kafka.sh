@@ -237,8 +237,15 @@ stop_pid() {
 	die "broker $pid is still alive after SIGKILL"
 }
 
-# launch ADDR starts the broker of $state/server.properties in the background, records its pid
-# and address; the caller waits for it to answer.
+# launch_ready ADDR starts the broker of $state/server.properties in the background, records
+# its pid (also in $pid) and address, and waits until it answers there; it fails when it does
+# not within the start timeout.
+launch_ready() {
+	launch "$1"
+	pid=$(cat "$state/pid")
+	java_run ERROR KafkaProbe ready "$1" "$start_timeout" "$pid" 2>>"$state/probe.log"
+}
+
 launch() {
 	# setsid: its own session, so that the terminal's or make's signals do not reach it; all
 	# its output to the log, and no inherited descriptors, so that $(kafka.sh up) returns.
@@ -263,9 +270,7 @@ do_start() {
 	[ -f "$state/server.properties" ] && [ -f "$state/address" ] || die "no broker state in $state to start from (use: $0 up)"
 	addr=$(cat "$state/address")
 	say "starting Apache Kafka $version again on $addr (state $state)"
-	launch "$addr"
-	pid=$(cat "$state/pid")
-	if java_run ERROR KafkaProbe ready "$addr" "$start_timeout" "$pid" 2>>"$state/probe.log"; then
+	if launch_ready "$addr"; then
 		say "Apache Kafka $version is up again at $addr (pid $pid, $((SECONDS - t0))s)"
 		echo "$addr"
 		return 0
@@ -305,9 +310,7 @@ do_up() {
 			die "kafka.tools.StorageTool format failed (log above: $state/format.log)"
 		fi
 		say "starting Apache Kafka $version (cluster $cluster_id) on 127.0.0.1:$port, controller on 127.0.0.1:$cport"
-		launch "127.0.0.1:$port"
-		pid=$(cat "$state/pid")
-		if java_run ERROR KafkaProbe ready "127.0.0.1:$port" "$start_timeout" "$pid" 2>>"$state/probe.log"; then
+		if launch_ready "127.0.0.1:$port"; then
 			say "Apache Kafka $version is up at 127.0.0.1:$port (pid $pid, $((SECONDS - t0))s; log: $state/kafka.log)"
 			echo "127.0.0.1:$port"
 			return 0

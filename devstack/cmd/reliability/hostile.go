@@ -96,22 +96,7 @@ func (a *attacker) run(ctx context.Context, slowConns int) {
 }
 
 func (a *attacker) post(path, key string, body []byte, gz bool) string {
-	req, err := http.NewRequest(http.MethodPost, a.url+path, bytes.NewReader(body))
-	if err != nil {
-		return "error"
-	}
-	req.SetBasicAuth(key, "")
-	req.Header.Set("Content-Type", "application/json")
-	if gz {
-		req.Header.Set("Content-Encoding", "gzip")
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return "error"
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return strconv.Itoa(resp.StatusCode)
+	return postJSON(a.client, a.url+path, key, body, gz)
 }
 
 // slowBodies keeps one connection sending a 20 KB body at a byte a second, with the valid

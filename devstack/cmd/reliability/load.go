@@ -148,14 +148,21 @@ func (l *loadGen) send(b batch) {
 }
 
 // post sends one request; its result is the status code, or "error" (no answer).
-func (l *loadGen) post(body []byte) string {
-	req, err := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(body))
+func (l *loadGen) post(body []byte) string { return postJSON(l.client, l.url, writeKey, body, false) }
+
+// postJSON posts body with key as the Basic user name (gzip: the body is gzipped) and
+// returns the status code, or "error" when no answer came.
+func postJSON(client *http.Client, url, key string, body []byte, gz bool) string {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return "error"
 	}
-	req.SetBasicAuth(writeKey, "")
+	req.SetBasicAuth(key, "")
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := l.client.Do(req)
+	if gz {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return "error"
 	}
