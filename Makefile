@@ -11,10 +11,14 @@ MAINS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' $(P
 .PHONY: run test lint bench reliability build kafka-up kafka-down clean
 
 ## run: the whole of Tributary in one process (embedded broker unless KAFKA_BROKERS is set).
+# The binary is built, then exec'd: it is make's own child, so a SIGTERM to make (kill <pid of
+# make run>) reaches it and it stops cleanly, and Ctrl-C ends it with status 0.
 run:
+	@mkdir -p bin
+	$(GO) build -o bin/tributary ./devstack/cmd/tributary
 	CONFIG_FILE=$${CONFIG_FILE:-deploy/config/dev.yaml} \
 	WEBHOOK_ALLOW_PRIVATE=$${WEBHOOK_ALLOW_PRIVATE:-true} \
-	$(GO) run ./devstack/cmd/tributary
+	exec bin/tributary
 
 ## test: unit, integration and end-to-end tests of every module, with -race.
 test:

@@ -109,6 +109,13 @@ func New(ctx context.Context, cfg Config, logger zerolog.Logger) (_ *Stack, err 
 
 	s.brokers = cfg.Kafka.Brokers
 	if len(s.brokers) == 0 {
+		// One stack per data folder: a second one would write into the first one's broker
+		// files.
+		release, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, release)
 		dir := filepath.Join(cfg.DataDir, "kafka")
 		s.broker, err = embedded.Start(embedded.Options{DataDir: dir, Port: cfg.EmbeddedPort, Logger: logger})
 		if err != nil {

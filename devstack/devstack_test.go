@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,6 +101,13 @@ func TestMakeRunSurvivesRestartAndStopsOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One process per data folder: a second one on the same DATA_DIR refuses, naming the first.
+	second := exec.Command(bin)
+	second.Env = append(os.Environ(), env...)
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is in use by process "+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("a second tributary on the same DATA_DIR: %v\n%s\nwant a refusal naming process %d", err, out, cmd.Process.Pid)
+	}
 	rec := &kgo.Record{Topic: schemas.TopicEvents, Key: []byte("user-1"), Value: []byte(`{"type":"track","event":"Survived"}`)}
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		t.Fatalf("producing: %v", err)
@@ -141,6 +151,96 @@ func TestMakeRunSurvivesRestartAndStopsOnSIGTERM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMakeRunStopsOnSIGTERMToMake: the PID that `make run &` gives, sent SIGTERM, leaves no
+// process: the binary stops cleanly (make exits 0, without "make: *** … Error"), its ports
+// are free and its DATA_DIR lock released. Before, make and `go run` stopped and the binary
+// they had built went on, holding the ports and the data folder.
+func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs make run")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	_, thisFile, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(thisFile))
+	dataDir := t.TempDir()
+	ingest := freeAddr(t)
+	cmd := exec.Command("make", "--no-print-directory", "-C", root, "run")
+	cmd.Env = append(os.Environ(), "DATA_DIR="+dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "INGEST_ADDR="+ingest, "LOG_LEVEL=info")
+	var output strings.Builder
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			output.WriteString(sc.Text() + "\n")
+			if !once && strings.Contains(sc.Text(), "config loaded; starting services") {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(3 * time.Minute): // make run builds the binary first
+		t.Fatalf("make run not ready:\n%s", output.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		// make itself ends by the signal it got (it re-raises it once its child has exited),
+		// which is what SIGTERM means; any other failure is one.
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM) {
+			t.Errorf("make run after SIGTERM: %v\n%s", err, output.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("make run still running 15 s after SIGTERM")
+	}
+	if strings.Contains(output.String(), "make: ***") {
+		t.Errorf("make reported an error:\n%s", output.String())
+	}
+	// Nothing is left: the data folder's lock is free, and so is ingest's port.
+	f, err := os.OpenFile(filepath.Join(dataDir, "tributary.lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("DATA_DIR still locked after make run stopped: %v", err)
+	}
+	l, err := net.Listen("tcp", ingest)
+	if err != nil {
+		t.Errorf("ingest's port still taken after make run stopped: %v", err)
+	} else {
+		l.Close()
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // drain reads the rest of the log so the child never blocks on a full pipe.
