@@ -146,7 +146,7 @@ func New(ctx context.Context, cfg Config, logger zerolog.Logger) (_ *Stack, err 
 			return nil, err
 		}
 		if err := platform.ApplyConfigFile(ctx, admCl, schemas.TopicConfig, cfg.ConfigFile, keys); err != nil {
-			return nil, fmt.Errorf("applying %s: %w", cfg.ConfigFile, err)
+			return nil, fmt.Errorf("CONFIG_FILE: %w", err) // the error names the file once
 		}
 		logger.Info().Str("file", cfg.ConfigFile).Msg("config applied")
 	}

@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/devstack"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -246,5 +248,20 @@ func freeAddr(t *testing.T) string {
 // drain reads the rest of the log so the child never blocks on a full pipe.
 func drain(lines <-chan map[string]any) {
 	for range lines {
+	}
+}
+
+// TestBadConfigFileNamedOnce: a config file that does not validate stops the start with an
+// error that names the file once, with the line (it used to say the path twice).
+func TestBadConfigFileNamedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "my.yaml")
+	if err := os.WriteFile(path, []byte("sources:\n  - id: web\n    writeKey: wk\n    bogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := devstack.DefaultConfig()
+	cfg.DataDir, cfg.ConfigFile, cfg.EmbeddedPort = t.TempDir(), path, 0
+	_, err := devstack.New(t.Context(), cfg, zerolog.Nop())
+	if err == nil || strings.Count(err.Error(), path) != 1 || !strings.Contains(err.Error(), path+":4:") {
+		t.Fatalf("error %v: want the file named once, with the line", err)
 	}
 }

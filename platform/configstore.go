@@ -40,7 +40,7 @@ func ApplyConfig(ctx context.Context, cl *kgo.Client, topic string, cfg *schemas
 func ApplyConfigFile(ctx context.Context, cl *kgo.Client, topic, path string, keys *schemas.Keyring) error {
 	cfg, err := schemas.LoadConfigFile(path)
 	if err != nil {
-		return fmt.Errorf("applying config file: %w", err)
+		return err // it names the file (and the line)
 	}
 	if err := ApplyConfig(ctx, cl, topic, cfg, keys); err != nil {
 		return fmt.Errorf("applying %s: %w", path, err)
@@ -224,6 +224,7 @@ type ConfigStore struct {
 	state   configState
 	version uint64
 	changed bool
+	records int // read so far
 }
 
 // NewConfigStore prepares a store of topic (normally schemas.TopicConfig). It validates the
@@ -308,6 +309,7 @@ func (cs *ConfigStore) Run(ctx context.Context) error {
 // apply applies one record to the state (not yet published).
 func (cs *ConfigStore) apply(r *kgo.Record) {
 	cs.changed = true
+	cs.records++
 	o, err := schemas.DecodeConfigRecordWith(string(r.Key), r.Value, cs.keys)
 	if err != nil {
 		cs.logger.Error().Err(err).Str("key", string(r.Key)).Int32("partition", r.Partition).
@@ -328,7 +330,7 @@ func (cs *ConfigStore) polled(caughtUp bool) error {
 	prev := cs.snap.Swap(cs.state.snapshot(cs.version))
 	close(prev.stale)
 	if cs.version == 1 {
-		cs.logger.Info().Uint64("version", cs.version).Int("sources", len(cs.state.sources)).
+		cs.logger.Info().Uint64("version", cs.version).Int("records", cs.records).Int("sources", len(cs.state.sources)).
 			Int("destinations", len(cs.state.destinations)).Int("audiences", len(cs.state.audiences)).
 			Msg("config loaded")
 	}

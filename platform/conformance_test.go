@@ -260,6 +260,9 @@ func testConfigStore(t *testing.T, s platform.KafkaSettings) {
 	if snap.Version() == 0 {
 		t.Errorf("ready snapshot has version 0")
 	}
+	if !strings.Contains(logs.String(), `"records":5,"sources":2,"destinations":2,"audiences":1`) {
+		t.Errorf("the store does not log how many records it read: %s", logs.String())
+	}
 	web, ok := snap.SourceByID("web")
 	if !ok || web.Name != "Web site" {
 		t.Fatalf("SourceByID(web) = %+v, %v", web, ok)

@@ -11,6 +11,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// Durations in every log line of every service carry their unit: "4h0m0s", "250ms" (zerolog's
+// default is a bare number of milliseconds).
+func init() { zerolog.DurationFieldFormat = zerolog.DurationFormatString }
+
 // NewLogger builds the one logger a main passes down: level is LOG_LEVEL (trace, debug, info,
 // warn, error, fatal, panic, disabled; "" means info), and an unknown level is an error. Logs
 // are JSON lines with a timestamp, or zerolog's coloured console format when w is a terminal.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -68,7 +69,7 @@ func TestNewLoggerJSONToFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger.Info().Str("topic", "t").Msg("hello")
+	logger.Info().Str("topic", "t").Dur("window", 4*time.Hour).Msg("hello")
 	raw, err := os.ReadFile(f.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +78,8 @@ func TestNewLoggerJSONToFile(t *testing.T) {
 	if err := json.Unmarshal(raw, &line); err != nil {
 		t.Fatalf("not one JSON line: %q: %v", raw, err)
 	}
-	if line["level"] != "info" || line["message"] != "hello" || line["topic"] != "t" || line["time"] == nil {
+	// Durations carry their unit (zerolog's default is a bare number of milliseconds).
+	if line["level"] != "info" || line["message"] != "hello" || line["topic"] != "t" || line["time"] == nil || line["window"] != "4h0m0s" {
 		t.Errorf("line = %v", line)
 	}
 }

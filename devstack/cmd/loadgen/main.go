@@ -356,7 +356,7 @@ func startIngest(ctx context.Context) (_ string, _ func(), err error) {
 		return "", nil, err
 	}
 	if err := platform.ApplyConfigFile(ctx, admin, schemas.TopicConfig, configFile, keys); err != nil {
-		return "", nil, fmt.Errorf("applying %s: %w", configFile, err)
+		return "", nil, err // it names the file
 	}
 	store, err := platform.NewConfigStore(kafka, schemas.TopicConfig, logger)
 	if err != nil {
