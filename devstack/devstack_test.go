@@ -265,3 +265,19 @@ func TestBadConfigFileNamedOnce(t *testing.T) {
 		t.Fatalf("error %v: want the file named once, with the line", err)
 	}
 }
+
+// TestVersion: the version `make build` stamps (-X platform.Version) is what -version prints.
+func TestVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "tributary")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/tributary-cdp/tributary/platform.Version=v9.9.9-test", "-o", bin, "./cmd/tributary")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "-version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "tributary v9.9.9-test (go") {
+		t.Fatalf("tributary -version: %q, %v", out, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,6 +97,7 @@ func NewCommand() (*Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	logger.Info().Str("version", Version).Str("go", runtime.Version()).Msg("starting")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	health := NewHealth()

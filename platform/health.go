@@ -72,6 +72,8 @@ func (h *Health) SetShuttingDown() { h.shuttingDown.Store(true) }
 type HealthReport struct {
 	// Status is "ok" or "unavailable".
 	Status string `json:"status"`
+	// Version is the build's version (Version).
+	Version string `json:"version"`
 	// Checks maps each component and check to "ok", "not ready", "failing", or (verbose, on the
 	// metrics port) the check's error.
 	Checks map[string]string `json:"checks,omitempty"`
@@ -86,7 +88,7 @@ func (h *Health) Check(ctx context.Context) (bool, HealthReport) {
 	timeout := h.checkTimeout
 	h.mu.Unlock()
 
-	report := HealthReport{Status: "ok", Checks: map[string]string{}}
+	report := HealthReport{Status: "ok", Version: Version, Checks: map[string]string{}}
 	healthy := true
 	for name, ready := range components {
 		report.Checks[name] = "ok"

@@ -58,6 +58,9 @@ func TestHealth(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &report); err != nil {
 				t.Errorf("/healthz body is not JSON: %v", err)
 			}
+			if report.Version != platform.Version {
+				t.Errorf("/healthz version %q, want %q", report.Version, platform.Version)
+			}
 			if code, body := get(t, h, "/readyz"); code != st.want.readyz {
 				t.Errorf("/readyz = %d %s, want %d", code, body, st.want.readyz)
 			}

@@ -133,3 +133,29 @@ func TestComposeKafkaVersion(t *testing.T) {
 		t.Errorf("docker-compose.yml: kafka image %q, want %q (the version of deploy/kafka/pom.xml)", k.Image, want)
 	}
 }
+
+// TestDockerfileClassicBuilder: the Dockerfile builds with the classic builder as well as
+// BuildKit (Debian's docker-compose uses the classic one), so it has none of BuildKit's own
+// syntax: no `# syntax=` directive, no RUN --mount, --network or --security, no heredocs, and
+// no FROM --platform=$BUILDPLATFORM (empty under the classic builder).
+func TestDockerfileClassicBuilder(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/docker/Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(raw), "\n") {
+		l := strings.TrimSpace(line)
+		upper := strings.ToUpper(l)
+		switch {
+		case strings.HasPrefix(strings.ReplaceAll(l, " ", ""), "#syntax="):
+			t.Errorf("line %d: a BuildKit frontend directive: %s", i+1, l)
+		case strings.HasPrefix(l, "#"):
+		case strings.Contains(l, "--mount=") || strings.Contains(l, "--network=") || strings.Contains(l, "--security="):
+			t.Errorf("line %d: a BuildKit-only RUN flag: %s", i+1, l)
+		case strings.Contains(l, "<<") && (strings.HasPrefix(upper, "RUN") || strings.HasPrefix(upper, "COPY")):
+			t.Errorf("line %d: a heredoc: %s", i+1, l)
+		case strings.Contains(l, "$BUILDPLATFORM") || strings.Contains(l, "${BUILDPLATFORM}"):
+			t.Errorf("line %d: BUILDPLATFORM is empty under the classic builder: %s", i+1, l)
+		}
+	}
+}

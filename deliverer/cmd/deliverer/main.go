@@ -23,6 +23,7 @@ import (
 )
 
 func main() {
+	platform.PrintVersionIfAsked("deliverer")
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "replay" {
 		err = replay(os.Args[2:])

@@ -28,6 +28,7 @@ import (
 )
 
 func main() {
+	platform.PrintVersionIfAsked("tributary-init")
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "tributary-init:", err)
 		os.Exit(1)

@@ -14,6 +14,7 @@ import (
 )
 
 func main() {
+	platform.PrintVersionIfAsked("tributary")
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "tributary:", err)
 		os.Exit(1)
@@ -35,7 +36,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger.Info().Msg("tributary is running; Ctrl-C stops it")
+	logger.Info().Str("version", platform.Version).Msg("tributary is running; Ctrl-C stops it")
 	err = stack.Run(ctx)
 	logger.Info().Msg("tributary stopped")
 	return err

@@ -13,6 +13,7 @@ import (
 )
 
 func main() {
+	platform.PrintVersionIfAsked("ingest")
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		os.Exit(1)

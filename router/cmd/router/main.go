@@ -14,6 +14,7 @@ import (
 )
 
 func main() {
+	platform.PrintVersionIfAsked("router")
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
 		os.Exit(1)
