@@ -2,6 +2,9 @@
 // KAFKA_BROKERS is set), topic bootstrap, the tenant config of CONFIG_FILE, and every service.
 // It is what `make run` starts. Settings come from the environment: every service's, and its
 // own; the table of docs/configuration.md#run-time-settings lists them (service "tributary").
+//
+// `tributary tail TOPIC [-from-beginning] [-n N]` prints a topic's records as JSON lines
+// instead (see tail.go), against the embedded broker of a running `make run` or any Kafka.
 package main
 
 import (
@@ -15,6 +18,9 @@ import (
 
 func main() {
 	platform.PrintVersionIfAsked("tributary")
+	if len(os.Args) > 1 && os.Args[1] == "tail" {
+		os.Exit(tailMain(os.Args[2:]))
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "tributary:", err)
 		os.Exit(1)

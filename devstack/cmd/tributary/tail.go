@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+)
+
+// tailUsage is printed by `tributary tail -h`.
+const tailUsage = `tributary tail TOPIC [-from-beginning] [-n N] [-uncommitted]
+
+Prints the records of a Kafka topic, one JSON object per line: topic, partition, offset,
+timestamp, key, headers, and the value (as JSON when it is JSON, else as a string). It reads
+the broker of KAFKA_BROKERS (and KAFKA_SASL_*, KAFKA_TLS*), or make run's embedded broker at
+127.0.0.1:9092 when it is empty. By default it prints the records written from now on and
+follows until Ctrl-C; only committed records (what Tributary's consumers see).
+
+`
+
+// tailRecord is one line of tail's output.
+type tailRecord struct {
+	Topic     string            `json:"topic"`
+	Partition int32             `json:"partition"`
+	Offset    int64             `json:"offset"`
+	Timestamp string            `json:"timestamp"`
+	Key       string            `json:"key"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Value     json.RawMessage   `json:"value"`
+}
+
+// runTail is `tributary tail`: it prints records of a topic to out until ctx is done or it
+// printed -n records.
+func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("tributary tail", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.Usage = func() { fmt.Fprint(errOut, tailUsage); fs.PrintDefaults() }
+	fromBeginning := fs.Bool("from-beginning", false, "start at the oldest record kept, not at the end")
+	n := fs.Int("n", 0, "stop after this many records (0: follow until Ctrl-C)")
+	uncommitted := fs.Bool("uncommitted", false, "also print records of transactions not committed (yet, or ever)")
+	// The topic comes first (tail TOPIC -n 5); flags may also come first.
+	var topic string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		topic, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if topic == "" && fs.NArg() > 0 {
+		topic = fs.Arg(0)
+	}
+	if topic == "" {
+		fs.Usage()
+		return errors.New("tail: which topic? (e.g. tributary tail tracking.events -from-beginning)")
+	}
+	if *n < 0 {
+		return fmt.Errorf("tail: -n %d is negative", *n)
+	}
+	kafka, err := platform.LoadKafkaSettings()
+	if err != nil {
+		return err
+	}
+	if len(kafka.Brokers) == 0 {
+		kafka.Brokers = []string{"127.0.0.1:9092"} // make run's embedded broker
+	}
+	start := kgo.NewOffset().AtEnd()
+	if *fromBeginning {
+		start = kgo.NewOffset().AtStart()
+	}
+	opts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(start)}
+	if !*uncommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	logger := zerolog.New(errOut).Level(zerolog.WarnLevel)
+	cl, err := platform.NewKafkaClient(kafka, logger, opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	printed := 0
+	for *n == 0 || printed < *n {
+		fetches := cl.PollRecords(ctx, max(*n-printed, 0))
+		if ctx.Err() != nil {
+			return nil
+		}
+		var err error
+		fetches.EachError(func(t string, p int32, ferr error) {
+			err = errors.Join(err, fmt.Errorf("reading %s partition %d: %w", t, p, ferr))
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range fetches.Records() {
+			if *n > 0 && printed == *n {
+				break
+			}
+			if err := enc.Encode(tailLine(r)); err != nil {
+				return err
+			}
+			printed++
+		}
+	}
+	return nil
+}
+
+func tailLine(r *kgo.Record) tailRecord {
+	line := tailRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Timestamp: r.Timestamp.UTC().Format(time.RFC3339Nano), Key: string(r.Key)}
+	if len(r.Headers) > 0 {
+		line.Headers = make(map[string]string, len(r.Headers))
+		for _, h := range r.Headers {
+			line.Headers[h.Key] = string(h.Value)
+		}
+	}
+	switch {
+	case r.Value == nil:
+		line.Value = json.RawMessage("null") // a tombstone
+	case json.Valid(r.Value):
+		line.Value = r.Value
+	default:
+		s, _ := json.Marshal(string(r.Value))
+		line.Value = s
+	}
+	return line
+}
+
+// tailMain runs `tributary tail` as a command: Ctrl-C stops it.
+func tailMain(args []string) int {
+	ctx, stop := platform.SignalContext(context.Background())
+	defer stop()
+	if err := runTail(ctx, args, os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "tributary:", err)
+		return 1
+	}
+	return 0
+}
