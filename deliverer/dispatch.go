@@ -200,28 +200,35 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	class, retryAfter, last := verdict(results)
 	status := 0
 	errText := ""
+	host := ""
 	if last != nil {
 		status = last.Status
 		errText = describe(last)
+		host = last.Host
 	}
 	switch {
 	case class == Success:
 		s.metrics.forDestination(d.destID).delivered.Inc()
 		s.metrics.endToEnd.Observe(now.Sub(d.firstAttemptAt).Seconds())
 		s.track.finish(p)
+		s.flog.delivered(d.destID, host, now)
 	case class.Retryable():
 		if d.attempt > len(s.cfg.RetrySchedule) {
+			s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, time.Time{}, now)
 			s.toDLQ(d, p, "retries_exhausted", status, errText)
 			return
 		}
 		delay := max(s.cfg.RetrySchedule[d.attempt-1], retryAfter)
 		tier := s.tierFor(delay)
 		if now.Add(s.tierDelays[tier]).After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
+			s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, time.Time{}, now)
 			s.toDLQ(d, p, "retry_window_expired", status, errText)
 			return
 		}
+		s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, now.Add(s.tierDelays[tier]), now)
 		s.toTier(d, p, d.attempt+1, tier, errText, status)
 	default:
+		s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, time.Time{}, now)
 		s.toDLQ(d, p, string(class), status, errText)
 	}
 }

@@ -19,6 +19,9 @@ type hosts struct {
 	// spawn runs a waiter's start in a goroutine its owner tracks (Service.spawn): hosts never
 	// starts an untracked goroutine.
 	spawn func(func())
+	// onBreaker, when set, is told when a host's breaker opens (for period) or closes; it is
+	// called without the lock held.
+	onBreaker func(host string, open bool, period time.Duration)
 
 	mu sync.Mutex
 	m  map[string]*hostState
@@ -191,11 +194,23 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 	st.latency = (7*st.latency + took) / 8
 	close(st.freed)
 	st.freed = make(chan struct{})
+	wasOpen, period := st.brk.state == breakerOpen, st.brk.period
+	wasTripped := st.brk.tripped()
 	switch out {
 	case hostUp:
 		st.brk.success()
 	case hostDown:
 		st.brk.failure(now)
+	}
+	var breakerChanged func()
+	switch {
+	case h.onBreaker == nil:
+	case st.brk.state == breakerOpen && (!wasOpen || st.brk.period != period):
+		open, p := st.brk.period, h.onBreaker
+		breakerChanged = func() { p(host, true, open) }
+	case wasTripped && !st.brk.tripped():
+		p := h.onBreaker
+		breakerChanged = func() { p(host, false, 0) }
 	}
 	if sig == signalOverload && retryAfter > 0 {
 		st.pausedUntil = maxTime(st.pausedUntil, now.Add(min(retryAfter, h.maxCooldown)))
@@ -218,6 +233,9 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 		}
 	}
 	h.mu.Unlock()
+	if breakerChanged != nil {
+		breakerChanged()
+	}
 	for _, start := range starts {
 		h.spawn(start)
 	}

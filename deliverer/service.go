@@ -55,6 +55,7 @@ type Service struct {
 	cl      *kgo.Client
 	metrics *metrics
 	hosts   *hosts
+	flog    *failureLog // failures and recoveries in the log
 	track   *tracker
 	sem     chan struct{}
 	now     func() time.Time
@@ -109,6 +110,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		s.isTier[t] = true
 	}
 	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
+	s.flog = newFailureLog(s.logger)
+	s.hosts.onBreaker = s.flog.breaker
 	var err error
 	if s.client, err = newHTTPClient(cfg, deps.DialContext); err != nil {
 		s.endGrace()
