@@ -2,7 +2,9 @@ package deliverer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -12,99 +14,221 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// ReplayFilter selects dead letters to replay. Zero fields select everything.
+// ReplayFilter selects dead letters to list or replay. Zero fields select everything not
+// replayed yet.
 type ReplayFilter struct {
 	// DestinationID selects one destination's records.
 	DestinationID string
 	// Since and Until bound the time the record was dead-lettered (its Kafka timestamp).
 	Since, Until time.Time
+	// Again also selects dead letters replayed before (by default a replayed dead letter is
+	// left alone, so that running the same replay twice sends nothing twice).
+	Again bool
 }
 
-// Replay re-enqueues the dead letters of dlqTopic that match f into deliveriesTopic, each with a
-// fresh retry window: attempt 1, first-attempt-at now, and no reason, last-status, last-error
-// or due-at headers. It reads the DLQ from its start to the end offsets it finds when called
-// (a platform.TopicReader without a consumer group, so it can run beside the deliverer and be
-// repeated; partitions whose dead letters all expired count as read), and returns how many
-// records it re-enqueued once Kafka acknowledged all of them. The DLQ itself is not changed;
-// the console remembers what was replayed.
-func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, dlqTopic, deliveriesTopic string, f ReplayFilter) (int, error) {
+// ReplayTopics are the topics of a replay: normally schemas.TopicDLQ, TopicDeliveries and
+// TopicDLQReplayed.
+type ReplayTopics struct {
+	DLQ, Deliveries, Replayed string
+}
+
+// DefaultReplayTopics are the product's topics.
+var DefaultReplayTopics = ReplayTopics{DLQ: schemas.TopicDLQ, Deliveries: schemas.TopicDeliveries, Replayed: schemas.TopicDLQReplayed}
+
+// DeadLetter is one record of the DLQ, as `deliverer dlq list` shows it.
+type DeadLetter struct {
+	Partition     int32     `json:"partition"`
+	Offset        int64     `json:"offset"`
+	At            time.Time `json:"at"` // when it was dead-lettered
+	DestinationID string    `json:"destinationId"`
+	MessageID     string    `json:"messageId"`
+	Reason        string    `json:"reason"`
+	LastStatus    string    `json:"lastStatus,omitempty"`
+	LastError     string    `json:"lastError,omitempty"`
+	// ReplayedAt is when it was last replayed; zero: never.
+	ReplayedAt time.Time `json:"replayedAt,omitzero"`
+
+	record *kgo.Record
+}
+
+// markerKey is a dead letter's key in TopicDLQReplayed.
+func (d DeadLetter) markerKey() string {
+	return strconv.Itoa(int(d.Partition)) + ":" + strconv.FormatInt(d.Offset, 10)
+}
+
+type replayMarker struct {
+	ReplayedAt    string `json:"replayedAt"`
+	DestinationID string `json:"destinationId"`
+	MessageID     string `json:"messageId"`
+}
+
+// ListDeadLetters returns the dead letters of the DLQ that match f, oldest first per partition,
+// each with when it was last replayed. It reads both topics to the end offsets it finds (no
+// consumer group: it runs beside the deliverers).
+func ListDeadLetters(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter) ([]DeadLetter, error) {
+	replayed, err := readMarkers(ctx, kafka, logger, topics.Replayed)
+	if err != nil {
+		return nil, err
+	}
+	var out []DeadLetter
+	err = readDLQ(ctx, kafka, logger, topics.DLQ, func(r *kgo.Record) {
+		d := deadLetter(r)
+		d.ReplayedAt = replayed[d.markerKey()]
+		if f.matches(d) {
+			out = append(out, d)
+		}
+	}, nil)
+	return out, err
+}
+
+// Replay re-enqueues the dead letters that match f into the deliveries topic, each with a fresh
+// retry window: attempt 1, first-attempt-at now, and no reason, last-status, last-error or
+// due-at headers; once Kafka acknowledged them, it marks them replayed (TopicDLQReplayed), so
+// that the next replay leaves them alone unless f.Again. dryRun replays nothing and returns
+// what it would replay. It returns what it replayed. A crash between the re-enqueue and the
+// mark replays those again next time (at least once, as every delivery). The DLQ itself is
+// not changed.
+func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter, dryRun bool) ([]DeadLetter, error) {
+	replayed, err := readMarkers(ctx, kafka, logger, topics.Replayed)
+	if err != nil {
+		return nil, err
+	}
 	producer, err := platform.NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
-		return 0, fmt.Errorf("replay: %w", err)
+		return nil, fmt.Errorf("replay: %w", err)
 	}
 	defer producer.Close()
-	now := schemas.FormatTimestamp(time.Now())
-	var (
-		n   int
-		out []*kgo.Record
-	)
+	now := time.Now()
+	nowText := schemas.FormatTimestamp(now)
+	var done, batch []DeadLetter
+	apply := func(r *kgo.Record) {
+		d := deadLetter(r)
+		d.ReplayedAt = replayed[d.markerKey()]
+		if f.matches(d) {
+			batch = append(batch, d)
+		}
+	}
+	// Each poll's matches are re-enqueued, then marked, before the next poll.
+	polled := func(bool) error {
+		if len(batch) == 0 || dryRun {
+			done, batch = append(done, batch...), batch[:0]
+			return nil
+		}
+		out := make([]*kgo.Record, 0, len(batch))
+		marks := make([]*kgo.Record, 0, len(batch))
+		for _, d := range batch {
+			out = append(out, redelivery(d.record, topics.Deliveries, nowText))
+			mark, _ := json.Marshal(replayMarker{ReplayedAt: nowText, DestinationID: d.DestinationID, MessageID: d.MessageID})
+			marks = append(marks, &kgo.Record{Topic: topics.Replayed, Key: []byte(d.markerKey()), Value: mark})
+		}
+		if err := producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
+			return fmt.Errorf("producing to %s: %w", topics.Deliveries, err)
+		}
+		if err := producer.ProduceSync(ctx, marks...).FirstErr(); err != nil {
+			return fmt.Errorf("marking the dead letters replayed (%s): %w; they are re-enqueued, and a replay would send them again", topics.Replayed, err)
+		}
+		for i := range batch {
+			batch[i].ReplayedAt = now
+		}
+		done, batch = append(done, batch...), batch[:0]
+		return nil
+	}
+	err = readDLQ(ctx, kafka, logger, topics.DLQ, apply, polled)
+	return done, err
+}
+
+// redelivery is a dead letter as a new webhooks.deliveries record.
+func redelivery(r *kgo.Record, topic, now string) *kgo.Record {
+	rec := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
+	for _, h := range r.Headers {
+		switch h.Key {
+		case schemas.HeaderAttempt, schemas.HeaderFirstAttemptAt, schemas.HeaderDueAt,
+			schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError, schemas.HeaderDeferrals:
+		default:
+			rec.Headers = append(rec.Headers, h)
+		}
+	}
+	rec.Headers = append(rec.Headers,
+		kgo.RecordHeader{Key: schemas.HeaderAttempt, Value: []byte("1")},
+		kgo.RecordHeader{Key: schemas.HeaderFirstAttemptAt, Value: []byte(now)})
+	return rec
+}
+
+func deadLetter(r *kgo.Record) DeadLetter {
+	d := DeadLetter{Partition: r.Partition, Offset: r.Offset, At: r.Timestamp, record: r}
+	for _, h := range r.Headers {
+		switch h.Key {
+		case schemas.HeaderDestinationID:
+			d.DestinationID = string(h.Value)
+		case schemas.HeaderMessageID:
+			d.MessageID = string(h.Value)
+		case schemas.HeaderReason:
+			d.Reason = string(h.Value)
+		case schemas.HeaderLastStatus:
+			d.LastStatus = string(h.Value)
+		case schemas.HeaderLastError:
+			d.LastError = string(h.Value)
+		}
+	}
+	return d
+}
+
+// readMarkers returns when each replayed dead letter ("partition:offset") was last replayed.
+func readMarkers(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topic string) (map[string]time.Time, error) {
+	marks := map[string]time.Time{}
 	reader, err := platform.NewTopicReader(platform.TopicReaderConfig{
-		Kafka:  kafka,
-		Topic:  dlqTopic,
-		NoWait: true,
-		Opts:   []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
-		Logger: logger,
+		Kafka: kafka, Topic: topic, NoWait: true, Logger: logger,
+		Opts: []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
 		Apply: func(r *kgo.Record) {
-			if !f.matches(r) {
-				return
-			}
-			rec := &kgo.Record{Topic: deliveriesTopic, Key: r.Key, Value: r.Value}
-			for _, h := range r.Headers {
-				switch h.Key {
-				case schemas.HeaderAttempt, schemas.HeaderFirstAttemptAt, schemas.HeaderDueAt,
-					schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError, schemas.HeaderDeferrals:
-				default:
-					rec.Headers = append(rec.Headers, h)
+			var m replayMarker
+			if json.Unmarshal(r.Value, &m) == nil {
+				if at, err := schemas.ParseTimestamp(m.ReplayedAt); err == nil && at.After(marks[string(r.Key)]) {
+					marks[string(r.Key)] = at
 				}
 			}
-			rec.Headers = append(rec.Headers,
-				kgo.RecordHeader{Key: schemas.HeaderAttempt, Value: []byte("1")},
-				kgo.RecordHeader{Key: schemas.HeaderFirstAttemptAt, Value: []byte(now)})
-			out = append(out, rec)
-		},
-		// Each poll's matches are produced before the next poll.
-		Polled: func(bool) error {
-			if len(out) == 0 {
-				return nil
-			}
-			if err := producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
-				return fmt.Errorf("producing to %s: %w", deliveriesTopic, err)
-			}
-			n += len(out)
-			out = out[:0]
-			return nil
 		},
 	})
+	if err == nil {
+		err = reader.Run(ctx)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("replay: %w", err)
+		return nil, fmt.Errorf("reading %s (tributary-init creates it): %w", topic, err)
+	}
+	return marks, ctx.Err()
+}
+
+// readDLQ reads the DLQ to the end offsets it finds (partitions whose dead letters all
+// expired count as read), calling apply per record and polled after each poll.
+func readDLQ(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topic string, apply func(*kgo.Record), polled func(bool) error) error {
+	reader, err := platform.NewTopicReader(platform.TopicReaderConfig{
+		Kafka: kafka, Topic: topic, NoWait: true, Logger: logger,
+		Opts:   []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
+		Apply:  apply,
+		Polled: polled,
+	})
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
 	}
 	if err := reader.Run(ctx); err != nil {
-		return n, fmt.Errorf("replay: %w", err)
+		return fmt.Errorf("replay: %w", err)
 	}
 	select {
 	case <-reader.Ready():
-		return n, nil
+		return nil
 	default: // stopped before the end
-		return n, ctx.Err()
+		return ctx.Err()
 	}
 }
 
-func (f ReplayFilter) matches(r *kgo.Record) bool {
-	if f.DestinationID != "" {
-		dest := ""
-		for _, h := range r.Headers {
-			if h.Key == schemas.HeaderDestinationID {
-				dest = string(h.Value)
-			}
-		}
-		if dest != f.DestinationID {
-			return false
-		}
-	}
-	if !f.Since.IsZero() && r.Timestamp.Before(f.Since) {
+func (f ReplayFilter) matches(d DeadLetter) bool {
+	switch {
+	case f.DestinationID != "" && d.DestinationID != f.DestinationID:
 		return false
-	}
-	if !f.Until.IsZero() && r.Timestamp.After(f.Until) {
+	case !f.Since.IsZero() && d.At.Before(f.Since):
+		return false
+	case !f.Until.IsZero() && d.At.After(f.Until):
+		return false
+	case !f.Again && !d.ReplayedAt.IsZero():
 		return false
 	}
 	return true

@@ -38,10 +38,18 @@ func TestReplayDeadLetters(t *testing.T) {
 	before := time.Now()
 
 	fixed.Store(true)
-	n, err := deliverer.Replay(h.ctx, h.kafka, h.logger, schemas.TopicDLQ, schemas.TopicDeliveries,
-		deliverer.ReplayFilter{DestinationID: "a", Since: before.Add(-time.Minute)})
-	if err != nil || n != 3 {
-		t.Fatalf("replayed %d (%v), want 3", n, err)
+	onlyA := deliverer.ReplayFilter{DestinationID: "a", Since: before.Add(-time.Minute)}
+	dry, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, onlyA, true)
+	if err != nil || len(dry) != 3 || dry[0].DestinationID != "a" || dry[0].Reason == "" || dry[0].MessageID == "" {
+		t.Fatalf("dry run: %+v (%v), want a's 3 dead letters", dry, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if len(a.requests()) != 3 {
+		t.Fatalf("a dry run re-enqueued: %d requests", len(a.requests()))
+	}
+	replayed, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, onlyA, false)
+	if err != nil || len(replayed) != 3 {
+		t.Fatalf("replayed %d (%v), want 3", len(replayed), err)
 	}
 	a.waitRequests(t, 6, 10*time.Second) // 3 refused, then 3 replayed
 	time.Sleep(time.Second)
@@ -57,10 +65,33 @@ func TestReplayDeadLetters(t *testing.T) {
 			t.Errorf("replayed record headers %v", r.Headers)
 		}
 	}
-	if n, err := deliverer.Replay(h.ctx, h.kafka, h.logger, schemas.TopicDLQ, schemas.TopicDeliveries,
-		deliverer.ReplayFilter{Until: before.Add(-time.Hour)}); err != nil || n != 0 {
-		t.Fatalf("a time filter before every dead letter replayed %d (%v)", n, err)
+	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics,
+		deliverer.ReplayFilter{Until: before.Add(-time.Hour)}, false); err != nil || len(got) != 0 {
+		t.Fatalf("a time filter before every dead letter replayed %d (%v)", len(got), err)
 	}
+	// Idempotent: the same replay again sends nothing; b's dead letter is still there to replay;
+	// Again replays a's once more.
+	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, onlyA, false); err != nil || len(got) != 0 {
+		t.Fatalf("the same replay again replayed %d (%v), want 0", len(got), err)
+	}
+	list, err := deliverer.ListDeadLetters(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, deliverer.ReplayFilter{Again: true})
+	if err != nil || len(list) != 4 {
+		t.Fatalf("list: %d (%v), want 4", len(list), err)
+	}
+	for _, d := range list {
+		if (d.DestinationID == "a") == d.ReplayedAt.IsZero() {
+			t.Errorf("listed %+v: only a's are replayed", d)
+		}
+	}
+	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, deliverer.ReplayFilter{}, false); err != nil || len(got) != 1 || got[0].DestinationID != "b" {
+		t.Fatalf("replay of the rest: %+v (%v), want b's only", got, err)
+	}
+	again := onlyA
+	again.Again = true
+	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, again, false); err != nil || len(got) != 3 {
+		t.Fatalf("replay again: %d (%v), want 3", len(got), err)
+	}
+	a.waitRequests(t, 9, 10*time.Second)
 }
 
 // Replay reads a DLQ to the end offsets it finds when called, and a partition whose dead
@@ -69,7 +100,7 @@ func TestReplayDeadLetters(t *testing.T) {
 func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
 	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries); err != nil {
+	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -99,9 +130,9 @@ func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
 			servicetest.DeleteRecords(t, t.Context(), adm, schemas.TopicDLQ, tt.expired...)
 			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 			defer cancel()
-			n, err := deliverer.Replay(ctx, kafka, logger, schemas.TopicDLQ, schemas.TopicDeliveries, deliverer.ReplayFilter{})
-			if err != nil || n != tt.want {
-				t.Fatalf("Replay: %d replayed (%v), want %d and no error", n, err, tt.want)
+			got, err := deliverer.Replay(ctx, kafka, logger, deliverer.DefaultReplayTopics, deliverer.ReplayFilter{Again: true}, false)
+			if err != nil || len(got) != tt.want {
+				t.Fatalf("Replay: %d replayed (%v), want %d and no error", len(got), err, tt.want)
 			}
 		})
 	}

@@ -62,6 +62,7 @@ const (
 //	router.dedupe              partitions  delete   1 hour (10-minute segments)
 //	webhooks.retry.<delay>     partitions  delete   7 days (one topic per distinct delay)
 //	webhooks.dlq               partitions  delete   30 days
+//	webhooks.dlq.replayed      1           delete   30 days
 //	webhooks.attempts          partitions  delete   7 days
 //
 // tributary.config has one partition so that every service reads the config writes in the
@@ -88,6 +89,7 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	}
 	return append(specs,
 		TopicSpec{Name: schemas.TopicDLQ, Partitions: partitions, Retention: RetentionLong},
+		TopicSpec{Name: schemas.TopicDLQReplayed, Partitions: 1, Retention: RetentionLong},
 		TopicSpec{Name: schemas.TopicAttempts, Partitions: partitions, Retention: RetentionDefault},
 	)
 }
