@@ -36,8 +36,9 @@ type Config struct {
 	Deliverer deliverer.Config `env:"-"`
 	// EmbeddedPort is the embedded broker's port (EMBEDDED_KAFKA_PORT; 0: any free port).
 	EmbeddedPort int `env:"EMBEDDED_KAFKA_PORT" doc:"port of the embedded broker (when 'KAFKA_BROKERS' is empty); 0: any free port"`
-	// ConfigFile is the tenant config applied (upserted) at start; empty applies nothing.
-	ConfigFile string `env:"CONFIG_FILE" doc:"tenant config file (YAML or JSON) applied (upserted) to 'tributary.config' at start; empty: topics only. 'make run' applies 'deploy/config/dev.yaml' unless it is set"`
+	// ConfigFile is the tenant config applied at start, as the whole config: objects of other
+	// files go (ApplyOptions.PruneEveryFile); empty applies nothing.
+	ConfigFile string `env:"CONFIG_FILE" doc:"tenant config file (YAML or JSON) applied to 'tributary.config' at start: it manages its objects, removing those it no longer lists ([configuration.md](configuration.md#declarative-config)); empty: topics only. 'make run' applies 'deploy/config/dev.yaml' unless it is set, and runs exactly that file's config"`
 	// DataDir keeps the embedded broker's files.
 	DataDir string `env:"DATA_DIR" doc:"directory of the files of the embedded broker"`
 	// ConsoleAddr is where the console listens once it exists.
@@ -141,14 +142,14 @@ func New(ctx context.Context, cfg Config, logger zerolog.Logger) (_ *Stack, err 
 		return nil, fmt.Errorf("creating topics: %w", err)
 	}
 	if cfg.ConfigFile != "" {
-		keys, err := s.cfg.Kafka.ConfigKeyring()
+		// The file is the whole config of `make run`: objects of another file (the demo config
+		// of an earlier run) go; the console's stay.
+		changes, err := platform.ApplyConfigFile(ctx, s.cfg.Kafka, schemas.TopicConfig, cfg.ConfigFile,
+			platform.ApplyOptions{PruneEveryFile: true}, logger)
 		if err != nil {
-			return nil, err
-		}
-		if err := platform.ApplyConfigFile(ctx, admCl, schemas.TopicConfig, cfg.ConfigFile, keys); err != nil {
 			return nil, fmt.Errorf("CONFIG_FILE: %w", err) // the error names the file once
 		}
-		logger.Info().Str("file", cfg.ConfigFile).Msg("config applied")
+		logger.Info().Str("file", cfg.ConfigFile).Int("changes", len(changes)).Msg("config applied")
 	}
 	s.store, err = platform.NewConfigStore(s.cfg.Kafka, schemas.TopicConfig, logger.With().Str("service", "config-store").Logger())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,18 +35,6 @@ func ApplyConfig(ctx context.Context, cl *kgo.Client, topic string, cfg *schemas
 		}
 	}
 	return ProduceConfigRecords(ctx, cl, topic, recs...)
-}
-
-// ApplyConfigFile loads, validates and applies one config file (YAML or JSON): see ApplyConfig.
-func ApplyConfigFile(ctx context.Context, cl *kgo.Client, topic, path string, keys *schemas.Keyring) error {
-	cfg, err := schemas.LoadConfigFile(path)
-	if err != nil {
-		return err // it names the file (and the line)
-	}
-	if err := ApplyConfig(ctx, cl, topic, cfg, keys); err != nil {
-		return fmt.Errorf("applying %s: %w", path, err)
-	}
-	return nil
 }
 
 // ProduceConfigRecords writes config records to the config topic, in order, and waits for
@@ -174,6 +163,20 @@ func (st *configState) apply(o schemas.ConfigObject) {
 			st.audiences[o.ID] = o.Audience
 		}
 	}
+}
+
+// object returns the current state of one object (a tombstone when there is none).
+func (st *configState) object(kind schemas.ConfigKind, id string) schemas.ConfigObject {
+	o := schemas.ConfigObject{Kind: kind, ID: id}
+	switch kind {
+	case schemas.ConfigKindSource:
+		o.Source = st.sources[id]
+	case schemas.ConfigKindDestination:
+		o.Destination = st.destinations[id]
+	case schemas.ConfigKindAudience:
+		o.Audience = st.audiences[id]
+	}
+	return o
 }
 
 func (st *configState) snapshot(version uint64) *Snapshot {
@@ -315,6 +318,16 @@ func (cs *ConfigStore) apply(r *kgo.Record) {
 		cs.logger.Error().Err(err).Str("key", string(r.Key)).Int32("partition", r.Partition).
 			Int64("offset", r.Offset).Msg("skipping config record that does not decode")
 		return
+	}
+	if cs.version > 0 { // a change while running (not the initial load): say what changed
+		if changes := schemas.ConfigChanges(cs.state.object(o.Kind, o.ID), o); len(changes) > 0 {
+			what := "updated: " + strings.Join(changes, ", ") + " changed"
+			if changes[0] == "created" || changes[0] == "deleted" {
+				what = changes[0]
+			}
+			cs.logger.Info().Str("key", o.Key()).Str("origin", o.Origin()).Strs("changed", changes).
+				Msg(string(o.Kind) + " " + o.ID + " " + what)
+		}
 	}
 	cs.state.apply(o)
 }

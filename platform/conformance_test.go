@@ -251,7 +251,7 @@ func testConfigStore(t *testing.T, s platform.KafkaSettings) {
 	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, spec); err != nil {
 		t.Fatalf("EnsureTopics: %v", err)
 	}
-	if err := platform.ApplyConfigFile(ctx, cl, topic, "testdata/config.yaml", nil); err != nil {
+	if _, err := platform.ApplyConfigFile(ctx, s, topic, "testdata/config.yaml", platform.ApplyOptions{}, zerolog.Nop()); err != nil {
 		t.Fatalf("ApplyConfigFile: %v", err)
 	}
 
@@ -398,18 +398,14 @@ func testConfigStoreEmpty(t *testing.T, s platform.KafkaSettings) {
 // key skips that destination with an error naming the key id (and not the secret).
 func testConfigSecretsAtRest(t *testing.T, s platform.KafkaSettings) {
 	ctx := testCtx(t, 60*time.Second)
-	cl, adm := newClient(t, s)
+	_, adm := newClient(t, s)
 	topic := kafkatest.UniqueTopic(t, "config")
 	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, []platform.TopicSpec{{Name: topic, Partitions: 1, Compact: true}}); err != nil {
 		t.Fatalf("EnsureTopics: %v", err)
 	}
 	withKey := s
 	withKey.ConfigEncryptionKey = "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{42}, 32))
-	keys, err := withKey.ConfigKeyring()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := platform.ApplyConfigFile(ctx, cl, topic, "testdata/config.yaml", keys); err != nil {
+	if _, err := platform.ApplyConfigFile(ctx, withKey, topic, "testdata/config.yaml", platform.ApplyOptions{}, zerolog.Nop()); err != nil {
 		t.Fatalf("ApplyConfigFile: %v", err)
 	}
 	raw, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

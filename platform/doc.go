@@ -9,8 +9,8 @@
 //     whose internal logs go to zerolog ([NewKgoLogger]).
 //   - Topic bootstrap: [DefaultTopics] lists every topic of docs/topics.md with its partitions,
 //     retention and cleanup policy; [EnsureTopics] creates what is missing, idempotently.
-//   - The config store: [ApplyConfig] and [ApplyConfigFile] upsert a tenant config into the
-//     compacted topic tributary.config; [ConfigStore] materialises that topic into an
+//   - The config store: [ApplyConfigFile] makes tributary.config hold what a file declares for
+//     the objects it manages (declarative; [ApplyConfig] upserts); [ConfigStore] materialises that topic into an
 //     immutable [Snapshot] that every service reads without locks.
 //   - Kafka loops: [Pipe] is the one consume → transform → produce → commit loop over a
 //     consumer group (exactly once in transactions, or at least once: commit only after every

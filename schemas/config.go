@@ -30,6 +30,10 @@ type Source struct {
 	// instead of WriteKey, to keep the secret out of version control.
 	WriteKeyHash string        `json:"writeKeyHash,omitempty" yaml:"writeKeyHash"`
 	TrackingPlan *TrackingPlan `json:"trackingPlan,omitempty" yaml:"trackingPlan"`
+	// Origin is who manages the object (docs/configuration.md#declarative-config): "file:<name>"
+	// for a config file, "console" for the console. It is set when the object is written to
+	// tributary.config, never read from a config file.
+	Origin string `json:"origin,omitempty" yaml:"-"`
 }
 
 // TrackingPlan filters a source's track calls by event name.
@@ -47,6 +51,8 @@ type Destination struct {
 	Enabled  *bool               `json:"enabled,omitempty" yaml:"enabled"`
 	Sources  []string            `json:"sources" yaml:"sources"`
 	Settings DestinationSettings `json:"settings" yaml:"settings"`
+	// Origin: see Source.Origin.
+	Origin string `json:"origin,omitempty" yaml:"-"`
 }
 
 // IsEnabled reports whether the destination delivers: Enabled is true or omitted.
@@ -87,6 +93,8 @@ type Audience struct {
 	// Source is the source id its identify messages are routed as.
 	Source string `json:"source" yaml:"source"`
 	Rule   Rule   `json:"rule" yaml:"rule"`
+	// Origin: see Source.Origin.
+	Origin string `json:"origin,omitempty" yaml:"-"`
 }
 
 // TraitKey is the trait an audience sets on its members' identify calls: SnakeCase(Name).

@@ -351,11 +351,7 @@ func startIngest(ctx context.Context) (_ string, _ func(), err error) {
 	if err := platform.EnsureTopics(ctx, kadm.NewClient(admin), 1, topics); err != nil {
 		return "", nil, fmt.Errorf("creating topics: %w", err)
 	}
-	keys, err := kafka.ConfigKeyring()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := platform.ApplyConfigFile(ctx, admin, schemas.TopicConfig, configFile, keys); err != nil {
+	if _, err := platform.ApplyConfigFile(ctx, kafka, schemas.TopicConfig, configFile, platform.ApplyOptions{}, logger); err != nil {
 		return "", nil, err // it names the file
 	}
 	store, err := platform.NewConfigStore(kafka, schemas.TopicConfig, logger)

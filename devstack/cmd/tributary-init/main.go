@@ -1,6 +1,6 @@
 // Command tributary-init prepares a Kafka cluster for Tributary and exits: it creates every
 // topic (idempotently, with the partitions of KAFKA_PARTITIONS and one retry tier per distinct
-// delay of RETRY_SCHEDULE) and applies (upserts) the tenant config of CONFIG_FILE to
+// delay of RETRY_SCHEDULE) and applies the tenant config of CONFIG_FILE to
 // tributary.config, its destinations' secrets encrypted when CONFIG_ENCRYPTION_KEY is set. It is the one-shot `init` service of docker-compose.yml and the init Job
 // of the Helm chart; `make run` does the same in process (devstack.New).
 //
@@ -11,13 +11,20 @@
 //
 // A config file that does not parse or validate fails at once, before Kafka is contacted;
 // Kafka errors are retried every few seconds until INIT_TIMEOUT. It exits 0 when done.
+//
+// The config is declarative: the file's objects are written with its origin, and the objects
+// of that origin the file no longer lists are deleted. `tributary-init validate FILE` checks a
+// file without a broker; `diff FILE` prints what applying it would change; `apply FILE`
+// applies it (topics must exist) and prints the changes.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -29,10 +36,62 @@ import (
 
 func main() {
 	platform.PrintVersionIfAsked("tributary-init")
-	if err := run(); err != nil {
+	var err error
+	if len(os.Args) > 1 {
+		err = configCommand(os.Args[1:], os.Stdout)
+	} else {
+		err = run()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tributary-init:", err)
 		os.Exit(1)
 	}
+}
+
+// configCommand runs `tributary-init validate|diff|apply FILE`: validate needs no broker; diff
+// prints what applying the file would change; apply applies it and prints what changed
+// (docs/configuration.md#declarative-config).
+func configCommand(args []string, out io.Writer) error {
+	if len(args) != 2 || !slices.Contains([]string{"validate", "diff", "apply"}, args[0]) {
+		return fmt.Errorf("usage: tributary-init [validate|diff|apply FILE] (no argument: create the topics and apply CONFIG_FILE)")
+	}
+	verb, file := args[0], args[1]
+	cfg, err := schemas.LoadConfigFile(file)
+	if err != nil {
+		return err
+	}
+	if verb == "validate" {
+		fmt.Fprintf(out, "%s: valid: %d sources, %d destinations, %d audiences\n", file, len(cfg.Sources), len(cfg.Destinations), len(cfg.Audiences))
+		return nil
+	}
+	s, err := platform.InitSettingsFromEnv()
+	if err != nil {
+		return err
+	}
+	logger, err := platform.NewLogger("warn", os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := platform.SignalContext(context.Background())
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	changes, err := platform.ApplyConfigFile(ctx, s.Kafka, schemas.TopicConfig, file, platform.ApplyOptions{DryRun: verb == "diff"}, logger)
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		fmt.Fprintln(out, c.String())
+	}
+	switch {
+	case len(changes) == 0:
+		fmt.Fprintf(out, "%s: no changes\n", file)
+	case verb == "diff":
+		fmt.Fprintf(out, "%s: %d changes to apply (tributary-init apply %s)\n", file, len(changes), file)
+	default:
+		fmt.Fprintf(out, "%s: %d changes applied\n", file, len(changes))
+	}
+	return nil
 }
 
 func run() error {
@@ -73,10 +132,6 @@ func initialise(ctx context.Context, s platform.InitSettings, logger zerolog.Log
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	topics := platform.DefaultTopics(s.Kafka.Partitions, s.RetrySchedule)
-	keys, err := s.Kafka.ConfigKeyring()
-	if err != nil {
-		return err
-	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
@@ -84,7 +139,11 @@ func initialise(ctx context.Context, s platform.InitSettings, logger zerolog.Log
 	for attempt := 1; ; attempt++ {
 		err := platform.EnsureTopics(ctx, adm, s.Kafka.ReplicationFactor, topics)
 		if err == nil && s.ConfigFile != "" {
-			err = platform.ApplyConfigFile(ctx, cl, schemas.TopicConfig, s.ConfigFile, keys)
+			var changes []platform.ConfigChange
+			changes, err = platform.ApplyConfigFile(ctx, s.Kafka, schemas.TopicConfig, s.ConfigFile, platform.ApplyOptions{}, logger)
+			for _, c := range changes {
+				logger.Info().Str("config_file", s.ConfigFile).Msg("config: " + c.String())
+			}
 		}
 		if err == nil {
 			ev := logger.Info().Int("topics", len(topics)).Int32("partitions", s.Kafka.Partitions).
