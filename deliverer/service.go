@@ -56,6 +56,7 @@ type Service struct {
 	metrics *metrics
 	hosts   *hosts
 	flog    *failureLog // failures and recoveries in the log
+	lag     *platform.LagCollector
 	track   *tracker
 	sem     chan struct{}
 	now     func() time.Time
@@ -120,6 +121,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.metrics, err = newMetrics(deps.Registerer, s); err != nil {
 		s.endGrace()
 		return nil, err
+	}
+	s.lag = platform.NewLagCollector("deliverer", deps.Kafka, s.logger, []string{cfg.Group}, deps.KafkaOpts...)
+	if err := deps.Registerer.Register(s.lag); err != nil {
+		s.endGrace()
+		return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 	}
 	topics := append([]string{cfg.DeliveriesTopic}, s.tierTopics...)
 	opts := []kgo.Opt{
@@ -201,6 +207,7 @@ func (s *Service) Run(ctx context.Context) error {
 // for finished (everything Run started has ended) and closes idle HTTP connections.
 func (s *Service) close(finished <-chan struct{}) {
 	s.cl.Close()
+	s.lag.Close()
 	s.endGrace()
 	if finished != nil {
 		<-finished

@@ -18,6 +18,9 @@ func (s *Stack) addServices(ctx context.Context) error {
 	// One health for the whole process: ingest's /healthz and /readyz (the only ones make run
 	// serves) also say when the router's pipe is replacing a failed Kafka session.
 	health := platform.NewHealth()
+	if err := s.reg.Register(platform.ReadyGauge(health)); err != nil {
+		return err
+	}
 	icfg := s.cfg.Ingest // ConfigFromEnv read it as the ingest command does
 	in, err := ingest.New(icfg, ingest.Deps{
 		Kafka:       s.cfg.Kafka,

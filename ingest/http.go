@@ -277,8 +277,10 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 		return fail(&apiError{http.StatusServiceUnavailable, "unavailable", "the event store did not acknowledge in time; retry"})
 	}
 	accepted := len(recs) - len(rejects)
-	s.metrics.messages.WithLabelValues("accepted").Add(float64(accepted))
-	s.metrics.messages.WithLabelValues("rejected").Add(float64(len(rejects)))
+	s.metrics.messages.WithLabelValues("accepted", src.ID).Add(float64(accepted))
+	if len(rejects) > 0 {
+		s.metrics.messages.WithLabelValues("rejected", src.ID).Add(float64(len(rejects)))
+	}
 	for _, rj := range rejects {
 		s.metrics.rejected.WithLabelValues(rj.Code).Inc()
 	}

@@ -185,8 +185,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"endpoint"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tributary_ingest_messages_total", Help: "Messages by outcome (accepted, rejected) over HTTP.",
-		}, []string{"outcome"}),
+			Name: "tributary_ingest_messages_total", Help: "Messages over HTTP by outcome (accepted, rejected) and source id.",
+		}, []string{"outcome", "source"}),
 		inbound: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_ingest_inbound_messages_total", Help: "tracking.inbound records by outcome (accepted, rejected).",
 		}, []string{"outcome"}),

@@ -102,6 +102,7 @@ func NewCommand() (*Command, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	health := NewHealth()
 	health.SetReady("config", false)
+	reg.MustRegister(ReadyGauge(health))
 	return &Command{Kafka: kafka, Settings: settings, Logger: logger, Store: store, Registry: reg, Health: health,
 		ShutdownTimeout: settings.ShutdownTimeout}, nil
 }

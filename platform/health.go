@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -172,4 +173,20 @@ func writeHealth(w http.ResponseWriter, ok bool, report HealthReport) {
 // KafkaCheck returns a check that the cluster answers (kgo.Client.Ping).
 func KafkaCheck(cl *kgo.Client) CheckFunc {
 	return func(ctx context.Context) error { return cl.Ping(ctx) }
+}
+
+// ReadyGauge is the gauge tributary_ready: 1 while Check says the service is ready (what
+// /readyz answers 200 to), else 0. The alert rules page on it (deploy/helm/tributary/files/alerts.yaml).
+func ReadyGauge(h *Health) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tributary_ready",
+		Help: "1 when the service is ready (/readyz answers 200), else 0.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if ok, _ := h.Check(ctx); ok && !h.shuttingDown.Load() {
+			return 1
+		}
+		return 0
+	})
 }

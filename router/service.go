@@ -45,6 +45,7 @@ type Service struct {
 	dedupe   *dedupe     // nil: DEDUPE_WINDOW 0
 	batchAt  time.Time   // when the batch being routed was routed (the events pipe's goroutine)
 	producer *kgo.Client // suppression-list writes, and router.dedupe's at least once
+	lag      *platform.LagCollector
 	now      func() time.Time
 }
 
@@ -78,6 +79,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Health != nil {
 		deps.Health.AddCheck("kafka", platform.KafkaCheck(s.producer))
 	}
+	s.lag = platform.NewLagCollector("router", deps.Kafka, s.logger, []string{cfg.Group, cfg.DeletionsGroup}, deps.KafkaOpts...)
+	if err := deps.Registerer.Register(s.lag); err != nil {
+		return nil, fmt.Errorf("registering router metrics: %w", err)
+	}
 	return s, nil
 }
 
@@ -95,6 +100,7 @@ func (s *Service) Run(ctx context.Context) error {
 		stopClosing()
 		_ = s.producer.Flush(gctx) // at least once, the last batch's router.dedupe records
 		closeProducer()
+		s.lag.Close()
 	}()
 	var ready []<-chan struct{}
 	if s.deps.ConfigReady != nil {

@@ -263,8 +263,9 @@ func TestHelmChart(t *testing.T) {
 
 	t.Run("external-kafka-sasl-tls-ingress-autoscaling", func(t *testing.T) {
 		r := render(t, "tributary-kafka-credentials,kafka-ca,tributary-config-key", "--values", external,
-			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 1, "ServiceMonitor": 3, "Secret": 1, "Deployment": 2, "StatefulSet": 2} {
+			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
+			"--set", "prometheusRule.enabled=true")
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 1, "ServiceMonitor": 3, "Secret": 1, "Deployment": 2, "StatefulSet": 2, "PrometheusRule": 1} {
 			if got := r.count(kind); got != n {
 				t.Errorf("%d %s, want %d", got, kind, n)
 			}
@@ -280,6 +281,11 @@ func TestHelmChart(t *testing.T) {
 		for c, k := range map[string]string{"router": "ROUTER_TRANSACTIONAL_ID", "deliverer": "DELIVERER_INSTANCE_ID", "init": "CONFIG_FILE", "ingest": "INGEST_PUBLIC_URL"} {
 			if !env[c][k] {
 				t.Errorf("%s does not get %s", c, k)
+			}
+		}
+		for _, alert := range []string{"TributaryDeadLetters", "TributaryDeliverySuccessLow", "TributaryConsumerLagGrowing", "TributaryNotReady", "TributaryIngestRefusing"} {
+			if !strings.Contains(r.yaml, "alert: "+alert) {
+				t.Errorf("the PrometheusRule has no %s (files/alerts.yaml)", alert)
 			}
 		}
 		if !strings.Contains(r.yaml, "url: http://tr-tributary-receiver:9000/webhook") {
