@@ -15,7 +15,7 @@ MAINS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' $(P
 # make run>) reaches it and it stops cleanly, and Ctrl-C ends it with status 0.
 run:
 	@mkdir -p bin
-	$(GO) build -o bin/tributary ./devstack/cmd/tributary
+	$(GO) build -ldflags '-X github.com/tributary-cdp/tributary/platform.Version=$(VERSION)' -o bin/tributary ./devstack/cmd/tributary
 	CONFIG_FILE=$${CONFIG_FILE:-deploy/config/dev.yaml} \
 	WEBHOOK_ALLOW_PRIVATE=$${WEBHOOK_ALLOW_PRIVATE:-true} \
 	exec bin/tributary
