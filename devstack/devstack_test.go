@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -172,7 +173,7 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 	ingest := freeAddr(t)
 	cmd := exec.Command("make", "--no-print-directory", "-C", root, "run")
 	cmd.Env = append(os.Environ(), "DATA_DIR="+dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "INGEST_ADDR="+ingest, "LOG_LEVEL=info")
-	var output strings.Builder
+	var output lockedBuilder // make's stdout and the log lines, written by two goroutines
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +234,30 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 	} else {
 		l.Close()
 	}
+}
+
+// lockedBuilder is a strings.Builder for several goroutines.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func freeAddr(t *testing.T) string {
