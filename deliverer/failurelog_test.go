@@ -5,31 +5,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines parses the JSON log lines written to b.
+func logLines(b *servicetest.Buffer) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
 		if l != "" && json.Unmarshal([]byte(l), &m) == nil {
 			out = append(out, m)
@@ -63,13 +51,13 @@ destinations:
     sources: [web]
     settings: {webhooks: [{url: "`+srv.URL+`/hooks?token=s3cr3t-token"}], sharedSecret: hush}
 `)
-	var logs syncBuffer
+	var logs servicetest.Buffer
 	h.logger = zerolog.New(&logs).Level(zerolog.InfoLevel)
 	h.run(h.config())
 	h.send("order-hooks", messageIDs(0, 20)...)
 
 	find := func(msgPrefix string) map[string]any {
-		for _, l := range logs.lines(t) {
+		for _, l := range logLines(&logs) {
 			if m, _ := l["message"].(string); strings.HasPrefix(m, msgPrefix) {
 				return l
 			}
@@ -82,7 +70,7 @@ destinations:
 	}
 	first := find("destination order-hooks failing")
 	if first == nil {
-		t.Fatalf("no failure line:\n%v", logs.lines(t))
+		t.Fatalf("no failure line:\n%v", logLines(&logs))
 	}
 	if first["level"] != "warn" || first["destination"] != "order-hooks" || first["host"] != host ||
 		first["status"] != float64(503) || first["next_retry"] == nil ||
@@ -91,7 +79,7 @@ destinations:
 	}
 	time.Sleep(2500 * time.Millisecond) // more attempts fail: no more lines within 30 s
 	n := 0
-	for _, l := range logs.lines(t) {
+	for _, l := range logLines(&logs) {
 		if m, _ := l["message"].(string); strings.HasPrefix(m, "destination order-hooks") {
 			n++
 		}
@@ -108,7 +96,7 @@ destinations:
 		t.Errorf("recovery line %v (want one counting at least the 20 first failures)", rec)
 	}
 	all := ""
-	for _, l := range logs.lines(t) {
+	for _, l := range logLines(&logs) {
 		b, _ := json.Marshal(l)
 		all += string(b) + "\n"
 	}

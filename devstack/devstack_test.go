@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/devstack"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -173,7 +173,7 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 	ingest := freeAddr(t)
 	cmd := exec.Command("make", "--no-print-directory", "-C", root, "run")
 	cmd.Env = append(os.Environ(), "DATA_DIR="+dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "INGEST_ADDR="+ingest, "LOG_LEVEL=info")
-	var output lockedBuilder // make's stdout and the log lines, written by two goroutines
+	var output servicetest.Buffer // make's stdout and the log lines, written by two goroutines
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 		sc := bufio.NewScanner(stderr)
 		once := false
 		for sc.Scan() {
-			output.WriteString(sc.Text() + "\n")
+			_, _ = output.Write([]byte(sc.Text() + "\n"))
 			if !once && strings.Contains(sc.Text(), "config loaded; starting services") {
 				once = true
 				close(ready)
@@ -234,30 +234,6 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 	} else {
 		l.Close()
 	}
-}
-
-// lockedBuilder is a strings.Builder for several goroutines.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) WriteString(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(s)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func freeAddr(t *testing.T) string {

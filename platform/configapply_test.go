@@ -13,6 +13,7 @@ import (
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -48,7 +49,7 @@ func TestDeclarativeConfig(t *testing.T) {
 	if err := platform.EnsureTopics(ctx, adm, -1, []platform.TopicSpec{{Name: topic, Partitions: 1, Compact: true}}); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs servicetest.Buffer
 	store, _ := runStore(t, s, topic, zerolog.New(&logs))
 	dir := t.TempDir()
 	dest := func(id, url string) string {

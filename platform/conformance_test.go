@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -168,26 +168,6 @@ func testPartitionsOnlyGrow(t *testing.T, s platform.KafkaSettings) {
 	}
 }
 
-// lockedBuffer is a log sink that the store's goroutine and the test can share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// runStore starts a ConfigStore on topic and returns it once ready, with a function that stops
-// it and returns Run's error.
 func runStore(t *testing.T, s platform.KafkaSettings, topic string, logger zerolog.Logger) (*platform.ConfigStore, func() error) {
 	t.Helper()
 	store, err := platform.NewConfigStore(s, topic, logger)
@@ -255,7 +235,7 @@ func testConfigStore(t *testing.T, s platform.KafkaSettings) {
 		t.Fatalf("ApplyConfigFile: %v", err)
 	}
 
-	var logs lockedBuffer
+	var logs servicetest.Buffer
 	store, stop := runStore(t, s, topic, zerolog.New(&logs))
 	snap := store.Snapshot()
 	if snap.Version() == 0 {
@@ -433,7 +413,7 @@ func testConfigSecretsAtRest(t *testing.T, s platform.KafkaSettings) {
 	if d, ok := store.Snapshot().DestinationByID("order-hooks"); !ok || d.Settings.SharedSecret != "s3cret" {
 		t.Errorf("with the key: order-hooks = %+v, %v; want its shared secret decrypted", d, ok)
 	}
-	var logs lockedBuffer
+	var logs servicetest.Buffer
 	keyless, _ := runStore(t, s, topic, zerolog.New(&logs))
 	if _, ok := keyless.Snapshot().DestinationByID("order-hooks"); ok {
 		t.Error("without the key, order-hooks was loaded")

@@ -147,10 +147,9 @@ func cli() (context.Context, func(), platform.KafkaSettings, zerolog.Logger, err
 	return ctx, stop, kafka, logger, nil
 }
 
-func replay(args []string, out io.Writer) error {
-	d := newDLQFlags("deliverer replay", "replay")
-	again := d.fs.Bool("again", false, "also replay dead letters replayed before")
-	dryRun := d.fs.Bool("dry-run", false, "list what would be replayed; replay nothing")
+// dlqCommand parses args with d's flags, sets up the settings, a logger and a signal context,
+// builds the filter (again: also dead letters replayed before) and calls run with them.
+func dlqCommand(d dlqFlags, args []string, again *bool, run func(context.Context, platform.KafkaSettings, zerolog.Logger, deliverer.ReplayFilter) error) error {
 	if err := d.fs.Parse(args); err != nil {
 		return err
 	}
@@ -164,38 +163,36 @@ func replay(args []string, out io.Writer) error {
 		return err
 	}
 	f.Again = *again
-	got, err := deliverer.Replay(ctx, kafka, logger, deliverer.DefaultReplayTopics, f, *dryRun)
-	if *dryRun {
-		printDeadLetters(out, got)
-		fmt.Fprintf(out, "would replay %d dead letters (-dry-run)\n", len(got))
-	} else {
-		fmt.Fprintf(out, "replayed %d dead letters\n", len(got))
-	}
-	if err == nil && len(got) == 0 && !f.Again {
-		fmt.Fprintln(out, "(dead letters replayed before are left alone: -again replays them once more)")
-	}
-	return err
+	return run(ctx, kafka, logger, f)
+}
+
+func replay(args []string, out io.Writer) error {
+	d := newDLQFlags("deliverer replay", "replay")
+	again := d.fs.Bool("again", false, "also replay dead letters replayed before")
+	dryRun := d.fs.Bool("dry-run", false, "list what would be replayed; replay nothing")
+	return dlqCommand(d, args, again, func(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, f deliverer.ReplayFilter) error {
+		got, err := deliverer.Replay(ctx, kafka, logger, deliverer.DefaultReplayTopics, f, *dryRun)
+		if *dryRun {
+			printDeadLetters(out, got)
+			fmt.Fprintf(out, "would replay %d dead letters (-dry-run)\n", len(got))
+		} else {
+			fmt.Fprintf(out, "replayed %d dead letters\n", len(got))
+		}
+		if err == nil && len(got) == 0 && !f.Again {
+			fmt.Fprintln(out, "(dead letters replayed before are left alone: -again replays them once more)")
+		}
+		return err
+	})
 }
 
 func list(args []string, out io.Writer) error {
 	d := newDLQFlags("deliverer dlq list", "list")
 	all := d.fs.Bool("all", false, "also list dead letters replayed before")
-	if err := d.fs.Parse(args); err != nil {
+	return dlqCommand(d, args, all, func(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, f deliverer.ReplayFilter) error {
+		got, err := deliverer.ListDeadLetters(ctx, kafka, logger, deliverer.DefaultReplayTopics, f)
+		printDeadLetters(out, got)
 		return err
-	}
-	ctx, stop, kafka, logger, err := cli()
-	if err != nil {
-		return err
-	}
-	defer stop()
-	f, err := d.filter(ctx, kafka, logger)
-	if err != nil {
-		return err
-	}
-	f.Again = *all
-	got, err := deliverer.ListDeadLetters(ctx, kafka, logger, deliverer.DefaultReplayTopics, f)
-	printDeadLetters(out, got)
-	return err
+	})
 }
 
 // printDeadLetters prints a table: when, destination, message id, reason, last status,
