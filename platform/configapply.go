@@ -152,6 +152,7 @@ func readConfigTopic(ctx context.Context, kafka KafkaSettings, topic string, key
 	bad := map[string]error{} // the last record of these keys does not decode
 	reader, err := NewTopicReader(TopicReaderConfig{
 		Kafka: kafka, Topic: topic, Logger: logger,
+		NoWait: true, // a missing topic is an error at once (tributary-init creates it), not a wait
 		Apply: func(r *kgo.Record) {
 			key := string(r.Key)
 			delete(bad, key)
