@@ -182,6 +182,29 @@ func SealConfigRecord(rec ConfigRecord, k *Keyring) (ConfigRecord, error) {
 	return marshalRecord(rec.Key, &d)
 }
 
+// NeedsSealing reports whether writing rec again with k would store its secrets differently:
+// k is set, and rec is a destination record with a secret in clear or encrypted with a key
+// other than k's first — written before the key was set, or before a rotation. Applying a
+// config writes such records again even when nothing else changed, which is how records move
+// to a new key. A value that does not decode needs sealing too.
+func NeedsSealing(rec ConfigRecord, k *Keyring) bool {
+	if k == nil || len(rec.Value) == 0 || !strings.HasPrefix(rec.Key, ConfigKeyDestination) {
+		return false
+	}
+	var d Destination
+	if err := json.Unmarshal(rec.Value, &d); err != nil {
+		return true
+	}
+	current := EncryptedPrefix + k.primary + ":"
+	errStale := errors.New("not sealed with the first key")
+	return d.secretFields(func(_ string, v *string) error {
+		if !strings.HasPrefix(*v, current) {
+			return errStale
+		}
+		return nil
+	}) != nil
+}
+
 // openSecrets decrypts the encrypted secrets of d, read from the record key; plain ones stay
 // (records written before the key was set).
 func (d *Destination) openSecrets(key string, k *Keyring) error {

@@ -76,6 +76,24 @@ func TestConfigSecretsAtRest(t *testing.T) {
 		if obj, err := DecodeConfigRecordWith(plain.Key, plain.Value, keys); err != nil || obj.Destination.Settings.SharedSecret != "s3cret-now" {
 			t.Errorf("a plain record read with keys: %v", err)
 		}
+		if !NeedsSealing(plain, keys) || NeedsSealing(plain, nil) || NeedsSealing(rec, nil) {
+			t.Error("NeedsSealing: want true for a plain record with keys, false without keys")
+		}
+		src, err := (&Source{ID: "web", WriteKey: "wk_web"}).Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		noSecrets, err := (&Destination{ID: "d", Type: DestinationTypeWebhooks, Sources: []string{"web"},
+			Settings: DestinationSettings{Webhooks: []Webhook{{URL: "https://hooks.example.com/a"}}}}).Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if NeedsSealing(src, keys) || NeedsSealing(noSecrets, keys) || NeedsSealing(ConfigRecord{Key: rec.Key}, keys) {
+			t.Error("NeedsSealing: want false for a source, a destination without secrets, a tombstone")
+		}
+		if same, err := SealConfigRecord(plain, nil); err != nil || !bytes.Equal(same.Value, plain.Value) {
+			t.Errorf("sealing without keys changed the record (%v)", err)
+		}
 	})
 	t.Run("rotation", func(t *testing.T) {
 		both, err := ParseKeyring("k2027:" + testKey(2) + ", k2026:" + testKey(1))
@@ -85,8 +103,12 @@ func TestConfigSecretsAtRest(t *testing.T) {
 		if _, err := DecodeConfigRecordWith(rec.Key, rec.Value, both); err != nil {
 			t.Errorf("an old record with the old key second in the ring: %v", err)
 		}
-		if newRec := sealedDestination(t, both); !bytes.Contains(newRec.Value, []byte("enc:v1:k2027:")) || bytes.Contains(newRec.Value, []byte("k2026")) {
+		newRec := sealedDestination(t, both)
+		if !bytes.Contains(newRec.Value, []byte("enc:v1:k2027:")) || bytes.Contains(newRec.Value, []byte("k2026")) {
 			t.Errorf("new records must use the first key: %s", newRec.Value)
+		}
+		if !NeedsSealing(rec, both) || NeedsSealing(newRec, both) || NeedsSealing(rec, keys) {
+			t.Error("NeedsSealing: want true for a record of the old key only, once the new key is first")
 		}
 		onlyNew, _ := ParseKeyring("k2027:" + testKey(2))
 		_, err = DecodeConfigRecordWith(rec.Key, rec.Value, onlyNew)
