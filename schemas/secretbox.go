@@ -134,13 +134,17 @@ func (k *Keyring) open(aad, value string) (string, error) {
 	return string(plain), nil
 }
 
-// secretFields calls f with the path and a pointer of every secret of d: sharedSecret,
-// previousSharedSecret, each static header value. It stops at f's first error.
+// secretFields calls f with the path and a pointer of every secret of d, in a fixed order:
+// sharedSecret, previousSharedSecret, each static header value (webhook by webhook, names
+// sorted). It stops at f's first error, so that error is always the same one.
 func (d *Destination) secretFields(f func(path string, v *string) error) error {
 	s := &d.Settings
-	for path, v := range map[string]*string{"settings.sharedSecret": &s.SharedSecret, "settings.previousSharedSecret": &s.PreviousSharedSecret} {
-		if *v != "" {
-			if err := f(path, v); err != nil {
+	for _, secret := range [...]struct {
+		path string
+		v    *string
+	}{{"settings.sharedSecret", &s.SharedSecret}, {"settings.previousSharedSecret", &s.PreviousSharedSecret}} {
+		if *secret.v != "" {
+			if err := f(secret.path, secret.v); err != nil {
 				return err
 			}
 		}

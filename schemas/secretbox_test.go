@@ -115,6 +115,12 @@ func TestConfigSecretsAtRest(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `"k2026"`) || !strings.Contains(err.Error(), "does not list") {
 			t.Errorf("an old record once the old key is dropped: %v", err)
 		}
+		for range 20 { // the first secret that fails is always the same one
+			if _, again := DecodeConfigRecordWith(rec.Key, rec.Value, onlyNew); again == nil || again.Error() != err.Error() ||
+				!strings.Contains(err.Error(), "settings.sharedSecret: ") {
+				t.Fatalf("decoding again: %v, first %v; want the same error, on settings.sharedSecret", again, err)
+			}
+		}
 		sameID, _ := ParseKeyring("k2026:" + testKey(9))
 		if _, err := DecodeConfigRecordWith(rec.Key, rec.Value, sameID); err == nil || !strings.Contains(err.Error(), "does not decrypt") {
 			t.Errorf("another key under the same id: %v", err)
