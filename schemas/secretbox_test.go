@@ -2,7 +2,10 @@ package schemas
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -165,6 +168,51 @@ func TestParseKeyring(t *testing.T) {
 		}
 		if err != nil && (strings.Contains(err.Error(), good) || strings.Contains(err.Error(), short) || strings.Contains(err.Error(), "not*base64")) {
 			t.Errorf("the error shows the key material: %v", err)
+		}
+	}
+}
+
+// TestEncryptedValueFormat decrypts sealed values the way docs/topics.md describes them, with
+// nothing but AES-GCM: a consumer in another language can rely on that description.
+func TestEncryptedValueFormat(t *testing.T) {
+	keys, err := ParseKeyring("k2026:" + testKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := sealedDestination(t, keys)
+	var v struct {
+		Settings struct {
+			SharedSecret string
+			Webhooks     []struct{ Headers map[string]string }
+		}
+	}
+	if err := json.Unmarshal(rec.Value, &v); err != nil {
+		t.Fatal(err)
+	}
+	block, err := aes.NewCipher(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ value, aad, want string }{
+		{v.Settings.SharedSecret, "destination/order-hooks settings.sharedSecret", "s3cret-now"},
+		{v.Settings.Webhooks[0].Headers["Authorization"], "destination/order-hooks settings.webhooks[0].headers.Authorization", "Bearer tok-a1"},
+		{v.Settings.Webhooks[1].Headers["Authorization"], "destination/order-hooks settings.webhooks[1].headers.Authorization", "Bearer tok-b2"},
+	} {
+		data, ok := strings.CutPrefix(tt.value, "enc:v1:k2026:")
+		if !ok {
+			t.Fatalf("%s: %q is not enc:v1:k2026:<data>", tt.aad, tt.value)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(data)
+		if err != nil || len(raw) != 12+len(tt.want)+16 {
+			t.Fatalf("%s: data is not base64url of a 12-byte nonce, the ciphertext and a 16-byte tag (%v)", tt.aad, err)
+		}
+		plain, err := gcm.Open(nil, raw[:12], raw[12:], []byte(tt.aad))
+		if err != nil || string(plain) != tt.want {
+			t.Errorf("%s: decrypted %q (%v), want %q", tt.aad, plain, err, tt.want)
 		}
 	}
 }
