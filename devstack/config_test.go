@@ -31,6 +31,7 @@ func TestConfigFromEnviron(t *testing.T) {
 			"CONSOLE_ADDR":           ":1",
 			"AUDIENCE_SYNC_INTERVAL": "5m",
 			"LOG_LEVEL":              "debug",
+			"CONFIG_ENCRYPTION_KEY":  "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ=",
 		},
 		Want: func(c *devstack.Config) {
 			c.Kafka.Brokers = []string{"k:9092"}
@@ -40,6 +41,7 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.Deliverer.AllowPrivate, c.Deliverer.ShutdownTimeout = true, 2*time.Second
 			c.EmbeddedPort, c.ConfigFile, c.DataDir, c.ConsoleAddr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
 			c.AudienceSyncInterval, c.LogLevel = 5*time.Minute, "debug"
+			c.Kafka.ConfigEncryptionKey = "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="
 		},
 		Bad: map[string][]string{
 			"KAFKA_BROKERS":              {"nohostport"},
@@ -54,6 +56,7 @@ func TestConfigFromEnviron(t *testing.T) {
 			"EMBEDDED_KAFKA_PORT":        {"70000", "port"},
 			"AUDIENCE_SYNC_INTERVAL":     {"0s", "often"},
 			"LOG_LEVEL":                  {"loud"},
+			"CONFIG_ENCRYPTION_KEY":      {"k1:c2l4dGVlbiBieXRlcyEhIQ==", "Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="},
 		},
 		Unusable:      func(c *devstack.Config) { c.DataDir, c.Deliverer.RetryWindow, c.Ingest.Addr = "", 0, "" },
 		Validate:      (*devstack.Config).Validate,

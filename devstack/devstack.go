@@ -61,6 +61,8 @@ func (c *Config) validateOwn() error {
 		if err := c.Kafka.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+	} else if _, err := c.Kafka.ConfigKeyring(); err != nil { // used on the embedded broker too
+		errs = append(errs, err)
 	}
 	if _, err := platform.NewLogger(c.LogLevel, io.Discard); err != nil {
 		errs = append(errs, err)

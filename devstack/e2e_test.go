@@ -3,6 +3,7 @@ package devstack_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/devstack"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -53,8 +55,8 @@ func (h *hook) wait(t *testing.T, n int) ([]*http.Request, [][]byte) {
 }
 
 // startStack runs the whole of Tributary in this process (as make run does) with a config that
-// sends source web's messages to url, signed with secret.
-func startStack(t testing.TB, url string) *devstack.Stack {
+// sends source web's messages to url, signed with secret; opts change the stack's settings.
+func startStack(t testing.TB, url string, opts ...func(*devstack.Config)) *devstack.Stack {
 	t.Helper()
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "config.yaml")
@@ -72,6 +74,9 @@ destinations:
 	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
 	cfg.Deliverer.AllowPrivate = true
 	cfg.Deliverer.RetrySchedule = []time.Duration{time.Second, 2 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := devstack.New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
 	if err != nil {
@@ -160,6 +165,52 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if m := byID["e2e-page"]; m["type"] != "page" || m["anonymousId"] != "a1" {
 		t.Errorf("page body %v", m)
+	}
+}
+
+// TestEndToEndSecretsAtRest runs the stack with CONFIG_ENCRYPTION_KEY set: on
+// tributary.config the destination's shared secret and header value are encrypted, and the
+// webhook still arrives signed with that secret and carrying that header — the services read
+// them decrypted (docs/configuration.md#secrets-at-rest).
+func TestEndToEndSecretsAtRest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack")
+	}
+	rc := &hook{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	key := "e2e:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	st := startStack(t, srv.URL+"/segment", func(c *devstack.Config) { c.Kafka.ConfigEncryptionKey = key })
+
+	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","messageId":"e2e-sealed"}`)
+	reqs, bodies := rc.wait(t, 1)
+	if !schemas.VerifyXSignature("e2e-secret", bodies[0], reqs[0].Header.Get("X-Signature")) || reqs[0].Header.Get("X-Team") != "growth" {
+		t.Errorf("the webhook is not signed with the decrypted secret or lacks the decrypted header: %v", reqs[0].Header)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers()...), kgo.ConsumeTopics(schemas.TopicConfig),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var stored []byte
+	for stored == nil && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == "destination/hooks" {
+				stored = r.Value
+			}
+		})
+	}
+	switch {
+	case stored == nil:
+		t.Fatal("destination/hooks not found on tributary.config")
+	case bytes.Contains(stored, []byte("e2e-secret")) || bytes.Contains(stored, []byte("growth")):
+		t.Errorf("tributary.config holds a secret in clear: %s", stored)
+	case bytes.Count(stored, []byte(`"enc:v1:e2e:`)) != 2:
+		t.Errorf("want the secret and the header value encrypted with key e2e: %s", stored)
 	}
 }
 

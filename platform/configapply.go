@@ -1,7 +1,6 @@
 package platform
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +49,8 @@ type ApplyOptions struct {
 // file's origin that it no longer lists are deleted (tombstones); objects of another origin are
 // never touched — a file that lists one is refused before anything is written. With
 // CONFIG_ENCRYPTION_KEY (kafka.ConfigEncryptionKey) secrets are written encrypted, and a
-// record whose secrets are still in clear is written again. It returns the changes, in the
+// record whose secrets are still in clear, or encrypted with another key than the first
+// (schemas.NeedsSealing), is written again. It returns the changes, in the
 // order written, once Kafka acknowledged them.
 func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path string, opts ApplyOptions, logger zerolog.Logger) ([]ConfigChange, error) {
 	cfg, err := schemas.LoadConfigFile(path)
@@ -109,8 +109,9 @@ func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path strin
 			changes = append(changes, ConfigChange{Key: rec.Key, Action: "create"})
 		case len(fields) > 0:
 			changes = append(changes, ConfigChange{Key: rec.Key, Action: "update", Fields: fields})
-		case keys != nil && !bytes.Equal(sealed.Value, rec.Value) && !bytes.Contains(cur.raw, []byte(schemas.EncryptedPrefix)):
-			changes = append(changes, ConfigChange{Key: rec.Key, Action: "update", Fields: []string{"secrets encrypted"}})
+		case schemas.NeedsSealing(schemas.ConfigRecord{Key: rec.Key, Value: cur.raw}, keys):
+			// In clear, or encrypted with another key than the first: written again (rotation).
+			changes = append(changes, ConfigChange{Key: rec.Key, Action: "update", Fields: []string{"secrets encrypted with key " + keys.KeyIDs()[0]}})
 		default:
 			continue // unchanged: not written again
 		}

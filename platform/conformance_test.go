@@ -373,9 +373,45 @@ func testConfigStoreEmpty(t *testing.T, s platform.KafkaSettings) {
 	}
 }
 
+// secretsConfig is a tenant config with every kind of secret: a shared secret, a previous
+// one, and static header values on two webhooks (plus a destination without any).
+const secretsConfig = `sources: [{id: web, writeKey: wk_test_web}]
+destinations:
+  - id: signed-hooks
+    type: webhooks
+    sources: [web]
+    settings:
+      webhooks:
+        - {url: https://one.example.com/hook, headers: {Authorization: Bearer tok-one, X-Team: growth-team}}
+        - {url: https://two.example.com/hook, headers: {Authorization: Bearer tok-two}}
+      sharedSecret: s3cret-now
+      previousSharedSecret: s3cret-before
+  - {id: plain-hooks, type: webhooks, sources: [web], settings: {webhooks: [{url: https://three.example.com/hook}]}}
+`
+
+var secretsInConfig = []string{"s3cret-now", "s3cret-before", "Bearer tok-one", "Bearer tok-two", "growth-team"}
+
+// rawConfig reads topic to its end and returns the last value of each key, as stored.
+func rawConfig(t *testing.T, ctx context.Context, s platform.KafkaSettings, topic string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	r, err := platform.NewTopicReader(platform.TopicReaderConfig{Kafka: s, Topic: topic, Logger: zerolog.Nop(),
+		Apply: func(r *kgo.Record) { out[string(r.Key)] = r.Value }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(ctx); err != nil {
+		t.Fatalf("reading %s: %v", topic, err)
+	}
+	return out
+}
+
 // testConfigSecretsAtRest applies a config with CONFIG_ENCRYPTION_KEY set: the topic's records
-// hold no shared secret in clear, a store with the key reads it back, and a store without the
-// key skips that destination with an error naming the key id (and not the secret).
+// hold no shared secret or header value in clear, a store with the key reads them back, and a
+// store without it skips that destination with an error naming the key id (never the secret).
+// Then a rotation: the records written with k1 are read with "k2,k1" but not with "k2" alone;
+// applying the file again with "k2,k1" rewrites them with k2, after which "k2" alone reads
+// them. Without a key, the records are exactly Config.Records' bytes, as before encryption.
 func testConfigSecretsAtRest(t *testing.T, s platform.KafkaSettings) {
 	ctx := testCtx(t, 60*time.Second)
 	_, adm := newClient(t, s)
@@ -383,47 +419,127 @@ func testConfigSecretsAtRest(t *testing.T, s platform.KafkaSettings) {
 	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, []platform.TopicSpec{{Name: topic, Partitions: 1, Compact: true}}); err != nil {
 		t.Fatalf("EnsureTopics: %v", err)
 	}
-	withKey := s
-	withKey.ConfigEncryptionKey = "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{42}, 32))
-	if _, err := platform.ApplyConfigFile(ctx, withKey, topic, "testdata/config.yaml", platform.ApplyOptions{}, zerolog.Nop()); err != nil {
-		t.Fatalf("ApplyConfigFile: %v", err)
+	file := writeConfig(t, t.TempDir(), "secrets.yaml", secretsConfig)
+	withKey := func(spec string) platform.KafkaSettings {
+		w := s
+		w.ConfigEncryptionKey = spec
+		return w
 	}
-	raw, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	key := func(id string, b byte) string {
+		return id + ":" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32))
+	}
+	k1, k2 := key("k1", 42), key("k2", 43)
+	apply := func(spec string) string {
+		t.Helper()
+		changes, err := platform.ApplyConfigFile(ctx, withKey(spec), topic, file, platform.ApplyOptions{}, zerolog.Nop())
+		if err != nil {
+			t.Fatalf("ApplyConfigFile: %v", err)
+		}
+		return changeList(changes)
+	}
+	decrypted := func(store *platform.ConfigStore) bool {
+		d, ok := store.Snapshot().DestinationByID("signed-hooks")
+		return ok && d.Settings.SharedSecret == "s3cret-now" && d.Settings.PreviousSharedSecret == "s3cret-before" &&
+			d.Settings.Webhooks[0].Headers["Authorization"] == "Bearer tok-one" && d.Settings.Webhooks[0].Headers["X-Team"] == "growth-team" &&
+			d.Settings.Webhooks[1].Headers["Authorization"] == "Bearer tok-two"
+	}
+	// skipped runs a store with spec and checks that it skips signed-hooks, logging want and
+	// never a secret, and loads the destination without secrets.
+	skipped := func(spec string, want ...string) {
+		t.Helper()
+		var logs servicetest.Buffer
+		store, _ := runStore(t, withKey(spec), topic, zerolog.New(&logs))
+		if _, ok := store.Snapshot().DestinationByID("signed-hooks"); ok {
+			t.Errorf("with %q, signed-hooks was loaded", strings.Split(spec, ":")[0])
+		}
+		if _, ok := store.Snapshot().DestinationByID("plain-hooks"); !ok {
+			t.Error("a destination without secrets was not loaded")
+		}
+		l := logs.String()
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("the store's log does not say %s: %s", w, l)
+			}
+		}
+		for _, secret := range secretsInConfig {
+			if strings.Contains(l, secret) {
+				t.Errorf("the store's log shows a secret: %s", l)
+			}
+		}
+	}
+
+	if got, want := apply(k1), "create source/web; create destination/signed-hooks; create destination/plain-hooks"; got != want {
+		t.Fatalf("apply with k1: %s, want %s", got, want)
+	}
+	raw := rawConfig(t, ctx, s, topic)
+	if len(raw) != 3 {
+		t.Fatalf("the topic holds %d objects, want 3", len(raw))
+	}
+	for k, v := range raw {
+		for _, secret := range secretsInConfig {
+			if bytes.Contains(v, []byte(secret)) {
+				t.Errorf("record %s holds %q in clear: %s", k, secret, v)
+			}
+		}
+	}
+	if v := raw["destination/signed-hooks"]; bytes.Count(v, []byte(`"enc:v1:k1:`)) != 5 || !bytes.Contains(v, []byte(`"X-Team":"enc:v1:k1:`)) {
+		t.Errorf("want 5 values encrypted with k1, header names in clear: %s", v)
+	}
+	if !decrypted(runStoreReady(t, withKey(k1), topic)) {
+		t.Error("a store with k1 does not read the secrets back")
+	}
+	skipped("", `\"k1\"`, "CONFIG_ENCRYPTION_KEY is not set")
+
+	// Rotation: k2 first, k1 still listed; a ring without k1 cannot read what k1 wrote.
+	skipped(k2, `\"k1\"`, "does not list")
+	if !decrypted(runStoreReady(t, withKey(k2+","+k1), topic)) {
+		t.Error(`a store with "k2,k1" does not read what k1 wrote`)
+	}
+	if got, want := apply(k2+","+k1), "update destination/signed-hooks: secrets encrypted with key k2"; got != want {
+		t.Fatalf("apply with k2,k1: %s, want %s", got, want)
+	}
+	if got := apply(k2 + "," + k1); got != "" {
+		t.Errorf("applying again: %s, want no change", got)
+	}
+	if v := rawConfig(t, ctx, s, topic)["destination/signed-hooks"]; bytes.Count(v, []byte(`"enc:v1:k2:`)) != 5 {
+		t.Errorf("after the rotation, want 5 values encrypted with k2: %s", v)
+	}
+	if !decrypted(runStoreReady(t, withKey(k2), topic)) {
+		t.Error("after the rotation, a store with k2 alone does not read the secrets")
+	}
+
+	// Without a key: the records are Config.Records' bytes, secrets in clear as they always were.
+	plainTopic := kafkatest.UniqueTopic(t, "config-plain")
+	if err := platform.EnsureTopics(ctx, adm, s.ReplicationFactor, []platform.TopicSpec{{Name: plainTopic, Partitions: 1, Compact: true}}); err != nil {
+		t.Fatalf("EnsureTopics: %v", err)
+	}
+	if _, err := platform.ApplyConfigFile(ctx, s, plainTopic, file, platform.ApplyOptions{}, zerolog.Nop()); err != nil {
+		t.Fatalf("ApplyConfigFile without a key: %v", err)
+	}
+	cfg, err := schemas.LoadConfigFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
-	seen := 0
-	for seen < 5 { // 2 sources, 2 destinations, 1 audience
-		fs := raw.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of 5 records", seen)
+	cfg.Sources[0].Origin = "file:secrets.yaml"
+	for i := range cfg.Destinations {
+		cfg.Destinations[i].Origin = "file:secrets.yaml"
+	}
+	want, err := cfg.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = rawConfig(t, ctx, s, plainTopic)
+	for _, rec := range want {
+		if !bytes.Equal(raw[rec.Key], rec.Value) {
+			t.Errorf("without a key, record %s is\n%s\nwant\n%s", rec.Key, raw[rec.Key], rec.Value)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			seen++
-			if bytes.Contains(r.Value, []byte("s3cret")) {
-				t.Errorf("record %s holds the shared secret in clear: %s", r.Key, r.Value)
-			}
-			if string(r.Key) == "destination/order-hooks" && !bytes.Contains(r.Value, []byte(`"sharedSecret":"enc:v1:k1:`)) {
-				t.Errorf("record %s: the shared secret is not encrypted: %s", r.Key, r.Value)
-			}
-		})
 	}
-	store, _ := runStore(t, withKey, topic, zerolog.Nop())
-	if d, ok := store.Snapshot().DestinationByID("order-hooks"); !ok || d.Settings.SharedSecret != "s3cret" {
-		t.Errorf("with the key: order-hooks = %+v, %v; want its shared secret decrypted", d, ok)
-	}
-	var logs servicetest.Buffer
-	keyless, _ := runStore(t, s, topic, zerolog.New(&logs))
-	if _, ok := keyless.Snapshot().DestinationByID("order-hooks"); ok {
-		t.Error("without the key, order-hooks was loaded")
-	}
-	if _, ok := keyless.Snapshot().DestinationByID("paused-hooks"); !ok {
-		t.Error("without the key, a destination without secrets was not loaded")
-	}
-	if l := logs.String(); !strings.Contains(l, `\"k1\"`) || !strings.Contains(l, "CONFIG_ENCRYPTION_KEY") || strings.Contains(l, "s3cret") {
-		t.Errorf("the keyless store's log must name the key id and the variable, never the secret: %s", l)
-	}
+}
+
+func runStoreReady(t *testing.T, s platform.KafkaSettings, topic string) *platform.ConfigStore {
+	t.Helper()
+	store, _ := runStore(t, s, topic, zerolog.Nop())
+	return store
 }
 
 // TestConfigStoreTimingVirtual pins the config store's timing on the bubble's fake clock

@@ -62,6 +62,9 @@ func TestParseKafkaSettings(t *testing.T) {
 	s.Run(t)
 }
 
+// key32 is a CONFIG_ENCRYPTION_KEY key: 32 bytes in base64.
+const key32 = "Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="
+
 func TestKafkaSettingsValidate(t *testing.T) {
 	valid := platform.KafkaSettings{Brokers: []string{"localhost:9092"}, ReplicationFactor: -1, Partitions: 6}
 	tests := []struct {
@@ -91,6 +94,11 @@ func TestKafkaSettingsValidate(t *testing.T) {
 		{"replication factor 0", func(s *platform.KafkaSettings) { s.ReplicationFactor = 0 }, "KAFKA_REPLICATION_FACTOR"},
 		{"replication factor -2", func(s *platform.KafkaSettings) { s.ReplicationFactor = -2 }, "KAFKA_REPLICATION_FACTOR"},
 		{"partitions 0", func(s *platform.KafkaSettings) { s.Partitions = 0 }, "KAFKA_PARTITIONS"},
+		{"encryption keys", func(s *platform.KafkaSettings) { s.ConfigEncryptionKey = "k2:" + key32 + ",k1:" + key32 }, ""},
+		{"encryption key of 16 bytes", func(s *platform.KafkaSettings) { s.ConfigEncryptionKey = "k1:" + key32[:24] }, "CONFIG_ENCRYPTION_KEY"},
+		{"encryption key not base64", func(s *platform.KafkaSettings) { s.ConfigEncryptionKey = "k1:" + key32[:43] + "!" }, "CONFIG_ENCRYPTION_KEY"},
+		{"encryption key without id", func(s *platform.KafkaSettings) { s.ConfigEncryptionKey = key32 }, "CONFIG_ENCRYPTION_KEY"},
+		{"encryption key id twice", func(s *platform.KafkaSettings) { s.ConfigEncryptionKey = "k1:" + key32 + ",k1:" + key32 }, "CONFIG_ENCRYPTION_KEY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +114,9 @@ func TestKafkaSettingsValidate(t *testing.T) {
 			}
 			if err != nil && s.SASLPassword != "" && strings.Contains(err.Error(), s.SASLPassword) {
 				t.Errorf("error shows the password: %v", err)
+			}
+			if err != nil && strings.Contains(err.Error(), key32[:20]) {
+				t.Errorf("error shows the encryption key: %v", err)
 			}
 		})
 	}

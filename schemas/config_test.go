@@ -169,6 +169,9 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_destination_source_twice.yaml", `7: destinations[0].sources[1]: source "web" is listed twice`},
 		{"bad_standard_webhooks_without_secret.yaml", `11: destinations[0].settings.standardWebhooks: requires sharedSecret`},
 		{"bad_previous_secret_without_secret.yaml", `11: destinations[0].settings.previousSharedSecret: requires sharedSecret`},
+		{"bad_secret_encrypted.yaml", `12: destinations[0].settings.webhooks[0].headers["Authorization"]: value must not start with "enc:v1:", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)` + "\n" +
+			`13: destinations[0].settings.sharedSecret: must not start with "enc:v1:", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)` + "\n" +
+			`14: destinations[0].settings.previousSharedSecret: must not start with "enc:v1:", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)`},
 		{"bad_rate_negative.yaml", `11: destinations[0].settings.maxRequestsPerSecond: must be a number ≥ 0 (0: no limit), got -1`},
 		{"bad_concurrency_negative.yaml", `11: destinations[0].settings.maxConcurrency: must be a whole number ≥ 0 (0: the adaptive limit alone), got -5`},
 		{"bad_concurrency_type.yaml", `11: destinations[0].settings.maxConcurrency: want an integer, got a number "2.5"`},

@@ -205,6 +205,10 @@ func validHeaderName(name string) bool {
 
 // validHeaderValue reports whether value holds no control characters other than tab
 // (RFC 9110 §5.5): CR or LF would split the request.
+// encryptedInConfig refuses a secret that looks encrypted: on tributary.config that prefix
+// marks a value to decrypt (secretbox.go), so a plain secret may not start with it.
+const encryptedInConfig = "must not start with \"" + EncryptedPrefix + "\", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)"
+
 func validHeaderValue(value string) bool {
 	for _, c := range []byte(value) {
 		if (c < ' ' && c != '\t') || c == 0x7f {
@@ -241,6 +245,11 @@ func (d *Destination) check(v *validator, p string) {
 	}
 	for i := range st.Webhooks {
 		st.Webhooks[i].check(v, indexPath(wp, i))
+	}
+	for _, f := range [...]struct{ name, value string }{{"sharedSecret", st.SharedSecret}, {"previousSharedSecret", st.PreviousSharedSecret}} {
+		if strings.HasPrefix(f.value, EncryptedPrefix) {
+			v.addf(fieldPath(sp, f.name), "%s", encryptedInConfig)
+		}
 	}
 	if st.SharedSecret == "" {
 		if st.StandardWebhooks {
@@ -280,9 +289,12 @@ func (w *Webhook) check(v *validator, p string) {
 		default:
 			canonical[strings.ToLower(name)] = name
 		}
-		if !validHeaderValue(w.Headers[name]) {
-			// Never echo the value: headers often carry tokens.
+		// Never echo the value: headers often carry tokens.
+		switch value := w.Headers[name]; {
+		case !validHeaderValue(value):
 			v.addf(kp, "value must not contain control characters such as CR or LF")
+		case strings.HasPrefix(value, EncryptedPrefix):
+			v.addf(kp, "value %s", encryptedInConfig)
 		}
 	}
 }

@@ -134,13 +134,17 @@ func (k *Keyring) open(aad, value string) (string, error) {
 	return string(plain), nil
 }
 
-// secretFields calls f with the path and a pointer of every secret of d: sharedSecret,
-// previousSharedSecret, each static header value. It stops at f's first error.
+// secretFields calls f with the path and a pointer of every secret of d, in a fixed order:
+// sharedSecret, previousSharedSecret, each static header value (webhook by webhook, names
+// sorted). It stops at f's first error, so that error is always the same one.
 func (d *Destination) secretFields(f func(path string, v *string) error) error {
 	s := &d.Settings
-	for path, v := range map[string]*string{"settings.sharedSecret": &s.SharedSecret, "settings.previousSharedSecret": &s.PreviousSharedSecret} {
-		if *v != "" {
-			if err := f(path, v); err != nil {
+	for _, secret := range [...]struct {
+		path string
+		v    *string
+	}{{"settings.sharedSecret", &s.SharedSecret}, {"settings.previousSharedSecret", &s.PreviousSharedSecret}} {
+		if *secret.v != "" {
+			if err := f(secret.path, secret.v); err != nil {
 				return err
 			}
 		}
@@ -180,6 +184,29 @@ func SealConfigRecord(rec ConfigRecord, k *Keyring) (ConfigRecord, error) {
 		return ConfigRecord{}, fmt.Errorf("config record %s: encrypting: %w", rec.Key, err)
 	}
 	return marshalRecord(rec.Key, &d)
+}
+
+// NeedsSealing reports whether writing rec again with k would store its secrets differently:
+// k is set, and rec is a destination record with a secret in clear or encrypted with a key
+// other than k's first — written before the key was set, or before a rotation. Applying a
+// config writes such records again even when nothing else changed, which is how records move
+// to a new key. A value that does not decode needs sealing too.
+func NeedsSealing(rec ConfigRecord, k *Keyring) bool {
+	if k == nil || len(rec.Value) == 0 || !strings.HasPrefix(rec.Key, ConfigKeyDestination) {
+		return false
+	}
+	var d Destination
+	if err := json.Unmarshal(rec.Value, &d); err != nil {
+		return true
+	}
+	current := EncryptedPrefix + k.primary + ":"
+	errStale := errors.New("not sealed with the first key")
+	return d.secretFields(func(_ string, v *string) error {
+		if !strings.HasPrefix(*v, current) {
+			return errStale
+		}
+		return nil
+	}) != nil
 }
 
 // openSecrets decrypts the encrypted secrets of d, read from the record key; plain ones stay

@@ -2,7 +2,10 @@ package schemas
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -76,6 +79,24 @@ func TestConfigSecretsAtRest(t *testing.T) {
 		if obj, err := DecodeConfigRecordWith(plain.Key, plain.Value, keys); err != nil || obj.Destination.Settings.SharedSecret != "s3cret-now" {
 			t.Errorf("a plain record read with keys: %v", err)
 		}
+		if !NeedsSealing(plain, keys) || NeedsSealing(plain, nil) || NeedsSealing(rec, nil) {
+			t.Error("NeedsSealing: want true for a plain record with keys, false without keys")
+		}
+		src, err := (&Source{ID: "web", WriteKey: "wk_web"}).Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		noSecrets, err := (&Destination{ID: "d", Type: DestinationTypeWebhooks, Sources: []string{"web"},
+			Settings: DestinationSettings{Webhooks: []Webhook{{URL: "https://hooks.example.com/a"}}}}).Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if NeedsSealing(src, keys) || NeedsSealing(noSecrets, keys) || NeedsSealing(ConfigRecord{Key: rec.Key}, keys) {
+			t.Error("NeedsSealing: want false for a source, a destination without secrets, a tombstone")
+		}
+		if same, err := SealConfigRecord(plain, nil); err != nil || !bytes.Equal(same.Value, plain.Value) {
+			t.Errorf("sealing without keys changed the record (%v)", err)
+		}
 	})
 	t.Run("rotation", func(t *testing.T) {
 		both, err := ParseKeyring("k2027:" + testKey(2) + ", k2026:" + testKey(1))
@@ -85,13 +106,23 @@ func TestConfigSecretsAtRest(t *testing.T) {
 		if _, err := DecodeConfigRecordWith(rec.Key, rec.Value, both); err != nil {
 			t.Errorf("an old record with the old key second in the ring: %v", err)
 		}
-		if newRec := sealedDestination(t, both); !bytes.Contains(newRec.Value, []byte("enc:v1:k2027:")) || bytes.Contains(newRec.Value, []byte("k2026")) {
+		newRec := sealedDestination(t, both)
+		if !bytes.Contains(newRec.Value, []byte("enc:v1:k2027:")) || bytes.Contains(newRec.Value, []byte("k2026")) {
 			t.Errorf("new records must use the first key: %s", newRec.Value)
+		}
+		if !NeedsSealing(rec, both) || NeedsSealing(newRec, both) || NeedsSealing(rec, keys) {
+			t.Error("NeedsSealing: want true for a record of the old key only, once the new key is first")
 		}
 		onlyNew, _ := ParseKeyring("k2027:" + testKey(2))
 		_, err = DecodeConfigRecordWith(rec.Key, rec.Value, onlyNew)
 		if err == nil || !strings.Contains(err.Error(), `"k2026"`) || !strings.Contains(err.Error(), "does not list") {
 			t.Errorf("an old record once the old key is dropped: %v", err)
+		}
+		for range 20 { // the first secret that fails is always the same one
+			if _, again := DecodeConfigRecordWith(rec.Key, rec.Value, onlyNew); again == nil || again.Error() != err.Error() ||
+				!strings.Contains(err.Error(), "settings.sharedSecret: ") {
+				t.Fatalf("decoding again: %v, first %v; want the same error, on settings.sharedSecret", again, err)
+			}
 		}
 		sameID, _ := ParseKeyring("k2026:" + testKey(9))
 		if _, err := DecodeConfigRecordWith(rec.Key, rec.Value, sameID); err == nil || !strings.Contains(err.Error(), "does not decrypt") {
@@ -137,6 +168,51 @@ func TestParseKeyring(t *testing.T) {
 		}
 		if err != nil && (strings.Contains(err.Error(), good) || strings.Contains(err.Error(), short) || strings.Contains(err.Error(), "not*base64")) {
 			t.Errorf("the error shows the key material: %v", err)
+		}
+	}
+}
+
+// TestEncryptedValueFormat decrypts sealed values the way docs/topics.md describes them, with
+// nothing but AES-GCM: a consumer in another language can rely on that description.
+func TestEncryptedValueFormat(t *testing.T) {
+	keys, err := ParseKeyring("k2026:" + testKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := sealedDestination(t, keys)
+	var v struct {
+		Settings struct {
+			SharedSecret string
+			Webhooks     []struct{ Headers map[string]string }
+		}
+	}
+	if err := json.Unmarshal(rec.Value, &v); err != nil {
+		t.Fatal(err)
+	}
+	block, err := aes.NewCipher(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ value, aad, want string }{
+		{v.Settings.SharedSecret, "destination/order-hooks settings.sharedSecret", "s3cret-now"},
+		{v.Settings.Webhooks[0].Headers["Authorization"], "destination/order-hooks settings.webhooks[0].headers.Authorization", "Bearer tok-a1"},
+		{v.Settings.Webhooks[1].Headers["Authorization"], "destination/order-hooks settings.webhooks[1].headers.Authorization", "Bearer tok-b2"},
+	} {
+		data, ok := strings.CutPrefix(tt.value, "enc:v1:k2026:")
+		if !ok {
+			t.Fatalf("%s: %q is not enc:v1:k2026:<data>", tt.aad, tt.value)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(data)
+		if err != nil || len(raw) != 12+len(tt.want)+16 {
+			t.Fatalf("%s: data is not base64url of a 12-byte nonce, the ciphertext and a 16-byte tag (%v)", tt.aad, err)
+		}
+		plain, err := gcm.Open(nil, raw[:12], raw[12:], []byte(tt.aad))
+		if err != nil || string(plain) != tt.want {
+			t.Errorf("%s: decrypted %q (%v), want %q", tt.aad, plain, err, tt.want)
 		}
 	}
 }
