@@ -13,10 +13,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -191,7 +191,7 @@ func startExampleReceiver(t *testing.T, command []string, env ...string) string 
 	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", "STANDARD_WEBHOOKS=false", "PREVIOUS_SHARED_SECRET=")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Env = append(cmd.Env, "PORT="+strconv.Itoa(port))
-	out := &receiverOutput{}
+	out := &servicetest.Buffer{} // the receiver's stdout and stderr
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %v: %v", command, err)
@@ -251,22 +251,4 @@ func postToExampleReceiver(t *testing.T, base, name string, body []byte, header 
 	if resp.StatusCode != status || !strings.Contains(string(got), answer) {
 		t.Errorf("%s: %d %q, want %d containing %q", name, resp.StatusCode, strings.TrimSpace(string(got)), status, answer)
 	}
-}
-
-// receiverOutput collects a receiver's stdout and stderr.
-type receiverOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *receiverOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *receiverOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
 }

@@ -8,12 +8,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -24,24 +24,13 @@ var testBody = []byte(`{"version":1,"type":"track","userId":"u1","event":"Signed
 var testNow = time.Unix(1767323045, 0)
 
 // syncBuffer collects log lines written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type syncBuffer struct{ servicetest.Buffer }
 
 // lines returns the JSON log lines written so far.
 func (b *syncBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -50,12 +39,6 @@ func (b *syncBuffer) lines(t *testing.T) []map[string]any {
 		out = append(out, m)
 	}
 	return out
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func testConfig(t *testing.T, environ map[string]string) config {
