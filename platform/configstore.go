@@ -71,6 +71,7 @@ type Snapshot struct {
 	destinations map[string]*schemas.Destination
 	bySource     map[string][]*schemas.Destination
 	audiences    map[string]*schemas.Audience
+	traits       map[string]*schemas.ComputedTrait
 	stale        chan struct{}
 }
 
@@ -126,6 +127,15 @@ func (s *Snapshot) AudienceByID(id string) (*schemas.Audience, bool) {
 	return a, ok
 }
 
+// ComputedTraits returns every computed trait, ordered by id.
+func (s *Snapshot) ComputedTraits() []*schemas.ComputedTrait { return sortedValues(s.traits) }
+
+// ComputedTraitByID returns the computed trait with this id.
+func (s *Snapshot) ComputedTraitByID(id string) (*schemas.ComputedTrait, bool) {
+	t, ok := s.traits[id]
+	return t, ok
+}
+
 func sortedValues[T any](m map[string]*T) []*T {
 	keys := slices.Sorted(maps.Keys(m))
 	out := make([]*T, len(keys))
@@ -140,6 +150,7 @@ type configState struct {
 	sources      map[string]*schemas.Source
 	destinations map[string]*schemas.Destination
 	audiences    map[string]*schemas.Audience
+	traits       map[string]*schemas.ComputedTrait
 }
 
 func (st *configState) apply(o schemas.ConfigObject) {
@@ -162,6 +173,12 @@ func (st *configState) apply(o schemas.ConfigObject) {
 		} else {
 			st.audiences[o.ID] = o.Audience
 		}
+	case schemas.ConfigKindComputedTrait:
+		if o.Deleted() {
+			delete(st.traits, o.ID)
+		} else {
+			st.traits[o.ID] = o.ComputedTrait
+		}
 	}
 }
 
@@ -175,6 +192,8 @@ func (st *configState) object(kind schemas.ConfigKind, id string) schemas.Config
 		o.Destination = st.destinations[id]
 	case schemas.ConfigKindAudience:
 		o.Audience = st.audiences[id]
+	case schemas.ConfigKindComputedTrait:
+		o.ComputedTrait = st.traits[id]
 	}
 	return o
 }
@@ -187,6 +206,7 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 		destinations: maps.Clone(st.destinations),
 		bySource:     make(map[string][]*schemas.Destination),
 		audiences:    maps.Clone(st.audiences),
+		traits:       maps.Clone(st.traits),
 		stale:        make(chan struct{}),
 	}
 	for _, src := range sortedValues(st.sources) {
@@ -252,6 +272,7 @@ func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts .
 			sources:      map[string]*schemas.Source{},
 			destinations: map[string]*schemas.Destination{},
 			audiences:    map[string]*schemas.Audience{},
+			traits:       map[string]*schemas.ComputedTrait{},
 		},
 	}
 	cs.reader, err = NewTopicReader(TopicReaderConfig{
@@ -344,7 +365,7 @@ func (cs *ConfigStore) polled(caughtUp bool) error {
 	close(prev.stale)
 	if cs.version == 1 {
 		cs.logger.Info().Uint64("version", cs.version).Int("records", cs.records).Int("sources", len(cs.state.sources)).
-			Int("destinations", len(cs.state.destinations)).Int("audiences", len(cs.state.audiences)).
+			Int("destinations", len(cs.state.destinations)).Int("audiences", len(cs.state.audiences)).Int("computed_traits", len(cs.state.traits)).
 			Msg("config loaded")
 	}
 	return nil

@@ -12,6 +12,8 @@ type Config struct {
 	Sources      []Source      `json:"sources,omitempty" yaml:"sources"`
 	Destinations []Destination `json:"destinations,omitempty" yaml:"destinations"`
 	Audiences    []Audience    `json:"audiences,omitempty" yaml:"audiences"`
+	// ComputedTraits are per-user values computed from events (docs/audiences.md).
+	ComputedTraits []ComputedTrait `json:"computedTraits,omitempty" yaml:"computedTraits"`
 
 	// lines maps a field path ("sources[0].id") to its line in the parsed file, so that
 	// Validate can say where a problem is. It is nil for a config built in code.
@@ -85,56 +87,13 @@ type Webhook struct {
 	Headers map[string]string `json:"headers,omitempty" yaml:"headers"`
 }
 
-// Audience is a computed set of users, synced as identify calls with a boolean trait named
-// SnakeCase(Name).
-type Audience struct {
-	ID   string `json:"id" yaml:"id"`
-	Name string `json:"name" yaml:"name"`
-	// Source is the source id its identify messages are routed as.
-	Source string `json:"source" yaml:"source"`
-	Rule   Rule   `json:"rule" yaml:"rule"`
-	// Origin: see Source.Origin.
-	Origin string `json:"origin,omitempty" yaml:"-"`
-}
-
-// TraitKey is the trait an audience sets on its members' identify calls: SnakeCase(Name).
-func (a *Audience) TraitKey() string { return SnakeCase(a.Name) }
-
-// Rule is an audience rule: every condition of All, and at least one of Any when Any is
-// not empty.
-type Rule struct {
-	All []Condition `json:"all,omitempty" yaml:"all"`
-	Any []Condition `json:"any,omitempty" yaml:"any"`
-}
-
-// Condition is one clause of a Rule: either an event condition (Event, AtLeast, Within: the
-// user sent track Event at least MinCount times in the last Within, or ever when Within is 0)
-// or a trait condition (Trait, Equals: the user's trait Trait equals Equals).
-type Condition struct {
-	Event   string   `json:"event,omitempty" yaml:"event"`
-	AtLeast int      `json:"atLeast,omitempty" yaml:"atLeast"`
-	Within  Duration `json:"within,omitempty" yaml:"within"`
-	Trait   string   `json:"trait,omitempty" yaml:"trait"`
-	// Equals is a string, a float64 or a bool once parsed (numbers are always float64).
-	Equals any `json:"equals,omitempty" yaml:"equals"`
-}
-
-// IsEvent reports whether c is an event condition (Event is set).
-func (c *Condition) IsEvent() bool { return c.Event != "" }
-
-// MinCount is how many times the event must have happened: AtLeast, or 1 when omitted.
-func (c *Condition) MinCount() int {
-	if c.AtLeast == 0 {
-		return 1
-	}
-	return c.AtLeast
-}
-
 // Config record key prefixes of TopicConfig.
 const (
 	ConfigKeySource      = "source/"
 	ConfigKeyDestination = "destination/"
 	ConfigKeyAudience    = "audience/"
+	// ConfigKeyComputedTrait starts the key of a computed trait: "computed-trait/<id>".
+	ConfigKeyComputedTrait = "computed-trait/"
 )
 
 // MaxWebhooks is the most webhook entries one destination may have (docs/configuration.md#destination).

@@ -30,6 +30,8 @@ func (o ConfigObject) Origin() string {
 		return o.Destination.Origin
 	case o.Audience != nil:
 		return o.Audience.Origin
+	case o.ComputedTrait != nil:
+		return o.ComputedTrait.Origin
 	}
 	return ""
 }
@@ -43,6 +45,8 @@ func (o ConfigObject) SetOrigin(origin string) {
 		o.Destination.Origin = origin
 	case o.Audience != nil:
 		o.Audience.Origin = origin
+	case o.ComputedTrait != nil:
+		o.ComputedTrait.Origin = origin
 	}
 }
 
@@ -55,6 +59,8 @@ func (o ConfigObject) value() any {
 		return o.Destination
 	case o.Audience != nil:
 		return o.Audience
+	case o.ComputedTrait != nil:
+		return o.ComputedTrait
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -286,7 +287,7 @@ type decoder struct {
 
 type structField struct {
 	name  string // the key in YAML and JSON
-	index int
+	index []int  // for reflect.Value.FieldByIndex: embedded structs' fields are flattened
 }
 
 var durationType = reflect.TypeFor[Duration]()
@@ -568,17 +569,25 @@ func (d *decoder) structFields(t reflect.Type) []structField {
 		return fs
 	}
 	var fs []structField
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
+	var add func(t reflect.Type, index []int)
+	add = func(t reflect.Type, index []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+				add(f.Type, append(slices.Clone(index), i)) // flattened, as encoding/json does
+				continue
+			}
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			fs = append(fs, structField{name: name, index: append(slices.Clone(index), i)})
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		fs = append(fs, structField{name: name, index: i})
 	}
+	add(t, nil)
 	if d.fields == nil {
 		d.fields = map[reflect.Type][]structField{}
 	}
@@ -619,7 +628,7 @@ func (d *decoder) structValue(n *yaml.Node, path string, v reflect.Value) {
 			continue
 		}
 		seen[key] = n.Content[i].Line
-		d.decode(n.Content[i+1], fp, v.Field(field.index))
+		d.decode(n.Content[i+1], fp, v.FieldByIndex(field.index))
 		// The key's line reads better than the value's for a block value.
 		d.lines[fp] = n.Content[i].Line
 	}

@@ -23,6 +23,8 @@ const (
 	ConfigKindSource      ConfigKind = "source"
 	ConfigKindDestination ConfigKind = "destination"
 	ConfigKindAudience    ConfigKind = "audience"
+	// ConfigKindComputedTrait is a computed trait: key "computed-trait/<id>".
+	ConfigKindComputedTrait ConfigKind = "computed-trait"
 )
 
 // ConfigObject is one decoded config record: its kind, its id, and the object of that kind,
@@ -31,9 +33,10 @@ type ConfigObject struct {
 	Kind ConfigKind
 	ID   string
 	// Exactly one of these is set, matching Kind, unless the record is a tombstone.
-	Source      *Source
-	Destination *Destination
-	Audience    *Audience
+	Source        *Source
+	Destination   *Destination
+	Audience      *Audience
+	ComputedTrait *ComputedTrait
 }
 
 // Key returns the record key: "<kind>/<id>".
@@ -41,18 +44,18 @@ func (o ConfigObject) Key() string { return string(o.Kind) + "/" + o.ID }
 
 // Deleted reports whether the record is a tombstone: the object no longer exists.
 func (o ConfigObject) Deleted() bool {
-	return o.Source == nil && o.Destination == nil && o.Audience == nil
+	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil
 }
 
 // Records returns one TopicConfig record per object of a valid config: sources, then
-// destinations, then audiences, each in file order. It runs Validate first and returns its
+// destinations, then audiences, then computed traits, each in file order. It runs Validate first and returns its
 // error. Source records carry writeKeyHash, never the plaintext writeKey. Records writes no
 // tombstones: deleting objects absent from a file is the caller's choice.
 func (c *Config) Records() ([]ConfigRecord, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	out := make([]ConfigRecord, 0, len(c.Sources)+len(c.Destinations)+len(c.Audiences))
+	out := make([]ConfigRecord, 0, len(c.Sources)+len(c.Destinations)+len(c.Audiences)+len(c.ComputedTraits))
 	for i := range c.Sources {
 		r, err := c.Sources[i].Record()
 		if err != nil {
@@ -69,6 +72,13 @@ func (c *Config) Records() ([]ConfigRecord, error) {
 	}
 	for i := range c.Audiences {
 		r, err := c.Audiences[i].Record()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	for i := range c.ComputedTraits {
+		r, err := c.ComputedTraits[i].Record()
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +114,14 @@ func (a *Audience) Record() (ConfigRecord, error) {
 	return marshalRecord(ConfigKeyAudience+a.ID, a)
 }
 
+// Record returns the computed trait's TopicConfig record after Validate.
+func (t *ComputedTrait) Record() (ConfigRecord, error) {
+	if err := t.Validate(); err != nil {
+		return ConfigRecord{}, fmt.Errorf("computed trait %q: %w", t.ID, err)
+	}
+	return marshalRecord(ConfigKeyComputedTrait+t.ID, t)
+}
+
 func marshalRecord(key string, v any) (ConfigRecord, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -128,8 +146,8 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	kind, id, ok := strings.Cut(key, "/")
 	obj := ConfigObject{Kind: ConfigKind(kind), ID: id}
 	switch {
-	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience):
-		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id> or audience/<id>", key)
+	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience && obj.Kind != ConfigKindComputedTrait):
+		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id>, audience/<id> or computed-trait/<id>", key)
 	case !validID(id):
 		return ConfigObject{}, fmt.Errorf("config record key %q: the id must be non-empty and contain only a-z, 0-9, '-' and '_'", key)
 	case len(value) == 0:
@@ -149,6 +167,9 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	case ConfigKindAudience:
 		obj.Audience = &Audience{}
 		target = obj.Audience
+	case ConfigKindComputedTrait:
+		obj.ComputedTrait = &ComputedTrait{}
+		target = obj.ComputedTrait
 	}
 	lines, err := decodeStrict(value, ConfigFormatJSON, target)
 	if err == nil && obj.Destination != nil {
@@ -172,6 +193,7 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	return obj, nil
 }
 
-func (s *Source) objectID() string      { return s.ID }
-func (d *Destination) objectID() string { return d.ID }
-func (a *Audience) objectID() string    { return a.ID }
+func (s *Source) objectID() string        { return s.ID }
+func (d *Destination) objectID() string   { return d.ID }
+func (a *Audience) objectID() string      { return a.ID }
+func (t *ComputedTrait) objectID() string { return t.ID }

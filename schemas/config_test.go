@@ -61,12 +61,12 @@ func TestParseConfigFull(t *testing.T) {
 		Audiences: []Audience{
 			{ID: "power-users", Name: "Power Users", Source: "engage", Rule: Rule{All: []Condition{
 				{Event: "Order Completed", AtLeast: 3, Within: Duration(720 * time.Hour)},
-				{Trait: "plan", Equals: "pro"},
+				{Trait: "plan", Comparison: Comparison{Equals: "pro"}},
 			}}},
 			{ID: "top-buyers", Name: "Top 10 Buyers", Source: "engage", Rule: Rule{Any: []Condition{
 				{Event: "Order Completed"},
-				{Trait: "lifetimeValue", Equals: float64(1000)},
-				{Trait: "vip", Equals: true},
+				{Trait: "lifetimeValue", Comparison: Comparison{Equals: float64(1000)}},
+				{Trait: "vip", Comparison: Comparison{Equals: true}},
 			}}},
 		},
 	}
@@ -183,14 +183,14 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_audience_name_collision.yaml", `13: audiences[1].name: "power-users!" has the trait key "power_users", as has audiences[0].name "Power Users"`},
 		{"bad_audience_source_missing.yaml", `7: audiences[0].source: unknown source "engage"`},
 		{"bad_audience_no_source.yaml", `5: audiences[0].source: is required`},
-		{"bad_audience_no_conditions.yaml", `8: audiences[0].rule: needs at least one condition in all or any`},
-		{"bad_condition_both.yaml", `10: audiences[0].rule.all[0]: has both event and trait: a condition is one or the other`},
-		{"bad_condition_neither.yaml", `10: audiences[0].rule.any[0]: needs event or trait`},
+		{"bad_audience_no_conditions.yaml", `8: audiences[0].rule: needs one of all, any, not, event, trait or computedTrait`},
+		{"bad_condition_both.yaml", `10: audiences[0].rule.all[0]: has both event and trait: a condition is exactly one of all, any, not, event, trait or computedTrait`},
+		{"bad_condition_neither.yaml", `10: audiences[0].rule.any[0]: needs one of all, any, not, event, trait or computedTrait`},
 		{"bad_condition_at_least_zero.yaml", `11: audiences[0].rule.all[0].atLeast: must be at least 1, got 0`},
 		{"bad_condition_at_least_negative.yaml", `11: audiences[0].rule.all[0].atLeast: must be at least 1, got -2`},
 		{"bad_condition_within_negative.yaml", `11: audiences[0].rule.all[0].within: must not be negative, got -24h`},
-		{"bad_condition_event_with_equals.yaml", `11: audiences[0].rule.all[0].equals: applies to trait conditions only`},
-		{"bad_condition_trait_without_equals.yaml", `10: audiences[0].rule.all[0].equals: is required for a trait condition`},
+		{"bad_condition_event_with_equals.yaml", `11: audiences[0].rule.all[0].equals: applies to trait and computedTrait conditions only, not to an event condition`},
+		{"bad_condition_trait_without_equals.yaml", `10: audiences[0].rule.all[0]: needs an operator for the trait condition: equals, notEquals, exists, in, contains, gt, gte, lt or lte`},
 		{"bad_condition_trait_with_event_fields.yaml", `12: audiences[0].rule.all[0].atLeast: applies to event conditions only` + "\n" +
 			`13: audiences[0].rule.all[0].within: applies to event conditions only`},
 		// Every problem at once, in line order.
@@ -200,7 +200,7 @@ func TestLoadConfigFileBad(t *testing.T) {
 			`8: destinations[0].sources[0]: unknown source "mobile"`,
 			`11: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "/relative"`,
 			`12: destinations[0].settings.standardWebhooks: requires sharedSecret`,
-			`17: audiences[0].rule: needs at least one condition in all or any`,
+			`17: audiences[0].rule: needs one of all, any, not, event, trait or computedTrait`,
 		}, "\n")},
 	}
 	seen := map[string]bool{}
@@ -352,9 +352,9 @@ func TestValidateBuiltInCode(t *testing.T) {
 	cfg := &Config{
 		Sources: []Source{{ID: "web", WriteKey: "wk"}},
 		Audiences: []Audience{{ID: "a", Name: "A", Source: "web", Rule: Rule{All: []Condition{
-			{Event: "Signed Up", AtLeast: 0}, // 0 means the default, 1
-			{Trait: "age", Equals: 30},       // any integer kind is accepted
-			{Trait: "tags", Equals: []string{"x"}},
+			{Event: "Signed Up", AtLeast: 0},                   // 0 means the default, 1
+			{Trait: "age", Comparison: Comparison{Equals: 30}}, // any integer kind is accepted
+			{Trait: "tags", Comparison: Comparison{Equals: []string{"x"}}},
 		}}}},
 	}
 	want := "audiences[0].rule.all[2].equals: must be a string, a finite number or a boolean, got []string"
@@ -373,7 +373,7 @@ func TestObjectValidate(t *testing.T) {
 		{"destination", (&Destination{ID: "d", Type: "webhooks", Settings: DestinationSettings{Webhooks: []Webhook{{URL: "https://x.example"}}, MaxRequestsPerSecond: -2}}).Validate(),
 			"settings.maxRequestsPerSecond: must be a number ≥ 0 (0: no limit), got -2"},
 		{"audience", (&Audience{ID: "a", Name: "A", Source: "unknown-is-fine-here", Rule: Rule{Any: []Condition{{Trait: "t"}}}}).Validate(),
-			"rule.any[0].equals: is required for a trait condition"},
+			"rule.any[0]: needs an operator for the trait condition: equals, notEquals, exists, in, contains, gt, gte, lt or lte"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Validate checks every rule of docs/configuration.md over the whole config: each object's own
@@ -48,27 +47,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	audIDs := map[string]string{}
-	traitKeys := map[string]int{} // trait key → index of the first audience with it
-	for i := range c.Audiences {
-		a := &c.Audiences[i]
-		p := indexPath("audiences", i)
-		a.check(v, p)
-		v.unique(audIDs, a.ID, fieldPath(p, "id"))
-		if _, ok := sourceIDs[a.Source]; !ok && a.Source != "" {
-			v.addf(fieldPath(p, "source"), "unknown source %q", a.Source)
-		}
-		key := a.TraitKey()
-		if key == "" {
-			continue
-		}
-		if first, dup := traitKeys[key]; dup {
-			v.addf(fieldPath(p, "name"), "%q has the trait key %q, as has audiences[%d].name %q",
-				a.Name, key, first, c.Audiences[first].Name)
-		} else {
-			traitKeys[key] = i
-		}
-	}
+	c.validateAudiences(v, sourceIDs)
 	// Report in the order of the text; a config built in code keeps the order of the checks.
 	slices.SortStableFunc(v.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
 	return v.errs.errOrNil()
@@ -295,66 +274,6 @@ func (w *Webhook) check(v *validator, p string) {
 			v.addf(kp, "value must not contain control characters such as CR or LF")
 		case strings.HasPrefix(value, EncryptedPrefix):
 			v.addf(kp, "value %s", encryptedInConfig)
-		}
-	}
-}
-
-func (a *Audience) check(v *validator, p string) {
-	v.id(fieldPath(p, "id"), a.ID)
-	np := fieldPath(p, "name")
-	switch {
-	case a.Name == "":
-		v.addf(np, "is required")
-	case a.TraitKey() == "":
-		v.addf(np, "%q has no letters or digits, so it has no trait key", a.Name)
-	}
-	if a.Source == "" {
-		v.addf(fieldPath(p, "source"), "is required")
-	}
-	rp := fieldPath(p, "rule")
-	if len(a.Rule.All)+len(a.Rule.Any) == 0 {
-		v.addf(rp, "needs at least one condition in all or any")
-	}
-	for i := range a.Rule.All {
-		a.Rule.All[i].check(v, indexPath(fieldPath(rp, "all"), i))
-	}
-	for i := range a.Rule.Any {
-		a.Rule.Any[i].check(v, indexPath(fieldPath(rp, "any"), i))
-	}
-}
-
-func (c *Condition) check(v *validator, p string) {
-	ap, wp, ep := fieldPath(p, "atLeast"), fieldPath(p, "within"), fieldPath(p, "equals")
-	switch {
-	case c.Event != "" && c.Trait != "":
-		v.addf(p, "has both event and trait: a condition is one or the other")
-	case c.Event == "" && c.Trait == "":
-		v.addf(p, "needs event or trait")
-	case c.Event != "":
-		if c.AtLeast < 0 || (c.AtLeast == 0 && v.set(ap)) {
-			v.addf(ap, "must be at least 1, got %d", c.AtLeast)
-		}
-		if c.Within < 0 {
-			v.addf(wp, "must not be negative, got %s", ShortDuration(time.Duration(c.Within)))
-		}
-		if c.Equals != nil {
-			v.addf(ep, "applies to trait conditions only")
-		}
-	default: // trait
-		if c.AtLeast != 0 || v.set(ap) {
-			v.addf(ap, "applies to event conditions only")
-		}
-		if c.Within != 0 || v.set(wp) {
-			v.addf(wp, "applies to event conditions only")
-		}
-		if c.Equals == nil {
-			v.addf(ep, "is required for a trait condition")
-		} else if !validEquals(c.Equals) {
-			got := fmt.Sprintf("%T", c.Equals)
-			if f, ok := c.Equals.(float64); ok {
-				got = fmt.Sprint(f) // NaN or ±Inf
-			}
-			v.addf(ep, "must be a string, a finite number or a boolean, got %s", got)
 		}
 	}
 }
