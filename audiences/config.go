@@ -1,0 +1,121 @@
+package audiences
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// TopicRepartition carries what one partition's owner hands to another's (docs/topics.md and
+// docs/audiences.md#merging-profiles): profile merges, events of an anonymous id that was
+// merged away, deletion requests (re-keyed by the user), and sync ticks. It has as many
+// partitions as tracking.events, and is read in one transaction with it.
+const TopicRepartition = "audiences.repartition"
+
+// Config is the audiences service's configuration. Start from DefaultConfig; ConfigFromEnv
+// applies the environment (the fields tagged env; docs/configuration.md#run-time-settings).
+type Config struct {
+	// Topic names; tests on a shared broker override them.
+	EventsTopic, DeletionsTopic, StateTopic, RepartitionTopic string
+	// Group consumes tracking.events and audiences.repartition together (the range balancer
+	// gives a member the same partitions of both); DeletionsGroup forwards tracking.deletions.
+	Group, DeletionsGroup string
+	// SyncInterval is how often each audience and computed trait is synced
+	// (AUDIENCE_SYNC_INTERVAL).
+	SyncInterval time.Duration `env:"AUDIENCE_SYNC_INTERVAL" doc:"how often audiences and computed traits are computed and synced"`
+	// Addr is where the profile API, /healthz, /readyz and /metrics listen (AUDIENCES_ADDR).
+	Addr string `env:"AUDIENCES_ADDR" doc:"listen address of the profile API (and /healthz, /readyz, /metrics)"`
+	// Token, when set, is the bearer token of the profile API (AUDIENCES_TOKEN).
+	Token string `env:"AUDIENCES_TOKEN" doc:"bearer token of the profile API; empty: no token asked"`
+	// PeerURL is how an instance reaches another's profile API to forward a request for a
+	// user it does not own: a URL with "{instance}", replaced by the owner's
+	// AUDIENCES_TRANSACTIONAL_ID (AUDIENCES_PEER_URL, e.g. the StatefulSet's
+	// "http://{instance}.tributary-audiences:8091"). Empty: not forwarded (503 naming the
+	// owner).
+	PeerURL string `env:"AUDIENCES_PEER_URL" doc:"URL of another instance's profile API, with {instance} for its AUDIENCES_TRANSACTIONAL_ID; empty: requests for users of other instances are not forwarded"`
+	// TransactionalID is the transactional id and static member id of the instance
+	// (AUDIENCES_TRANSACTIONAL_ID): unique per instance, stable across its restarts.
+	TransactionalID string `env:"AUDIENCES_TRANSACTIONAL_ID" doc:"transactional id and static member id: unique per instance, stable across its restarts (a StatefulSet pod name)"`
+	// TransactionTimeout bounds how long a transaction left open by a crashed instance
+	// blocks its partitions (AUDIENCES_TRANSACTION_TIMEOUT).
+	TransactionTimeout time.Duration `env:"AUDIENCES_TRANSACTION_TIMEOUT" doc:"how long a transaction left open by a crashed audiences instance blocks its partitions; at least 1s"`
+	// MaxPollRecords bounds one poll, hence one transaction.
+	MaxPollRecords int
+	// MaxChangesPerTransaction bounds the identify calls one sync transaction emits; a
+	// partition with more changes goes on in the next transaction.
+	MaxChangesPerTransaction int
+	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
+}
+
+// DefaultConfig returns the defaults of docs/audiences.md.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "local"
+	}
+	return Config{
+		EventsTopic:              schemas.TopicEvents,
+		DeletionsTopic:           schemas.TopicDeletions,
+		StateTopic:               schemas.TopicAudiencesState,
+		RepartitionTopic:         TopicRepartition,
+		Group:                    "tributary-audiences",
+		DeletionsGroup:           "tributary-audiences-deletions",
+		SyncInterval:             time.Minute,
+		Addr:                     "127.0.0.1:8091",
+		TransactionalID:          "tributary-audiences-" + host,
+		TransactionTimeout:       60 * time.Second,
+		MaxPollRecords:           5000,
+		MaxChangesPerTransaction: 20000,
+		ShutdownTimeout:          platform.DefaultShutdownGrace,
+	}
+}
+
+// ConfigFromEnv returns DefaultConfig with the process environment applied, validated.
+func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
+
+// ConfigFromEnviron is ConfigFromEnv reading environ instead of the process environment; nil
+// reads the process environment.
+func ConfigFromEnviron(environ map[string]string) (Config, error) {
+	c := DefaultConfig()
+	err := platform.FromEnv(&c, environ)
+	return c, errors.Join(err, c.Validate())
+}
+
+// Validate returns every unusable field, each naming its variable.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.EventsTopic == "" || c.DeletionsTopic == "" || c.StateTopic == "" || c.RepartitionTopic == "" {
+		errs = append(errs, errors.New("audiences topics: names must not be empty"))
+	}
+	if c.Group == "" || c.DeletionsGroup == "" {
+		errs = append(errs, errors.New("audiences groups: names must not be empty"))
+	}
+	if c.SyncInterval < time.Second {
+		errs = append(errs, fmt.Errorf("AUDIENCE_SYNC_INTERVAL: must be at least 1s, got %s", c.SyncInterval))
+	}
+	if c.Addr == "" {
+		errs = append(errs, errors.New("AUDIENCES_ADDR: must not be empty"))
+	}
+	if c.PeerURL != "" && !strings.Contains(c.PeerURL, "{instance}") {
+		errs = append(errs, fmt.Errorf("AUDIENCES_PEER_URL: must contain {instance}, got %q", c.PeerURL))
+	}
+	if c.TransactionalID == "" {
+		errs = append(errs, errors.New("AUDIENCES_TRANSACTIONAL_ID: must not be empty"))
+	}
+	if c.TransactionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("AUDIENCES_TRANSACTION_TIMEOUT: must be at least 1s, got %s", c.TransactionTimeout))
+	}
+	if c.MaxPollRecords < 1 || c.MaxChangesPerTransaction < 1 {
+		errs = append(errs, errors.New("audiences batch limits: must be positive"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
