@@ -11,12 +11,6 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// TopicRepartition carries what one partition's owner hands to another's (docs/topics.md and
-// docs/audiences.md#merging-profiles): profile merges, events of an anonymous id that was
-// merged away, deletion requests (re-keyed by the user), and sync ticks. It has as many
-// partitions as tracking.events, and is read in one transaction with it.
-const TopicRepartition = "audiences.repartition"
-
 // Config is the audiences service's configuration. Start from DefaultConfig; ConfigFromEnv
 // applies the environment (the fields tagged env; docs/configuration.md#run-time-settings).
 type Config struct {
@@ -63,7 +57,7 @@ func DefaultConfig() Config {
 		EventsTopic:              schemas.TopicEvents,
 		DeletionsTopic:           schemas.TopicDeletions,
 		StateTopic:               schemas.TopicAudiencesState,
-		RepartitionTopic:         TopicRepartition,
+		RepartitionTopic:         schemas.TopicAudiencesRepartition,
 		Group:                    "tributary-audiences",
 		DeletionsGroup:           "tributary-audiences-deletions",
 		SyncInterval:             time.Minute,

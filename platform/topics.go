@@ -53,6 +53,7 @@ const (
 //	topic                      partitions  cleanup  retention
 //	tributary.config           1           compact  (forever: latest per key)
 //	audiences.state            partitions  compact  (forever: latest per key)
+//	audiences.repartition      partitions  delete   7 days
 //	tracking.suppressions      partitions  compact  (forever: latest per key)
 //	tracking.inbound           partitions  delete   7 days
 //	tracking.events            partitions  delete   7 days
@@ -71,6 +72,7 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	specs := []TopicSpec{
 		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
 		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true},
+		{Name: schemas.TopicAudiencesRepartition, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicSuppressions, Partitions: partitions, Compact: true},
 		{Name: schemas.TopicInbound, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicEvents, Partitions: partitions, Retention: RetentionDefault},

@@ -35,10 +35,14 @@ const (
 	// TopicAttempts carries one JSON record per delivery attempt, keyed by destination id.
 	TopicAttempts = "webhooks.attempts"
 	// TopicConfig is the compacted tenant-config topic: keys "source/<id>",
-	// "destination/<id>", "audience/<id>"; a tombstone deletes.
+	// "destination/<id>", "audience/<id>", "computed-trait/<id>"; a tombstone deletes.
 	TopicConfig = "tributary.config"
 	// TopicAudiencesState is the compacted changelog of the audiences store, keyed by userId.
 	TopicAudiencesState = "audiences.state"
+	// TopicAudiencesRepartition carries what one audiences partition hands to another
+	// (profile merges, events of a merged id, deletion requests re-keyed by user, sync
+	// ticks); it has as many partitions as tracking.events (docs/audiences.md#merging-profiles).
+	TopicAudiencesRepartition = "audiences.repartition"
 
 	// RetryTopicPrefix starts the name of every retry tier topic: webhooks.retry.<delay>.
 	RetryTopicPrefix = "webhooks.retry."

@@ -1,0 +1,478 @@
+package audiences
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// The profile API (docs/audiences.md#profile-api). Every profile lives in the memory of the
+// instance that owns its tracking.events partition; a request for another instance's user
+// is forwarded to it (AUDIENCES_PEER_URL), once.
+
+// headerForwarded marks a request one instance forwarded to another: it is never forwarded
+// again.
+const headerForwarded = "X-Tributary-Forwarded"
+
+// Member pages.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// ownersTTL is how long a description of the group's assignment is used before it is asked
+// for again.
+const ownersTTL = 2 * time.Second
+
+// Handler returns the profile API (without /healthz, /readyz and /metrics, which the
+// service's HTTP server adds).
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
+	mux.HandleFunc("GET /v1/audiences/{id}", s.getAudience)
+	mux.HandleFunc("GET /v1/audiences/{id}/members", s.getMembers)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+	})
+	if s.cfg.Token == "" {
+		return mux
+	}
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="audiences"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (AUDIENCES_TOKEN)")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ProfileView is the answer of GET /v1/profiles/{id}.
+type ProfileView struct {
+	UserID         string                     `json:"userId,omitempty"`
+	AnonymousID    string                     `json:"anonymousId,omitempty"`
+	Traits         json.RawMessage            `json:"traits"`
+	ComputedTraits map[string]json.RawMessage `json:"computedTraits"`
+	Audiences      []AudienceRef              `json:"audiences"`
+	FirstSeen      string                     `json:"firstSeen,omitempty"`
+	LastSeen       string                     `json:"lastSeen,omitempty"`
+	// MergedIDs are the ids (anonymous, or an alias's previous id) merged into the profile.
+	MergedIDs []string `json:"mergedIds,omitempty"`
+}
+
+// AudienceRef names an audience a profile belongs to.
+type AudienceRef struct {
+	ID  string `json:"id"`
+	Key string `json:"key"`
+}
+
+// AudienceView is the answer of GET /v1/audiences/{id}.
+type AudienceView struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Key        string `json:"key"`
+	Source     string `json:"source"`
+	Realtime   bool   `json:"realtime"`
+	Members    int    `json:"members"`
+	LastSyncAt string `json:"lastSyncAt,omitempty"`
+	// LastSync counts the joins and leaves the last sync of each partition sent.
+	LastSync struct {
+		Joins  int `json:"joins"`
+		Leaves int `json:"leaves"`
+	} `json:"lastSync"`
+	// Partitions is how many of the Total partitions the figures cover: fewer while a
+	// partition is being restored, or when another instance could not be asked.
+	Partitions int  `json:"partitions"`
+	Total      int  `json:"totalPartitions"`
+	Partial    bool `json:"partial,omitempty"`
+}
+
+// MembersPage is the answer of GET /v1/audiences/{id}/members.
+type MembersPage struct {
+	Data []Member `json:"data"`
+	// Next is the cursor of the next page; empty on the last.
+	Next string `json:"next,omitempty"`
+}
+
+// Member is one member of an audience.
+type Member struct {
+	UserID      string `json:"userId,omitempty"`
+	AnonymousID string `json:"anonymousId,omitempty"`
+}
+
+func (s *Service) getProfile(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	for hops := 0; hops < 3; hops++ {
+		p := s.apiPartitionOf(id)
+		s.mu.RLock()
+		part := s.parts[p]
+		if part == nil || !part.restored {
+			s.mu.RUnlock()
+			s.forward(w, r, p, "/v1/profiles/"+url.PathEscape(id))
+			return
+		}
+		prof := part.profiles[id]
+		switch {
+		case prof == nil || prof.Suppressed:
+			s.mu.RUnlock()
+			writeError(w, http.StatusNotFound, "not_found", "no profile for this id")
+			return
+		case prof.MergedInto != "":
+			id = prof.MergedInto
+			s.mu.RUnlock()
+			continue
+		}
+		view := s.profileView(prof)
+		s.mu.RUnlock()
+		writeJSON(w, http.StatusOK, view)
+		return
+	}
+	writeError(w, http.StatusNotFound, "not_found", "no profile for this id")
+}
+
+// profileView renders a profile; s.mu is held.
+func (s *Service) profileView(p *profile) ProfileView {
+	now := s.now().UnixMilli()
+	traits, _ := p.Traits.MarshalJSON()
+	v := ProfileView{UserID: p.UserID, AnonymousID: p.AnonymousID, Traits: traits,
+		ComputedTraits: map[string]json.RawMessage{}, Audiences: []AudienceRef{}, MergedIDs: p.Merged}
+	if p.UserID == "" {
+		v.AnonymousID = p.ID
+	}
+	if p.FirstSeen != 0 {
+		v.FirstSeen = recordTime(p.FirstSeen)
+		v.LastSeen = recordTime(p.LastSeen)
+	}
+	m := s.modelLocked()
+	for _, d := range m.traits {
+		v.ComputedTraits[d.key] = d.value(p, now).appendJSON(nil)
+	}
+	for _, d := range m.audiences {
+		if d.root.eval(p, now) {
+			v.Audiences = append(v.Audiences, AudienceRef{ID: d.id, Key: d.key})
+		}
+	}
+	return v
+}
+
+// modelLocked returns the model of the current config; s.mu is held (a read lock is enough:
+// a model the transform has not compiled yet is compiled here without being kept).
+func (s *Service) modelLocked() *model {
+	snap := s.deps.Config()
+	if s.modelSet && snap.Version() == s.modelVer {
+		return s.model
+	}
+	return compile(snap.Audiences(), snap.ComputedTraits())
+}
+
+func (s *Service) getAudience(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	a, ok := s.audienceConfig(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no audience %q", id))
+		return
+	}
+	view := s.localAudience(a)
+	if r.URL.Query().Get("scope") != "local" && r.Header.Get(headerForwarded) == "" && view.Partitions < view.Total {
+		s.addPeers(r, &view)
+	}
+	view.Partial = view.Partitions < view.Total
+	writeJSON(w, http.StatusOK, view)
+}
+
+type audienceInfo struct{ id, name, key, source string }
+
+func (s *Service) audienceConfig(id string) (*audienceInfo, bool) {
+	for _, a := range s.deps.Config().Audiences() {
+		if a.ID == id {
+			return &audienceInfo{id: a.ID, name: a.Name, key: a.TraitKey(), source: a.Source}, true
+		}
+	}
+	return nil, false
+}
+
+// localAudience sums the audience's figures over the partitions this instance owns.
+func (s *Service) localAudience(a *audienceInfo) AudienceView {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v := AudienceView{ID: a.id, Name: a.name, Key: a.key, Source: a.source, Total: int(s.nparts)}
+	if d := s.modelLocked().audienceByID(a.id); d != nil {
+		v.Realtime = d.realtime
+	}
+	st := s.stats["a/"+a.id]
+	var last time.Time
+	for p, part := range s.parts {
+		if !part.restored {
+			continue
+		}
+		v.Partitions++
+		if st == nil {
+			continue
+		}
+		v.Members += st.members[p]
+		v.LastSync.Joins += st.joins[p]
+		v.LastSync.Leaves += st.leaves[p]
+	}
+	if st != nil {
+		last = st.lastSync
+	}
+	if !last.IsZero() {
+		v.LastSyncAt = recordTime(last.UnixMilli())
+	}
+	return v
+}
+
+// addPeers adds the figures of every other instance of the group (asked with scope=local).
+func (s *Service) addPeers(r *http.Request, v *AudienceView) {
+	if s.cfg.PeerURL == "" {
+		return
+	}
+	owners, err := s.owners(r.Context())
+	if err != nil {
+		s.logger.Warn().Err(err).Msg("describing the audiences group for the profile API")
+		return
+	}
+	seen := map[string]bool{s.cfg.TransactionalID: true}
+	for _, inst := range owners {
+		if seen[inst] {
+			continue
+		}
+		seen[inst] = true
+		var peer AudienceView
+		if err := s.askPeer(r, inst, "/v1/audiences/"+url.PathEscape(v.ID)+"?scope=local", &peer); err != nil {
+			s.logger.Warn().Err(err).Str("instance", inst).Msg("asking another audiences instance")
+			continue
+		}
+		v.Partitions += peer.Partitions
+		v.Members += peer.Members
+		v.LastSync.Joins += peer.LastSync.Joins
+		v.LastSync.Leaves += peer.LastSync.Leaves
+		if peer.LastSyncAt > v.LastSyncAt {
+			v.LastSyncAt = peer.LastSyncAt
+		}
+	}
+}
+
+// getMembers pages through an audience's current members, partition by partition: the
+// cursor is "<partition>:<last id>" and a page of a partition another instance owns is asked
+// of that instance.
+func (s *Service) getMembers(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, ok := s.audienceConfig(id); !ok {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no audience %q", id))
+		return
+	}
+	q := r.URL.Query()
+	limit := defaultPageSize
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxPageSize {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit: a whole number from 1 to %d", maxPageSize))
+			return
+		}
+		limit = n
+	}
+	p, after, err := parseCursor(q.Get("cursor"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "cursor: "+err.Error())
+		return
+	}
+	page := MembersPage{Data: []Member{}}
+	s.mu.RLock()
+	d := s.modelLocked().audienceByID(id)
+	n := s.nparts
+	now := s.now().UnixMilli()
+	for p < n && len(page.Data) < limit {
+		part := s.parts[p]
+		if part == nil || !part.restored {
+			break
+		}
+		var ids []string
+		for key, prof := range part.profiles {
+			if key > after && prof.active() && d != nil && d.root.eval(prof, now) {
+				ids = append(ids, key)
+			}
+		}
+		sort.Strings(ids)
+		room := limit - len(page.Data)
+		full := len(ids) > room
+		if full {
+			ids = ids[:room]
+		}
+		for _, key := range ids {
+			prof := part.profiles[key]
+			m := Member{UserID: prof.UserID}
+			if prof.UserID == "" {
+				m.AnonymousID = key
+			}
+			page.Data = append(page.Data, m)
+		}
+		if full {
+			after = ids[len(ids)-1]
+			break
+		}
+		p, after = p+1, ""
+	}
+	s.mu.RUnlock()
+	if p < n && len(page.Data) == 0 {
+		// The cursor's partition is another instance's (or being restored).
+		s.forward(w, r, p, r.URL.Path+"?"+r.URL.RawQuery)
+		return
+	}
+	if p < n {
+		page.Next = formatCursor(p, after)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func parseCursor(c string) (int32, string, error) {
+	if c == "" {
+		return 0, "", nil
+	}
+	ps, after, ok := strings.Cut(c, ":")
+	p, err := strconv.ParseInt(ps, 10, 32)
+	if !ok || err != nil || p < 0 {
+		return 0, "", errors.New("not a cursor this API returned")
+	}
+	return int32(p), after, nil
+}
+
+func formatCursor(p int32, after string) string { return strconv.Itoa(int(p)) + ":" + after }
+
+// forward answers a request for partition p from the instance that owns it: 503 (Retry-After)
+// when the owner is this instance (still restoring), unknown, not reachable, or the request
+// was forwarded already.
+func (s *Service) forward(w http.ResponseWriter, r *http.Request, p int32, pathAndQuery string) {
+	unavailable := func(msg string) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", msg)
+	}
+	if r.Header.Get(headerForwarded) != "" {
+		unavailable(fmt.Sprintf("partition %d is not owned here (the group is rebalancing)", p))
+		return
+	}
+	owners, err := s.owners(r.Context())
+	if err != nil {
+		unavailable("the owner of partition " + strconv.Itoa(int(p)) + " is not known yet")
+		return
+	}
+	inst, ok := owners[p]
+	switch {
+	case !ok:
+		unavailable(fmt.Sprintf("partition %d has no owner (the group is rebalancing)", p))
+		return
+	case inst == s.cfg.TransactionalID:
+		unavailable(fmt.Sprintf("partition %d is being restored from %s", p, s.cfg.StateTopic))
+		return
+	case s.cfg.PeerURL == "":
+		unavailable(fmt.Sprintf("partition %d is owned by instance %s and AUDIENCES_PEER_URL is not set", p, inst))
+		return
+	}
+	target := strings.ReplaceAll(s.cfg.PeerURL, "{instance}", inst)
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, strings.TrimSuffix(target, "/")+pathAndQuery, nil)
+	if err != nil {
+		unavailable("AUDIENCES_PEER_URL does not make a URL: " + err.Error())
+		return
+	}
+	req.Header.Set(headerForwarded, s.cfg.TransactionalID)
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		unavailable(fmt.Sprintf("instance %s (owner of partition %d) did not answer", inst, p))
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, 16<<20))
+}
+
+func (s *Service) askPeer(r *http.Request, inst, pathAndQuery string, into any) error {
+	target := strings.TrimSuffix(strings.ReplaceAll(s.cfg.PeerURL, "{instance}", inst), "/") + pathAndQuery
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(headerForwarded, s.cfg.TransactionalID)
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", inst, resp.Status)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(into)
+}
+
+// owners returns, for each tracking.events partition, the instance id (static member id) of
+// the group member it is assigned to; cached for ownersTTL.
+func (s *Service) owners(ctx context.Context) (map[int32]string, error) {
+	s.ownersMu.Lock()
+	defer s.ownersMu.Unlock()
+	if s.ownersMap != nil && time.Since(s.ownersAt) < ownersTTL {
+		return s.ownersMap, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	groups, err := kadm.NewClient(s.producer).DescribeGroups(ctx, s.cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := groups[s.cfg.Group]
+	if !ok || g.Err != nil {
+		return nil, fmt.Errorf("describing group %s: %v", s.cfg.Group, g.Err)
+	}
+	out := map[int32]string{}
+	for _, m := range g.Members {
+		c, ok := m.Assigned.AsConsumer()
+		if !ok || m.InstanceID == nil {
+			continue
+		}
+		for _, t := range c.Topics {
+			if t.Topic != s.cfg.EventsTopic {
+				continue
+			}
+			for _, p := range t.Partitions {
+				out[p] = *m.InstanceID
+			}
+		}
+	}
+	s.ownersMap, s.ownersAt = out, time.Now()
+	return out, nil
+}

@@ -1,0 +1,54 @@
+// Command audiences keeps user profiles, computes traits and audience membership, and sends
+// their changes as identify calls (docs/audiences.md). It serves the profile API, /healthz,
+// /readyz and /metrics on AUDIENCES_ADDR. Settings come from the environment:
+// platform.NewCommand reads the KAFKA_* and common ones, audiences.ConfigFromEnv the
+// service's; the table of docs/configuration.md#run-time-settings lists them all (service
+// "audiences").
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform"
+)
+
+func main() {
+	platform.PrintVersionIfAsked("audiences")
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "audiences:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cmd, err := platform.NewCommand()
+	if err != nil {
+		return err
+	}
+	cfg, err := audiences.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	deps := audiences.Deps{
+		Kafka:       cmd.Kafka,
+		Config:      func() audiences.Snapshot { return cmd.Store.Snapshot() },
+		ConfigReady: cmd.Store.Ready(),
+		Logger:      cmd.Logger,
+		Registerer:  cmd.Registry,
+		Gatherer:    cmd.Registry,
+		Health:      cmd.Health,
+	}
+	runners := []platform.Runner{}
+	if cmd.Settings.MetricsAddr != "" {
+		// /metrics (and the health answers' details) on METRICS_ADDR, beside the profile API.
+		deps.Gatherer = nil
+		runners = append(runners, cmd.MetricsServer(""))
+	}
+	svc, err := audiences.New(cfg, deps)
+	if err != nil {
+		return err
+	}
+	return cmd.Run(append(runners, svc)...)
+}

@@ -1,0 +1,54 @@
+package audiences
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the service's own series (docs/audiences.md#metrics); the consumer lag of its
+// group comes from platform.LagCollector.
+type metrics struct {
+	events      prometheus.Counter
+	profiles    prometheus.Gauge
+	restores    prometheus.Counter
+	deletions   prometheus.Counter
+	identifies  *prometheus.CounterVec
+	syncSeconds prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		events: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_audiences_events_total",
+			Help: "tracking.events messages applied to profiles (the service's own identify calls are not counted).",
+		}),
+		profiles: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tributary_audiences_profiles",
+			Help: "Profiles held in memory by this instance (anonymous, identified, merge redirects and suppressions).",
+		}),
+		restores: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_audiences_restores_total",
+			Help: "Restores of owned partitions from audiences.state (after an assignment or an aborted transaction).",
+		}),
+		deletions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_audiences_deletion_requests_total",
+			Help: "Deletion and suppression requests applied to profiles.",
+		}),
+		identifies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_audiences_identifies_total",
+			Help: "Identify calls emitted to tracking.events, by computation class (audience, computed_trait) and id.",
+		}, []string{"class", "id"}),
+		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tributary_audiences_sync_duration_seconds",
+			Help:    "How long the sync of one partition took (evaluating every profile and building its identify calls).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.events, m.profiles, m.restores, m.deletions, m.identifies, m.syncSeconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering audiences metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,349 @@
+package audiences
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// model is the config compiled for evaluation: audiences, computed traits and the aggregates
+// they read. It is immutable once built.
+type model struct {
+	audiences []*audienceDef
+	traits    []*traitDef
+	traitByID map[string]*traitDef
+	// aggs by event name: what each track event of that name feeds.
+	aggsByEvent map[string][]*aggDef
+	realtime    bool
+}
+
+// audienceDef is one audience, compiled. Its version changes whenever its name, source or
+// rule does: a new version is synced as a new audience (docs/audiences.md#config-changes).
+type audienceDef struct {
+	id, name, key, source, version string
+	realtime                       bool
+	root                           *node
+}
+
+type traitDef struct {
+	id, name, key, source, version string
+	realtime                       bool
+	kind                           string
+	within                         int64 // ms
+	agg                            *aggDef
+}
+
+// aggDef is one aggregate over a track event: its series (count, or a numeric property),
+// first/last value, value frequencies or unique values, over the events matching where.
+type aggDef struct {
+	key   string
+	event string
+	where []whereDef
+	path  []string // the property (nil: counts only)
+	class string   // "series", "firstlast", "freq", "list"
+}
+
+type whereDef struct {
+	path []string
+	cmp  *comparison
+}
+
+// node is one compiled rule condition.
+type node struct {
+	op       string // all, any, not, event, trait, computedTrait
+	children []*node
+	// event
+	event    string
+	agg      *aggDef // where-filtered count; nil: the profile's plain count of event
+	min, max uint64
+	hasMax   bool
+	within   int64 // ms; 0: ever
+	// trait, computedTrait
+	trait  string
+	ctrait *traitDef
+	cmp    *comparison
+}
+
+func version(parts ...any) string {
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// compile builds the model of a config snapshot's audiences and computed traits.
+func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
+	m := &model{traitByID: map[string]*traitDef{}, aggsByEvent: map[string][]*aggDef{}}
+	aggs := map[string]*aggDef{}
+	aggFor := func(event, class string, path []string, where []schemas.PropertyCondition) *aggDef {
+		key := version(class, event, path, where)
+		if a, ok := aggs[key]; ok {
+			return a
+		}
+		a := &aggDef{key: class + ":" + key, event: event, path: path, class: class}
+		for i := range where {
+			a.where = append(a.where, whereDef{path: where[i].PropertyPath(), cmp: compileComparison(&where[i].Comparison)})
+		}
+		aggs[key] = a
+		m.aggsByEvent[event] = append(m.aggsByEvent[event], a)
+		return a
+	}
+	for _, t := range cts {
+		kind, body := t.Aggregate()
+		if body == nil {
+			continue
+		}
+		d := &traitDef{id: t.ID, name: t.Name, key: t.TraitKey(), source: t.Source, realtime: t.Realtime, kind: kind,
+			within: time.Duration(body.Within).Milliseconds(), version: version(t.Name, t.Source, kind, body)}
+		var path []string
+		if kind != schemas.AggCount {
+			path = body.PropertyPath()
+		}
+		class := "series"
+		switch kind {
+		case schemas.AggFirst, schemas.AggLast:
+			class = "firstlast"
+		case schemas.AggMostFrequent:
+			class = "freq"
+		case schemas.AggUniqueList:
+			class = "list"
+		}
+		d.agg = aggFor(body.Event, class, path, body.Where)
+		m.traits = append(m.traits, d)
+		m.traitByID[t.ID] = d
+		m.realtime = m.realtime || t.Realtime
+	}
+	for _, a := range auds {
+		d := &audienceDef{id: a.ID, name: a.Name, key: a.TraitKey(), source: a.Source, realtime: a.Realtime,
+			version: version(a.Name, a.Source, a.Rule)}
+		d.root = m.compileNode(&a.Rule, aggFor)
+		m.audiences = append(m.audiences, d)
+		m.realtime = m.realtime || a.Realtime
+	}
+	sort.Slice(m.audiences, func(i, j int) bool { return m.audiences[i].id < m.audiences[j].id })
+	sort.Slice(m.traits, func(i, j int) bool { return m.traits[i].id < m.traits[j].id })
+	return m
+}
+
+func (m *model) compileNode(c *schemas.Condition, aggFor func(string, string, []string, []schemas.PropertyCondition) *aggDef) *node {
+	n := &node{}
+	switch {
+	case len(c.All) > 0 || len(c.Any) > 0:
+		n.op = "all"
+		list := c.All
+		if len(c.Any) > 0 {
+			n.op, list = "any", c.Any
+		}
+		for i := range list {
+			n.children = append(n.children, m.compileNode(&list[i], aggFor))
+		}
+	case c.Not != nil:
+		n.op = "not"
+		n.children = []*node{m.compileNode(c.Not, aggFor)}
+	case c.Event != "":
+		n.op, n.event = "event", c.Event
+		n.min = uint64(c.MinCount())
+		if c.AtMost != nil {
+			n.hasMax, n.max = true, uint64(*c.AtMost)
+		}
+		n.within = time.Duration(c.Within).Milliseconds()
+		if len(c.Where) > 0 {
+			n.agg = aggFor(c.Event, "series", nil, c.Where)
+		}
+	case c.Trait != "":
+		n.op, n.trait, n.cmp = "trait", c.Trait, compileComparison(&c.Comparison)
+	case c.ComputedTrait != "":
+		n.op, n.cmp = "computedTrait", compileComparison(&c.Comparison)
+		n.ctrait = m.traitByID[c.ComputedTrait] // nil (unknown id): never matches
+	default:
+		n.op = "never"
+	}
+	return n
+}
+
+// eval evaluates a rule for a profile at now (ms).
+func (n *node) eval(p *profile, now int64) bool {
+	switch n.op {
+	case "all":
+		for _, c := range n.children {
+			if !c.eval(p, now) {
+				return false
+			}
+		}
+		return true
+	case "any":
+		for _, c := range n.children {
+			if c.eval(p, now) {
+				return true
+			}
+		}
+		return false
+	case "not":
+		return !n.children[0].eval(p, now)
+	case "event":
+		var s *series
+		if n.agg != nil {
+			if a := p.agg(n.agg.key, false); a != nil {
+				s = a.S
+			}
+		} else {
+			s = p.eventSeries(n.event, false)
+		}
+		var count uint64
+		if s != nil {
+			count, _ = s.window(n.within, now)
+		}
+		return count >= n.min && (!n.hasMax || count <= n.max)
+	case "trait":
+		return n.cmp.match(p.Traits.get(n.trait))
+	case "computedTrait":
+		if n.ctrait == nil {
+			return false
+		}
+		return n.cmp.match(n.ctrait.value(p, now))
+	}
+	return false
+}
+
+// value is the computed trait's current value for p at now (ms): its empty value (count and
+// sum 0, uniqueList [], the others null) when no matching event counts.
+func (d *traitDef) value(p *profile, now int64) val {
+	a := p.agg(d.agg.key, false)
+	switch d.kind {
+	case schemas.AggCount, schemas.AggSum:
+		if a == nil || a.S == nil {
+			return numVal(0)
+		}
+		n, b := a.S.window(d.within, now)
+		if d.kind == schemas.AggCount {
+			return numVal(float64(n))
+		}
+		return numVal(b.Sum)
+	case schemas.AggAvg, schemas.AggMin, schemas.AggMax:
+		if a == nil || a.S == nil {
+			return null
+		}
+		_, b := a.S.window(d.within, now)
+		if b.N == 0 {
+			return null
+		}
+		switch d.kind {
+		case schemas.AggAvg:
+			return numVal(b.Sum / float64(b.N))
+		case schemas.AggMin:
+			return numVal(b.Min)
+		default:
+			return numVal(b.Max)
+		}
+	case schemas.AggFirst:
+		if a == nil || a.First == nil {
+			return null
+		}
+		return a.First.V
+	case schemas.AggLast:
+		if a == nil || a.Last == nil {
+			return null
+		}
+		return a.Last.V
+	case schemas.AggMostFrequent:
+		if a == nil || len(a.Freq) == 0 {
+			return null
+		}
+		best := a.Freq[0]
+		for _, f := range a.Freq[1:] {
+			if f.N > best.N || (f.N == best.N && f.First < best.First) {
+				best = f
+			}
+		}
+		return best.V
+	case schemas.AggUniqueList:
+		var b strings.Builder
+		b.WriteByte('[')
+		if a != nil {
+			for i, v := range a.List {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.Write(v.appendJSON(nil))
+			}
+		}
+		b.WriteByte(']')
+		return val{k: kRaw, s: b.String()}
+	}
+	return null
+}
+
+// apply feeds one track event (at ms, its properties) to the profile's aggregates.
+func (m *model) apply(p *profile, event string, props json.RawMessage, at, now int64) {
+	defs := m.aggsByEvent[event]
+	if len(defs) == 0 {
+		return
+	}
+	var parsed map[string]json.RawMessage
+	parsedOK := false
+	get := func(path []string) val {
+		if !parsedOK {
+			parsedOK = true
+			_ = json.Unmarshal(props, &parsed)
+		}
+		if len(path) == 0 || parsed == nil {
+			return null
+		}
+		raw, ok := parsed[path[0]]
+		if !ok {
+			return null
+		}
+		if len(path) == 1 {
+			return parseVal(raw)
+		}
+		return lookup(raw, path[1:])
+	}
+	for _, d := range defs {
+		ok := true
+		for _, w := range d.where {
+			if !w.cmp.match(get(w.path)) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		var v val
+		if d.path != nil {
+			if v = get(d.path); v.isNull() {
+				continue // an event without the property does not count for it
+			}
+		}
+		a := p.agg(d.key, true)
+		switch d.class {
+		case "series":
+			if a.S == nil {
+				a.S = &series{}
+			}
+			if d.path != nil {
+				if v.k != kNumber {
+					continue
+				}
+				a.S.add(at, now, v.f, true)
+			} else {
+				a.S.add(at, now, 0, false)
+			}
+		case "firstlast":
+			if a.First == nil || at < a.First.At {
+				a.First = &stamped{V: v, At: at}
+			}
+			if a.Last == nil || at >= a.Last.At {
+				a.Last = &stamped{V: v, At: at}
+			}
+		case "freq":
+			a.addFreq(v, 1, at)
+		case "list":
+			a.addUnique(v)
+		}
+	}
+}

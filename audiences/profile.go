@@ -1,0 +1,308 @@
+package audiences
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"sort"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Profile limits (docs/audiences.md#memory).
+const (
+	// maxEventNames bounds the track event names counted per profile (beyond: not counted).
+	maxEventNames = 100
+	// maxMerged bounds the anonymous ids a profile remembers having merged.
+	maxMerged = 16
+	// mostFrequentCap bounds the distinct values a mostFrequent trait counts per profile.
+	mostFrequentCap = 50
+)
+
+// profile is one user's state: the value of one audiences.state record. Its JSON is the
+// changelog format (docs/topics.md#audiencesstate).
+type profile struct {
+	// ID is the key: the userId, or the anonymousId of an anonymous profile.
+	ID          string   `json:"id"`
+	UserID      string   `json:"userId,omitempty"`
+	AnonymousID string   `json:"anonymousId,omitempty"`
+	Traits      traits   `json:"traits,omitempty"`
+	FirstSeen   int64    `json:"firstSeen,omitempty"` // ms
+	LastSeen    int64    `json:"lastSeen,omitempty"`  // ms
+	Events      []named  `json:"events,omitempty"`    // per track event name
+	Aggs        []agg    `json:"aggs,omitempty"`      // per config aggregate (docs/audiences.md)
+	Synced      []sent   `json:"synced,omitempty"`    // what the last sync sent
+	Merged      []string `json:"merged,omitempty"`    // anonymous ids merged into this profile
+	// MergedInto: this anonymous id was merged into that profile; its events go there.
+	MergedInto string `json:"mergedInto,omitempty"`
+	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
+	Suppressed bool `json:"suppressed,omitempty"`
+}
+
+// active reports whether p is a profile (not a redirect or a suppression marker).
+func (p *profile) active() bool { return p.MergedInto == "" && !p.Suppressed }
+
+type named struct {
+	Name string `json:"name"`
+	series
+}
+
+// agg is the state of one aggregate of the config (aggDef), keyed by its definition, so that
+// it survives config changes that keep it.
+type agg struct {
+	Key   string   `json:"key"`
+	S     *series  `json:"series,omitempty"` // count, sum, avg, min, max
+	First *stamped `json:"first,omitempty"`
+	Last  *stamped `json:"last,omitempty"`
+	Freq  []freq   `json:"freq,omitempty"`
+	List  []val    `json:"list,omitempty"`
+}
+
+type stamped struct {
+	V  val   `json:"v"`
+	At int64 `json:"at"`
+}
+
+type freq struct {
+	V     val    `json:"v"`
+	N     uint32 `json:"n"`
+	First int64  `json:"at"`
+}
+
+// sent is what the last sync sent for one audience or computed trait: V true/false for an
+// audience (only members are kept), the value for a computed trait.
+type sent struct {
+	ID      string `json:"id"` // "a/<id>" or "t/<id>"
+	Version string `json:"v"`
+	V       val    `json:"val"`
+}
+
+// traits is an ordered list of (key, value): smaller than a map per profile.
+type traits []traitKV
+
+type traitKV struct {
+	K string
+	V val
+}
+
+func (t traits) get(k string) val {
+	for i := range t {
+		if t[i].K == k {
+			return t[i].V
+		}
+	}
+	return null
+}
+
+// set sets k to v; null removes it.
+func (t *traits) set(k string, v val) {
+	for i := range *t {
+		if (*t)[i].K == k {
+			if v.isNull() {
+				*t = slices.Delete(*t, i, i+1)
+			} else {
+				(*t)[i].V = v
+			}
+			return
+		}
+	}
+	if !v.isNull() {
+		*t = append(*t, traitKV{k, v})
+	}
+}
+
+func (t traits) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, kv := range t {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(kv.K)
+		b = append(b, k...)
+		b = append(b, ':')
+		b = kv.V.appendJSON(b)
+	}
+	return append(b, '}'), nil
+}
+
+func (t *traits) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	*t = (*t)[:0]
+	for _, k := range keys {
+		t.set(k, parseVal(m[k]))
+	}
+	return nil
+}
+
+// mergeTraits sets every trait of obj (a JSON object): later wins, null removes.
+func (p *profile) mergeTraits(obj json.RawMessage) {
+	if len(bytes.TrimSpace(obj)) == 0 {
+		return
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p.Traits.set(k, parseVal(m[k]))
+	}
+}
+
+func (p *profile) eventSeries(name string, create bool) *series {
+	for i := range p.Events {
+		if p.Events[i].Name == name {
+			return &p.Events[i].series
+		}
+	}
+	if !create || len(p.Events) >= maxEventNames {
+		return nil
+	}
+	p.Events = append(p.Events, named{Name: name})
+	return &p.Events[len(p.Events)-1].series
+}
+
+func (p *profile) agg(key string, create bool) *agg {
+	for i := range p.Aggs {
+		if p.Aggs[i].Key == key {
+			return &p.Aggs[i]
+		}
+	}
+	if !create {
+		return nil
+	}
+	p.Aggs = append(p.Aggs, agg{Key: key})
+	return &p.Aggs[len(p.Aggs)-1]
+}
+
+func (p *profile) synced(id string) *sent {
+	for i := range p.Synced {
+		if p.Synced[i].ID == id {
+			return &p.Synced[i]
+		}
+	}
+	return nil
+}
+
+func (p *profile) setSynced(id, version string, v val, keep bool) {
+	for i := range p.Synced {
+		if p.Synced[i].ID == id {
+			if keep {
+				p.Synced[i] = sent{ID: id, Version: version, V: v}
+			} else {
+				p.Synced = slices.Delete(p.Synced, i, i+1)
+			}
+			return
+		}
+	}
+	if keep {
+		p.Synced = append(p.Synced, sent{ID: id, Version: version, V: v})
+	}
+}
+
+func (p *profile) seen(ms int64) {
+	if p.FirstSeen == 0 || ms < p.FirstSeen {
+		p.FirstSeen = ms
+	}
+	if ms > p.LastSeen {
+		p.LastSeen = ms
+	}
+}
+
+// absorb merges o (a profile merged into p: an anonymous one, or the previous id of an alias)
+// into p: p's traits win over o's, counts and buckets add up, first/last keep the earliest and
+// the latest, frequencies add up. o's synced state is not taken: o's own identify calls stop.
+func (p *profile) absorb(o *profile, now int64) {
+	for _, kv := range o.Traits {
+		if p.Traits.get(kv.K).isNull() {
+			p.Traits.set(kv.K, kv.V)
+		}
+	}
+	if o.FirstSeen != 0 {
+		p.seen(o.FirstSeen)
+	}
+	p.seen(o.LastSeen)
+	for i := range o.Events {
+		if s := p.eventSeries(o.Events[i].Name, true); s != nil {
+			s.merge(&o.Events[i].series, now)
+		}
+	}
+	for i := range o.Aggs {
+		oa := &o.Aggs[i]
+		a := p.agg(oa.Key, true)
+		if oa.S != nil {
+			if a.S == nil {
+				a.S = &series{}
+			}
+			a.S.merge(oa.S, now)
+		}
+		if oa.First != nil && (a.First == nil || oa.First.At < a.First.At) {
+			a.First = oa.First
+		}
+		if oa.Last != nil && (a.Last == nil || oa.Last.At > a.Last.At) {
+			a.Last = oa.Last
+		}
+		for _, f := range oa.Freq {
+			a.addFreq(f.V, f.N, f.First)
+		}
+		for _, v := range oa.List {
+			a.addUnique(v)
+		}
+	}
+	if o.AnonymousID != "" && p.AnonymousID == "" && p.UserID == "" {
+		p.AnonymousID = o.AnonymousID
+	}
+	p.addMerged(o.ID)
+	for _, m := range o.Merged {
+		p.addMerged(m)
+	}
+}
+
+func (p *profile) addMerged(id string) {
+	if id == "" || id == p.ID || slices.Contains(p.Merged, id) {
+		return
+	}
+	if len(p.Merged) >= maxMerged {
+		p.Merged = slices.Delete(p.Merged, 0, 1)
+	}
+	p.Merged = append(p.Merged, id)
+}
+
+func (a *agg) addFreq(v val, n uint32, at int64) {
+	for i := range a.Freq {
+		if a.Freq[i].V.equal(v) {
+			a.Freq[i].N += n
+			if at < a.Freq[i].First {
+				a.Freq[i].First = at
+			}
+			return
+		}
+	}
+	if len(a.Freq) < mostFrequentCap {
+		a.Freq = append(a.Freq, freq{V: v, N: n, First: at})
+	}
+}
+
+func (a *agg) addUnique(v val) {
+	if len(a.List) >= schemas.UniqueListCap {
+		return
+	}
+	for _, x := range a.List {
+		if x.equal(v) {
+			return
+		}
+	}
+	a.List = append(a.List, v)
+}
