@@ -1,6 +1,9 @@
 package audiences
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // Buckets (docs/audiences.md#time-buckets). A series counts events (and sums a property) in
 // buckets keyed by the minute they start at (minutes since the Unix epoch). Buckets of the
@@ -37,6 +40,10 @@ type series struct {
 
 func minuteOf(ms int64) int32 { return int32(ms / minuteMs) }
 
+// byMinute orders buckets by their minute (for binary searches; a subtraction would overflow
+// for a window reaching back to the minimum).
+func byMinute(b bucket, t int32) int { return cmp.Compare(b.At, t) }
+
 // add counts one event at ms (with numeric value x when hasX) and compacts the series as of
 // now (ms): older minutes merge into hours, and what is older than 90 days is dropped.
 func (s *series) add(ms, now int64, x float64, hasX bool) {
@@ -49,7 +56,7 @@ func (s *series) add(ms, now int64, x float64, hasX bool) {
 	if m < nowMin-fineSpanMins {
 		m -= m % 60
 	}
-	i, found := slices.BinarySearchFunc(s.Buckets, m, func(b bucket, t int32) int { return int(b.At - t) })
+	i, found := slices.BinarySearchFunc(s.Buckets, m, byMinute)
 	if !found {
 		s.Buckets = slices.Insert(s.Buckets, i, bucket{At: m})
 	}
@@ -110,7 +117,7 @@ func (s *series) window(withinMs, now int64) (n uint64, agg bucket) {
 	if withinMs > 0 {
 		from = minuteOf(now - withinMs)
 	}
-	i, _ := slices.BinarySearchFunc(s.Buckets, from, func(b bucket, t int32) int { return int(b.At - t) })
+	i, _ := slices.BinarySearchFunc(s.Buckets, from, byMinute)
 	for _, b := range s.Buckets[i:] {
 		n += uint64(b.N)
 		mergeBucket(&agg, b)
@@ -125,7 +132,7 @@ func (s *series) window(withinMs, now int64) (n uint64, agg bucket) {
 func (s *series) merge(o *series, now int64) {
 	s.Total += o.Total
 	for _, b := range o.Buckets {
-		i, found := slices.BinarySearchFunc(s.Buckets, b.At, func(x bucket, t int32) int { return int(x.At - t) })
+		i, found := slices.BinarySearchFunc(s.Buckets, b.At, byMinute)
 		if !found {
 			s.Buckets = slices.Insert(s.Buckets, i, bucket{At: b.At})
 		}

@@ -1,0 +1,231 @@
+package audiences_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// harness is an embedded broker with every topic and a config store (servicetest.Env), a
+// clock the test moves, and a reader of the identify calls the service writes.
+type harness struct {
+	*servicetest.Env
+	t      *testing.T
+	clock  *clock
+	events *servicetest.Reader
+	seen   int // records of events already returned by identifies
+}
+
+func newHarness(t *testing.T, yaml string) *harness {
+	t.Helper()
+	env := servicetest.New(t, servicetest.Options{Config: yaml})
+	h := &harness{Env: env, t: t, clock: newClock(), events: env.Reader(schemas.TopicEvents)}
+	h.events.Settle = 300 * time.Millisecond
+	return h
+}
+
+// clock is a settable clock for Deps.Now.
+type clock struct{ ms atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ms.Store(time.Now().UnixMilli())
+	return c
+}
+
+func (c *clock) Now() time.Time            { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) Advance(d time.Duration)   { c.ms.Add(d.Milliseconds()) }
+func (c *clock) At(d time.Duration) string { return schemas.FormatTimestamp(c.Now().Add(d).UTC()) }
+
+// service builds an audiences service of the harness (sync every second, a free port for the
+// API, the test's clock) with mod applied.
+func (h *harness) service(id string, mod func(*audiences.Config)) (*audiences.Service, *prometheus.Registry) {
+	h.t.Helper()
+	cfg := audiences.DefaultConfig()
+	cfg.SyncInterval = time.Second
+	cfg.Addr = "127.0.0.1:0"
+	cfg.TransactionalID = id
+	cfg.TransactionTimeout = 5 * time.Second
+	if mod != nil {
+		mod(&cfg)
+	}
+	reg := prometheus.NewRegistry()
+	svc, err := audiences.New(cfg, audiences.Deps{Kafka: h.Kafka, KafkaOpts: h.KafkaOpts, Logger: h.Logger,
+		Registerer: reg, Gatherer: reg, Now: h.clock.Now,
+		Config: func() audiences.Snapshot { return h.Store.Snapshot() }, ConfigReady: h.Store.Ready()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := svc.Listen(); err != nil {
+		h.t.Fatal(err)
+	}
+	return svc, reg
+}
+
+// run starts a service; stop stops it (and waits for it).
+func (h *harness) run(id string, mod func(*audiences.Config)) (*audiences.Service, *prometheus.Registry, func()) {
+	h.t.Helper()
+	svc, reg := h.service(id, mod)
+	return svc, reg, h.Start("audiences "+id, svc.Run)
+}
+
+// send produces messages to tracking.events as ingest would (source web).
+func (h *harness) send(msgs ...string) {
+	h.t.Helper()
+	recs := make([]*kgo.Record, 0, len(msgs))
+	for _, m := range msgs {
+		recs = append(recs, servicetest.EventRecord(h.t, "web", m))
+	}
+	h.Produce(recs...)
+}
+
+func (h *harness) track(user, event string, props string) {
+	h.t.Helper()
+	if props == "" {
+		props = "{}"
+	}
+	h.send(fmt.Sprintf(`{"type":"track","userId":%q,"event":%q,"properties":%s,"timestamp":%q}`, user, event, props, h.clock.At(0)))
+}
+
+// identify is one identify call the service produced.
+type identify struct {
+	UserID      string         `json:"userId"`
+	AnonymousID string         `json:"anonymousId"`
+	MessageID   string         `json:"messageId"`
+	Timestamp   string         `json:"timestamp"`
+	Traits      map[string]any `json:"traits"`
+	Context     struct {
+		Personas map[string]string `json:"personas"`
+	} `json:"context"`
+	source string
+	key    string
+}
+
+func (i identify) String() string {
+	return fmt.Sprintf("%s%s %v", i.UserID, i.AnonymousID, i.Traits)
+}
+
+func decodeIdentifies(t *testing.T, recs []*kgo.Record) []identify {
+	t.Helper()
+	var out []identify
+	for _, r := range recs {
+		if servicetest.Header(r, audiences.HeaderOrigin) != audiences.OriginAudiences {
+			continue
+		}
+		var id identify
+		if err := json.Unmarshal(r.Value, &id); err != nil {
+			t.Fatalf("an identify of the service does not decode: %v: %s", err, r.Value)
+		}
+		if servicetest.Header(r, schemas.HeaderType) != "identify" || servicetest.Header(r, schemas.HeaderMessageID) != id.MessageID {
+			t.Fatalf("identify headers: %v", r.Headers)
+		}
+		if m, err := schemas.DecodeMessage(r.Value); err != nil || m.Validate() != nil {
+			t.Fatalf("the identify is not a valid message: %v %v: %s", err, m.Validate(), r.Value)
+		}
+		id.source, id.key = servicetest.Header(r, schemas.HeaderSourceID), string(r.Key)
+		out = append(out, id)
+	}
+	return out
+}
+
+// identifies waits until n more identify calls than the last call returned were written (and
+// a settle time more), and returns the new ones.
+func (h *harness) identifies(n int, timeout time.Duration) []identify {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		h.events.Poll()
+		got := decodeIdentifies(h.t, h.events.Got)[h.seen:]
+		if len(got) >= n {
+			time.Sleep(h.events.Settle)
+			h.events.Poll()
+			got = decodeIdentifies(h.t, h.events.Got)[h.seen:]
+			h.seen += len(got)
+			return got
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d identify calls after %v, want %d: %v", len(got), timeout, n, got)
+		}
+	}
+}
+
+// quiet asserts that no identify call is written for d.
+func (h *harness) quiet(d time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		h.events.Poll()
+	}
+	if got := decodeIdentifies(h.t, h.events.Got)[h.seen:]; len(got) > 0 {
+		h.t.Fatalf("%d identify calls, want none: %v", len(got), got)
+	}
+}
+
+// byUser indexes identify calls by user (userId, else anonymousId) and trait.
+func byUser(ids []identify) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, id := range ids {
+		u := id.UserID
+		if u == "" {
+			u = id.AnonymousID
+		}
+		if out[u] == nil {
+			out[u] = map[string]any{}
+		}
+		for k, v := range id.Traits {
+			if _, dup := out[u][k]; dup {
+				out[u][k+" (again)"] = v
+			}
+			out[u][k] = v
+		}
+	}
+	return out
+}
+
+// get GETs the service's API and decodes the JSON answer into v; it returns the status.
+func get(t *testing.T, svc *audiences.Service, path, token string, v any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if v != nil && len(body) > 0 {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+	}
+	return resp.StatusCode
+}
+
+// eventually retries f until it returns "" or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
