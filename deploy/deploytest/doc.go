@@ -13,7 +13,8 @@
 //     docker-compose.yml runs from a freshly built binary with exactly the environment and
 //     command that compose and the Dockerfile give its container, in depends_on order, against
 //     the Apache Kafka broker of APACHE_KAFKA_BROKERS; a track call sent to ingest's published
-//     port arrives, signed and verified, at the demo receiver.
+//     port arrives, signed and verified, at the demo receiver, and the audiences profile API on
+//     its published port answers with the profiles of the calls' users.
 //   - TestHelmChart: `helm lint` and `helm template` of deploy/helm/tributary, with Helm built
 //     from the Go module pinned in deploy/helm/tools, for the default values and
 //     ci/external-kafka-values.yaml; every rendered object decodes strictly into its Kubernetes

@@ -141,6 +141,24 @@ func TestComposeTopology(t *testing.T) {
 		t.Error("a message with integrations All:false was delivered")
 	}
 
+	// Audiences read the same tracking.events: its profile API, on its published port, knows
+	// the users of the calls above (the identify's traits merged into the profile).
+	audiencesURL := topo.publishedURL("audiences", 8091)
+	for user, plan := range map[string]any{id: nil, id + "-identify": "pro"} {
+		prof, ok := waitProfile(audiencesURL, user, 60*time.Second)
+		if !ok {
+			topo.dumpLogs()
+			t.Fatalf("GET %s/v1/profiles/%s: no profile within 60s (last answer: %s)", audiencesURL, user, prof)
+		}
+		var p struct {
+			UserID string         `json:"userId"`
+			Traits map[string]any `json:"traits"`
+		}
+		if err := json.Unmarshal([]byte(prof), &p); err != nil || p.UserID != user || p.Traits["plan"] != plan {
+			t.Errorf("GET /v1/profiles/%s: %s; want userId %s and traits.plan %v", user, prof, user, plan)
+		}
+	}
+
 	// docker compose down sends SIGTERM: every service stops cleanly, with status 0.
 	topo.stopAll()
 }
@@ -561,6 +579,32 @@ func buildBinaries(t *testing.T, root string, df *dockerfile, cf *composeFile) m
 		t.Fatalf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
 	}
 	return bins
+}
+
+// waitProfile asks the audiences profile API for a user's profile until it answers 200 (404
+// until the user's first event is processed, 503 while the owning partition is restored), and
+// returns that body, or the last answer and false after timeout.
+func waitProfile(baseURL, user string, timeout time.Duration) (string, bool) {
+	client := &http.Client{Timeout: 3 * time.Second}
+	deadline := time.Now().Add(timeout)
+	last := "no answer"
+	for {
+		resp, err := client.Get(baseURL + "/v1/profiles/" + url.PathEscape(user))
+		if err != nil {
+			last = err.Error()
+		} else {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return string(body), true
+			}
+			last = resp.Status + ": " + strings.TrimSpace(string(body))
+		}
+		if time.Now().After(deadline) {
+			return last, false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 func freePort(t *testing.T) int {
