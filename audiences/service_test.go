@@ -1,11 +1,18 @@
 package audiences_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 const sources = `
@@ -147,5 +154,271 @@ audiences:
 	got = h.identifies(1, 5*time.Second)
 	if len(got) != 1 || got[0].Traits["vip"] != false {
 		t.Fatalf("realtime leave (trait removed by null): %v", got)
+	}
+}
+
+// onOtherPartitions returns an anonymous id and a user id whose profiles live on different
+// partitions of tracking.events (3 in the harness).
+func onOtherPartitions(t *testing.T) (anon, user string) {
+	t.Helper()
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(schemas.TopicEvents)
+	of := func(id string) int { return part.Partition(&kgo.Record{Key: []byte(id)}, 3) }
+	for i := range 100 {
+		anon, user = fmt.Sprintf("anon-%d", i), fmt.Sprintf("user-%d", i)
+		if of(anon) != of(user) {
+			return anon, user
+		}
+	}
+	t.Fatal("no ids on different partitions")
+	return "", ""
+}
+
+// TestMergeAcrossPartitions: the events of an anonymous id count for the user it is
+// identified as, though the two profiles live on different partitions, before and after the
+// identify; the anonymous profile sends nothing of its own.
+func TestMergeAcrossPartitions(t *testing.T) {
+	h := newHarness(t, sources+`
+audiences:
+  - id: loyal
+    name: Loyal
+    source: engage
+    rule:
+      event: Order Completed
+      atLeast: 4
+computedTraits:
+  - id: plans
+    name: Plans Seen
+    source: engage
+    uniqueList:
+      event: Order Completed
+      property: plan
+`)
+	anon, user := onOtherPartitions(t)
+	svc, _, stop := h.run("aud-merge", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	order := func(idField, id, plan string) string {
+		return fmt.Sprintf(`{"type":"track",%q:%q,"event":"Order Completed","properties":{"plan":%q}}`, idField, id, plan)
+	}
+	h.send(order("anonymousId", anon, "free"), order("anonymousId", anon, "free"))
+	h.send(fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"email":"a@example.com"}}`, user, anon))
+	h.send(order("userId", user, "pro"))
+	h.send(order("anonymousId", anon, "team")) // after the merge: still the user's
+	eventually(t, 10*time.Second, func() string {
+		var p audiences.ProfileView
+		get(t, svc, "/v1/profiles/"+user, "", &p)
+		if len(p.Audiences) != 1 || p.Audiences[0].ID != "loyal" || !sameSet(p.ComputedTraits["plans_seen"], "free", "pro", "team") {
+			return fmt.Sprintf("profile of %s: %+v %s", user, p, p.ComputedTraits["plans_seen"])
+		}
+		if len(p.MergedIDs) != 1 || p.MergedIDs[0] != anon {
+			return fmt.Sprintf("merged ids: %v", p.MergedIDs)
+		}
+		return ""
+	})
+	// The anonymous id answers with the profile it was merged into.
+	var p audiences.ProfileView
+	if code := get(t, svc, "/v1/profiles/"+anon, "", &p); code != http.StatusOK || p.UserID != user {
+		t.Fatalf("profile of the merged anonymous id: %d %+v", code, p)
+	}
+	// The first sync, by the same instance restarted with a short interval (so restored from
+	// audiences.state): one profile, the user's; the anonymous one sends nothing.
+	stop()
+	svc, _, _ = h.run("aud-merge", nil)
+	got := h.identifies(2, 15*time.Second)
+	u := byUser(got)
+	plans, _ := json.Marshal(u[user]["plans_seen"])
+	if len(got) != 2 || u[user]["loyal"] != true || !sameSet(plans, "free", "pro", "team") {
+		t.Fatalf("sync after the merge: got %v", u)
+	}
+	if code := get(t, svc, "/v1/profiles/"+anon, "", &p); code != http.StatusOK || p.UserID != user {
+		t.Fatalf("after the restart, profile of the merged anonymous id: %d %+v", code, p)
+	}
+	h.quiet(2500 * time.Millisecond)
+}
+
+// sameSet reports whether list (a JSON list of strings) holds exactly want, in any order.
+func sameSet(list json.RawMessage, want ...string) bool {
+	var got []string
+	if json.Unmarshal(list, &got) != nil {
+		return false
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	return slices.Equal(got, want)
+}
+
+const vip = `
+audiences:
+  - id: vip
+    name: VIP
+    source: engage
+    rule:
+      trait: plan
+      in: [pro, team]
+`
+
+func (h *harness) deletion(user, kind string) {
+	h.t.Helper()
+	h.Produce(&kgo.Record{Topic: schemas.TopicDeletions, Key: []byte(user),
+		Value: fmt.Appendf(nil, `{"userId":%q,"kind":%q}`, user, kind)})
+}
+
+// TestDeletionAndSuppression: a deletion removes the profile (a tombstone on audiences.state)
+// and its membership, with no identify for that user afterwards; a suppressed user's later
+// events build no profile until it is unsuppressed.
+func TestDeletionAndSuppression(t *testing.T) {
+	h := newHarness(t, sources+vip)
+	svc, reg, _ := h.run("aud-del", nil)
+	h.send(`{"type":"identify","userId":"gone","traits":{"plan":"pro"}}`,
+		`{"type":"identify","userId":"quiet","traits":{"plan":"pro"}}`,
+		`{"type":"identify","userId":"stays","traits":{"plan":"pro"}}`)
+	if got := h.identifies(3, 10*time.Second); len(got) != 3 {
+		t.Fatalf("first sync: %v", got)
+	}
+	h.deletion("gone", schemas.KindDeleteOnly)
+	h.deletion("quiet", schemas.KindSuppressOnly)
+	eventually(t, 10*time.Second, func() string {
+		for _, u := range []string{"gone", "quiet"} {
+			if code := get(t, svc, "/v1/profiles/"+u, "", nil); code != http.StatusNotFound {
+				return fmt.Sprintf("profile %s after its deletion: %d", u, code)
+			}
+		}
+		return ""
+	})
+	// The suppressed user's events build nothing; the deleted one's start afresh.
+	h.send(`{"type":"identify","userId":"quiet","traits":{"plan":"team"}}`)
+	h.quiet(2500 * time.Millisecond)
+	if code := get(t, svc, "/v1/profiles/quiet", "", nil); code != http.StatusNotFound {
+		t.Fatalf("a suppressed user's profile: %d", code)
+	}
+	var a audiences.AudienceView
+	get(t, svc, "/v1/audiences/vip", "", &a)
+	if a.Members != 1 {
+		t.Errorf("members after the deletions: %+v", a)
+	}
+	// The changelog holds tombstones for the deleted profile.
+	r := h.Reader(schemas.TopicAudiencesState)
+	r.Poll()
+	tomb := false
+	for _, rec := range r.Got {
+		if string(rec.Key) == "gone" && rec.Value == nil {
+			tomb = true
+		}
+	}
+	if !tomb {
+		t.Error("no tombstone for the deleted profile on audiences.state")
+	}
+	// Unsuppressed: the next events count again (once the request reached the profile's
+	// partition: it goes through tracking.deletions, the events do not).
+	h.deletion("quiet", schemas.KindUnsuppress)
+	eventually(t, 10*time.Second, func() string {
+		if n := servicetest.Counter(t, reg, "tributary_audiences_deletion_requests_total"); n != 3 {
+			return fmt.Sprintf("deletion requests applied: %v", n)
+		}
+		return ""
+	})
+	h.send(`{"type":"identify","userId":"quiet","traits":{"plan":"team"}}`)
+	got := h.identifies(1, 10*time.Second)
+	if len(got) != 1 || got[0].UserID != "quiet" || got[0].Traits["vip"] != true {
+		t.Fatalf("after unsuppressing: %v", got)
+	}
+}
+
+// TestRestartResendsNothing: a restarted instance restores its partitions from
+// audiences.state (the profile API answers as before) and sends nothing again.
+func TestRestartResendsNothing(t *testing.T) {
+	h := newHarness(t, sources+vip+orders)
+	_, _, stop := h.run("aud-restart", nil)
+	for i := range 20 {
+		h.send(fmt.Sprintf(`{"type":"identify","userId":"u%d","traits":{"plan":"pro"}}`, i))
+		h.track(fmt.Sprintf("u%d", i), "Order Completed", `{"revenue":3}`)
+	}
+	if got := h.identifies(40, 15*time.Second); len(got) != 40 {
+		t.Fatalf("first sync: %d identify calls", len(got))
+	}
+	stop()
+	svc, reg, _ := h.run("aud-restart", nil)
+	eventually(t, 10*time.Second, func() string {
+		var p audiences.ProfileView
+		if code := get(t, svc, "/v1/profiles/u7", "", &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "3" {
+			return fmt.Sprintf("profile after the restart: %d %+v", code, p)
+		}
+		return ""
+	})
+	h.quiet(3 * time.Second) // three syncs
+	if n := servicetest.Counter(t, reg, "tributary_audiences_restores_total"); n < 1 {
+		t.Errorf("restores: %v", n)
+	}
+	// And it goes on: a change is sent once.
+	h.track("u7", "Order Completed", `{"revenue":4}`)
+	got := h.identifies(1, 10*time.Second)
+	if len(got) != 1 || got[0].Traits["orders_total"] != 7.0 {
+		t.Fatalf("after the restart: %v", got)
+	}
+}
+
+// TestProfileAPI: the bearer token, 404s, a paged member list that covers every member once.
+func TestProfileAPI(t *testing.T) {
+	h := newHarness(t, sources+vip)
+	svc, _, _ := h.run("aud-api", func(c *audiences.Config) { c.Token = "s3cret" })
+	const n = 25
+	for i := range n {
+		h.send(fmt.Sprintf(`{"type":"identify","userId":"u%02d","traits":{"plan":"pro"}}`, i))
+	}
+	h.send(`{"type":"identify","anonymousId":"anon-9","traits":{"plan":"team"}}`)
+	h.send(`{"type":"identify","userId":"free-1","traits":{"plan":"free"}}`)
+	h.identifies(n+1, 10*time.Second)
+
+	var e struct{ Code, Message string }
+	if code := get(t, svc, "/v1/profiles/u01", "", &e); code != http.StatusUnauthorized || e.Code != "unauthorized" {
+		t.Errorf("no token: %d %+v", code, e)
+	}
+	if code := get(t, svc, "/v1/profiles/u01", "wrong", nil); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d", code)
+	}
+	if code := get(t, svc, "/healthz", "", nil); code != http.StatusOK {
+		t.Errorf("/healthz without a token: %d", code)
+	}
+	if code := get(t, svc, "/v1/profiles/nobody", "s3cret", &e); code != http.StatusNotFound {
+		t.Errorf("unknown profile: %d", code)
+	}
+	if code := get(t, svc, "/v1/audiences/nope", "s3cret", &e); code != http.StatusNotFound || e.Message != `no audience "nope"` {
+		t.Errorf("unknown audience: %d %+v", code, e)
+	}
+	if code := get(t, svc, "/v1/audiences/vip/members?cursor=x", "s3cret", &e); code != http.StatusBadRequest {
+		t.Errorf("bad cursor: %d %+v", code, e)
+	}
+	var p audiences.ProfileView
+	if code := get(t, svc, "/v1/profiles/anon-9", "s3cret", &p); code != http.StatusOK || p.AnonymousID != "anon-9" || p.UserID != "" || string(p.Traits) != `{"plan":"team"}` {
+		t.Errorf("anonymous profile: %d %+v", code, p)
+	}
+	var a audiences.AudienceView
+	if get(t, svc, "/v1/audiences/vip", "s3cret", &a); a.Members != n+1 || a.LastSync.Joins != n+1 || a.Partial || a.Total != 3 || a.LastSyncAt == "" {
+		t.Errorf("audience: %+v", a)
+	}
+	seen := map[string]int{}
+	cursor, pages := "", 0
+	for {
+		var page audiences.MembersPage
+		if code := get(t, svc, "/v1/audiences/vip/members?limit=4&cursor="+cursor, "s3cret", &page); code != http.StatusOK {
+			t.Fatalf("members page: %d", code)
+		}
+		if len(page.Data) > 4 {
+			t.Fatalf("page of %d", len(page.Data))
+		}
+		for _, m := range page.Data {
+			seen[m.UserID+m.AnonymousID]++
+		}
+		pages++
+		if page.Next == "" || pages > 50 {
+			break
+		}
+		cursor = page.Next
+	}
+	if len(seen) != n+1 || seen["free-1"] != 0 || seen["anon-9"] != 1 {
+		t.Fatalf("members: %d distinct, %v", len(seen), seen)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("member %s listed %d times", id, c)
+		}
 	}
 }
