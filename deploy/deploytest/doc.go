@@ -18,7 +18,9 @@
 //   - TestHelmChart: `helm lint` and `helm template` of deploy/helm/tributary, with Helm built
 //     from the Go module pinned in deploy/helm/tools, for the default values and
 //     ci/external-kafka-values.yaml; every rendered object decodes strictly into its Kubernetes
-//     API type and refers correctly to the others (deploy/helm/tools/cmd/kubecheck).
+//     API type and refers correctly to the others (deploy/helm/tools/cmd/kubecheck); the
+//     audiences StatefulSet's identity, peer URL, Services and token are wired as
+//     docs/operations.md says, and no ServiceMonitor selects two Services.
 //
 // How the topology test maps a container to a process: a compose service name in any variable
 // (kafka:9092, receiver:9000) or mounted file becomes 127.0.0.1; a listen address on 0.0.0.0:PORT

@@ -163,6 +163,9 @@ func (r rendered) has(kind, name string) bool {
 	return slices.ContainsFunc(r.objects, func(o struct{ Kind, Name string }) bool { return o.Kind == kind && o.Name == name })
 }
 
+// externalSecrets are the Secrets that ci/external-kafka-values.yaml names and the user creates.
+const externalSecrets = "tributary-kafka-credentials,kafka-ca,tributary-config-key,tributary-audiences-token"
+
 // TestHelmChart lints and renders deploy/helm/tributary and checks every object strictly.
 func TestHelmChart(t *testing.T) {
 	root := repoRoot(t)
@@ -212,30 +215,48 @@ func TestHelmChart(t *testing.T) {
 			{"Deployment", "tr-tributary-ingest"},
 			{"StatefulSet", "tr-tributary-router"},
 			{"StatefulSet", "tr-tributary-deliverer"},
+			{"StatefulSet", "tr-tributary-audiences"},
 			{"Job", "tr-tributary-init-1"},
 			{"Service", "tr-tributary-ingest"},
 			{"Service", "tr-tributary-router"},
 			{"Service", "tr-tributary-deliverer"},
+			{"Service", "tr-tributary-audiences"},
+			{"Service", "tr-tributary-audiences-api"},
 			{"ConfigMap", "tr-tributary-env"},
 			{"ServiceAccount", "tr-tributary"},
 			{"PodDisruptionBudget", "tr-tributary-router"},
+			{"PodDisruptionBudget", "tr-tributary-audiences"},
 		} {
 			if !r.has(want.kind, want.name) {
 				t.Errorf("default values: no %s %s among %v", want.kind, want.name, r.objects)
 			}
 		}
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 0, "Ingress": 0, "ServiceMonitor": 0, "Secret": 0, "PodDisruptionBudget": 3} {
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 0, "Ingress": 0, "ServiceMonitor": 0, "Secret": 0, "PodDisruptionBudget": 4} {
 			if got := r.count(kind); got != n {
 				t.Errorf("default values: %d %s, want %d", got, kind, n)
 			}
+		}
+		checkAudiences(t, r.yaml, "tributary", "")
+	})
+
+	t.Run("audiences-disabled", func(t *testing.T) {
+		r := render(t, "", "--set", "audiences.enabled=false")
+		for _, o := range r.objects {
+			if strings.Contains(o.Name, "audiences") {
+				t.Errorf("audiences.enabled=false: %s %s rendered", o.Kind, o.Name)
+			}
+		}
+		if got := r.count("StatefulSet"); got != 2 {
+			t.Errorf("audiences.enabled=false: %d StatefulSets, want 2 (router, deliverer)", got)
 		}
 	})
 
 	t.Run("servicemonitor-when-the-api-exists", func(t *testing.T) {
 		r := render(t, "", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
-		if got := r.count("ServiceMonitor"); got != 3 {
-			t.Errorf("%d ServiceMonitors, want 3 (ingest, router, deliverer)", got)
+		if got := r.count("ServiceMonitor"); got != 4 {
+			t.Errorf("%d ServiceMonitors, want 4 (ingest, router, deliverer, audiences)", got)
 		}
+		checkServiceMonitorsSelectOneService(t, r.yaml)
 		// Ingest's metrics are off its public port: the ServiceMonitor scrapes the metrics
 		// port, which the pod serves on METRICS_ADDR and the Service exposes.
 		doc := func(kind, name string) string {
@@ -253,6 +274,9 @@ func TestHelmChart(t *testing.T) {
 		if d := doc("ServiceMonitor", "tr-tributary-router"); !strings.Contains(d, "port: http") {
 			t.Errorf("the router's ServiceMonitor should scrape its http (metrics) port:\n%s", d)
 		}
+		if d := doc("ServiceMonitor", "tr-tributary-audiences"); !strings.Contains(d, "port: http") {
+			t.Errorf("the audiences ServiceMonitor should scrape its http (API and metrics) port:\n%s", d)
+		}
 		if d := doc("Deployment", "tr-tributary-ingest"); !strings.Contains(d, "name: METRICS_ADDR") || !strings.Contains(d, `value: "0.0.0.0:9100"`) || !strings.Contains(d, "containerPort: 9100") {
 			t.Errorf("ingest's Deployment does not serve METRICS_ADDR on 9100:\n%s", d)
 		}
@@ -262,27 +286,29 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("external-kafka-sasl-tls-ingress-autoscaling", func(t *testing.T) {
-		r := render(t, "tributary-kafka-credentials,kafka-ca,tributary-config-key", "--values", external,
+		r := render(t, externalSecrets, "--values", external,
 			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
 			"--set", "prometheusRule.enabled=true")
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 1, "ServiceMonitor": 3, "Secret": 1, "Deployment": 2, "StatefulSet": 2, "PrometheusRule": 1} {
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 1, "ServiceMonitor": 4, "Secret": 1, "Deployment": 2, "StatefulSet": 3, "PrometheusRule": 1} {
 			if got := r.count(kind); got != n {
 				t.Errorf("%d %s, want %d", got, kind, n)
 			}
 		}
 		env := workloadEnv(t, r.yaml)
-		for _, c := range []string{"init", "ingest", "router", "deliverer"} {
+		for _, c := range []string{"init", "ingest", "router", "deliverer", "audiences"} {
 			for _, k := range []string{"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_BROKERS", "KAFKA_SASL_MECHANISM", "KAFKA_TLS", "KAFKA_TLS_CA_FILE", "KAFKA_PARTITIONS", "CONFIG_ENCRYPTION_KEY"} {
 				if !env[c][k] {
 					t.Errorf("%s does not get %s", c, k)
 				}
 			}
 		}
-		for c, k := range map[string]string{"router": "ROUTER_TRANSACTIONAL_ID", "deliverer": "DELIVERER_INSTANCE_ID", "init": "CONFIG_FILE", "ingest": "INGEST_PUBLIC_URL"} {
+		for c, k := range map[string]string{"router": "ROUTER_TRANSACTIONAL_ID", "deliverer": "DELIVERER_INSTANCE_ID", "init": "CONFIG_FILE", "ingest": "INGEST_PUBLIC_URL", "audiences": "AUDIENCES_TOKEN"} {
 			if !env[c][k] {
 				t.Errorf("%s does not get %s", c, k)
 			}
 		}
+		checkAudiences(t, r.yaml, "tributary", "tributary-audiences-token")
+		checkServiceMonitorsSelectOneService(t, r.yaml)
 		for _, alert := range []string{"TributaryDeadLetters", "TributaryDeliverySuccessLow", "TributaryConsumerLagGrowing", "TributaryNotReady", "TributaryIngestRefusing"} {
 			if !strings.Contains(r.yaml, "alert: "+alert) {
 				t.Errorf("the PrometheusRule has no %s (files/alerts.yaml)", alert)
@@ -300,6 +326,8 @@ func TestHelmChart(t *testing.T) {
 		}{
 			{[]string{"--set", "router.autoscaling.enabled=true", "--set", "router.autoscaling.maxReplicas=7"}, "router.autoscaling.maxReplicas (7) exceeds kafka.partitions (6)"},
 			{[]string{"--set", "deliverer.replicas=7"}, "deliverer.replicas (7) exceeds kafka.partitions (6)"},
+			{[]string{"--set", "audiences.replicas=7"}, "audiences.replicas (7) exceeds kafka.partitions (6)"},
+			{[]string{"--set", "audiences.autoscaling.enabled=true", "--set", "audiences.autoscaling.maxReplicas=7"}, "audiences.autoscaling.maxReplicas (7) exceeds kafka.partitions (6)"},
 			{[]string{"--set", "kafka.partitions=1", "--set", "router.replicas=2"}, "router.replicas (2) exceeds kafka.partitions (1)"},
 			{[]string{"--set", "kafka.sasl.mechanism=SCRAM-SHA-512"}, "username and password (or existingSecret) are required"},
 			{[]string{"--set", "kafka.brokers=null"}, "kafka.brokers is required"},
@@ -321,8 +349,10 @@ func TestHelmChart(t *testing.T) {
 			args []string
 			want []string
 		}{
-			{nil, []string{"kubectl -n tributary port-forward service/tr-tributary-ingest 8080:8080", "No tenant config was given", "logs job/tr-tributary-init-1"}},
-			{[]string{"--values", external}, []string{"https://track.example.com/v1/track", "(SASL SCRAM-SHA-512) (TLS)", "http://tr-tributary-receiver:9000/webhook"}},
+			{nil, []string{"kubectl -n tributary port-forward service/tr-tributary-ingest 8080:8080", "No tenant config was given", "logs job/tr-tributary-init-1",
+				"port-forward service/tr-tributary-audiences-api 8091:8091", "http://tr-tributary-audiences-api.tributary.svc:8091"}},
+			{[]string{"--values", external}, []string{"https://track.example.com/v1/track", "(SASL SCRAM-SHA-512) (TLS)", "http://tr-tributary-receiver:9000/webhook",
+				"port-forward service/tr-tributary-audiences-api 8091:80", "bearer token is in Secret tributary-audiences-token"}},
 		} {
 			out, err := helm(append([]string{"template", "tr", copyDir, "--namespace", "tributary", "--show-only", notes}, c.args...)...)
 			if err != nil {
@@ -347,7 +377,7 @@ func TestHelmChart(t *testing.T) {
 	t.Run("env-names", func(t *testing.T) {
 		// Every variable the chart sets is read by the code of the component that gets it.
 		df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
-		r := render(t, "tributary-kafka-credentials,kafka-ca,tributary-config-key", "--values", external)
+		r := render(t, externalSecrets, "--values", external)
 		for c, names := range workloadEnv(t, r.yaml) {
 			target := c
 			if c == "init" {
@@ -486,4 +516,177 @@ func niced(name string) []string {
 		return []string{"nice", "-n", "19", name}
 	}
 	return []string{name}
+}
+
+// manifest is the part of a rendered object that the checks below read.
+type manifest struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name   string            `yaml:"name"`
+		Labels map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec struct {
+		// Service
+		ClusterIP                string    `yaml:"clusterIP"`
+		PublishNotReadyAddresses bool      `yaml:"publishNotReadyAddresses"`
+		Selector                 yaml.Node `yaml:"selector"` // a Service's map, a ServiceMonitor's LabelSelector
+		Ports                    []struct {
+			Name       string `yaml:"name"`
+			TargetPort string `yaml:"targetPort"`
+		} `yaml:"ports"`
+		// StatefulSet
+		ServiceName string `yaml:"serviceName"`
+		Template    struct {
+			Spec struct {
+				Containers []struct {
+					Env []struct {
+						Name      string `yaml:"name"`
+						Value     string `yaml:"value"`
+						ValueFrom *struct {
+							FieldRef *struct {
+								FieldPath string `yaml:"fieldPath"`
+							} `yaml:"fieldRef"`
+							SecretKeyRef *struct {
+								Name string `yaml:"name"`
+								Key  string `yaml:"key"`
+							} `yaml:"secretKeyRef"`
+						} `yaml:"valueFrom"`
+					} `yaml:"env"`
+					ReadinessProbe probe `yaml:"readinessProbe"`
+					LivenessProbe  probe `yaml:"livenessProbe"`
+					StartupProbe   probe `yaml:"startupProbe"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type probe struct {
+	HTTPGet struct {
+		Path string `yaml:"path"`
+	} `yaml:"httpGet"`
+}
+
+func decodeManifests(t *testing.T, manifests string) []manifest {
+	t.Helper()
+	var out []manifest
+	dec := yaml.NewDecoder(strings.NewReader(manifests))
+	for {
+		var m manifest
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding the manifests: %v", err)
+		}
+		if m.Kind != "" {
+			out = append(out, m)
+		}
+	}
+}
+
+func findManifest(t *testing.T, objs []manifest, kind, name string) manifest {
+	t.Helper()
+	for _, o := range objs {
+		if o.Kind == kind && o.Metadata.Name == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s in the rendered chart", kind, name)
+	return manifest{}
+}
+
+// checkAudiences checks the wiring of the audiences StatefulSet (release "tr"): its
+// transactional id is the pod's name, AUDIENCES_PEER_URL reaches a pod by that name through
+// the StatefulSet's headless Service (which publishes pods before they are ready: one that
+// restores its partitions still answers for them), clients get a Service of their own, and the
+// token comes from tokenSecret (none when empty).
+func checkAudiences(t *testing.T, manifests, namespace, tokenSecret string) {
+	t.Helper()
+	objs := decodeManifests(t, manifests)
+	sts := findManifest(t, objs, "StatefulSet", "tr-tributary-audiences")
+	if sts.Spec.ServiceName != "tr-tributary-audiences" {
+		t.Errorf("audiences StatefulSet: serviceName %q, want tr-tributary-audiences", sts.Spec.ServiceName)
+	}
+	if len(sts.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("audiences StatefulSet: %d containers, want 1", len(sts.Spec.Template.Spec.Containers))
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			env[e.Name] = "field:" + e.ValueFrom.FieldRef.FieldPath
+		case e.ValueFrom.SecretKeyRef != nil:
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name
+		}
+	}
+	want := map[string]string{
+		"AUDIENCES_ADDR":             "0.0.0.0:8091",
+		"AUDIENCES_TRANSACTIONAL_ID": "field:metadata.name",
+		"AUDIENCES_PEER_URL":         "http://{instance}.tr-tributary-audiences." + namespace + ".svc:8091",
+	}
+	if tokenSecret != "" {
+		want["AUDIENCES_TOKEN"] = "secret:" + tokenSecret
+	} else if v, ok := env["AUDIENCES_TOKEN"]; ok {
+		t.Errorf("audiences: AUDIENCES_TOKEN set (%s) without audiences.token.existingSecret", v)
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("audiences: %s = %q, want %q", k, env[k], v)
+		}
+	}
+	if env["AUDIENCE_SYNC_INTERVAL"] == "" {
+		t.Error("audiences: no AUDIENCE_SYNC_INTERVAL")
+	}
+	if c.StartupProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("audiences probes: startup %q, liveness %q, readiness %q; want /healthz, /healthz, /readyz",
+			c.StartupProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
+	}
+	headless := findManifest(t, objs, "Service", "tr-tributary-audiences")
+	if headless.Spec.ClusterIP != "None" || !headless.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service tr-tributary-audiences: clusterIP %q, publishNotReadyAddresses %v; want None and true (pod names for AUDIENCES_PEER_URL)",
+			headless.Spec.ClusterIP, headless.Spec.PublishNotReadyAddresses)
+	}
+	api := findManifest(t, objs, "Service", "tr-tributary-audiences-api")
+	if api.Spec.ClusterIP == "None" || len(api.Spec.Ports) != 1 || api.Spec.Ports[0].TargetPort != "http" {
+		t.Errorf("Service tr-tributary-audiences-api: clusterIP %q, ports %+v; want a virtual IP to the pods' http port", api.Spec.ClusterIP, api.Spec.Ports)
+	}
+}
+
+// checkServiceMonitorsSelectOneService: each ServiceMonitor's selector matches exactly one
+// Service, so that no pod is scraped twice (audiences has two Services on the same pods).
+func checkServiceMonitorsSelectOneService(t *testing.T, manifests string) {
+	t.Helper()
+	objs := decodeManifests(t, manifests)
+	for _, sm := range objs {
+		if sm.Kind != "ServiceMonitor" {
+			continue
+		}
+		var sel struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		}
+		if err := sm.Spec.Selector.Decode(&sel); err != nil || len(sel.MatchLabels) == 0 {
+			t.Errorf("ServiceMonitor %s: no matchLabels selector (%v)", sm.Metadata.Name, err)
+			continue
+		}
+		var matched []string
+		for _, svc := range objs {
+			if svc.Kind != "Service" {
+				continue
+			}
+			ok := true
+			for k, v := range sel.MatchLabels {
+				ok = ok && svc.Metadata.Labels[k] == v
+			}
+			if ok {
+				matched = append(matched, svc.Metadata.Name)
+			}
+		}
+		if len(matched) != 1 {
+			t.Errorf("ServiceMonitor %s selects the Services %v, want exactly one", sm.Metadata.Name, matched)
+		}
+	}
 }

@@ -15,10 +15,13 @@ and ServiceMonitor. Called as:
     "metricsPort" 9100            optional: /metrics on this port (METRICS_ADDR), off the HTTP port
     "env" (list ...)              component-specific EnvVar objects
     "noKafka" true                optional: no Kafka settings (the demo receiver)
+    "publishNotReady" true        optional, StatefulSet: the headless Service publishes every
+                                  pod's DNS name, ready or not (peers that reach each other
+                                  by pod name: audiences' AUDIENCES_PEER_URL)
     "values" .Values.router)      the component's values
 
-Adding a component (audiences, console) is one more templates/<name>.yaml with this call and
-one more block in values.yaml.
+Adding a component (the console) is one more templates/<name>.yaml with this call and one
+more block in values.yaml (templates/audiences.yaml adds a Service of its own beside it).
 */}}
 {{- define "tributary.component" -}}
 {{- $root := .root -}}
@@ -184,6 +187,10 @@ spec:
   {{- if eq .kind "StatefulSet" }}
   # Headless: the StatefulSet's governing Service, and the scrape target of each pod.
   clusterIP: None
+  {{- if .publishNotReady }}
+  # <pod>.<this Service> resolves while the pod is not ready too.
+  publishNotReadyAddresses: true
+  {{- end }}
   {{- else }}
   type: {{ dig "service" "type" "ClusterIP" $v }}
   {{- end }}
