@@ -3,6 +3,7 @@ package audiences_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"testing"
@@ -421,4 +422,102 @@ func TestProfileAPI(t *testing.T) {
 			t.Errorf("member %s listed %d times", id, c)
 		}
 	}
+}
+
+// TestTwoInstancesRebalance: events stream in while a second instance joins and the first
+// leaves; every member is sent true exactly once, every computed value ends right, and
+// the profile API of either instance answers for any user (forwarding to the owner).
+func TestTwoInstancesRebalance(t *testing.T) {
+	h := newHarness(t, sources+vip+orders)
+	// Each instance's id is its API's address, so "http://{instance}" reaches it.
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	with := func(addr string) func(*audiences.Config) {
+		return func(c *audiences.Config) { c.Addr, c.PeerURL = addr, "http://{instance}" }
+	}
+	a, _, stopA := h.run(addrA, with(addrA))
+	const users, rounds = 40, 6
+	var b *audiences.Service
+	for r := range rounds {
+		for i := range users {
+			u := fmt.Sprintf("u%02d", i)
+			if i%4 == r%4 {
+				h.send(fmt.Sprintf(`{"type":"identify","userId":%q,"traits":{"plan":"pro"}}`, u))
+			}
+			h.track(u, "Order Completed", `{"revenue":1}`)
+		}
+		switch r {
+		case 1:
+			b, _, _ = h.run(addrB, with(addrB))
+		case 2:
+			// Both run: either answers for every user, forwarding to the owner.
+			eventually(t, 20*time.Second, func() string {
+				for i := range users {
+					var p audiences.ProfileView
+					u := fmt.Sprintf("u%02d", i)
+					for _, svc := range []*audiences.Service{a, b} {
+						if code := get(t, svc, "/v1/profiles/"+u, "", &p); code != http.StatusOK || p.UserID != u {
+							return fmt.Sprintf("profile %s from %s: %d", u, svc.Addr(), code)
+						}
+					}
+				}
+				return ""
+			})
+			var view audiences.AudienceView
+			if get(t, b, "/v1/audiences/vip", "", &view); view.Partial || view.Partitions != 3 {
+				t.Errorf("audience view over two instances: %+v", view)
+			}
+		case 3:
+			stopA()
+		}
+		time.Sleep(700 * time.Millisecond)
+	}
+	// Every user: vip true once, orders_total ending at 6.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h.events.Poll()
+		got := decodeIdentifies(t, h.events.Got)
+		vipTrue, last := map[string]int{}, map[string]any{}
+		for _, id := range got {
+			if v, ok := id.Traits["vip"]; ok {
+				if v != true {
+					t.Fatalf("vip %v for %s", v, id.UserID)
+				}
+				vipTrue[id.UserID]++
+			}
+			if v, ok := id.Traits["orders_total"]; ok {
+				last[id.UserID] = v
+			}
+		}
+		done := len(vipTrue) == users && len(last) == users
+		for _, v := range last {
+			done = done && v == 6.0
+		}
+		if done {
+			for u, n := range vipTrue {
+				if n != 1 {
+					t.Errorf("%s was sent vip true %d times", u, n)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: vip true for %d users, orders_total %v", len(vipTrue), last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var p audiences.ProfileView
+	if code := get(t, b, "/v1/profiles/u03", "", &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "6" {
+		t.Fatalf("profile from the remaining instance: %d %+v", code, p)
+	}
+}
+
+// freeAddr is a loopback address with a port free at the time of the call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -1,0 +1,119 @@
+package audiences_test
+
+import (
+	"fmt"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
+)
+
+// TestAudiencesSIGKILL kills the real audiences binary with SIGKILL again and again while
+// events stream in, restarts it each time, and checks that membership and computed values
+// end exactly as the stream says they must (what a run without kills gives): no event lost
+// or counted twice, each member sent true exactly once.
+func TestAudiencesSIGKILL(t *testing.T) {
+	t.Parallel()
+	bin := servicetest.Binary(t, "./cmd/audiences", "builds and kills the audiences binary")
+	h := newHarness(t, sources+`
+audiences:
+  - id: active
+    name: Active
+    source: engage
+    rule:
+      event: E
+      atLeast: 78
+computedTraits:
+  - id: e-count
+    name: E Count
+    source: engage
+    count:
+      event: E
+  - id: e-sum
+    name: E Sum
+    source: engage
+    sum:
+      event: E
+      property: n
+`)
+	start := func() *exec.Cmd {
+		return servicetest.Spawn(t, bin, servicetest.ServiceEnv(h.Kafka.Brokers,
+			"AUDIENCES_TRANSACTIONAL_ID=kill-test", "AUDIENCES_ADDR=127.0.0.1:0",
+			"AUDIENCE_SYNC_INTERVAL=1s", "LOG_LEVEL=warn")...)
+	}
+	const users, total, perBatch = 50, 4000, 100
+	count, sum := map[string]int{}, map[string]int{}
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for b := 0; b < total/perBatch; b++ {
+			var recs []*kgo.Record
+			for i := range perBatch {
+				n := b*perBatch + i
+				u := fmt.Sprintf("u%d", (n*7)%users+n%3) // uneven counts
+				count[u]++
+				sum[u] += n % 10
+				recs = append(recs, servicetest.EventRecord(t, "web", fmt.Sprintf(`{"type":"track","userId":%q,"event":"E","properties":{"n":%d}}`, u, n%10)))
+			}
+			if err := h.Client.ProduceSync(h.Ctx, recs...).FirstErr(); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(40 * time.Millisecond)
+		}
+	}()
+	cmd := start()
+	for range 5 {
+		time.Sleep(700 * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		cmd = start()
+	}
+	<-produced
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		h.events.Poll()
+		got := decodeIdentifies(t, h.events.Got)
+		joined, lastCount, lastSum := map[string]int{}, map[string]float64{}, map[string]float64{}
+		for _, id := range got {
+			if v, ok := id.Traits["active"]; ok {
+				if v != true {
+					t.Fatalf("active %v for %s: no one ever leaves", v, id.UserID)
+				}
+				joined[id.UserID]++
+			}
+			if v, ok := id.Traits["e_count"].(float64); ok {
+				lastCount[id.UserID] = v
+			}
+			if v, ok := id.Traits["e_sum"].(float64); ok {
+				lastSum[id.UserID] = v
+			}
+		}
+		var wrong []string
+		for u, c := range count {
+			member := joined[u] > 0
+			if int(lastCount[u]) != c || int(lastSum[u]) != sum[u] || member != (c >= 78) {
+				wrong = append(wrong, fmt.Sprintf("%s: count %v/%d sum %v/%d member %v", u, lastCount[u], c, lastSum[u], sum[u], member))
+			}
+		}
+		if len(wrong) == 0 {
+			for u, n := range joined {
+				if n != 1 {
+					t.Errorf("%s was sent active true %d times", u, n)
+				}
+			}
+			t.Logf("%d users, %d members, %d identify calls", len(count), len(joined), len(got))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s, %d users differ from the stream, e.g. %v", len(wrong), wrong[:min(5, len(wrong))])
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
