@@ -26,7 +26,7 @@ audiences:
     source: engage
     rule:
       event: E
-      atLeast: 78
+      atLeast: 80
 computedTraits:
   - id: e-count
     name: E Count
@@ -98,7 +98,7 @@ computedTraits:
 		var wrong []string
 		for u, c := range count {
 			member := joined[u] > 0
-			if int(lastCount[u]) != c || int(lastSum[u]) != sum[u] || member != (c >= 78) {
+			if int(lastCount[u]) != c || int(lastSum[u]) != sum[u] || member != (c >= 80) {
 				wrong = append(wrong, fmt.Sprintf("%s: count %v/%d sum %v/%d member %v", u, lastCount[u], c, lastSum[u], sum[u], member))
 			}
 		}
