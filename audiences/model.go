@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -261,18 +260,17 @@ func (d *traitDef) value(p *profile, now int64) val {
 		}
 		return best.V
 	case schemas.AggUniqueList:
-		var b strings.Builder
-		b.WriteByte('[')
+		b := []byte{'['}
 		if a != nil {
 			for i, v := range a.List {
 				if i > 0 {
-					b.WriteByte(',')
+					b = append(b, ',')
 				}
-				b.Write(v.appendJSON(nil))
+				b = v.appendJSON(b)
 			}
 		}
-		b.WriteByte(']')
-		return val{k: kRaw, s: b.String()}
+		// In the changelog's form (rawVal), so that it equals the value synced before a restart.
+		return rawVal(append(b, ']'))
 	}
 	return null
 }
@@ -318,6 +316,9 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 			if v = get(d.path); v.isNull() {
 				continue // an event without the property does not count for it
 			}
+			if d.class == "series" && v.k != kNumber {
+				continue // sum, avg, min and max read numbers only (and leave no state)
+			}
 		}
 		a := p.agg(d.key, true)
 		switch d.class {
@@ -325,14 +326,7 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 			if a.S == nil {
 				a.S = &series{}
 			}
-			if d.path != nil {
-				if v.k != kNumber {
-					continue
-				}
-				a.S.add(at, now, v.f, true)
-			} else {
-				a.S.add(at, now, 0, false)
-			}
+			a.S.add(at, now, v.f, d.path != nil)
 		case "firstlast":
 			if a.First == nil || at < a.First.At {
 				a.First = &stamped{V: v, At: at}

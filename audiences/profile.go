@@ -3,6 +3,7 @@ package audiences
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -125,21 +126,34 @@ func (t traits) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// UnmarshalJSON reads the traits in the order of the text, the order MarshalJSON wrote them
+// in, so that a profile restored from audiences.state is the profile that was written.
 func (t *traits) UnmarshalJSON(b []byte) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	*t = (*t)[:0]
-	for _, k := range keys {
-		t.set(k, parseVal(m[k]))
+	if tok == nil {
+		return nil // null
 	}
-	return nil
+	if tok != json.Delim('{') {
+		return fmt.Errorf("traits: want an object, got %v", tok)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		t.set(k.(string), parseVal(raw))
+	}
+	_, err = dec.Token() // the closing brace
+	return err
 }
 
 // mergeTraits sets every trait of obj (a JSON object): later wins, null removes.
@@ -233,7 +247,9 @@ func (p *profile) absorb(o *profile, now int64) {
 	if o.FirstSeen != 0 {
 		p.seen(o.FirstSeen)
 	}
-	p.seen(o.LastSeen)
+	if o.LastSeen != 0 {
+		p.seen(o.LastSeen) // (0 would become p's FirstSeen)
+	}
 	for i := range o.Events {
 		if s := p.eventSeries(o.Events[i].Name, true); s != nil {
 			s.merge(&o.Events[i].series, now)

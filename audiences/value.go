@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -62,7 +63,7 @@ func parseVal(raw []byte) val {
 		}
 		return strVal(s)
 	case '{', '[':
-		return val{k: kRaw, s: string(raw)}
+		return rawVal(raw)
 	default:
 		f, err := strconv.ParseFloat(string(raw), 64)
 		if err != nil {
@@ -70,6 +71,25 @@ func parseVal(raw []byte) val {
 		}
 		return numVal(f)
 	}
+}
+
+// rawVal is the val of a JSON object or list (valid JSON, as encoding/json decoded it), in the
+// form json.Marshal writes it to audiences.state: compact, with <, >, &, U+2028 and U+2029
+// escaped. A value read back from the changelog is then equal to the one written, and one
+// object sent with other spacing is the same value (mostFrequent, uniqueList).
+func rawVal(raw []byte) val {
+	if !slices.ContainsFunc(raw, func(c byte) bool {
+		// Spacing, what HTMLEscape escapes, and the first byte of U+2028 and U+2029.
+		return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '<' || c == '>' || c == '&' || c == 0xE2
+	}) {
+		return val{k: kRaw, s: string(raw)}
+	}
+	var compact, escaped bytes.Buffer
+	if json.Compact(&compact, raw) != nil {
+		return null
+	}
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return val{k: kRaw, s: escaped.String()}
 }
 
 // fromAny turns a config value (string, float64, bool, or an integer kind) into a val.

@@ -1,0 +1,321 @@
+package audiences
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMergeTraits(t *testing.T) {
+	tests := []struct {
+		name     string
+		identify []string // the traits of identify calls, in order
+		want     string   // the profile's traits as JSON
+	}{
+		{"first identify", []string{`{"plan":"pro","age":30}`}, `{"age":30,"plan":"pro"}`},
+		{"later wins", []string{`{"plan":"free"}`, `{"plan":"pro"}`}, `{"plan":"pro"}`},
+		{"other keys kept", []string{`{"plan":"free","age":30}`, `{"plan":"pro"}`}, `{"age":30,"plan":"pro"}`},
+		{"null removes", []string{`{"plan":"free","age":30}`, `{"plan":null}`}, `{"age":30}`},
+		{"null of an absent trait", []string{`{"age":30}`, `{"plan":null}`}, `{"age":30}`},
+		{"set again after removal", []string{`{"plan":"free"}`, `{"plan":null}`, `{"plan":"pro"}`}, `{"plan":"pro"}`},
+		{"kinds", []string{`{"s":"x","n":1.5,"b":false,"o":{"city": "Paris"},"l":[1, "a"]}`}, `{"b":false,"l":[1,"a"],"n":1.5,"o":{"city":"Paris"},"s":"x"}`},
+		{"an object replaces a string", []string{`{"address":"x"}`, `{"address":{"city":"Paris"}}`}, `{"address":{"city":"Paris"}}`},
+		{"not an object is ignored", []string{`{"plan":"pro"}`, `["plan"]`, `"x"`, `null`, ``, `{bad`}, `{"plan":"pro"}`},
+		{"new keys come after old ones", []string{`{"b":1}`, `{"a":2}`}, `{"b":1,"a":2}`},
+		{"keys are case-sensitive", []string{`{"Plan":"a","plan":"b"}`}, `{"Plan":"a","plan":"b"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newProfile()
+			for _, tr := range tt.identify {
+				p.mergeTraits(json.RawMessage(tr))
+			}
+			got, err := json.Marshal(p.Traits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("traits = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// absorbModel has every kind of aggregate over "Order Completed".
+const absorbModel = `
+computedTraits:
+  - {id: n, name: N, source: engage, count: {event: Order Completed}}
+  - {id: big, name: Big, source: engage, count: {event: Order Completed, where: [{property: revenue, gte: 100}]}}
+  - {id: sum, name: Sum, source: engage, sum: {event: Order Completed, property: revenue}}
+  - {id: lo, name: Lo, source: engage, min: {event: Order Completed, property: revenue}}
+  - {id: hi, name: Hi, source: engage, max: {event: Order Completed, property: revenue}}
+  - {id: first, name: First, source: engage, first: {event: Order Completed, property: coupon}}
+  - {id: last, name: Last, source: engage, last: {event: Order Completed, property: coupon}}
+  - {id: fav, name: Fav, source: engage, mostFrequent: {event: Order Completed, property: category}}
+  - {id: skus, name: Skus, source: engage, uniqueList: {event: Order Completed, property: sku}}
+`
+
+type order struct {
+	ago                   int64
+	revenue               float64
+	coupon, category, sku string
+}
+
+func (o order) props() string {
+	b, _ := json.Marshal(map[string]any{"revenue": o.revenue, "coupon": o.coupon, "category": o.category, "sku": o.sku})
+	return string(b)
+}
+
+func TestAbsorb(t *testing.T) {
+	m := compileYAML(t, absorbModel)
+	// The user: orders 3 and 1 hours back; the anonymous profile merged into it: orders 5
+	// hours, 2 hours and 10 minutes back.
+	user := &profile{ID: "u1", UserID: "u1"}
+	user.mergeTraits(json.RawMessage(`{"plan":"pro","email":"u@example.com"}`))
+	for _, o := range []order{{3 * hour, 50, "U1", "shoes", "a"}, {hour, 150, "U2", "hats", "b"}} {
+		track(m, user, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
+	}
+	track(m, user, "Signed Up", `{}`, testNow-4*hour, testNow-4*hour)
+	anon := &profile{ID: "anon-1", AnonymousID: "anon-1", Merged: []string{"anon-0"}}
+	anon.mergeTraits(json.RawMessage(`{"plan":"free","utm":"ads"}`))
+	for _, o := range []order{{5 * hour, 200, "A1", "hats", "c"}, {2 * hour, 10, "A2", "hats", "a"}, {10 * minute, 300, "A3", "socks", "d"}} {
+		track(m, anon, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
+	}
+	track(m, anon, "Viewed", `{}`, testNow-6*hour, testNow-6*hour)
+
+	user.absorb(anon, testNow)
+
+	if got, _ := json.Marshal(user.Traits); string(got) != `{"email":"u@example.com","plan":"pro","utm":"ads"}` {
+		t.Errorf("traits = %s: the user's win, the anonymous ones fill in", got)
+	}
+	if user.FirstSeen != testNow-6*hour || user.LastSeen != testNow-10*minute {
+		t.Errorf("first, last seen = now%+d, now%+d; want now-6h, now-10m", user.FirstSeen-testNow, user.LastSeen-testNow)
+	}
+	for name, want := range map[string]uint64{"Order Completed": 5, "Signed Up": 1, "Viewed": 1} {
+		if s := user.eventSeries(name, false); s == nil || s.Total != want {
+			t.Errorf("%s: series %+v, want Total %d", name, s, want)
+		} else if n, _ := s.window(day, testNow); n != want {
+			t.Errorf("%s: %d in the last day, want %d", name, n, want)
+		}
+	}
+	wants := map[string]string{
+		"n": `5`, "big": `3`, "sum": `710`, "lo": `10`, "hi": `300`,
+		"first": `"A1"`, "last": `"A3"`,
+		// hats: 1 of the user's and 2 of the anonymous profile's.
+		"fav": `"hats"`,
+		// The user's first, then the anonymous profile's new ones.
+		"skus": `["a","b","c","d"]`,
+	}
+	for id, want := range wants {
+		if got := m.traitByID[id].value(user, testNow).appendJSON(nil); string(got) != want {
+			t.Errorf("%s = %s, want %s", id, got, want)
+		}
+	}
+	if !reflect.DeepEqual(user.Merged, []string{"anon-1", "anon-0"}) {
+		t.Errorf("merged = %v, want [anon-1 anon-0]", user.Merged)
+	}
+	if user.AnonymousID != "" {
+		t.Errorf("anonymousId = %q: an identified profile keeps none", user.AnonymousID)
+	}
+}
+
+func TestAbsorbEdges(t *testing.T) {
+	t.Run("first and last keep the earliest and the latest", func(t *testing.T) {
+		m := compileYAML(t, absorbModel)
+		p, o := newProfile(), &profile{ID: "anon"}
+		track(m, p, "Order Completed", order{2 * hour, 1, "P-early", "x", "s"}.props(), testNow-2*hour, testNow)
+		track(m, p, "Order Completed", order{1 * hour, 1, "P-late", "x", "s"}.props(), testNow-hour, testNow)
+		track(m, o, "Order Completed", order{90 * minute, 1, "O-mid", "x", "s"}.props(), testNow-90*minute, testNow)
+		p.absorb(o, testNow)
+		if f, l := m.traitByID["first"].value(p, testNow), m.traitByID["last"].value(p, testNow); !f.equal(strVal("P-early")) || !l.equal(strVal("P-late")) {
+			t.Errorf("first, last = %s, %s; want P-early, P-late", f.appendJSON(nil), l.appendJSON(nil))
+		}
+	})
+	t.Run("mostFrequent counts add up", func(t *testing.T) {
+		m := compileYAML(t, absorbModel)
+		p, o := newProfile(), &profile{ID: "anon"}
+		// p: a a b; o: b b. Together b (3) beats a (2), though each alone did not.
+		for i, c := range []string{"a", "a", "b"} {
+			track(m, p, "Order Completed", `{"category":"`+c+`"}`, testNow-int64(i)*minute, testNow)
+		}
+		for i, c := range []string{"b", "b"} {
+			track(m, o, "Order Completed", `{"category":"`+c+`"}`, testNow-int64(10+i)*minute, testNow)
+		}
+		if v := m.traitByID["fav"].value(p, testNow); !v.equal(strVal("a")) {
+			t.Fatalf("before: fav = %s, want a", v.appendJSON(nil))
+		}
+		p.absorb(o, testNow)
+		if v := m.traitByID["fav"].value(p, testNow); !v.equal(strVal("b")) {
+			t.Errorf("after: fav = %s, want b", v.appendJSON(nil))
+		}
+		if got := p.agg(m.traitByID["fav"].agg.key, false).Freq; len(got) != 2 || got[1].N != 3 || got[1].First != testNow-11*minute {
+			t.Errorf("freq = %+v, want b counted 3 times, first seen 11 minutes back", got)
+		}
+	})
+	t.Run("an empty profile changes nothing", func(t *testing.T) {
+		m := compileYAML(t, absorbModel)
+		p := newProfile()
+		p.mergeTraits(json.RawMessage(`{"plan":"pro"}`))
+		track(m, p, "Order Completed", order{hour, 5, "C", "x", "s"}.props(), testNow-hour, testNow)
+		before, _ := json.Marshal(p)
+		p.absorb(&profile{}, testNow)
+		if after, _ := json.Marshal(p); string(after) != string(before) {
+			t.Errorf("absorbing an empty profile:\n%s\nbecame\n%s", before, after)
+		}
+	})
+	t.Run("an anonymous profile takes the other's anonymous id", func(t *testing.T) {
+		p := &profile{ID: "anon-2", AnonymousID: ""}
+		p.absorb(&profile{ID: "anon-1", AnonymousID: "anon-1", FirstSeen: testNow - hour, LastSeen: testNow - hour}, testNow)
+		if p.AnonymousID != "anon-1" || p.FirstSeen != testNow-hour || p.LastSeen != testNow-hour {
+			t.Errorf("profile = %+v", p)
+		}
+	})
+	t.Run("merged ids are bounded", func(t *testing.T) {
+		p := newProfile()
+		for i := range maxMerged + 3 {
+			p.absorb(&profile{ID: "anon-" + strings.Repeat("x", i+1)}, testNow)
+		}
+		p.absorb(&profile{ID: p.ID}, testNow)
+		if len(p.Merged) != maxMerged || p.Merged[0] != "anon-xxxx" || slices.Contains(p.Merged, p.ID) {
+			t.Errorf("merged = %v: want the last %d, without the profile's own id", p.Merged, maxMerged)
+		}
+	})
+}
+
+func TestValJSON(t *testing.T) {
+	tests := []struct {
+		in   string
+		k    kind
+		want string // MarshalJSON
+	}{
+		{`"text"`, kString, `"text"`},
+		{`"<b>&\u2028\"\\"`, kString, `"<b>&` + "\u2028" + `\"\\"`},
+		{`""`, kString, `""`},
+		{`42`, kNumber, `42`},
+		{`-1.5e3`, kNumber, `-1500`},
+		{`0.1`, kNumber, `0.1`},
+		{`true`, kBool, `true`},
+		{`false`, kBool, `false`},
+		{`null`, kNull, `null`},
+		{`{"a":1,"b":[true,null]}`, kRaw, `{"a":1,"b":[true,null]}`},
+		{"{ \"a\" : 1,\n \"b\": [ 1, 2 ] }", kRaw, `{"a":1,"b":[1,2]}`},
+		{`["x", "y"]`, kRaw, `["x","y"]`},
+		{`[]`, kRaw, `[]`},
+		{`{"h":"<b> & </b>"}`, kRaw, `{"h":"\u003cb\u003e \u0026 \u003c/b\u003e"}`},
+		{"[\"\u2028\"]", kRaw, `["\u2028"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var v val
+			if err := json.Unmarshal([]byte(tt.in), &v); err != nil {
+				t.Fatal(err)
+			}
+			if v.k != tt.k {
+				t.Fatalf("kind = %d, want %d", v.k, tt.k)
+			}
+			if got := string(v.appendJSON(nil)); got != tt.want {
+				t.Errorf("appendJSON = %s, want %s", got, tt.want)
+			}
+			// Through json.Marshal (which escapes <, >, & and U+2028 in what MarshalJSON
+			// returns) and back: the same value.
+			b, err := json.Marshal(struct{ V val }{v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back struct{ V val }
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if back.V != v {
+				t.Errorf("round trip through %s: %+v, want %+v", b, back.V, v)
+			}
+		})
+	}
+}
+
+// TestProfileJSON: a profile is the changelog record; what is restored must be what was
+// written.
+func TestProfileJSON(t *testing.T) {
+	m := compileYAML(t, absorbModel)
+	p := &profile{ID: "u1", UserID: "u1"}
+	p.mergeTraits(json.RawMessage(`{"z":"last key first","name":"Ada <ada@example.com>","age":36,"vip":true,"off":false,` +
+		`"address":{"city": "Paris", "zip": "75001"},"tags":["a", "b"],"empty":[],"gone":1}`))
+	p.mergeTraits(json.RawMessage(`{"gone":null,"b":0}`))
+	for i, o := range []order{{3 * day, 50, "C1", "shoes", "a"}, {2 * hour, 150.25, "C2", "hats", "b"}, {minute, -3, "C3", "hats", "<c>"}} {
+		at := testNow - o.ago
+		track(m, p, "Order Completed", o.props(), at, at)
+		if i == 0 {
+			// An object-valued coupon and category.
+			track(m, p, "Order Completed", `{"coupon":{"code": "X"},"category":["k", 1],"sku":{"s":"<1>"}}`, at, at)
+		}
+	}
+	p.setSynced("a/vip", "v1", boolVal(true), true)
+	p.setSynced("t/skus", "v2", m.traitByID["skus"].value(p, testNow), true)
+	p.setSynced("t/fav", "v3", m.traitByID["fav"].value(p, testNow), true)
+	p.Merged = []string{"anon-1"}
+
+	for _, tt := range []struct {
+		name string
+		p    *profile
+	}{
+		{"full", p},
+		{"merged into another", &profile{ID: "anon-1", MergedInto: "u1"}},
+		{"suppressed", &profile{ID: "u2", Suppressed: true}},
+		{"anonymous", &profile{ID: "anon-9", AnonymousID: "anon-9", FirstSeen: 1, LastSeen: 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back profile
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(&back, tt.p) {
+				t.Errorf("round trip of\n%s\ngave\n%+v\nwant\n%+v", b, back, *tt.p)
+			}
+			if again, _ := json.Marshal(&back); string(again) != string(b) {
+				t.Errorf("written again:\n%s\nwant\n%s", again, b)
+			}
+			// What the restored profile computes and what it synced are equal (no identify
+			// would be sent again after a restart).
+			for _, d := range m.traits {
+				if e := back.synced("t/" + d.id); e != nil && !e.V.equal(d.value(&back, testNow)) {
+					t.Errorf("%s: synced %s, computes %s after the restore", d.id, e.V.appendJSON(nil), d.value(&back, testNow).appendJSON(nil))
+				}
+			}
+		})
+	}
+	if got := string(p.Traits.get("address").appendJSON(nil)); got != `{"city":"Paris","zip":"75001"}` {
+		t.Errorf("address = %s", got)
+	}
+}
+
+func TestTraitsUnmarshal(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"b":1,"a":2}`, `{"b":1,"a":2}`},
+		{`{"a":1,"b":null}`, `{"a":1}`},
+		{`{"a":1,"a":2}`, `{"a":2}`},
+		{`{}`, `{}`},
+		{`null`, `{}`},
+	}
+	for _, tt := range tests {
+		var tr traits
+		if err := json.Unmarshal([]byte(tt.in), &tr); err != nil {
+			t.Errorf("%s: %v", tt.in, err)
+			continue
+		}
+		if got, _ := json.Marshal(tr); string(got) != tt.want {
+			t.Errorf("%s read as %s, want %s", tt.in, got, tt.want)
+		}
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":}`} {
+		var tr traits
+		if err := json.Unmarshal([]byte(bad), &tr); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
