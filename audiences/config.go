@@ -21,23 +21,23 @@ type Config struct {
 	Group, DeletionsGroup string
 	// SyncInterval is how often each audience and computed trait is synced
 	// (AUDIENCE_SYNC_INTERVAL).
-	SyncInterval time.Duration `env:"AUDIENCE_SYNC_INTERVAL" doc:"how often audiences and computed traits are computed and synced"`
+	SyncInterval time.Duration `env:"AUDIENCE_SYNC_INTERVAL" doc:"how often every audience and computed trait is synced: changes since the last sync are sent as identify calls ([audiences.md](audiences.md#sync))"`
 	// Addr is where the profile API, /healthz, /readyz and /metrics listen (AUDIENCES_ADDR).
-	Addr string `env:"AUDIENCES_ADDR" doc:"listen address of the profile API (and /healthz, /readyz, /metrics)"`
+	Addr string `env:"AUDIENCES_ADDR" doc:"listen address of the profile API (and of '/healthz', '/readyz', and '/metrics' unless 'METRICS_ADDR' is set); the images set '0.0.0.0:8091'"`
 	// Token, when set, is the bearer token of the profile API (AUDIENCES_TOKEN).
-	Token string `env:"AUDIENCES_TOKEN" doc:"bearer token of the profile API; empty: no token asked"`
+	Token string `env:"AUDIENCES_TOKEN" doc:"bearer token of the profile API ('Authorization: Bearer ...'); empty: none asked"`
 	// PeerURL is how an instance reaches another's profile API to forward a request for a
 	// user it does not own: a URL with "{instance}", replaced by the owner's
 	// AUDIENCES_TRANSACTIONAL_ID (AUDIENCES_PEER_URL, e.g. the StatefulSet's
 	// "http://{instance}.tributary-audiences:8091"). Empty: not forwarded (503 naming the
 	// owner).
-	PeerURL string `env:"AUDIENCES_PEER_URL" doc:"URL of another instance's profile API, with {instance} for its AUDIENCES_TRANSACTIONAL_ID; empty: requests for users of other instances are not forwarded"`
+	PeerURL string `env:"AUDIENCES_PEER_URL" doc:"URL of another instance's profile API, '{instance}' standing for its 'AUDIENCES_TRANSACTIONAL_ID' (the chart sets it); empty: a request for a user another instance owns is answered 503"`
 	// TransactionalID is the transactional id and static member id of the instance
 	// (AUDIENCES_TRANSACTIONAL_ID): unique per instance, stable across its restarts.
 	TransactionalID string `env:"AUDIENCES_TRANSACTIONAL_ID" doc:"transactional id and static member id: unique per instance, stable across its restarts (a StatefulSet pod name)"`
 	// TransactionTimeout bounds how long a transaction left open by a crashed instance
 	// blocks its partitions (AUDIENCES_TRANSACTION_TIMEOUT).
-	TransactionTimeout time.Duration `env:"AUDIENCES_TRANSACTION_TIMEOUT" doc:"how long a transaction left open by a crashed audiences instance blocks its partitions; at least 1s"`
+	TransactionTimeout time.Duration `env:"AUDIENCES_TRANSACTION_TIMEOUT" doc:"how long a transaction left open by a crashed audiences instance blocks its partitions; at least '1s'"`
 	// MaxPollRecords bounds one poll, hence one transaction.
 	MaxPollRecords int
 	// MaxChangesPerTransaction bounds the identify calls one sync transaction emits; a

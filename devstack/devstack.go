@@ -7,13 +7,13 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/tributary-cdp/tributary/audiences"
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
@@ -29,11 +29,12 @@ import (
 type Config struct {
 	// Kafka: an empty Brokers list starts the embedded broker.
 	Kafka platform.KafkaSettings `env:"-"`
-	// Ingest, Router and Deliverer are the services' own configurations (INGEST_*, ROUTER_*,
-	// RETRY_*, DELIVER*, WEBHOOK_*, SHUTDOWN_TIMEOUT).
+	// Ingest, Router, Deliverer and Audiences are the services' own configurations (INGEST_*,
+	// ROUTER_*, RETRY_*, DELIVER*, WEBHOOK_*, AUDIENCE*, SHUTDOWN_TIMEOUT).
 	Ingest    ingest.Config    `env:"-"`
 	Router    router.Config    `env:"-"`
 	Deliverer deliverer.Config `env:"-"`
+	Audiences audiences.Config `env:"-"`
 	// EmbeddedPort is the embedded broker's port (EMBEDDED_KAFKA_PORT; 0: any free port).
 	EmbeddedPort int `env:"EMBEDDED_KAFKA_PORT" doc:"port of the embedded broker (when 'KAFKA_BROKERS' is empty); 0: any free port"`
 	// ConfigFile is the tenant config applied at start, as the whole config: objects of other
@@ -43,15 +44,13 @@ type Config struct {
 	DataDir string `env:"DATA_DIR" doc:"directory of the files of the embedded broker"`
 	// ConsoleAddr is where the console listens once it exists.
 	ConsoleAddr string `env:"CONSOLE_ADDR" doc:"listen address of the console (reserved: the console is not built yet)"`
-	// AudienceSyncInterval is how often audiences are synced once the service exists.
-	AudienceSyncInterval time.Duration `env:"AUDIENCE_SYNC_INTERVAL" doc:"how often audiences are computed and synced (reserved: the audiences service is not built yet)"`
 	// LogLevel is the level of the stack's logs (LOG_LEVEL, platform.CommandSettings).
 	LogLevel string `env:"LOG_LEVEL"`
 }
 
 // Validate returns every setting that cannot work, each naming its variable.
 func (c *Config) Validate() error {
-	return errors.Join(c.Ingest.Validate(), c.Router.Validate(), c.Deliverer.Validate(), c.validateOwn())
+	return errors.Join(c.Ingest.Validate(), c.Router.Validate(), c.Deliverer.Validate(), c.Audiences.Validate(), c.validateOwn())
 }
 
 // validateOwn checks the settings that Config does not hand to a service's Validate.
@@ -66,9 +65,6 @@ func (c *Config) validateOwn() error {
 	}
 	if _, err := platform.NewLogger(c.LogLevel, io.Discard); err != nil {
 		errs = append(errs, err)
-	}
-	if c.AudienceSyncInterval <= 0 {
-		errs = append(errs, fmt.Errorf("AUDIENCE_SYNC_INTERVAL: must be positive, got %s", c.AudienceSyncInterval))
 	}
 	if c.EmbeddedPort < 0 || c.EmbeddedPort > 65535 {
 		errs = append(errs, fmt.Errorf("EMBEDDED_KAFKA_PORT: %d is not a port", c.EmbeddedPort))
@@ -88,8 +84,9 @@ type Stack struct {
 	broker  *embedded.Broker
 	brokers []string
 	store   *platform.ConfigStore
-	// ingestAddr is the tracking API's resolved listen address.
-	ingestAddr string
+	// ingestAddr is the tracking API's resolved listen address; audiencesAddr the profile
+	// API's.
+	ingestAddr, audiencesAddr string
 	// services run once the config store is ready.
 	services []platform.Runner
 	closers  []func()

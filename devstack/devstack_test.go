@@ -92,7 +92,7 @@ func TestMakeRunSurvivesRestartAndStopsOnSIGTERM(t *testing.T) {
 	}
 	bin := buildTributary(t)
 	dataDir := t.TempDir()
-	env := []string{"DATA_DIR=" + dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "CONFIG_FILE=deploy/config/dev.yaml", "LOG_LEVEL=info"}
+	env := []string{"DATA_DIR=" + dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "CONFIG_FILE=deploy/config/dev.yaml", "AUDIENCES_ADDR=127.0.0.1:0", "LOG_LEVEL=info"}
 
 	cmd, broker := startTributary(t, bin, env...)
 	if broker == "" {
@@ -172,7 +172,7 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 	dataDir := t.TempDir()
 	ingest := freeAddr(t)
 	cmd := exec.Command("make", "--no-print-directory", "-C", root, "run")
-	cmd.Env = append(os.Environ(), "DATA_DIR="+dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "INGEST_ADDR="+ingest, "LOG_LEVEL=info")
+	cmd.Env = append(os.Environ(), "DATA_DIR="+dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "INGEST_ADDR="+ingest, "AUDIENCES_ADDR=127.0.0.1:0", "LOG_LEVEL=info")
 	var output servicetest.Buffer // make's stdout and the log lines, written by two goroutines
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -260,7 +260,7 @@ func TestBadConfigFileNamedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := devstack.DefaultConfig()
-	cfg.DataDir, cfg.ConfigFile, cfg.EmbeddedPort = t.TempDir(), path, 0
+	cfg.DataDir, cfg.ConfigFile, cfg.EmbeddedPort, cfg.Audiences.Addr = t.TempDir(), path, 0, "127.0.0.1:0"
 	_, err := devstack.New(t.Context(), cfg, zerolog.Nop())
 	if err == nil || strings.Count(err.Error(), path) != 1 || !strings.Contains(err.Error(), path+":4:") {
 		t.Fatalf("error %v: want the file named once, with the line", err)

@@ -71,7 +71,7 @@ destinations:
 		t.Fatal(err)
 	}
 	cfg := devstack.DefaultConfig()
-	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
+	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.Audiences.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", "127.0.0.1:0", cfgFile
 	cfg.Deliverer.AllowPrivate = true
 	cfg.Deliverer.RetrySchedule = []time.Duration{time.Second, 2 * time.Second}
 	for _, o := range opts {
@@ -221,4 +221,95 @@ func indexOf(reqs []*http.Request, id string) int {
 		}
 	}
 	return 0
+}
+
+// TestEndToEndAudiences: track calls in at ingest make a realtime audience's identify arrive,
+// signed, at the webhook receiver within 2 s, and a computed trait's identify at the next
+// sync, both as identify calls of source web with their context.personas
+// (docs/audiences.md).
+func TestEndToEndAudiences(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack")
+	}
+	rc := &hook{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	st := startStack(t, srv.URL+"/segment", func(c *devstack.Config) {
+		c.Audiences.SyncInterval = time.Second
+		f, err := os.OpenFile(c.ConfigFile, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		_, _ = f.WriteString(`audiences:
+  - id: big-spenders
+    name: Big Spenders
+    source: web
+    realtime: true
+    rule:
+      event: Order Completed
+      where: [{property: revenue, gte: 100}]
+computedTraits:
+  - id: orders
+    name: Orders Placed
+    source: web
+    count: {event: Order Completed}
+`)
+	})
+	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","properties":{"revenue":50},"messageId":"small"}`)
+	rc.wait(t, 2) // the track, and the computed trait's identify at the next sync
+	sent := time.Now()
+	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","properties":{"revenue":150},"messageId":"big"}`)
+	deadline := time.Now().Add(20 * time.Second)
+	var joined, counted bool
+	for !(joined && counted) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: audience identify %v, computed trait identify with 2 orders %v", joined, counted)
+		}
+		time.Sleep(20 * time.Millisecond)
+		rc.mu.Lock()
+		reqs, bodies, at := append([]*http.Request(nil), rc.got...), append([][]byte(nil), rc.body...), append([]time.Time(nil), rc.at...)
+		rc.mu.Unlock()
+		for i, r := range reqs {
+			var m struct {
+				Type    string         `json:"type"`
+				UserID  string         `json:"userId"`
+				Traits  map[string]any `json:"traits"`
+				Context struct {
+					Personas map[string]string `json:"personas"`
+				} `json:"context"`
+			}
+			if json.Unmarshal(bodies[i], &m) != nil || m.Type != "identify" {
+				continue
+			}
+			if !schemas.VerifyXSignature("e2e-secret", bodies[i], r.Header.Get("X-Signature")) || m.UserID != "u1" {
+				t.Fatalf("identify not signed or not u1: %s", bodies[i])
+			}
+			if v, ok := m.Traits["big_spenders"]; ok && !joined {
+				if v != true || m.Context.Personas["audience_id"] != "big-spenders" || m.Context.Personas["computation_class"] != "audience" {
+					t.Fatalf("audience identify: %s", bodies[i])
+				}
+				if took := at[i].Sub(sent); took > 2*time.Second {
+					t.Errorf("the realtime audience's identify arrived %v after the qualifying event", took)
+				}
+				joined = true
+			}
+			if m.Traits["orders_placed"] == 2.0 {
+				if m.Context.Personas["computed_trait_id"] != "orders" || m.Context.Personas["computation_class"] != "computed_trait" {
+					t.Fatalf("computed trait identify: %s", bodies[i])
+				}
+				counted = true
+			}
+		}
+	}
+	// The profile API of make run.
+	resp, err := http.Get("http://" + st.AudiencesAddr() + "/v1/profiles/u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"orders_placed":2`)) || !bytes.Contains(b, []byte(`"big-spenders"`)) {
+		t.Fatalf("profile API: %d %s", resp.StatusCode, b)
+	}
 }

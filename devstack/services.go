@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tributary-cdp/tributary/audiences"
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
@@ -64,8 +65,29 @@ func (s *Stack) addServices(ctx context.Context) error {
 		return fmt.Errorf("building deliverer: %w", err)
 	}
 	s.services = append(s.services, dl)
+
+	au, err := audiences.New(s.cfg.Audiences, audiences.Deps{
+		Kafka:       s.cfg.Kafka,
+		Config:      func() audiences.Snapshot { return s.store.Snapshot() },
+		ConfigReady: s.store.Ready(),
+		Logger:      s.logger,
+		Registerer:  s.reg,
+		Gatherer:    s.reg,
+		Health:      health,
+	})
+	if err != nil {
+		return fmt.Errorf("building audiences: %w", err)
+	}
+	if err := au.Listen(); err != nil {
+		return fmt.Errorf("audiences: listening on %s (AUDIENCES_ADDR): %w", s.cfg.Audiences.Addr, err)
+	}
+	s.audiencesAddr = au.Addr()
+	s.services = append(s.services, au)
 	return nil
 }
+
+// AudiencesAddr is where the profile API of the audiences service listens.
+func (s *Stack) AudiencesAddr() string { return s.audiencesAddr }
 
 // IngestAddr is where the tracking API listens.
 func (s *Stack) IngestAddr() string { return s.ingestAddr }
@@ -74,4 +96,5 @@ var (
 	_ platform.Runner = (*ingest.Service)(nil)
 	_ platform.Runner = (*router.Service)(nil)
 	_ platform.Runner = (*deliverer.Service)(nil)
+	_ platform.Runner = (*audiences.Service)(nil)
 )

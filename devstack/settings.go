@@ -3,8 +3,8 @@ package devstack
 import (
 	"context"
 	"errors"
-	"time"
 
+	"github.com/tributary-cdp/tributary/audiences"
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
@@ -15,15 +15,15 @@ import (
 // the embedded broker on port 9092 with its files in .data.
 func DefaultConfig() Config {
 	return Config{
-		Kafka:                platform.DefaultKafkaSettings(),
-		Ingest:               ingest.DefaultConfig(),
-		Router:               router.DefaultConfig(),
-		Deliverer:            deliverer.DefaultConfig(),
-		EmbeddedPort:         9092,
-		DataDir:              ".data",
-		ConsoleAddr:          "127.0.0.1:8090",
-		AudienceSyncInterval: time.Minute,
-		LogLevel:             platform.DefaultCommandSettings().LogLevel,
+		Kafka:        platform.DefaultKafkaSettings(),
+		Ingest:       ingest.DefaultConfig(),
+		Router:       router.DefaultConfig(),
+		Deliverer:    deliverer.DefaultConfig(),
+		Audiences:    audiences.DefaultConfig(),
+		EmbeddedPort: 9092,
+		DataDir:      ".data",
+		ConsoleAddr:  "127.0.0.1:8090",
+		LogLevel:     platform.DefaultCommandSettings().LogLevel,
 	}
 }
 
@@ -36,12 +36,13 @@ func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
 // process environment; nil reads the process environment. It returns every problem.
 func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	c := DefaultConfig()
-	var errs [5]error
+	var errs [6]error
 	c.Kafka, errs[0] = platform.ParseKafkaSettings(environ)
 	c.Ingest, errs[1] = ingest.ConfigFromEnviron(environ)
 	c.Router, errs[2] = router.ConfigFromEnviron(environ)
 	c.Deliverer, errs[3] = deliverer.ConfigFromEnviron(environ)
-	errs[4] = platform.FromEnv(&c, environ)
+	c.Audiences, errs[4] = audiences.ConfigFromEnviron(environ)
+	errs[5] = platform.FromEnv(&c, environ)
 	// A field that does not parse keeps its valid default: validateOwn adds only other problems.
 	return c, joinDistinct(append(errs[:], c.validateOwn())...)
 }

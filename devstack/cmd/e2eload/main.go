@@ -240,7 +240,7 @@ destinations:
 	if err != nil {
 		return err
 	}
-	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", cfgFile
+	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.Audiences.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", "127.0.0.1:0", cfgFile
 	cfg.Deliverer.AllowPrivate = true
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -292,7 +292,7 @@ func startStack(ctx context.Context) (string, func(), error) {
 		return "", nil, err
 	}
 	cfg := devstack.DefaultConfig()
-	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.ConfigFile = dir, 0, "127.0.0.1:0", configFile
+	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.Audiences.Addr, cfg.ConfigFile = dir, 0, "127.0.0.1:0", "127.0.0.1:0", configFile
 	stack, err := devstack.New(ctx, cfg, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
 	if err != nil {
 		os.RemoveAll(dir)
