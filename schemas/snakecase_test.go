@@ -9,8 +9,15 @@ import (
 
 func TestSnakeCase(t *testing.T) {
 	tests := []struct{ name, want string }{
-		// The examples of docs/configuration.md#audience-names-and-trait-keys-snake_case.
+		// The examples of docs/configuration.md#audience-names-and-trait-keys-snake_case and
+		// docs/audiences.md#trait-keys.
 		{"Power Users", "power_users"},
+		{"High-Value Customers", "high_value_customers"},
+		{"orderCount", "order_count"},
+		{"Orders 30 days", "orders_30_days"},
+		{"Orders 30d", "orders_30_d"}, // a number and a letter always split
+		{"LTV ($)", "ltv"},
+		{"Revenue (€, 90d)", "revenue_90_d"},
 		// Spaces and punctuation runs, leading and trailing separators.
 		{"  Power   Users  ", "power_users"},
 		{"Power-Users", "power_users"},
