@@ -121,11 +121,8 @@ func (c *Condition) kinds() []string {
 	return ks
 }
 
+// check checks a condition at depth: the number of groups it is in, plus one.
 func (c *Condition) check(v *validator, p string, depth int) {
-	if depth > MaxRuleDepth {
-		v.addf(p, "nests all, any and not more than %d levels deep", MaxRuleDepth)
-		return
-	}
 	kinds := c.kinds()
 	switch {
 	case len(kinds) == 0:
@@ -153,6 +150,11 @@ func (c *Condition) check(v *validator, p string, depth int) {
 		for _, op := range c.Comparison.operators() {
 			v.addf(fieldPath(p, op), "applies to trait and computedTrait conditions only, not to %s", what)
 		}
+	}
+	if k := kinds[0]; (k == "all" || k == "any" || k == "not") && depth > MaxRuleDepth {
+		// Groups count, conditions inside the deepest allowed group do not.
+		v.addf(p, "nests all, any and not more than %d levels deep", MaxRuleDepth)
+		return
 	}
 	switch kinds[0] {
 	case "all", "any":
@@ -195,6 +197,9 @@ func checkWithin(v *validator, p string, w Duration) {
 	switch d := time.Duration(w); {
 	case d < 0:
 		v.addf(p, "must not be negative, got %s", ShortDuration(d))
+	case d > 0 && d < time.Minute:
+		// Below a millisecond it would even read as 0, "ever".
+		v.addf(p, "must be at least 1m (events are counted in one-minute buckets), got %s", ShortDuration(d))
 	case d > MaxWithin:
 		v.addf(p, "must be at most %s (90 days), got %s", ShortDuration(MaxWithin), ShortDuration(d))
 	}
