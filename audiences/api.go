@@ -130,7 +130,12 @@ type Member struct {
 func (s *Service) getProfile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	for hops := 0; hops < 3; hops++ {
-		p := s.apiPartitionOf(id)
+		p, ok := s.apiPartitionOf(id)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "starting: the partitions of "+s.cfg.EventsTopic+" are not known yet")
+			return
+		}
 		s.mu.RLock()
 		part := s.parts[p]
 		if part == nil || !part.restored {

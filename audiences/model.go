@@ -281,17 +281,17 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 	if len(defs) == 0 {
 		return
 	}
-	var parsed map[string]json.RawMessage
+	var parsed schemas.Members
 	parsedOK := false
 	get := func(path []string) val {
 		if !parsedOK {
 			parsedOK = true
-			_ = json.Unmarshal(props, &parsed)
+			parsed, _ = schemas.ParseMembers(props) // not an object: no property matches
 		}
-		if len(path) == 0 || parsed == nil {
+		if len(path) == 0 {
 			return null
 		}
-		raw, ok := parsed[path[0]]
+		raw, ok := parsed.Get(path[0])
 		if !ok {
 			return null
 		}

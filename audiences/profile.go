@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -112,18 +112,20 @@ func (t *traits) set(k string, v val) {
 	}
 }
 
-func (t traits) MarshalJSON() ([]byte, error) {
-	b := []byte{'{'}
+// MarshalJSON writes the traits as one object, in their order.
+func (t traits) MarshalJSON() ([]byte, error) { return t.appendJSON(nil), nil }
+
+func (t traits) appendJSON(b []byte) []byte {
+	b = append(b, '{')
 	for i, kv := range t {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		k, _ := json.Marshal(kv.K)
-		b = append(b, k...)
+		b = schemas.AppendJSONString(b, kv.K)
 		b = append(b, ':')
 		b = kv.V.appendJSON(b)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // UnmarshalJSON reads the traits in the order of the text, the order MarshalJSON wrote them
@@ -161,17 +163,18 @@ func (p *profile) mergeTraits(obj json.RawMessage) {
 	if len(bytes.TrimSpace(obj)) == 0 {
 		return
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(obj, &m) != nil {
+	m, err := schemas.ParseMembers(obj)
+	if err != nil {
 		return
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p.Traits.set(k, parseVal(m[k]))
+	// New keys in the order of their names, so that the same traits make the same profile
+	// whatever their order in the message; a repeated key: the last one wins, as in
+	// encoding/json.
+	var kvs []traitKV
+	m.Each(func(k string, v json.RawMessage) { kvs = append(kvs, traitKV{k, parseVal(v)}) })
+	slices.SortStableFunc(kvs, func(a, b traitKV) int { return strings.Compare(a.K, b.K) })
+	for _, kv := range kvs {
+		p.Traits.set(kv.K, kv.V)
 	}
 }
 

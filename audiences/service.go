@@ -190,10 +190,18 @@ func (s *Service) partitionOf(id string) int32 {
 	return int32(s.keyPart.Partition(&kgo.Record{Key: []byte(id)}, int(s.nparts)))
 }
 
-func (s *Service) apiPartitionOf(id string) int32 {
+// apiPartitionOf is partitionOf for the API's goroutines; ok is false until the partition
+// count is known.
+func (s *Service) apiPartitionOf(id string) (p int32, ok bool) {
+	s.mu.RLock()
+	n := s.nparts
+	s.mu.RUnlock()
+	if n == 0 {
+		return 0, false
+	}
 	s.apiPart.Lock()
 	defer s.apiPart.Unlock()
-	return int32(s.apiKey.Partition(&kgo.Record{Key: []byte(id)}, int(s.nparts)))
+	return int32(s.apiKey.Partition(&kgo.Record{Key: []byte(id)}, int(n))), true
 }
 
 // Run serves the profile API and runs the service until ctx is done.
@@ -507,7 +515,7 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 		if id == metaKey {
 			r.Value, _ = json.Marshal(part.meta)
 		} else if prof := part.profiles[id]; prof != nil {
-			r.Value, _ = json.Marshal(prof)
+			r.Value = prof.appendJSON(make([]byte, 0, 512))
 		}
 		out = append(out, r)
 	}
@@ -548,7 +556,8 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 		return
 	case prof == nil:
 		prof = &profile{ID: id}
-		if m.UserID == id {
+		// A message handed on by a merged id (into) goes to an identified profile.
+		if into != "" || m.UserID == id {
 			prof.UserID = id
 		} else {
 			prof.AnonymousID = id
@@ -921,7 +930,9 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 		sid := "t/" + d.id
 		v := d.value(prof, now)
 		prev := d.empty()
-		if e := prof.synced(sid); e != nil {
+		// A changed definition (name, source or aggregate) is a new computed trait: its
+		// value is sent again under its trait key.
+		if e := prof.synced(sid); e != nil && e.Version == d.version {
 			prev = e.V
 		}
 		if !v.equal(prev) {

@@ -249,11 +249,11 @@ func lookup(obj json.RawMessage, path []string) val {
 		if len(cur) == 0 || cur[0] != '{' {
 			return null
 		}
-		var m map[string]json.RawMessage
-		if json.Unmarshal(cur, &m) != nil {
+		m, err := schemas.ParseMembers(cur)
+		if err != nil {
 			return null
 		}
-		next, ok := m[seg]
+		next, ok := m.Get(seg)
 		if !ok {
 			return null
 		}

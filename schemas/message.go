@@ -335,6 +335,24 @@ func ParseMembers(obj json.RawMessage) (Members, error) {
 	return x, nil
 }
 
+// Get returns the value of the member key: the last one when the object repeats the key, as
+// encoding/json would decode it.
+func (x Members) Get(key string) (json.RawMessage, bool) {
+	for i := len(x.ms) - 1; i >= 0; i-- {
+		if x.ms[i].key == key {
+			return x.ms[i].value, true
+		}
+	}
+	return nil, false
+}
+
+// Each calls fn for every member, in the order of the object.
+func (x Members) Each(fn func(key string, value json.RawMessage)) {
+	for _, m := range x.ms {
+		fn(m.key, m.value)
+	}
+}
+
 // WithStringIfAbsent returns x with the member key: value (a JSON string) appended, unless x
 // has key already.
 func (x Members) WithStringIfAbsent(key, value string) Members {

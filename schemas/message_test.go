@@ -482,3 +482,24 @@ func TestWithoutMember(t *testing.T) {
 		}
 	}
 }
+
+func TestMembersGetAndEach(t *testing.T) {
+	x, err := ParseMembers(json.RawMessage(`{"a":1,"b\u0041":{"c":[1,2]},"a":"last"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := x.Get("a"); !ok || string(v) != `"last"` {
+		t.Errorf(`Get("a") = %s %v, want the last "a"`, v, ok)
+	}
+	if v, ok := x.Get("bA"); !ok || string(v) != `{"c":[1,2]}` {
+		t.Errorf(`Get("bA") = %s %v`, v, ok)
+	}
+	if _, ok := x.Get("z"); ok {
+		t.Error(`Get("z") found a member`)
+	}
+	var keys []string
+	x.Each(func(k string, _ json.RawMessage) { keys = append(keys, k) })
+	if strings.Join(keys, ",") != "a,bA,a" {
+		t.Errorf("Each: %v", keys)
+	}
+}

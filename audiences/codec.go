@@ -1,0 +1,195 @@
+package audiences
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// The changelog encoder. A profile is written to audiences.state every time a batch touches
+// it, so its JSON is appended by hand, as encoding/json would write it from the struct tags
+// (the field names of docs/topics.md#audiencesstate), without reflection; json.Unmarshal
+// reads it back (restore is rarer). TestProfileJSONMatchesEncodingJSON keeps the two equal.
+
+// MarshalJSON is appendJSON, for json.Marshal (the profile inside an audiences.repartition
+// record).
+func (p *profile) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil }
+
+// appendJSON appends the profile's changelog JSON to b.
+func (p *profile) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = schemas.AppendJSONString(b, p.ID)
+	b = appendStringField(b, "userId", p.UserID)
+	b = appendStringField(b, "anonymousId", p.AnonymousID)
+	if len(p.Traits) > 0 {
+		b = append(b, `,"traits":`...)
+		b = p.Traits.appendJSON(b)
+	}
+	b = appendIntField(b, "firstSeen", p.FirstSeen)
+	b = appendIntField(b, "lastSeen", p.LastSeen)
+	if len(p.Events) > 0 {
+		b = append(b, `,"events":[`...)
+		for i := range p.Events {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"name":`...)
+			b = schemas.AppendJSONString(b, p.Events[i].Name)
+			b = p.Events[i].series.appendFields(append(b, ','))
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(p.Aggs) > 0 {
+		b = append(b, `,"aggs":[`...)
+		for i := range p.Aggs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = p.Aggs[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	if len(p.Synced) > 0 {
+		b = append(b, `,"synced":[`...)
+		for i, s := range p.Synced {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = schemas.AppendJSONString(b, s.ID)
+			b = append(b, `,"v":`...)
+			b = schemas.AppendJSONString(b, s.Version)
+			b = append(b, `,"val":`...)
+			b = s.V.appendJSON(b)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(p.Merged) > 0 {
+		b = append(b, `,"merged":[`...)
+		for i, m := range p.Merged {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = schemas.AppendJSONString(b, m)
+		}
+		b = append(b, ']')
+	}
+	b = appendStringField(b, "mergedInto", p.MergedInto)
+	if p.Suppressed {
+		b = append(b, `,"suppressed":true`...)
+	}
+	return append(b, '}')
+}
+
+func (a *agg) appendJSON(b []byte) []byte {
+	b = append(b, `{"key":`...)
+	b = schemas.AppendJSONString(b, a.Key)
+	if a.S != nil {
+		b = append(b, `,"series":{`...)
+		b = append(a.S.appendFields(b), '}')
+	}
+	for _, st := range []struct {
+		name string
+		v    *stamped
+	}{{"first", a.First}, {"last", a.Last}} {
+		if st.v == nil {
+			continue
+		}
+		b = append(b, `,"`...)
+		b = append(b, st.name...)
+		b = append(b, `":{"v":`...)
+		b = st.v.V.appendJSON(b)
+		b = append(b, `,"at":`...)
+		b = strconv.AppendInt(b, st.v.At, 10)
+		b = append(b, '}')
+	}
+	if len(a.Freq) > 0 {
+		b = append(b, `,"freq":[`...)
+		for i, f := range a.Freq {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"v":`...)
+			b = f.V.appendJSON(b)
+			b = append(b, `,"n":`...)
+			b = strconv.AppendUint(b, uint64(f.N), 10)
+			b = append(b, `,"at":`...)
+			b = strconv.AppendInt(b, f.First, 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(a.List) > 0 {
+		b = append(b, `,"list":[`...)
+		for i, v := range a.List {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = v.appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// appendFields appends the series' fields (without braces): "total" and the buckets "b".
+func (s *series) appendFields(b []byte) []byte {
+	b = append(b, `"total":`...)
+	b = strconv.AppendUint(b, s.Total, 10)
+	if len(s.Buckets) == 0 {
+		return b
+	}
+	b = append(b, `,"b":[`...)
+	for i, k := range s.Buckets {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"t":`...)
+		b = strconv.AppendInt(b, int64(k.At), 10)
+		b = append(b, `,"n":`...)
+		b = strconv.AppendUint(b, uint64(k.N), 10)
+		b = appendFloatField(b, "s", k.Sum)
+		b = appendFloatField(b, "lo", k.Min)
+		b = appendFloatField(b, "hi", k.Max)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+func appendStringField(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return schemas.AppendJSONString(b, v)
+}
+
+func appendIntField(b []byte, name string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return strconv.AppendInt(b, v, 10)
+}
+
+// appendFloatField appends a non-zero, finite float field (omitempty; a sum that overflowed
+// to ±Inf is written as the largest float of its sign, as JSON has no infinity).
+func appendFloatField(b []byte, name string, v float64) []byte {
+	if v == 0 || math.IsNaN(v) {
+		return b
+	}
+	if math.IsInf(v, 0) {
+		v = math.Copysign(math.MaxFloat64, v)
+	}
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}

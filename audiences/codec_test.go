@@ -1,0 +1,88 @@
+package audiences
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+)
+
+// plainProfile is profile without its MarshalJSON: what encoding/json writes from the tags.
+type plainProfile profile
+
+// TestProfileJSONMatchesEncodingJSON: the hand-written changelog encoder writes what
+// encoding/json writes from the struct tags (compared as decoded JSON), and what it writes
+// decodes to the same profile.
+func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
+	full := &profile{ID: "u<1>", UserID: "u<1>", AnonymousID: "a\"1", FirstSeen: 1, LastSeen: 2,
+		Traits: traits{{"plan", strVal("pro")}, {"n", numVal(1.5)}, {"ok", boolVal(true)}, {"obj", val{k: kRaw, s: `{"a":[1,2]}`}}},
+		Events: []named{{Name: "E", series: series{Total: 3, Buckets: []bucket{{At: 10, N: 2, Sum: 3.25, Min: -1, Max: 4.25}, {At: 11, N: 1}}}}, {Name: "Empty"}},
+		Aggs: []agg{
+			{Key: "series:x", S: &series{Total: 1, Buckets: []bucket{{At: 5, N: 1, Sum: 1e21, Min: 1e21, Max: 1e21}}}},
+			{Key: "firstlast:y", First: &stamped{V: strVal("a"), At: 7}, Last: &stamped{V: numVal(0.1), At: 9}},
+			{Key: "freq:z", Freq: []freq{{V: strVal("shoes"), N: 4, First: 3}, {V: null, N: 1}}},
+			{Key: "list:w", List: []val{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}},
+			{Key: "empty"},
+		},
+		Synced: []sent{{ID: "a/vip", Version: "abc", V: boolVal(true)}, {ID: "t/n", Version: "def", V: numVal(12)}},
+		Merged: []string{"anon-1", "anon-2"},
+	}
+	for name, p := range map[string]*profile{
+		"full":       full,
+		"bare":       {ID: "x"},
+		"redirect":   {ID: "anon", MergedInto: "u1"},
+		"suppressed": {ID: "s", Suppressed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ours := p.appendJSON(nil)
+			theirs, err := json.Marshal((*plainProfile)(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, b any
+			if err := json.Unmarshal(ours, &a); err != nil {
+				t.Fatalf("ours is not JSON: %v: %s", err, ours)
+			}
+			_ = json.Unmarshal(theirs, &b)
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("ours   %s\ntheirs %s", ours, theirs)
+			}
+			var back profile
+			if err := json.Unmarshal(ours, &back); err != nil {
+				t.Fatal(err)
+			}
+			if again := back.appendJSON(nil); string(again) != string(ours) {
+				t.Fatalf("round trip:\n%s\n%s", ours, again)
+			}
+		})
+	}
+	// No JSON infinity: a sum that overflowed is written as the largest float.
+	inf := (&profile{ID: "i", Events: []named{{Name: "E", series: series{Buckets: []bucket{{N: 1, Sum: math.Inf(1)}}}}}}).appendJSON(nil)
+	var v any
+	if err := json.Unmarshal(inf, &v); err != nil {
+		t.Fatalf("an infinite sum makes %s: %v", inf, err)
+	}
+}
+
+// BenchmarkProfileEncode: the changelog encoder against encoding/json, for a profile with a
+// few traits, three event names and three aggregates.
+func BenchmarkProfileEncode(b *testing.B) {
+	p := &profile{ID: "user-123", UserID: "user-123", FirstSeen: 1, LastSeen: 2,
+		Traits: traits{{"plan", strVal("pro")}, {"country", strVal("FR")}, {"email", strVal("user-123@example.com")}}}
+	for i, e := range []string{"Order Completed", "Product Viewed", "Page Viewed"} {
+		p.Events = append(p.Events, named{Name: e, series: series{Total: 5, Buckets: []bucket{{At: int32(100 + i), N: 3}, {At: 200, N: 2}}}})
+	}
+	p.Aggs = []agg{{Key: "series:1", S: &series{Total: 2, Buckets: []bucket{{At: 100, N: 2, Sum: 120, Min: 20, Max: 100}}}},
+		{Key: "firstlast:2", Last: &stamped{V: strVal("sku-1"), At: 5}}, {Key: "list:3", List: []val{strVal("shoes"), strVal("hats")}}}
+	b.Run("ours", func(b *testing.B) {
+		buf := make([]byte, 0, 1024)
+		for b.Loop() {
+			buf = p.appendJSON(buf[:0])
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = json.Marshal((*plainProfile)(p))
+		}
+	})
+}
