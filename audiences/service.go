@@ -146,7 +146,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if deps.Health != nil {
 		deps.Health.AddCheck("kafka", platform.KafkaCheck(s.producer))
-		deps.Health.SetReady("audiences state", false)
+		deps.Health.SetWarming("audiences state", false)
 	}
 	s.lag = platform.NewLagCollector("audiences", deps.Kafka, s.logger, []string{cfg.Group}, deps.KafkaOpts...)
 	if err := deps.Registerer.Register(s.lag); err != nil {
@@ -348,7 +348,7 @@ func (s *Service) updateReady() {
 		ready = ready && part.restored
 	}
 	s.mu.RUnlock()
-	s.deps.Health.SetReady("audiences state", ready)
+	s.deps.Health.SetWarming("audiences state", ready)
 }
 
 // tick asks, every SyncInterval, for a sync of every owned partition: a tick record on the

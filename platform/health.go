@@ -28,11 +28,13 @@ const DefaultCheckTimeout = 2 * time.Second
 //
 // GET /healthz answers 200 when every component is ready and every check passes (docs/operations.md#health-and-metrics:
 // once a service can serve: broker reachable, config loaded), else 503 naming what fails.
-// GET /readyz answers the same, and also 503 once the server is shutting down, so that load
-// balancers stop sending requests while in-flight ones drain.
+// GET /readyz answers the same, and also 503 while a component set with SetWarming is not
+// ready (a service restoring its state is alive, not ready) and once the server is shutting
+// down, so that load balancers stop sending requests while in-flight ones drain.
 type Health struct {
 	mu           sync.Mutex
 	components   map[string]bool
+	warming      map[string]bool
 	checks       map[string]CheckFunc
 	checkTimeout time.Duration
 	shuttingDown atomic.Bool
@@ -40,7 +42,7 @@ type Health struct {
 
 // NewHealth returns a Health with no components and no checks: healthy.
 func NewHealth() *Health {
-	return &Health{components: map[string]bool{}, checks: map[string]CheckFunc{}, checkTimeout: DefaultCheckTimeout}
+	return &Health{components: map[string]bool{}, warming: map[string]bool{}, checks: map[string]CheckFunc{}, checkTimeout: DefaultCheckTimeout}
 }
 
 // SetCheckTimeout changes how long each check may take (DefaultCheckTimeout).
@@ -56,6 +58,15 @@ func (h *Health) SetReady(component string, ready bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.components[component] = ready
+}
+
+// SetWarming records whether component is ready, like SetReady, except that only /readyz
+// (and tributary_ready) reflects it: /healthz stays 200 while it is not, so that a liveness
+// probe does not restart a service that is restoring its state.
+func (h *Health) SetWarming(component string, ready bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.warming[component] = ready
 }
 
 // AddCheck registers (or replaces) the check called name.
@@ -81,10 +92,20 @@ type HealthReport struct {
 }
 
 // Check runs every check concurrently (each under the check timeout) and reports whether the
-// service is healthy, with the state of each component and check.
-func (h *Health) Check(ctx context.Context) (bool, HealthReport) {
+// service is healthy, with the state of each component and check (what /healthz answers;
+// components set with SetWarming are left out).
+func (h *Health) Check(ctx context.Context) (bool, HealthReport) { return h.check(ctx, false) }
+
+// Ready is Check with the components set with SetWarming too: what /readyz answers (but for
+// the shutdown).
+func (h *Health) Ready(ctx context.Context) (bool, HealthReport) { return h.check(ctx, true) }
+
+func (h *Health) check(ctx context.Context, ready bool) (bool, HealthReport) {
 	h.mu.Lock()
 	components := maps.Clone(h.components)
+	if ready {
+		maps.Copy(components, h.warming)
+	}
 	checks := maps.Clone(h.checks)
 	timeout := h.checkTimeout
 	h.mu.Unlock()
@@ -135,7 +156,7 @@ func (h *Health) HealthzHandler(details bool) http.Handler {
 // ReadyzHandler serves /readyz; details as for HealthzHandler.
 func (h *Health) ReadyzHandler(details bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, report := h.Check(r.Context())
+		ok, report := h.Ready(r.Context())
 		report = redact(report, details && r.URL.Query().Has("verbose"))
 		if h.shuttingDown.Load() {
 			ok = false
@@ -175,7 +196,7 @@ func KafkaCheck(cl *kgo.Client) CheckFunc {
 	return func(ctx context.Context) error { return cl.Ping(ctx) }
 }
 
-// ReadyGauge is the gauge tributary_ready: 1 while Check says the service is ready (what
+// ReadyGauge is the gauge tributary_ready: 1 while Ready says the service is ready (what
 // /readyz answers 200 to), else 0. The alert rules page on it (deploy/helm/tributary/files/alerts.yaml).
 func ReadyGauge(h *Health) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -184,7 +205,7 @@ func ReadyGauge(h *Health) prometheus.Collector {
 	}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if ok, _ := h.Check(ctx); ok && !h.shuttingDown.Load() {
+		if ok, _ := h.Ready(ctx); ok && !h.shuttingDown.Load() {
 			return 1
 		}
 		return 0

@@ -45,6 +45,8 @@ func TestHealth(t *testing.T) {
 			health.AddCheck("kafka", func(context.Context) error { return errors.New("no broker answers") })
 		}, want{503, 503, `"kafka":"failing"`}},
 		{"check passes", func() { health.AddCheck("kafka", func(context.Context) error { return nil }) }, want{200, 200, `"kafka":"ok"`}},
+		{"warming up", func() { health.SetWarming("state", false) }, want{200, 503, `"status":"ok"`}},
+		{"warmed up", func() { health.SetWarming("state", true) }, want{200, 200, `"status":"ok"`}},
 		{"shutting down", health.SetShuttingDown, want{200, 503, `"status":"ok"`}},
 	}
 	for _, st := range steps {
