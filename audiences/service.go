@@ -320,6 +320,7 @@ func (s *Service) revoked(ps []int32) {
 	for _, p := range ps {
 		delete(s.parts, p)
 	}
+	s.recountProfiles()
 	s.mu.Unlock()
 	s.updateReady()
 }
@@ -898,6 +899,11 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 		has := e != nil && e.Version == d.version
 		switch {
 		case member && !has:
+			// A member of an audience whose name or source changed: false under the old
+			// key or source first, so that no destination keeps the old trait true.
+			if md, ok := part.meta.Defs[sid]; ok && e != nil && (md.Key != d.key || md.Source != d.source) {
+				out = append(out, s.identify(prof, md.Key, md.Source, d.id, classAudience, boolVal(false), now))
+			}
 			out = append(out, s.identify(prof, d.key, d.source, d.id, classAudience, boolVal(true), now))
 			prof.setSynced(sid, d.version, boolVal(true), true)
 			changed = true

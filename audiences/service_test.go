@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -520,4 +521,58 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestConfigChanges: a changed rule is a new audience (true for every member of the new rule,
+// false for those who left); a renamed one sends false under the old key and true under the
+// new; a removed one sends false to its members once, then nothing.
+func TestConfigChanges(t *testing.T) {
+	h := newHarness(t, sources+vip)
+	h.run("aud-cfg", nil)
+	h.send(`{"type":"identify","userId":"p1","traits":{"plan":"pro"}}`,
+		`{"type":"identify","userId":"p2","traits":{"plan":"team"}}`,
+		`{"type":"identify","userId":"f1","traits":{"plan":"free"}}`)
+	h.identifies(2, 10*time.Second)
+
+	// The rule changes: pro or free. p1 stays (true again: a new audience's first sync), p2
+	// leaves, f1 joins.
+	h.Apply(sources + `
+audiences:
+  - id: vip
+    name: VIP
+    source: engage
+    rule: {trait: plan, in: [pro, free]}
+`)
+	got := byUser(h.identifies(3, 10*time.Second))
+	want := map[string]map[string]any{"p1": {"vip": true}, "p2": {"vip": false}, "f1": {"vip": true}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the rule change: %v, want %v", got, want)
+	}
+	h.quiet(2500 * time.Millisecond)
+
+	// Renamed: false under vip, true under very_important.
+	h.Apply(sources + `
+audiences:
+  - id: vip
+    name: Very Important
+    source: engage
+    rule: {trait: plan, in: [pro, free]}
+`)
+	got = byUser(h.identifies(4, 10*time.Second))
+	want = map[string]map[string]any{"p1": {"vip": false, "very_important": true}, "f1": {"vip": false, "very_important": true}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the rename: %v, want %v", got, want)
+	}
+	h.quiet(2500 * time.Millisecond)
+
+	// Removed: false once to each member, under the last key.
+	if err := platform.DeleteConfigObject(h.Ctx, h.Client, schemas.TopicConfig, schemas.ConfigKindAudience, "vip"); err != nil {
+		t.Fatal(err)
+	}
+	got = byUser(h.identifies(2, 10*time.Second))
+	want = map[string]map[string]any{"p1": {"very_important": false}, "f1": {"very_important": false}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the removal: %v, want %v", got, want)
+	}
+	h.quiet(3 * time.Second)
 }
