@@ -94,7 +94,7 @@ func (a *agg) appendJSON(b []byte) []byte {
 	for _, st := range []struct {
 		name string
 		v    *stamped
-	}{{"first", a.First}, {"last", a.Last}} {
+	}{{"first", a.ro().First}, {"last", a.ro().Last}} {
 		if st.v == nil {
 			continue
 		}
@@ -106,7 +106,7 @@ func (a *agg) appendJSON(b []byte) []byte {
 		b = strconv.AppendInt(b, st.v.At, 10)
 		b = append(b, '}')
 	}
-	if len(a.Freq) > 0 {
+	if len(a.ro().Freq) > 0 {
 		b = append(b, `,"freq":[`...)
 		for i, f := range a.Freq {
 			if i > 0 {
@@ -122,7 +122,7 @@ func (a *agg) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	if len(a.List) > 0 {
+	if len(a.ro().List) > 0 {
 		b = append(b, `,"list":[`...)
 		for i, v := range a.List {
 			if i > 0 {

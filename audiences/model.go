@@ -18,23 +18,32 @@ type model struct {
 	traitByID map[string]*traitDef
 	// aggs by event name: what each track event of that name feeds.
 	aggsByEvent map[string][]*aggDef
-	realtime    bool
+	// aggKeys are the keys of every aggregate (agg.Key) of the config.
+	aggKeys map[string]bool
+	// in shares the strings apply keeps (nil: none shared).
+	in       *interner
+	realtime bool
 }
 
 // audienceDef is one audience, compiled. Its version changes whenever its name, source or
 // rule does: a new version is synced as a new audience (docs/audiences.md#config-changes).
 type audienceDef struct {
-	id, name, key, source, version string
-	realtime                       bool
-	root                           *node
+	// sid is the id in profile.Synced and the partition's metadata: "a/<id>".
+	id, sid, name, key, source, version string
+	realtime                            bool
+	root                                *node
 }
 
 type traitDef struct {
-	id, name, key, source, version string
-	realtime                       bool
-	kind                           string
-	within                         int64 // ms
-	agg                            *aggDef
+	// sid is the id in profile.Synced and the partition's metadata: "t/<id>".
+	id, sid, name, key, source, version string
+	realtime                            bool
+	kind                                string
+	within                              int64 // ms
+	// agg is what the trait reads; nil for a count without where, which reads the
+	// profile's count of event.
+	agg   *aggDef
+	event string
 }
 
 // aggDef is one aggregate over a track event: its series (count, or a numeric property),
@@ -76,7 +85,7 @@ func version(parts ...any) string {
 
 // compile builds the model of a config snapshot's audiences and computed traits.
 func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
-	m := &model{traitByID: map[string]*traitDef{}, aggsByEvent: map[string][]*aggDef{}}
+	m := &model{traitByID: map[string]*traitDef{}, aggsByEvent: map[string][]*aggDef{}, aggKeys: map[string]bool{}}
 	aggs := map[string]*aggDef{}
 	aggFor := func(event, class string, path []string, where []schemas.PropertyCondition) *aggDef {
 		key := version(class, event, path, where)
@@ -88,6 +97,7 @@ func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
 			a.where = append(a.where, whereDef{path: where[i].PropertyPath(), cmp: compileComparison(&where[i].Comparison)})
 		}
 		aggs[key] = a
+		m.aggKeys[a.key] = true
 		m.aggsByEvent[event] = append(m.aggsByEvent[event], a)
 		return a
 	}
@@ -96,7 +106,7 @@ func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
 		if body == nil {
 			continue
 		}
-		d := &traitDef{id: t.ID, name: t.Name, key: t.TraitKey(), source: t.Source, realtime: t.Realtime, kind: kind,
+		d := &traitDef{id: t.ID, sid: "t/" + t.ID, name: t.Name, key: t.TraitKey(), source: t.Source, realtime: t.Realtime, kind: kind,
 			within: time.Duration(body.Within).Milliseconds(), version: version(t.Name, t.Source, kind, body)}
 		var path []string
 		if kind != schemas.AggCount {
@@ -111,13 +121,19 @@ func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
 		case schemas.AggUniqueList:
 			class = "list"
 		}
-		d.agg = aggFor(body.Event, class, path, body.Where)
+		if kind == schemas.AggCount && len(body.Where) == 0 {
+			// A plain count is the profile's own count of the event (which also covers the
+			// events from before the trait was configured).
+			d.event = body.Event
+		} else {
+			d.agg = aggFor(body.Event, class, path, body.Where)
+		}
 		m.traits = append(m.traits, d)
 		m.traitByID[t.ID] = d
 		m.realtime = m.realtime || t.Realtime
 	}
 	for _, a := range auds {
-		d := &audienceDef{id: a.ID, name: a.Name, key: a.TraitKey(), source: a.Source, realtime: a.Realtime,
+		d := &audienceDef{id: a.ID, sid: "a/" + a.ID, name: a.Name, key: a.TraitKey(), source: a.Source, realtime: a.Realtime,
 			version: version(a.Name, a.Source, a.Rule)}
 		d.root = m.compileNode(&a.Rule, aggFor)
 		m.audiences = append(m.audiences, d)
@@ -211,6 +227,13 @@ func (n *node) eval(p *profile, now int64) bool {
 // value is the computed trait's current value for p at now (ms): its empty value (count and
 // sum 0, uniqueList [], the others null) when no matching event counts.
 func (d *traitDef) value(p *profile, now int64) val {
+	if d.agg == nil { // a plain count
+		var n uint64
+		if s := p.eventSeries(d.event, false); s != nil {
+			n, _ = s.window(d.within, now)
+		}
+		return numVal(float64(n))
+	}
 	a := p.agg(d.agg.key, false)
 	switch d.kind {
 	case schemas.AggCount, schemas.AggSum:
@@ -239,17 +262,17 @@ func (d *traitDef) value(p *profile, now int64) val {
 			return numVal(b.Max)
 		}
 	case schemas.AggFirst:
-		if a == nil || a.First == nil {
+		if a == nil || a.ro().First == nil {
 			return null
 		}
 		return a.First.V
 	case schemas.AggLast:
-		if a == nil || a.Last == nil {
+		if a == nil || a.ro().Last == nil {
 			return null
 		}
 		return a.Last.V
 	case schemas.AggMostFrequent:
-		if a == nil || len(a.Freq) == 0 {
+		if a == nil || len(a.ro().Freq) == 0 {
 			return null
 		}
 		best := a.Freq[0]
@@ -262,7 +285,7 @@ func (d *traitDef) value(p *profile, now int64) val {
 	case schemas.AggUniqueList:
 		b := []byte{'['}
 		if a != nil {
-			for i, v := range a.List {
+			for i, v := range a.ro().List {
 				if i > 0 {
 					b = append(b, ',')
 				}
@@ -296,9 +319,9 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 			return null
 		}
 		if len(path) == 1 {
-			return parseVal(raw)
+			return m.in.val(parseVal(raw))
 		}
-		return lookup(raw, path[1:])
+		return m.in.val(lookup(raw, path[1:]))
 	}
 	for _, d := range defs {
 		ok := true
@@ -328,11 +351,12 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 			}
 			a.S.add(at, now, v.f, d.path != nil)
 		case "firstlast":
-			if a.First == nil || at < a.First.At {
-				a.First = &stamped{V: v, At: at}
+			x := a.rw()
+			if x.First == nil || at < x.First.At {
+				x.First = &stamped{V: v, At: at}
 			}
-			if a.Last == nil || at >= a.Last.At {
-				a.Last = &stamped{V: v, At: at}
+			if x.Last == nil || at >= x.Last.At {
+				x.Last = &stamped{V: v, At: at}
 			}
 		case "freq":
 			a.addFreq(v, 1, at)

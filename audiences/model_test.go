@@ -140,7 +140,7 @@ func TestTraitConditions(t *testing.T) {
 			m := ruleModel(t, tt.rule, "")
 			p := newProfile()
 			for _, tr := range strings.Split(tt.traits, "\n") {
-				p.mergeTraits(json.RawMessage(tr))
+				p.mergeTraits(json.RawMessage(tr), nil)
 			}
 			if got := m.audiences[0].root.eval(p, testNow); got != tt.want {
 				t.Errorf("rule %s with traits %s: member = %v, want %v", tt.rule, tt.traits, got, tt.want)
@@ -174,7 +174,7 @@ func TestGroups(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := ruleModel(t, tt.rule, "")
 			p := newProfile()
-			p.mergeTraits(json.RawMessage(traits))
+			p.mergeTraits(json.RawMessage(traits), nil)
 			if got := m.audiences[0].root.eval(p, testNow); got != tt.want {
 				t.Errorf("rule %s: member = %v, want %v", tt.rule, got, tt.want)
 			}

@@ -50,13 +50,59 @@ type named struct {
 
 // agg is the state of one aggregate of the config (aggDef), keyed by its definition, so that
 // it survives config changes that keep it.
+//
+// Most aggregates are series (count, sum, avg, min, max), so the fields of the others are
+// held apart (aggExtra, allocated when first written): 32 bytes a series aggregate instead of
+// 88 (docs/audiences.md#memory). The JSON has the fields of both, flat.
 type agg struct {
-	Key   string   `json:"key"`
-	S     *series  `json:"series,omitempty"` // count, sum, avg, min, max
+	Key string  `json:"key"`
+	S   *series `json:"series,omitempty"` // count, sum, avg, min, max
+	*aggExtra
+}
+
+// aggExtra holds the state of first, last, mostFrequent and uniqueList aggregates.
+type aggExtra struct {
 	First *stamped `json:"first,omitempty"`
 	Last  *stamped `json:"last,omitempty"`
 	Freq  []freq   `json:"freq,omitempty"`
 	List  []val    `json:"list,omitempty"`
+}
+
+// UnmarshalJSON reads the flat JSON of an aggregate (encoding/json cannot allocate an
+// embedded pointer to an unexported struct).
+func (a *agg) UnmarshalJSON(b []byte) error {
+	var flat struct {
+		Key string  `json:"key"`
+		S   *series `json:"series"`
+		aggExtra
+	}
+	if err := json.Unmarshal(b, &flat); err != nil {
+		return err
+	}
+	a.Key, a.S, a.aggExtra = flat.Key, flat.S, nil
+	if x := flat.aggExtra; x.First != nil || x.Last != nil || len(x.Freq) > 0 || len(x.List) > 0 {
+		a.aggExtra = &x
+	}
+	return nil
+}
+
+// noExtra is what ro returns for an aggregate with no aggExtra; it is never written.
+var noExtra aggExtra
+
+// ro returns the aggregate's aggExtra for reading (an empty one when it has none).
+func (a *agg) ro() *aggExtra {
+	if a.aggExtra == nil {
+		return &noExtra
+	}
+	return a.aggExtra
+}
+
+// rw returns the aggregate's aggExtra for writing, allocating it.
+func (a *agg) rw() *aggExtra {
+	if a.aggExtra == nil {
+		a.aggExtra = &aggExtra{}
+	}
+	return a.aggExtra
 }
 
 type stamped struct {
@@ -108,7 +154,7 @@ func (t *traits) set(k string, v val) {
 		}
 	}
 	if !v.isNull() {
-		*t = append(*t, traitKV{k, v})
+		*t = appendOne(*t, traitKV{k, v})
 	}
 }
 
@@ -159,7 +205,7 @@ func (t *traits) UnmarshalJSON(b []byte) error {
 }
 
 // mergeTraits sets every trait of obj (a JSON object): later wins, null removes.
-func (p *profile) mergeTraits(obj json.RawMessage) {
+func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 	if len(bytes.TrimSpace(obj)) == 0 {
 		return
 	}
@@ -171,7 +217,7 @@ func (p *profile) mergeTraits(obj json.RawMessage) {
 	// whatever their order in the message; a repeated key: the last one wins, as in
 	// encoding/json.
 	var kvs []traitKV
-	m.Each(func(k string, v json.RawMessage) { kvs = append(kvs, traitKV{k, parseVal(v)}) })
+	m.Each(func(k string, v json.RawMessage) { kvs = append(kvs, traitKV{in.str(k), in.val(parseVal(v))}) })
 	slices.SortStableFunc(kvs, func(a, b traitKV) int { return strings.Compare(a.K, b.K) })
 	for _, kv := range kvs {
 		p.Traits.set(kv.K, kv.V)
@@ -187,7 +233,7 @@ func (p *profile) eventSeries(name string, create bool) *series {
 	if !create || len(p.Events) >= maxEventNames {
 		return nil
 	}
-	p.Events = append(p.Events, named{Name: name})
+	p.Events = appendOne(p.Events, named{Name: name})
 	return &p.Events[len(p.Events)-1].series
 }
 
@@ -200,7 +246,7 @@ func (p *profile) agg(key string, create bool) *agg {
 	if !create {
 		return nil
 	}
-	p.Aggs = append(p.Aggs, agg{Key: key})
+	p.Aggs = appendOne(p.Aggs, agg{Key: key})
 	return &p.Aggs[len(p.Aggs)-1]
 }
 
@@ -225,7 +271,7 @@ func (p *profile) setSynced(id, version string, v val, keep bool) {
 		}
 	}
 	if keep {
-		p.Synced = append(p.Synced, sent{ID: id, Version: version, V: v})
+		p.Synced = appendOne(p.Synced, sent{ID: id, Version: version, V: v})
 	}
 }
 
@@ -267,16 +313,17 @@ func (p *profile) absorb(o *profile, now int64) {
 			}
 			a.S.merge(oa.S, now)
 		}
-		if oa.First != nil && (a.First == nil || oa.First.At < a.First.At) {
-			a.First = oa.First
+		ox := oa.ro()
+		if ox.First != nil && (a.ro().First == nil || ox.First.At < a.First.At) {
+			a.rw().First = ox.First
 		}
-		if oa.Last != nil && (a.Last == nil || oa.Last.At > a.Last.At) {
-			a.Last = oa.Last
+		if ox.Last != nil && (a.ro().Last == nil || ox.Last.At > a.Last.At) {
+			a.rw().Last = ox.Last
 		}
-		for _, f := range oa.Freq {
+		for _, f := range ox.Freq {
 			a.addFreq(f.V, f.N, f.First)
 		}
-		for _, v := range oa.List {
+		for _, v := range ox.List {
 			a.addUnique(v)
 		}
 	}
@@ -300,28 +347,56 @@ func (p *profile) addMerged(id string) {
 }
 
 func (a *agg) addFreq(v val, n uint32, at int64) {
-	for i := range a.Freq {
-		if a.Freq[i].V.equal(v) {
-			a.Freq[i].N += n
-			if at < a.Freq[i].First {
-				a.Freq[i].First = at
+	x := a.rw()
+	for i := range x.Freq {
+		if x.Freq[i].V.equal(v) {
+			x.Freq[i].N += n
+			if at < x.Freq[i].First {
+				x.Freq[i].First = at
 			}
 			return
 		}
 	}
-	if len(a.Freq) < mostFrequentCap {
-		a.Freq = append(a.Freq, freq{V: v, N: n, First: at})
+	if len(x.Freq) < mostFrequentCap {
+		x.Freq = appendOne(x.Freq, freq{V: v, N: n, First: at})
 	}
 }
 
 func (a *agg) addUnique(v val) {
-	if len(a.List) >= schemas.UniqueListCap {
+	x := a.rw()
+	if len(x.List) >= schemas.UniqueListCap {
 		return
 	}
-	for _, x := range a.List {
-		if x.equal(v) {
+	for _, have := range x.List {
+		if have.equal(v) {
 			return
 		}
 	}
-	a.List = append(a.List, v)
+	x.List = appendOne(x.List, v)
+}
+
+// appendOne appends v, growing a full slice by one element only, not by half or double as
+// append does: a profile's slices are small and many, and spare capacity in a million
+// profiles is hundreds of megabytes (docs/audiences.md#memory).
+func appendOne[T any](s []T, v T) []T {
+	if len(s) < cap(s) {
+		return append(s, v)
+	}
+	out := make([]T, len(s)+1)
+	copy(out, s)
+	out[len(s)] = v
+	return out
+}
+
+// insertOne is slices.Insert of one element, growing a full slice by one element only (see
+// appendOne).
+func insertOne[T any](s []T, i int, v T) []T {
+	if len(s) < cap(s) {
+		return slices.Insert(s, i, v)
+	}
+	out := make([]T, len(s)+1)
+	copy(out, s[:i])
+	out[i] = v
+	copy(out[i+1:], s[i:])
+	return out
 }

@@ -30,7 +30,7 @@ func TestMergeTraits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProfile()
 			for _, tr := range tt.identify {
-				p.mergeTraits(json.RawMessage(tr))
+				p.mergeTraits(json.RawMessage(tr), nil)
 			}
 			got, err := json.Marshal(p.Traits)
 			if err != nil {
@@ -73,13 +73,13 @@ func TestAbsorb(t *testing.T) {
 	// The user: orders 3 and 1 hours back; the anonymous profile merged into it: orders 5
 	// hours, 2 hours and 10 minutes back.
 	user := &profile{ID: "u1", UserID: "u1"}
-	user.mergeTraits(json.RawMessage(`{"plan":"pro","email":"u@example.com"}`))
+	user.mergeTraits(json.RawMessage(`{"plan":"pro","email":"u@example.com"}`), nil)
 	for _, o := range []order{{3 * hour, 50, "U1", "shoes", "a"}, {hour, 150, "U2", "hats", "b"}} {
 		track(m, user, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
 	}
 	track(m, user, "Signed Up", `{}`, testNow-4*hour, testNow-4*hour)
 	anon := &profile{ID: "anon-1", AnonymousID: "anon-1", Merged: []string{"anon-0"}}
-	anon.mergeTraits(json.RawMessage(`{"plan":"free","utm":"ads"}`))
+	anon.mergeTraits(json.RawMessage(`{"plan":"free","utm":"ads"}`), nil)
 	for _, o := range []order{{5 * hour, 200, "A1", "hats", "c"}, {2 * hour, 10, "A2", "hats", "a"}, {10 * minute, 300, "A3", "socks", "d"}} {
 		track(m, anon, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
 	}
@@ -157,7 +157,7 @@ func TestAbsorbEdges(t *testing.T) {
 	t.Run("an empty profile changes nothing", func(t *testing.T) {
 		m := compileYAML(t, absorbModel)
 		p := newProfile()
-		p.mergeTraits(json.RawMessage(`{"plan":"pro"}`))
+		p.mergeTraits(json.RawMessage(`{"plan":"pro"}`), nil)
 		track(m, p, "Order Completed", order{hour, 5, "C", "x", "s"}.props(), testNow-hour, testNow)
 		before, _ := json.Marshal(p)
 		p.absorb(&profile{}, testNow)
@@ -240,9 +240,9 @@ func TestValJSON(t *testing.T) {
 func TestProfileJSON(t *testing.T) {
 	m := compileYAML(t, absorbModel)
 	p := &profile{ID: "u1", UserID: "u1"}
-	p.mergeTraits(json.RawMessage(`{"z":"last key first","name":"Ada <ada@example.com>","age":36,"vip":true,"off":false,` +
-		`"address":{"city": "Paris", "zip": "75001"},"tags":["a", "b"],"empty":[],"gone":1}`))
-	p.mergeTraits(json.RawMessage(`{"gone":null,"b":0}`))
+	p.mergeTraits(json.RawMessage(`{"z":"last key first","name":"Ada <ada@example.com>","age":36,"vip":true,"off":false,`+
+		`"address":{"city": "Paris", "zip": "75001"},"tags":["a", "b"],"empty":[],"gone":1}`), nil)
+	p.mergeTraits(json.RawMessage(`{"gone":null,"b":0}`), nil)
 	for i, o := range []order{{3 * day, 50, "C1", "shoes", "a"}, {2 * hour, 150.25, "C2", "hats", "b"}, {minute, -3, "C3", "hats", "<c>"}} {
 		at := testNow - o.ago
 		track(m, p, "Order Completed", o.props(), at, at)

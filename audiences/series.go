@@ -58,7 +58,7 @@ func (s *series) add(ms, now int64, x float64, hasX bool) {
 	}
 	i, found := slices.BinarySearchFunc(s.Buckets, m, byMinute)
 	if !found {
-		s.Buckets = slices.Insert(s.Buckets, i, bucket{At: m})
+		s.Buckets = insertOne(s.Buckets, i, bucket{At: m})
 	}
 	b := &s.Buckets[i]
 	if hasX {
@@ -134,7 +134,7 @@ func (s *series) merge(o *series, now int64) {
 	for _, b := range o.Buckets {
 		i, found := slices.BinarySearchFunc(s.Buckets, b.At, byMinute)
 		if !found {
-			s.Buckets = slices.Insert(s.Buckets, i, bucket{At: b.At})
+			s.Buckets = insertOne(s.Buckets, i, bucket{At: b.At})
 		}
 		mergeBucket(&s.Buckets[i], b)
 	}

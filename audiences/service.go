@@ -78,6 +78,7 @@ type Service struct {
 	modelVer uint64
 	modelSet bool
 	stats    map[string]*audienceStats // by "a/<id>" or "t/<id>"
+	intern   *interner                 // used under mu
 
 	keyPart kgo.TopicPartitioner // the pipe goroutine's
 	apiPart gosync.Mutex         // guards apiKey
@@ -97,6 +98,11 @@ type partition struct {
 	meta     partMeta
 	dirty    map[string]bool // profiles changed in the batch being processed ("" key: meta)
 	synced   time.Time
+	// pending are the profiles the sync in progress has still to go through (a sync that
+	// sends more than MaxChangesPerTransaction identify calls goes on in the next
+	// transactions), and pass counts what it sent so far; nil: no sync in progress.
+	pending []string
+	pass    *changeCounter
 }
 
 type partMeta struct {
@@ -132,7 +138,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Now = time.Now
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "audiences").Logger(), now: deps.Now,
-		parts: map[int32]*partition{}, stats: map[string]*audienceStats{},
+		parts: map[int32]*partition{}, stats: map[string]*audienceStats{}, intern: newInterner(),
 		keyPart: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic),
 		apiKey:  kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic)}
 	var err error
@@ -498,6 +504,7 @@ func (s *Service) refreshModel() {
 		return
 	}
 	s.model, s.modelVer, s.modelSet = compile(snap.Audiences(), snap.ComputedTraits()), snap.Version(), true
+	s.model.in = s.intern
 }
 
 func (b *batch) touch(p int32, part *partition, id string) {
@@ -573,10 +580,10 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 	prof.seen(at)
 	switch m.Type {
 	case schemas.TypeIdentify:
-		prof.mergeTraits(m.Traits)
+		prof.mergeTraits(m.Traits, s.intern)
 	case schemas.TypeTrack:
 		if m.Event != "" {
-			if ser := prof.eventSeries(m.Event, true); ser != nil {
+			if ser := prof.eventSeries(s.intern.str(m.Event), true); ser != nil {
 				ser.add(at, b.now, 0, false)
 			}
 			s.model.apply(prof, m.Event, m.Properties, at, b.now)
@@ -800,6 +807,7 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 					bad++
 					return
 				}
+				s.intern.profile(&prof)
 				part.profiles[key] = &prof
 			}
 		})
@@ -893,7 +901,7 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 		if realtimeOnly && !d.realtime {
 			continue
 		}
-		sid := "a/" + d.id
+		sid := d.sid
 		member := d.root.eval(prof, now)
 		e := prof.synced(sid)
 		has := e != nil && e.Version == d.version
@@ -933,7 +941,7 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 		if realtimeOnly && !d.realtime {
 			continue
 		}
-		sid := "t/" + d.id
+		sid := d.sid
 		v := d.value(prof, now)
 		prev := d.empty()
 		// A changed definition (name, source or aggregate) is a new computed trait: its
@@ -954,6 +962,11 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 		}
 	}
 	if !realtimeOnly {
+		// Aggregates no definition reads any more (removed or changed): their memory goes.
+		if n := len(prof.Aggs); n > 0 {
+			prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return !m.aggKeys[a.Key] })
+			changed = changed || len(prof.Aggs) != n
+		}
 		// Audiences removed from the config: their members get false once (the trait key and
 		// source were kept in the partition's metadata).
 		for i := 0; i < len(prof.Synced); i++ {
@@ -1012,26 +1025,34 @@ func (d *traitDef) empty() val {
 func (s *Service) syncPartition(b *batch, p int32, part *partition) []*kgo.Record {
 	start := time.Now()
 	out := b.out
-	cc := &changeCounter{joins: map[string]int{}, leaves: map[string]int{}, members: map[string]int{}}
-	complete := true
-	before := len(out)
-	for _, prof := range part.profiles {
-		if len(out)-before >= s.cfg.MaxChangesPerTransaction {
-			complete = false
-			break
+	if part.pass == nil {
+		// A new pass over every profile the partition holds now.
+		part.pass = &changeCounter{joins: map[string]int{}, leaves: map[string]int{}, members: map[string]int{}}
+		part.pending = make([]string, 0, len(part.profiles))
+		for id := range part.profiles {
+			part.pending = append(part.pending, id)
 		}
-		out = s.syncProfile(out, part, prof, b.now, false, cc)
 	}
-	if cc.n > 0 {
+	cc := part.pass
+	before, changed := len(out), cc.n
+	for len(part.pending) > 0 && len(out)-before < s.cfg.MaxChangesPerTransaction {
+		id := part.pending[len(part.pending)-1]
+		part.pending = part.pending[:len(part.pending)-1]
+		if prof := part.profiles[id]; prof != nil { // else deleted meanwhile
+			out = s.syncProfile(out, part, prof, b.now, false, cc)
+		}
+	}
+	if cc.n > changed {
 		b.touched[p] = part
 	}
-	if complete {
+	if complete := len(part.pending) == 0; complete {
+		part.pending, part.pass = nil, nil
 		defs := map[string]metaDef{}
 		for _, d := range s.model.audiences {
-			defs["a/"+d.id] = metaDef{Key: d.key, Source: d.source, Version: d.version}
+			defs[d.sid] = metaDef{Key: d.key, Source: d.source, Version: d.version}
 		}
 		for _, d := range s.model.traits {
-			defs["t/"+d.id] = metaDef{Key: d.key, Source: d.source, Version: d.version}
+			defs[d.sid] = metaDef{Key: d.key, Source: d.source, Version: d.version}
 		}
 		if !sameDefs(defs, part.meta.Defs) {
 			part.meta.Defs = defs
@@ -1061,10 +1082,10 @@ func sameDefs(a, b map[string]metaDef) bool {
 func (s *Service) recordSync(p int32, cc *changeCounter, at time.Time) {
 	ids := map[string]bool{}
 	for _, d := range s.model.audiences {
-		ids["a/"+d.id] = true
+		ids[d.sid] = true
 	}
 	for _, d := range s.model.traits {
-		ids["t/"+d.id] = true
+		ids[d.sid] = true
 	}
 	for id := range s.stats {
 		if !ids[id] {

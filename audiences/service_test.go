@@ -576,3 +576,27 @@ audiences:
 	}
 	h.quiet(3 * time.Second)
 }
+
+// TestSyncInChunks: a sync with more changes than one transaction may send goes on in the
+// next ones, sending each member once.
+func TestSyncInChunks(t *testing.T) {
+	h := newHarness(t, sources+vip)
+	for i := range 25 {
+		h.send(fmt.Sprintf(`{"type":"identify","userId":"u%d","traits":{"plan":"pro"}}`, i))
+	}
+	svc, _, _ := h.run("aud-chunks", func(c *audiences.Config) { c.MaxChangesPerTransaction = 2 })
+	got := byUser(h.identifies(25, 15*time.Second))
+	if len(got) != 25 {
+		t.Fatalf("%d users, want 25: %v", len(got), got)
+	}
+	for u, traits := range got {
+		if fmt.Sprint(traits) != "map[vip:true]" {
+			t.Errorf("%s: %v", u, traits)
+		}
+	}
+	h.quiet(2500 * time.Millisecond)
+	var a audiences.AudienceView
+	if get(t, svc, "/v1/audiences/vip", "", &a); a.Members != 25 || a.LastSync.Joins != 0 {
+		t.Errorf("after the chunked sync and a quiet one: %+v", a)
+	}
+}

@@ -1,0 +1,71 @@
+package audiences
+
+// interner shares the strings that many profiles hold (trait keys, event names, aggregate
+// and sync ids, and short values such as a plan or a country) instead of each profile
+// holding its own copy: a million profiles would otherwise keep a million copies of "plan"
+// (docs/audiences.md#memory). It holds at most maxInterned strings (the first ones seen; a
+// string beyond is kept as it is) of at most maxInternLen bytes. It is not safe for
+// concurrent use: the transform (under Service.mu) is its only user. A nil interner returns
+// every string as it is.
+type interner struct{ m map[string]string }
+
+const (
+	maxInterned  = 1 << 16
+	maxInternLen = 32
+)
+
+func newInterner() *interner { return &interner{m: map[string]string{}} }
+
+// str returns the shared copy of s.
+func (in *interner) str(s string) string {
+	if in == nil || len(s) > maxInternLen {
+		return s
+	}
+	if t, ok := in.m[s]; ok {
+		return t
+	}
+	if len(in.m) < maxInterned {
+		in.m[s] = s
+	}
+	return s
+}
+
+// val returns v with its string shared (a string value; objects and lists are kept).
+func (in *interner) val(v val) val {
+	if v.k == kString {
+		v.s = in.str(v.s)
+	}
+	return v
+}
+
+// profile shares the strings of a profile read from the changelog.
+func (in *interner) profile(p *profile) {
+	if in == nil {
+		return
+	}
+	for i := range p.Traits {
+		p.Traits[i].K, p.Traits[i].V = in.str(p.Traits[i].K), in.val(p.Traits[i].V)
+	}
+	for i := range p.Events {
+		p.Events[i].Name = in.str(p.Events[i].Name)
+	}
+	for i := range p.Aggs {
+		a := &p.Aggs[i]
+		a.Key = in.str(a.Key)
+		x := a.ro()
+		for _, st := range []*stamped{x.First, x.Last} {
+			if st != nil {
+				st.V = in.val(st.V)
+			}
+		}
+		for j := range x.Freq {
+			x.Freq[j].V = in.val(x.Freq[j].V)
+		}
+		for j := range x.List {
+			x.List[j] = in.val(x.List[j])
+		}
+	}
+	for i := range p.Synced {
+		p.Synced[i].ID, p.Synced[i].Version, p.Synced[i].V = in.str(p.Synced[i].ID), in.str(p.Synced[i].Version), in.val(p.Synced[i].V)
+	}
+}

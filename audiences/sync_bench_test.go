@@ -1,0 +1,157 @@
+package audiences
+
+import (
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// staticSnapshot is a config snapshot that never changes.
+type staticSnapshot struct{ cfg *schemas.Config }
+
+func (s staticSnapshot) Version() uint64 { return 1 }
+func (s staticSnapshot) Audiences() []*schemas.Audience {
+	out := make([]*schemas.Audience, len(s.cfg.Audiences))
+	for i := range s.cfg.Audiences {
+		out[i] = &s.cfg.Audiences[i]
+	}
+	return out
+}
+func (s staticSnapshot) ComputedTraits() []*schemas.ComputedTrait {
+	out := make([]*schemas.ComputedTrait, len(s.cfg.ComputedTraits))
+	for i := range s.cfg.ComputedTraits {
+		out[i] = &s.cfg.ComputedTraits[i]
+	}
+	return out
+}
+
+// BenchmarkSync builds BENCH_PROFILES profiles (1,000,000 by default) from three events
+// each of the throughput benchmark's stream (10 audiences, 5 computed traits), then times
+// the first sync of all of them (every member and value sent) and a later one (nothing
+// changed: every profile evaluated and compared), and reports the heap bytes per profile and
+// the process's resident memory.
+//
+//	go test -run '^$' -bench BenchmarkSync -benchtime 1x ./audiences
+func BenchmarkSync(b *testing.B) {
+	n := 1_000_000
+	if v := os.Getenv("BENCH_PROFILES"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	cfg, err := schemas.ParseConfig([]byte("sources: [{id: web, writeKey: wk1}, {id: engage, writeKey: wk2}]\n"+benchConfig), schemas.ConfigFormatYAML)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := DefaultConfig()
+	c.Addr = "127.0.0.1:0"
+	s, err := New(c, Deps{Kafka: platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1}, Logger: zerolog.Nop(),
+		Config: func() Snapshot { return staticSnapshot{cfg} }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.producer.Close()
+	defer s.lag.Close()
+	s.refreshModel()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	part := &partition{restored: true, profiles: make(map[string]*profile, n), meta: partMeta{Defs: map[string]metaDef{}}}
+	r := rand.New(rand.NewPCG(3, 4))
+	now := time.Now().UnixMilli()
+	bt := &batch{now: now, touched: map[int32]*partition{}}
+	for i := range 3 * n {
+		// Each user gets three events: round-robin over users, of kinds drawn at random.
+		raw := benchEvent(r, 10*i+r.IntN(10), n) // a kind at random
+		u := "user-" + strconv.Itoa(i%n)
+		raw = strings.Replace(raw, `"userId":"user-`, `"userId":"x`, 1) // the random user out
+		raw = strings.Replace(raw, `"userId":"x`, `"userId":"`+u+`","_":"`, 1)
+		m, err := schemas.DecodeMessage([]byte(raw))
+		if err != nil {
+			b.Fatal(err, raw)
+		}
+		s.handleMessage(bt, 0, part, m, nil, "", time.UnixMilli(now))
+		if i%100_000 == 0 {
+			part.dirty = nil
+		}
+	}
+	part.dirty, bt.touched = nil, map[int32]*partition{}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perProfile := float64(after.HeapAlloc-before.HeapAlloc) / float64(len(part.profiles))
+	if f := os.Getenv("BENCH_HEAPPROFILE"); f != "" {
+		w, err := os.Create(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = pprof.WriteHeapProfile(w)
+		w.Close()
+	}
+
+	b.ResetTimer()
+	var first, steady time.Duration
+	var sent int
+	var perSynced float64
+	for range b.N {
+		for _, prof := range part.profiles {
+			prof.Synced = nil
+		}
+		// The first sync, in transactions of MaxChangesPerTransaction identify calls (each
+		// one's records dropped here, as once they are produced).
+		start := time.Now()
+		for {
+			bt.out = s.syncPartition(bt, 0, part)
+			for _, r := range bt.out {
+				if r.Topic == c.EventsTopic {
+					sent++
+				}
+			}
+			bt.out = bt.out[:0]
+			if part.pass == nil {
+				break
+			}
+		}
+		first = time.Since(start)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perSynced = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(part.profiles))
+		start = time.Now()
+		bt.out = s.syncPartition(bt, 0, part)
+		steady = time.Since(start)
+		if len(bt.out) != 0 {
+			b.Fatalf("a sync with nothing changed sent %d identify calls", len(bt.out))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(len(part.profiles)), "profiles")
+	b.ReportMetric(perProfile, "heap-bytes/profile")
+	b.ReportMetric(perSynced, "heap-bytes/synced-profile")
+	b.ReportMetric(first.Seconds(), "s/first-sync")
+	b.ReportMetric(float64(sent), "identifies/first-sync")
+	b.ReportMetric(steady.Seconds(), "s/sync")
+	b.ReportMetric(float64(residentBytes())/(1<<20), "RSS-MiB")
+}
+
+// residentBytes is the process's resident set size (0 where /proc is not there).
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
