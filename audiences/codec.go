@@ -61,8 +61,10 @@ func (p *profile) appendJSON(b []byte) []byte {
 			b = schemas.AppendJSONString(b, s.ID)
 			b = append(b, `,"v":`...)
 			b = schemas.AppendJSONString(b, s.Version)
-			b = append(b, `,"val":`...)
-			b = s.V.appendJSON(b)
+			if s.H != 0 {
+				b = append(b, `,"h":`...)
+				b = s.H.appendJSON(b)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -24,7 +24,7 @@ func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 			{Key: "list:w", aggExtra: &aggExtra{List: []val{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}}},
 			{Key: "empty"},
 		},
-		Synced: []sent{{ID: "a/vip", Version: "abc", V: boolVal(true)}, {ID: "t/n", Version: "def", V: numVal(12)}},
+		Synced: []sent{{ID: "a/vip", Version: "abc"}, {ID: "t/n", Version: "def", H: valueHash(numVal(12))}},
 		Merged: []string{"anon-1", "anon-2"},
 	}
 	for name, p := range map[string]*profile{

@@ -66,6 +66,6 @@ func (in *interner) profile(p *profile) {
 		}
 	}
 	for i := range p.Synced {
-		p.Synced[i].ID, p.Synced[i].Version, p.Synced[i].V = in.str(p.Synced[i].ID), in.str(p.Synced[i].Version), in.val(p.Synced[i].V)
+		p.Synced[i].ID, p.Synced[i].Version = in.str(p.Synced[i].ID), in.str(p.Synced[i].Version)
 	}
 }

@@ -44,6 +44,8 @@ type traitDef struct {
 	// profile's count of event.
 	agg   *aggDef
 	event string
+	// emptyHash is valueHash(empty()): no value to keep.
+	emptyHash hash
 }
 
 // aggDef is one aggregate over a track event: its series (count, or a numeric property),
@@ -128,6 +130,7 @@ func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
 		} else {
 			d.agg = aggFor(body.Event, class, path, body.Where)
 		}
+		d.emptyHash = valueHash(d.empty())
 		m.traits = append(m.traits, d)
 		m.traitByID[t.ID] = d
 		m.realtime = m.realtime || t.Realtime

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -116,12 +117,47 @@ type freq struct {
 	First int64  `json:"at"`
 }
 
-// sent is what the last sync sent for one audience or computed trait: V true/false for an
-// audience (only members are kept), the value for a computed trait.
+// sent is what the last sync sent for one audience or computed trait: for an audience, that
+// the user is a member (only members are kept); for a computed trait, the value, as a hash of
+// its JSON (valueHash): all a sync needs to tell whether the value changed, in 8 bytes
+// instead of the value.
 type sent struct {
 	ID      string `json:"id"` // "a/<id>" or "t/<id>"
 	Version string `json:"v"`
-	V       val    `json:"val"`
+	H       hash   `json:"h,omitempty"`
+}
+
+// hash is a valueHash; its JSON is 16 hex digits (a JSON number would lose bits).
+type hash uint64
+
+func (h hash) MarshalJSON() ([]byte, error) { return h.appendJSON(nil), nil }
+
+func (h hash) appendJSON(b []byte) []byte {
+	b = append(b, '"')
+	b = strconv.AppendUint(b, uint64(h), 16)
+	return append(b, '"')
+}
+
+func (h *hash) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(s, 16, 64)
+	*h = hash(n)
+	return err
+}
+
+// valueHash is the FNV-1a hash of v's JSON (a collision, which would leave one change of a
+// computed trait unsent, has a chance of 2^-64).
+func valueHash(v val) hash {
+	var buf [64]byte
+	h := uint64(14695981039346656037)
+	for _, c := range v.appendJSON(buf[:0]) {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return hash(h)
 }
 
 // traits is an ordered list of (key, value): smaller than a map per profile.
@@ -259,11 +295,11 @@ func (p *profile) synced(id string) *sent {
 	return nil
 }
 
-func (p *profile) setSynced(id, version string, v val, keep bool) {
+func (p *profile) setSynced(id, version string, h hash, keep bool) {
 	for i := range p.Synced {
 		if p.Synced[i].ID == id {
 			if keep {
-				p.Synced[i] = sent{ID: id, Version: version, V: v}
+				p.Synced[i] = sent{ID: id, Version: version, H: h}
 			} else {
 				p.Synced = slices.Delete(p.Synced, i, i+1)
 			}
@@ -271,7 +307,7 @@ func (p *profile) setSynced(id, version string, v val, keep bool) {
 		}
 	}
 	if keep {
-		p.Synced = appendOne(p.Synced, sent{ID: id, Version: version, V: v})
+		p.Synced = appendOne(p.Synced, sent{ID: id, Version: version, H: h})
 	}
 }
 

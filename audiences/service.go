@@ -913,7 +913,7 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 				out = append(out, s.identify(prof, md.Key, md.Source, d.id, classAudience, boolVal(false), now))
 			}
 			out = append(out, s.identify(prof, d.key, d.source, d.id, classAudience, boolVal(true), now))
-			prof.setSynced(sid, d.version, boolVal(true), true)
+			prof.setSynced(sid, d.version, 0, true)
 			changed = true
 			if cc != nil {
 				cc.joins[sid]++
@@ -927,7 +927,7 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 				}
 			}
 			out = append(out, s.identify(prof, key, source, d.id, classAudience, boolVal(false), now))
-			prof.setSynced(sid, "", null, false)
+			prof.setSynced(sid, "", 0, false)
 			changed = true
 			if cc != nil {
 				cc.leaves[sid]++
@@ -943,21 +943,21 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 		}
 		sid := d.sid
 		v := d.value(prof, now)
-		prev := d.empty()
+		h, prev := valueHash(v), d.emptyHash
 		// A changed definition (name, source or aggregate) is a new computed trait: its
 		// value is sent again under its trait key.
 		if e := prof.synced(sid); e != nil && e.Version == d.version {
-			prev = e.V
+			prev = e.H
 		}
-		if !v.equal(prev) {
+		if h != prev {
 			out = append(out, s.identify(prof, d.key, d.source, d.id, classComputedTrait, v, now))
-			prof.setSynced(sid, d.version, v, !v.equal(d.empty()))
+			prof.setSynced(sid, d.version, h, h != d.emptyHash)
 			changed = true
 			if cc != nil {
 				cc.joins[sid]++
 			}
 		}
-		if cc != nil && !v.equal(d.empty()) {
+		if cc != nil && h != d.emptyHash {
 			cc.members[sid]++
 		}
 	}
