@@ -166,6 +166,11 @@ func (v val) contains(x val) bool {
 		if len(v.s) == 0 || v.s[0] != '[' {
 			return false
 		}
+		// A string that JSON writes as it is cannot be an element unless the text holds it
+		// (the common answer, found without decoding the list).
+		if x.k == kString && plainJSON(x.s) && !strings.Contains(v.s, x.s) {
+			return false
+		}
 		var items []json.RawMessage
 		if json.Unmarshal([]byte(v.s), &items) != nil {
 			return false
@@ -177,6 +182,17 @@ func (v val) contains(x val) bool {
 		}
 	}
 	return false
+}
+
+// plainJSON reports whether s is written in JSON exactly as it is, between the quotes (no
+// quote, backslash, control character, <, >, & or non-ASCII byte).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // comparison is a compiled schemas.Comparison.
