@@ -61,7 +61,7 @@ func configCommand(args []string, out io.Writer) error {
 		return err
 	}
 	if verb == "validate" {
-		fmt.Fprintf(out, "%s: valid: %d sources, %d destinations, %d audiences\n", file, len(cfg.Sources), len(cfg.Destinations), len(cfg.Audiences))
+		fmt.Fprintf(out, "%s: valid: %d sources, %d destinations, %d audiences, %d computed traits\n", file, len(cfg.Sources), len(cfg.Destinations), len(cfg.Audiences), len(cfg.ComputedTraits))
 		return nil
 	}
 	s, err := platform.InitSettingsFromEnv()
