@@ -32,7 +32,6 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
@@ -60,3 +59,10 @@ require (
 )
 
 replace github.com/tributary-cdp/tributary/deliverer => ../deliverer
+
+require (
+	github.com/tributary-cdp/tributary/audiences v0.0.0
+	golang.org/x/time v0.16.0
+)
+
+replace github.com/tributary-cdp/tributary/audiences => ../audiences
