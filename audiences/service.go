@@ -735,62 +735,9 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 	for _, p := range partitions {
 		out[p] = &partition{profiles: map[string]*profile{}, meta: partMeta{Defs: map[string]metaDef{}}}
 	}
-	cl, err := platform.NewKafkaClient(s.deps.Kafka, s.logger, append(slices.Clone(s.deps.KafkaOpts),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxBytes(64<<20))...)
-	if err != nil {
-		return nil, fmt.Errorf("restoring audiences state: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	topic := s.cfg.StateTopic
-	var starts, ends kadm.ListedOffsets
-	err = platform.RetryUntil(ctx, s.logger, "listing the offsets of "+topic, func(ctx context.Context) error {
-		var err error
-		if starts, err = adm.ListStartOffsets(ctx, topic); err == nil {
-			ends, err = adm.ListCommittedOffsets(ctx, topic)
-		}
-		if err == nil {
-			err = errors.Join(starts.Error(), ends.Error())
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	consume := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
-	for _, p := range partitions {
-		st, _ := starts.Lookup(topic, p)
-		e, _ := ends.Lookup(topic, p)
-		if st.Offset >= 0 && st.Offset < e.Offset {
-			consume[p] = kgo.NewOffset().At(st.Offset)
-			remaining[p] = e.Offset
-		}
-	}
-	if len(consume) == 0 {
-		return out, nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})
 	var bad int
-	for len(remaining) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			s.logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("restoring audiences state")
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok {
-				return
-			}
-			if r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-			if r.Offset >= end || r.Attrs.IsControl() {
-				return
-			}
+	err := platform.ReadCommittedRange(ctx, s.deps.Kafka, s.logger, append(slices.Clone(s.deps.KafkaOpts), kgo.FetchMaxBytes(64<<20)),
+		s.cfg.StateTopic, partitions, 0, func(r *kgo.Record) {
 			part := out[r.Partition]
 			key := string(r.Key)
 			switch {
@@ -811,6 +758,8 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 				part.profiles[key] = &prof
 			}
 		})
+	if err != nil {
+		return nil, err
 	}
 	if bad > 0 {
 		s.logger.Warn().Int("records", bad).Msg("skipped audiences.state records that do not decode")

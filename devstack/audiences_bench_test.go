@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tributary-cdp/tributary/devstack"
 )
 
 // BenchmarkRealtimeAudienceLatency runs the whole stack (what make run runs), sends b.N
@@ -46,13 +44,7 @@ func BenchmarkRealtimeAudienceLatency(b *testing.B) {
 		}
 	}))
 	defer srv.Close()
-	st := startStack(b, srv.URL, func(c *devstack.Config) {
-		f, err := os.OpenFile(c.ConfigFile, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		_, _ = f.WriteString(`audiences:
+	st := startStack(b, srv.URL, withConfig(b, `audiences:
   - id: big-spenders
     name: Big Spenders
     source: web
@@ -60,8 +52,7 @@ func BenchmarkRealtimeAudienceLatency(b *testing.B) {
     rule:
       event: Order Completed
       where: [{property: revenue, gte: 100}]
-`)
-	})
+`))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	sent := make([]time.Time, b.N)
 	b.ResetTimer()

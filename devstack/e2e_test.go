@@ -97,6 +97,20 @@ destinations:
 	return st
 }
 
+// withConfig adds yaml (more top-level sections) to startStack's config file.
+func withConfig(t testing.TB, yaml string) func(*devstack.Config) {
+	return func(c *devstack.Config) {
+		f, err := os.OpenFile(c.ConfigFile, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(yaml); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func post(t testing.TB, st *devstack.Stack, path, body string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, "http://"+st.IngestAddr()+path, strings.NewReader(body))
@@ -234,14 +248,7 @@ func TestEndToEndAudiences(t *testing.T) {
 	rc := &hook{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	st := startStack(t, srv.URL+"/segment", func(c *devstack.Config) {
-		c.Audiences.SyncInterval = time.Second
-		f, err := os.OpenFile(c.ConfigFile, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		_, _ = f.WriteString(`audiences:
+	st := startStack(t, srv.URL+"/segment", func(c *devstack.Config) { c.Audiences.SyncInterval = time.Second }, withConfig(t, `audiences:
   - id: big-spenders
     name: Big Spenders
     source: web
@@ -254,8 +261,7 @@ computedTraits:
     name: Orders Placed
     source: web
     count: {event: Order Completed}
-`)
-	})
+`))
 	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","properties":{"revenue":50},"messageId":"small"}`)
 	rc.wait(t, 2) // the track, and the computed trait's identify at the next sync
 	sent := time.Now()

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // TopicReaderConfig configures a TopicReader. Topic and Apply are required.
@@ -146,4 +149,85 @@ func (tr *TopicReader) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// ReadCommittedRange reads partitions of topic up to their last stable offsets (what
+// committed transactions wrote, control records left out), each from its start, or, with
+// sinceMilli > 0, from its first record at or after that time, calling apply for each record
+// in offset order per partition; it returns once every partition was read to that end. It is
+// the restore of state kept on a topic (the router's de-duplication log, the audiences
+// changelog): a state owner reads its partitions before it processes their first input. A
+// broker that does not answer, or a topic that lacks one of the partitions, is retried with
+// RetryUntil (logged as "listing the offsets of <topic>") until ctx ends.
+func ReadCommittedRange(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, opts []kgo.Opt, topic string, partitions []int32, sinceMilli int64, apply func(*kgo.Record)) error {
+	cl, err := NewKafkaClient(kafka, logger, append(slices.Clone(opts),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", topic, err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var starts, ends kadm.ListedOffsets
+	err = RetryUntil(ctx, logger, "listing the offsets of "+topic, func(ctx context.Context) error {
+		var err error
+		if sinceMilli > 0 {
+			starts, err = adm.ListOffsetsAfterMilli(ctx, sinceMilli, topic)
+		} else {
+			starts, err = adm.ListStartOffsets(ctx, topic)
+		}
+		if err == nil {
+			ends, err = adm.ListCommittedOffsets(ctx, topic)
+		}
+		if err == nil {
+			err = errors.Join(starts.Error(), ends.Error())
+		}
+		for _, p := range partitions {
+			_, sok := starts.Lookup(topic, p)
+			_, eok := ends.Lookup(topic, p)
+			if err == nil && (!sok || !eok) {
+				err = fmt.Errorf("%s has no partition %d: it needs as many partitions as %s (tributary-init creates it)", topic, p, schemas.TopicEvents)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	consume := map[int32]kgo.Offset{}
+	remaining := map[int32]int64{}
+	for _, p := range partitions {
+		s, _ := starts.Lookup(topic, p)
+		e, _ := ends.Lookup(topic, p)
+		if s.Offset >= 0 && s.Offset < e.Offset {
+			consume[p] = kgo.NewOffset().At(s.Offset)
+			remaining[p] = e.Offset
+		}
+	}
+	if len(consume) == 0 {
+		return nil
+	}
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})
+	for len(remaining) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("reading " + t + " to its end")
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := remaining[r.Partition]
+			if !ok {
+				return
+			}
+			if r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+			if r.Offset >= end || r.Attrs.IsControl() {
+				return
+			}
+			apply(r)
+		})
+	}
+	return nil
 }

@@ -3,18 +3,14 @@ package router
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
-	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // digestSize is the size of one (source, messageId) digest: the first 16 bytes of its
@@ -150,76 +146,16 @@ func (d *dedupe) restore(ctx context.Context, partitions []int32) (map[int32]*de
 	for _, p := range partitions {
 		out[p] = &dedupePart{seen: map[digest]int64{}}
 	}
-	cl, err := platform.NewKafkaClient(d.kafka, d.logger, append(slices.Clone(d.opts),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
-	if err != nil {
-		return nil, fmt.Errorf("restoring de-duplication memory: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	since := d.now().Add(-d.window).UnixMilli()
 	// A missing topic or partition (a cluster whose topics were not created again after an
 	// upgrade) is waited for like a broker outage, not a reason to stop routing for good.
-	var starts, ends kadm.ListedOffsets
-	err = platform.RetryUntil(ctx, d.logger, "listing the offsets of "+d.topic, func(ctx context.Context) error {
-		var err error
-		if starts, err = adm.ListOffsetsAfterMilli(ctx, since, d.topic); err == nil {
-			ends, err = adm.ListCommittedOffsets(ctx, d.topic)
+	err := platform.ReadCommittedRange(ctx, d.kafka, d.logger, d.opts, d.topic, partitions, since, func(r *kgo.Record) {
+		if at := r.Timestamp.UnixMilli(); at >= since {
+			out[r.Partition].add(at, digestsOf(r.Value))
 		}
-		if err == nil {
-			err = errors.Join(starts.Error(), ends.Error())
-		}
-		for _, p := range partitions {
-			_, sok := starts.Lookup(d.topic, p)
-			_, eok := ends.Lookup(d.topic, p)
-			if err == nil && (!sok || !eok) {
-				err = fmt.Errorf("%s has no partition %d: it needs as many partitions as %s (tributary-init creates it)", d.topic, p, schemas.TopicEvents)
-			}
-		}
-		return err
 	})
 	if err != nil {
 		return nil, err
-	}
-	consume := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
-	for _, p := range partitions {
-		s, _ := starts.Lookup(d.topic, p)
-		e, _ := ends.Lookup(d.topic, p)
-		if s.Offset >= 0 && s.Offset < e.Offset {
-			consume[p] = kgo.NewOffset().At(s.Offset)
-			remaining[p] = e.Offset
-		}
-	}
-	if len(consume) == 0 {
-		return out, nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{d.topic: consume})
-	for len(remaining) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			d.logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("restoring de-duplication memory")
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok {
-				return
-			}
-			if r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-			if r.Offset >= end || r.Attrs.IsControl() {
-				return
-			}
-			at := r.Timestamp.UnixMilli()
-			if at < since {
-				return
-			}
-			out[r.Partition].add(at, digestsOf(r.Value))
-		})
 	}
 	return out, nil
 }
