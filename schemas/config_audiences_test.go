@@ -1,8 +1,6 @@
 package schemas
 
 import (
-	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +11,7 @@ import (
 // exact message(s) LoadConfigFile returns, one per line. The valid conditions some files hold
 // beside the bad ones (the edges: exactly 90 days, 1m, 10 levels) must give no message.
 func TestLoadConfigFileBadAudiences(t *testing.T) {
-	tests := []struct {
-		file string
-		want string
-	}{
+	tests := []badConfigFile{
 		// Parsing.
 		{"bad_unknown_field.yaml", `10: audiences[0].rule.all[0]: unknown field "atleast" (did you mean "atLeast"?)` + "\n" +
 			`15: computedTraits[0]: unknown field "counts" (did you mean "count"?)` + "\n" +
@@ -90,34 +85,7 @@ func TestLoadConfigFileBadAudiences(t *testing.T) {
 			`7: computedTraits[1].source: is required` + "\n" +
 			`8: computedTraits[1].name: "???" has no letters or digits, so it has no trait key`},
 	}
-	seen := map[string]bool{}
-	for _, tt := range tests {
-		seen[tt.file] = true
-		t.Run(tt.file, func(t *testing.T) {
-			path := filepath.Join("testdata", "audiences", tt.file)
-			cfg, err := LoadConfigFile(path)
-			if err == nil {
-				t.Fatalf("LoadConfigFile accepted %s: %+v", tt.file, cfg)
-			}
-			var want []string
-			for _, l := range strings.Split(tt.want, "\n") {
-				want = append(want, path+":"+l)
-			}
-			if got := err.Error(); got != strings.Join(want, "\n") {
-				t.Errorf("error:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
-			}
-			var errs ConfigErrors
-			if !errors.As(err, &errs) || len(errs) != len(want) {
-				t.Errorf("errors.As(ConfigErrors) = %v with %d entries, want %d", errs, len(errs), len(want))
-			}
-		})
-	}
-	files, _ := filepath.Glob("testdata/audiences/bad_*")
-	for _, f := range files {
-		if !seen[filepath.Base(f)] {
-			t.Errorf("%s has no test case", f)
-		}
-	}
+	checkBadConfigFiles(t, "testdata/audiences", tests)
 }
 
 func TestLoadConfigFileGoodAudiences(t *testing.T) {

@@ -111,10 +111,7 @@ func TestParseConfigAnchors(t *testing.T) {
 // TestLoadConfigFileBad holds one file per parse or validation error, with the exact
 // message(s) LoadConfigFile returns, one per line.
 func TestLoadConfigFileBad(t *testing.T) {
-	tests := []struct {
-		file string
-		want string
-	}{
+	tests := []badConfigFile{
 		// Parsing: YAML.
 		{"bad_unknown_field.yaml", `3: sources[0]: unknown field "writekey" (did you mean "writeKey"?)`},
 		{"bad_unknown_top_field.yaml", `1: unknown field "source" (did you mean "sources"?)`},
@@ -203,11 +200,25 @@ func TestLoadConfigFileBad(t *testing.T) {
 			`17: audiences[0].rule: needs one of all, any, not, event, trait or computedTrait`,
 		}, "\n")},
 	}
+	checkBadConfigFiles(t, "testdata/config", tests)
+}
+
+// badConfigFile is one bad_* file of a testdata folder and the error LoadConfigFile must
+// give for it, without the "<file>:" that starts every line.
+type badConfigFile struct {
+	file string
+	want string
+}
+
+// checkBadConfigFiles loads every case's file of dir and compares the error, line by line;
+// every bad_* file of dir must have a case.
+func checkBadConfigFiles(t *testing.T, dir string, tests []badConfigFile) {
+	t.Helper()
 	seen := map[string]bool{}
 	for _, tt := range tests {
 		seen[tt.file] = true
 		t.Run(tt.file, func(t *testing.T) {
-			path := filepath.Join("testdata", "config", tt.file)
+			path := filepath.Join(dir, tt.file)
 			cfg, err := LoadConfigFile(path)
 			if err == nil {
 				t.Fatalf("LoadConfigFile accepted %s: %+v", tt.file, cfg)
@@ -226,8 +237,7 @@ func TestLoadConfigFileBad(t *testing.T) {
 			}
 		})
 	}
-	// Every bad_* file has a case.
-	files, _ := filepath.Glob("testdata/config/bad_*")
+	files, _ := filepath.Glob(filepath.Join(dir, "bad_*"))
 	for _, f := range files {
 		if !seen[filepath.Base(f)] {
 			t.Errorf("%s has no test case", f)
