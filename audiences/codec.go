@@ -83,6 +83,15 @@ func (p *profile) appendJSON(b []byte) []byte {
 	if p.Suppressed {
 		b = append(b, `,"suppressed":true`...)
 	}
+	b = append(b, `,"recent":[`...)
+	for i, h := range p.Recent {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = h.appendJSON(b)
+	}
+	b = append(b, ']')
+	b = appendIntField(b, "recentNext", int64(p.RecentNext))
 	return append(b, '}')
 }
 

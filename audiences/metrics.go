@@ -10,6 +10,7 @@ import (
 // group comes from platform.LagCollector.
 type metrics struct {
 	events      prometheus.Counter
+	duplicates  prometheus.Counter
 	profiles    prometheus.Gauge
 	restores    prometheus.Counter
 	deletions   prometheus.Counter
@@ -22,6 +23,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		events: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tributary_audiences_events_total",
 			Help: "tracking.events messages applied to profiles (the service's own identify calls are not counted).",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_audiences_duplicate_events_total",
+			Help: "tracking.events messages not applied because their profile had just applied the same messageId (a client's retry accepted twice).",
 		}),
 		profiles: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tributary_audiences_profiles",
@@ -45,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.profiles, m.restores, m.deletions, m.identifies, m.syncSeconds} {
+	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.identifies, m.syncSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering audiences metrics: %w", err)
 		}

@@ -39,6 +39,40 @@ type profile struct {
 	MergedInto string `json:"mergedInto,omitempty"`
 	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
 	Suppressed bool `json:"suppressed,omitempty"`
+	// Recent are hashes (messageHash) of the last messages applied, a ring whose next slot
+	// is RecentNext: a message seen again (a client's retry that ingest accepted twice) is
+	// not counted twice (docs/audiences.md#what-a-profile-is-built-from).
+	Recent     [recentMessages]hash `json:"recent"`
+	RecentNext uint8                `json:"recentNext,omitempty"`
+}
+
+// recentMessages is how many message ids a profile remembers for de-duplication.
+const recentMessages = 4
+
+// messageHash is the FNV-1a hash of a message id; 0 (no id) is never remembered.
+func messageHash(id string) hash {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return hash(h)
+}
+
+// repeated reports whether the message with hash h was applied to p lately, and remembers
+// it if not.
+func (p *profile) repeated(h hash) bool {
+	if h == 0 {
+		return false
+	}
+	for _, r := range p.Recent {
+		if r == h {
+			return true
+		}
+	}
+	p.Recent[p.RecentNext%recentMessages] = h
+	p.RecentNext = (p.RecentNext + 1) % recentMessages
+	return false
 }
 
 // active reports whether p is a profile (not a redirect or a suppression marker).
@@ -365,6 +399,9 @@ func (p *profile) absorb(o *profile, now int64) {
 	}
 	if o.AnonymousID != "" && p.AnonymousID == "" && p.UserID == "" {
 		p.AnonymousID = o.AnonymousID
+	}
+	for _, h := range o.Recent { // its messages' retries, handed on from now, stay duplicates
+		p.repeated(h)
 	}
 	p.addMerged(o.ID)
 	for _, m := range o.Merged {

@@ -576,6 +576,10 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 		part.profiles[id] = prof
 		s.metrics.profiles.Inc()
 	}
+	if prof.repeated(messageHash(m.MessageID)) {
+		s.metrics.duplicates.Inc()
+		return
+	}
 	at := eventTime(m, recTime, b.now)
 	prof.seen(at)
 	switch m.Type {

@@ -124,6 +124,14 @@ func BenchmarkSync(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		perSynced = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(part.profiles))
+		if f := os.Getenv("BENCH_HEAPPROFILE_SYNCED"); f != "" {
+			w, err := os.Create(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = pprof.WriteHeapProfile(w)
+			w.Close()
+		}
 		start = time.Now()
 		bt.out = s.syncPartition(bt, 0, part)
 		steady = time.Since(start)
