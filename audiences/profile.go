@@ -51,6 +51,9 @@ const recentMessages = 4
 
 // messageHash is the FNV-1a hash of a message id; 0 (no id) is never remembered.
 func messageHash(id string) hash {
+	if id == "" {
+		return 0
+	}
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(id); i++ {
 		h ^= uint64(id[i])
