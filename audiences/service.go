@@ -703,14 +703,18 @@ func (s *Service) restoreMissing(ctx context.Context, fs kgo.Fetches) error {
 		return nil
 	}
 	start := time.Now()
+	// The restore reads into maps of its own: the profile API need not wait for it (it
+	// answers 503 for these partitions meanwhile). s.mu is held again after it.
+	s.mu.Unlock()
 	restored, err := s.restore(ctx, missing)
+	s.mu.Lock()
 	if err != nil {
 		return err
 	}
 	n := 0
 	for p, part := range restored {
-		if s.parts[p] == nil {
-			continue // revoked meanwhile
+		if cur := s.parts[p]; cur == nil || cur.restored {
+			continue // revoked meanwhile (or assigned again and restored by another batch)
 		}
 		part.restored = true
 		s.parts[p] = part
@@ -972,6 +976,10 @@ func (d *traitDef) empty() val {
 	return null
 }
 
+// syncYieldEvery is how many profiles a sync evaluates between two releases of the lock of
+// the service's state (about 20 ms of work).
+const syncYieldEvery = 4096
+
 // syncPartition syncs every profile of the partition (at most MaxChangesPerTransaction
 // identify calls; past it a new tick continues in the next transaction) and records the
 // synced definitions in the partition's metadata.
@@ -988,7 +996,13 @@ func (s *Service) syncPartition(b *batch, p int32, part *partition) []*kgo.Recor
 	}
 	cc := part.pass
 	before, changed := len(out), cc.n
-	for len(part.pending) > 0 && len(out)-before < s.cfg.MaxChangesPerTransaction {
+	for i := 0; len(part.pending) > 0 && len(out)-before < s.cfg.MaxChangesPerTransaction; i++ {
+		if i%syncYieldEvery == syncYieldEvery-1 {
+			// Let the profile API's readers in: a sync of a large partition takes seconds.
+			// The sync goes through its own list of ids, not the map readers read.
+			s.mu.Unlock()
+			s.mu.Lock()
+		}
 		id := part.pending[len(part.pending)-1]
 		part.pending = part.pending[:len(part.pending)-1]
 		if prof := part.profiles[id]; prof != nil { // else deleted meanwhile

@@ -109,6 +109,7 @@ func BenchmarkSync(b *testing.B) {
 		// The first sync, in transactions of MaxChangesPerTransaction identify calls (each
 		// one's records dropped here, as once they are produced).
 		start := time.Now()
+		s.mu.Lock() // as the transform holds it (the sync releases it now and then)
 		for {
 			bt.out = s.syncPartition(bt, 0, part)
 			for _, r := range bt.out {
@@ -121,6 +122,7 @@ func BenchmarkSync(b *testing.B) {
 				break
 			}
 		}
+		s.mu.Unlock()
 		first = time.Since(start)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -134,7 +136,9 @@ func BenchmarkSync(b *testing.B) {
 			w.Close()
 		}
 		start = time.Now()
+		s.mu.Lock()
 		bt.out = s.syncPartition(bt, 0, part)
+		s.mu.Unlock()
 		steady = time.Since(start)
 		if len(bt.out) != 0 {
 			b.Fatalf("a sync with nothing changed sent %d identify calls", len(bt.out))
