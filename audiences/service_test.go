@@ -3,7 +3,6 @@ package audiences_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"testing"
@@ -431,7 +430,7 @@ func TestProfileAPI(t *testing.T) {
 func TestTwoInstancesRebalance(t *testing.T) {
 	h := newHarness(t, sources+vip+orders)
 	// Each instance's id is its API's address, so "http://{instance}" reaches it.
-	addrA, addrB := freeAddr(t), freeAddr(t)
+	addrA, addrB := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	with := func(addr string) func(*audiences.Config) {
 		return func(c *audiences.Config) { c.Addr, c.PeerURL = addr, "http://{instance}" }
 	}
@@ -510,17 +509,6 @@ func TestTwoInstancesRebalance(t *testing.T) {
 	if code := get(t, b, "/v1/profiles/u03", "", &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "6" {
 		t.Fatalf("profile from the remaining instance: %d %+v", code, p)
 	}
-}
-
-// freeAddr is a loopback address with a port free at the time of the call.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // TestConfigChanges: a changed rule is a new audience (true for every member of the new rule,

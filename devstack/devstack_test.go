@@ -170,7 +170,7 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 	_, thisFile, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(thisFile))
 	dataDir := t.TempDir()
-	ingest := freeAddr(t)
+	ingest := servicetest.FreeAddr(t)
 	cmd := exec.Command("make", "--no-print-directory", "-C", root, "run")
 	cmd.Env = append(os.Environ(), "DATA_DIR="+dataDir, "EMBEDDED_KAFKA_PORT=0", "KAFKA_BROKERS=", "INGEST_ADDR="+ingest, "AUDIENCES_ADDR=127.0.0.1:0", "LOG_LEVEL=info")
 	var output servicetest.Buffer // make's stdout and the log lines, written by two goroutines
@@ -234,16 +234,6 @@ func TestMakeRunStopsOnSIGTERMToMake(t *testing.T) {
 	} else {
 		l.Close()
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // drain reads the rest of the log so the child never blocks on a full pipe.

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,16 +11,6 @@ import (
 
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -39,7 +28,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 func TestMetricsOffThePublicPort(t *testing.T) {
 	bin := servicetest.Binary(t, "./cmd/ingest", "builds and runs the ingest binary")
 	env := servicetest.New(t, servicetest.Options{Config: "sources: [{id: web, writeKey: " + testKey + "}]\n", LogLevel: zerolog.ErrorLevel})
-	api, metrics := freeAddr(t), freeAddr(t)
+	api, metrics := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	servicetest.Spawn(t, bin, servicetest.ServiceEnv(env.Kafka.Brokers, "INGEST_ADDR="+api, "METRICS_ADDR="+metrics, "LOG_LEVEL=error")...)
 	deadline := time.Now().Add(30 * time.Second)
 	for code, _ := httpGet(t, "http://"+api+"/readyz"); code != http.StatusOK; code, _ = httpGet(t, "http://"+api+"/readyz") {
