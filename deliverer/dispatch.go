@@ -21,6 +21,7 @@ type delivery struct {
 	attempt        int
 	deferrals      int // times sent to a tier unsent
 	firstAttemptAt time.Time
+	url            string // header url: this URL only, instead of the destination's webhooks
 }
 
 func parseDelivery(r *kgo.Record, now time.Time) delivery {
@@ -43,6 +44,8 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			if t, err := schemas.ParseTimestamp(string(h.Value)); err == nil {
 				d.firstAttemptAt = t
 			}
+		case schemas.HeaderURL:
+			d.url = string(h.Value)
 		}
 	}
 	return d
@@ -74,6 +77,14 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 		s.toDLQ(d, p, "retry_window_expired", 0, "no attempt may start more than RETRY_WINDOW after the first")
 		<-s.sem
 		return
+	}
+	if d.url != "" {
+		if err := schemas.CheckWebhookURL(d.url); err != nil {
+			s.toDLQ(d, p, string(InvalidURL), 0, "header "+schemas.HeaderURL+": "+err.Error())
+			<-s.sem
+			return
+		}
+		dest = withURL(dest, d.url)
 	}
 	admitted, busy, reason, wait := s.admit(dest, "", now)
 	refuse := func(reason string, wait time.Duration) {
@@ -118,6 +129,19 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 		}
 	}
 	refuse(reason, wait)
+}
+
+// withURL is dest with url as its only webhook (a delivery with the url header: a dead letter
+// replayed to another URL), with the static headers of dest's first webhook entry. Everything
+// else (secrets, pacing, limits) is dest's.
+func withURL(dest *schemas.Destination, url string) *schemas.Destination {
+	c := *dest
+	var headers map[string]string
+	if len(dest.Settings.Webhooks) > 0 {
+		headers = dest.Settings.Webhooks[0].Headers
+	}
+	c.Settings.Webhooks = []schemas.Webhook{{URL: url, Headers: headers}}
+	return &c
 }
 
 // admit takes a slot on each URL's host that has one (skipping the host `holding`, whose slot

@@ -1,24 +1,20 @@
 package deliverer_test
 
 import (
-	"context"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/platform"
-	"github.com/tributary-cdp/tributary/platform/kafkatest"
-	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Dead letters are re-enqueued, filtered by destination, with a fresh window, and delivered.
+// Dead letters are re-enqueued (platform.ReplayDeadLetters, which `deliverer replay` and the
+// console call), filtered by destination, with a fresh window, and delivered. The library
+// alone is tested in platform/deadletters_test.go.
 func TestReplayDeadLetters(t *testing.T) {
 	var fixed atomic.Bool
 	respond := func(_ int, _ *http.Request, w http.ResponseWriter) {
@@ -38,8 +34,8 @@ func TestReplayDeadLetters(t *testing.T) {
 	before := time.Now()
 
 	fixed.Store(true)
-	onlyA := deliverer.ReplayFilter{DestinationID: "a", Since: before.Add(-time.Minute)}
-	dry, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, onlyA, true)
+	onlyA := platform.ReplayFilter{DestinationID: "a", Since: before.Add(-time.Minute)}
+	dry, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, onlyA, platform.ReplayOptions{DryRun: true})
 	if err != nil || len(dry) != 3 || dry[0].DestinationID != "a" || dry[0].Reason == "" || dry[0].MessageID == "" {
 		t.Fatalf("dry run: %+v (%v), want a's 3 dead letters", dry, err)
 	}
@@ -47,7 +43,7 @@ func TestReplayDeadLetters(t *testing.T) {
 	if len(a.requests()) != 3 {
 		t.Fatalf("a dry run re-enqueued: %d requests", len(a.requests()))
 	}
-	replayed, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, onlyA, false)
+	replayed, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, onlyA, platform.ReplayOptions{})
 	if err != nil || len(replayed) != 3 {
 		t.Fatalf("replayed %d (%v), want 3", len(replayed), err)
 	}
@@ -65,16 +61,16 @@ func TestReplayDeadLetters(t *testing.T) {
 			t.Errorf("replayed record headers %v", r.Headers)
 		}
 	}
-	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics,
-		deliverer.ReplayFilter{Until: before.Add(-time.Hour)}, false); err != nil || len(got) != 0 {
+	if got, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics,
+		platform.ReplayFilter{Until: before.Add(-time.Hour)}, platform.ReplayOptions{}); err != nil || len(got) != 0 {
 		t.Fatalf("a time filter before every dead letter replayed %d (%v)", len(got), err)
 	}
 	// Idempotent: the same replay again sends nothing; b's dead letter is still there to replay;
 	// Again replays a's once more.
-	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, onlyA, false); err != nil || len(got) != 0 {
+	if got, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, onlyA, platform.ReplayOptions{}); err != nil || len(got) != 0 {
 		t.Fatalf("the same replay again replayed %d (%v), want 0", len(got), err)
 	}
-	list, err := deliverer.ListDeadLetters(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, deliverer.ReplayFilter{Again: true})
+	list, err := platform.ListDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, platform.ReplayFilter{Again: true})
 	if err != nil || len(list) != 4 {
 		t.Fatalf("list: %d (%v), want 4", len(list), err)
 	}
@@ -83,57 +79,68 @@ func TestReplayDeadLetters(t *testing.T) {
 			t.Errorf("listed %+v: only a's are replayed", d)
 		}
 	}
-	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, deliverer.ReplayFilter{}, false); err != nil || len(got) != 1 || got[0].DestinationID != "b" {
+	if got, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, platform.ReplayFilter{}, platform.ReplayOptions{}); err != nil || len(got) != 1 || got[0].DestinationID != "b" {
 		t.Fatalf("replay of the rest: %+v (%v), want b's only", got, err)
 	}
 	again := onlyA
 	again.Again = true
-	if got, err := deliverer.Replay(h.ctx, h.kafka, h.logger, deliverer.DefaultReplayTopics, again, false); err != nil || len(got) != 3 {
+	if got, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, again, platform.ReplayOptions{}); err != nil || len(got) != 3 {
 		t.Fatalf("replay again: %d (%v), want 3", len(got), err)
 	}
 	a.waitRequests(t, 9, 10*time.Second)
 }
 
-// Replay reads a DLQ to the end offsets it finds when called, and a partition whose dead
-// letters all expired (deleted by retention: its start offset is its end offset) counts as
-// read: Replay returns, replaying what the other partitions hold.
-func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
-	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed); err != nil {
-		t.Fatal(err)
+// A replay to another URL (platform.ReplayOptions.URL: header url) reaches that URL alone,
+// signed with the destination's secret and with its first webhook's static headers; the
+// destination's own URLs get nothing; a retry keeps the header.
+func TestReplayToAnotherURL(t *testing.T) {
+	old := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
+	var calls atomic.Int32
+	fixed := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // the first attempt fails: retried via a tier
+		}
+	})
+	h := newHarness(t, "1s,1s", destYAML(dest("a", []string{old.URL + "/first", old.URL + "/second"}, ", sharedSecret: s3cret")))
+	deliveries := h.reader(schemas.TopicDeliveries)
+	h.run(h.config())
+	h.send("a", "a1", "a2")
+	dlq := h.reader(schemas.TopicDLQ)
+	dlq.waitFor(2, 10*time.Second)
+	deliveries.waitFor(2, 10*time.Second)
+	before := len(old.requests())
+
+	got, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics,
+		platform.ReplayFilter{MessageIDs: []string{"a2"}}, platform.ReplayOptions{URL: fixed.URL + "/new"})
+	if err != nil || len(got) != 1 || got[0].MessageID != "a2" || got[0].Attempts != 1 || got[0].FirstAttemptAt.IsZero() {
+		t.Fatalf("replay of a2 to the new URL: %+v (%v)", got, err)
 	}
-	for _, tt := range []struct {
-		name    string
-		expired []int32 // partitions whose dead letters expire
-		want    int
-	}{
-		{name: "one partition expired", expired: []int32{0}, want: 5},
-		{name: "every partition expired", expired: []int32{0, 1}, want: 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var recs []*kgo.Record
-			for p := range int32(2) {
-				for i := range 5 {
-					recs = append(recs, &kgo.Record{Topic: schemas.TopicDLQ, Partition: p, Key: []byte("d:u" + strconv.Itoa(i)),
-						Value: []byte(`{}`), Headers: []kgo.RecordHeader{{Key: schemas.HeaderDestinationID, Value: []byte("d")}}})
-				}
-			}
-			pcl, err := platform.NewKafkaClient(kafka, logger, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pcl.Close()
-			if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			servicetest.DeleteRecords(t, t.Context(), adm, schemas.TopicDLQ, tt.expired...)
-			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
-			defer cancel()
-			got, err := deliverer.Replay(ctx, kafka, logger, deliverer.DefaultReplayTopics, deliverer.ReplayFilter{Again: true}, false)
-			if err != nil || len(got) != tt.want {
-				t.Fatalf("Replay: %d replayed (%v), want %d and no error", len(got), err, tt.want)
-			}
-		})
+	reqs := fixed.waitRequests(t, 2, 10*time.Second) // a 503, then the retry from the tier
+	time.Sleep(time.Second)
+	if n := len(old.requests()); n != before {
+		t.Errorf("the destination's own URLs got %d more requests, want none", n-before)
+	}
+	if n := len(fixed.requests()); n != 2 {
+		t.Fatalf("the new URL got %d requests, want 2 (one retry)", n)
+	}
+	for _, r := range reqs {
+		if r.path != "/new" || r.header.Get("X-Message-Id") != "a2" || r.header.Get("X-Team") != "growth" ||
+			r.header.Get("X-Signature") != schemas.XSignature("s3cret", r.body) {
+			t.Errorf("request to the new URL: path %s, headers %v", r.path, r.header)
+		}
+	}
+	for _, r := range deliveries.waitFor(3, 5*time.Second)[2:] {
+		if hdr(r, "url") != fixed.URL+"/new" || hdr(r, "message-id") != "a2" {
+			t.Errorf("replayed record headers %v", r.Headers)
+		}
+	}
+	// A url header that is not a webhook URL is dead-lettered as invalid_url.
+	bad := deliveryRecords("a", "a3")
+	bad[0].Headers = append(bad[0].Headers, kgo.RecordHeader{Key: schemas.HeaderURL, Value: []byte("ftp://x")})
+	h.env.Produce(bad...)
+	for _, r := range dlq.waitFor(3, 10*time.Second)[2:] {
+		if hdr(r, "reason") != "invalid_url" || hdr(r, "message-id") != "a3" {
+			t.Errorf("dead letter of a bad url header: %v", r.Headers)
+		}
 	}
 }

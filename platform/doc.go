@@ -17,6 +17,9 @@
 //     acknowledgement), with a bounded stop; [TopicReader] reads a whole topic from its start
 //     to the end offsets found at start ([WaitEndOffsets]) and optionally keeps following it;
 //     [RetryUntil] is the one retry-until-acknowledged loop.
+//   - The dead-letter queue: [ListDeadLetters] and [ReplayDeadLetters] (filtered by
+//     [ReplayFilter], optionally to another URL: [ReplayOptions]) list and replay webhooks.dlq
+//     for `deliverer dlq list`, `deliverer replay` and the console.
 //   - Logging: [NewLogger] (LOG_LEVEL; JSON, or pretty on a terminal).
 //   - HTTP: [HTTPServer] serves /healthz, /readyz, Prometheus /metrics and the service's own
 //     handler with hardened timeouts, and drains in-flight requests on shutdown; [Health]

@@ -3,6 +3,7 @@ package schemas
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -64,7 +65,23 @@ const (
 	// HeaderDeferrals counts the times a delivery went to a retry tier unsent (its endpoint at
 	// its limit, paused or behind an open breaker): each deferral waits for a longer tier.
 	HeaderDeferrals = "deferrals"
+	// HeaderURL, on a webhooks.deliveries record (a dead letter replayed to another URL),
+	// sends it to that one URL instead of the destination's webhooks, signed with the
+	// destination's secret and with the static headers of its first webhook entry. Its value
+	// passes CheckWebhookURL. Retry tiers and the DLQ keep it.
+	HeaderURL = "url"
 )
+
+// CheckWebhookURL returns an error unless raw is an absolute http or https URL with a host and
+// no white space (what a destination's webhook URL must be). The error never holds raw's
+// credentials.
+func CheckWebhookURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.ContainsAny(raw, " \t\r\n") {
+		return fmt.Errorf("must be an absolute http or https URL with a host, got %q", RedactURL(raw))
+	}
+	return nil
+}
 
 // RetryTopic names the retry tier topic for one delay, e.g. 10s → "webhooks.retry.10s",
 // 1m → "webhooks.retry.1m", 1h30m → "webhooks.retry.1h30m". Whole hours, minutes and seconds

@@ -5,10 +5,12 @@
 // docs/configuration.md#run-time-settings lists them all (service "deliverer"). GOMEMLIMIT,
 // the Go runtime's, defaults to 160MiB here.
 //
-// `deliverer replay [-destination ID] [-since RFC3339] [-until RFC3339] [-again] [-dry-run]`
-// re-enqueues dead letters into webhooks.deliveries with a fresh retry window, marks them
+// `deliverer replay [-destination ID] [-message-id ID,...] [-since RFC3339] [-until RFC3339]
+// [-again] [-dry-run] [-url URL]` re-enqueues dead letters into webhooks.deliveries with a fresh
+// retry window (to URL instead of their destination's webhooks, with -url), marks them
 // replayed (so that the same replay twice sends nothing twice) and prints how many;
-// `deliverer dlq list [...] [-all]` lists them (docs/delivery.md#dead-letters-and-replay).
+// `deliverer dlq list [...] [-all]` lists them (docs/delivery.md#dead-letters-and-replay). Both
+// are platform.ReplayDeadLetters and platform.ListDeadLetters, which the console uses too.
 package main
 
 import (
@@ -61,21 +63,28 @@ func settings() (platform.KafkaSettings, error) {
 type dlqFlags struct {
 	fs           *flag.FlagSet
 	dest         *string
+	messageIDs   *string
 	since, until *string
 }
 
 func newDLQFlags(name, verb string) dlqFlags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	return dlqFlags{fs: fs,
-		dest:  fs.String("destination", "", verb+" only this destination's dead letters"),
-		since: fs.String("since", "", verb+" only dead letters written at or after this time (RFC 3339)"),
-		until: fs.String("until", "", verb+" only dead letters written at or before this time (RFC 3339)"),
+		dest:       fs.String("destination", "", verb+" only this destination's dead letters"),
+		messageIDs: fs.String("message-id", "", verb+" only the dead letters of these message ids (comma-separated)"),
+		since:      fs.String("since", "", verb+" only dead letters written at or after this time (RFC 3339)"),
+		until:      fs.String("until", "", verb+" only dead letters written at or before this time (RFC 3339)"),
 	}
 }
 
 // filter parses the flags into a filter, and checks that the destination exists.
-func (d dlqFlags) filter(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger) (deliverer.ReplayFilter, error) {
-	f := deliverer.ReplayFilter{DestinationID: *d.dest}
+func (d dlqFlags) filter(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger) (platform.ReplayFilter, error) {
+	f := platform.ReplayFilter{DestinationID: *d.dest}
+	for id := range strings.SplitSeq(*d.messageIDs, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			f.MessageIDs = append(f.MessageIDs, id)
+		}
+	}
 	for _, t := range []struct {
 		name, s string
 		dst     *time.Time
@@ -149,7 +158,7 @@ func cli() (context.Context, func(), platform.KafkaSettings, zerolog.Logger, err
 
 // dlqCommand parses args with d's flags, sets up the settings, a logger and a signal context,
 // builds the filter (again: also dead letters replayed before) and calls run with them.
-func dlqCommand(d dlqFlags, args []string, again *bool, run func(context.Context, platform.KafkaSettings, zerolog.Logger, deliverer.ReplayFilter) error) error {
+func dlqCommand(d dlqFlags, args []string, again *bool, run func(context.Context, platform.KafkaSettings, zerolog.Logger, platform.ReplayFilter) error) error {
 	if err := d.fs.Parse(args); err != nil {
 		return err
 	}
@@ -170,8 +179,9 @@ func replay(args []string, out io.Writer) error {
 	d := newDLQFlags("deliverer replay", "replay")
 	again := d.fs.Bool("again", false, "also replay dead letters replayed before")
 	dryRun := d.fs.Bool("dry-run", false, "list what would be replayed; replay nothing")
-	return dlqCommand(d, args, again, func(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, f deliverer.ReplayFilter) error {
-		got, err := deliverer.Replay(ctx, kafka, logger, deliverer.DefaultReplayTopics, f, *dryRun)
+	toURL := d.fs.String("url", "", "send the replayed dead letters to this URL only, instead of their destination's webhooks (signed with its secret, with its first webhook's headers)")
+	return dlqCommand(d, args, again, func(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, f platform.ReplayFilter) error {
+		got, err := platform.ReplayDeadLetters(ctx, kafka, logger, platform.DefaultReplayTopics, f, platform.ReplayOptions{DryRun: *dryRun, URL: *toURL})
 		if *dryRun {
 			printDeadLetters(out, got)
 			fmt.Fprintf(out, "would replay %d dead letters (-dry-run)\n", len(got))
@@ -188,8 +198,8 @@ func replay(args []string, out io.Writer) error {
 func list(args []string, out io.Writer) error {
 	d := newDLQFlags("deliverer dlq list", "list")
 	all := d.fs.Bool("all", false, "also list dead letters replayed before")
-	return dlqCommand(d, args, all, func(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, f deliverer.ReplayFilter) error {
-		got, err := deliverer.ListDeadLetters(ctx, kafka, logger, deliverer.DefaultReplayTopics, f)
+	return dlqCommand(d, args, all, func(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, f platform.ReplayFilter) error {
+		got, err := platform.ListDeadLetters(ctx, kafka, logger, platform.DefaultReplayTopics, f)
 		printDeadLetters(out, got)
 		return err
 	})
@@ -197,7 +207,7 @@ func list(args []string, out io.Writer) error {
 
 // printDeadLetters prints a table: when, destination, message id, reason, last status,
 // replayed.
-func printDeadLetters(out io.Writer, ds []deliverer.DeadLetter) {
+func printDeadLetters(out io.Writer, ds []platform.DeadLetter) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "DEAD-LETTERED\tDESTINATION\tMESSAGE ID\tREASON\tLAST STATUS\tREPLAYED")
 	for _, d := range ds {

@@ -1,4 +1,4 @@
-package deliverer
+package platform
 
 import (
 	"context"
@@ -10,20 +10,36 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
+
+// The dead-letter queue: listing it and replaying it (docs/delivery.md#dead-letters-and-replay).
+// `deliverer dlq list`, `deliverer replay` and the console share this code.
 
 // ReplayFilter selects dead letters to list or replay. Zero fields select everything not
 // replayed yet.
 type ReplayFilter struct {
 	// DestinationID selects one destination's records.
 	DestinationID string
+	// MessageIDs, when not empty, selects only the dead letters whose message id is listed.
+	MessageIDs []string
 	// Since and Until bound the time the record was dead-lettered (its Kafka timestamp).
 	Since, Until time.Time
 	// Again also selects dead letters replayed before (by default a replayed dead letter is
 	// left alone, so that running the same replay twice sends nothing twice).
 	Again bool
+}
+
+// ReplayOptions are how ReplayDeadLetters replays.
+type ReplayOptions struct {
+	// DryRun replays nothing and returns what would be replayed.
+	DryRun bool
+	// URL, when set, sends each replayed record to this URL only, instead of its destination's
+	// webhooks (header schemas.HeaderURL): signed with the destination's secret, with the
+	// static headers of its first webhook entry. It must pass schemas.CheckWebhookURL. Empty:
+	// the destination's webhooks as configured at delivery time (a dead letter that had been
+	// replayed to a URL before goes back to them).
+	URL string
 }
 
 // ReplayTopics are the topics of a replay: normally schemas.TopicDLQ, TopicDeliveries and
@@ -35,7 +51,7 @@ type ReplayTopics struct {
 // DefaultReplayTopics are the product's topics.
 var DefaultReplayTopics = ReplayTopics{DLQ: schemas.TopicDLQ, Deliveries: schemas.TopicDeliveries, Replayed: schemas.TopicDLQReplayed}
 
-// DeadLetter is one record of the DLQ, as `deliverer dlq list` shows it.
+// DeadLetter is one record of the DLQ, as `deliverer dlq list` and the console show it.
 type DeadLetter struct {
 	Partition     int32     `json:"partition"`
 	Offset        int64     `json:"offset"`
@@ -45,6 +61,16 @@ type DeadLetter struct {
 	Reason        string    `json:"reason"`
 	LastStatus    string    `json:"lastStatus,omitempty"`
 	LastError     string    `json:"lastError,omitempty"`
+	// FirstAttemptAt is when its first delivery attempt was due (header first-attempt-at);
+	// zero when the record has no such header.
+	FirstAttemptAt time.Time `json:"firstAttemptAt,omitzero"`
+	// Attempts is the number of its last attempt (header attempt): the attempts made, or one
+	// more when it was dead-lettered before that attempt started (destination deleted,
+	// window over); 0 when the record has no such header.
+	Attempts int `json:"attempts,omitempty"`
+	// URL is the URL it was replayed to before (header url); empty: the destination's
+	// webhooks.
+	URL string `json:"url,omitempty"`
 	// ReplayedAt is when it was last replayed; zero: never.
 	ReplayedAt time.Time `json:"replayedAt,omitzero"`
 
@@ -60,40 +86,47 @@ type replayMarker struct {
 	ReplayedAt    string `json:"replayedAt"`
 	DestinationID string `json:"destinationId"`
 	MessageID     string `json:"messageId"`
+	URL           string `json:"url,omitempty"`
 }
 
 // ListDeadLetters returns the dead letters of the DLQ that match f, oldest first per partition,
 // each with when it was last replayed. It reads both topics to the end offsets it finds (no
 // consumer group: it runs beside the deliverers).
-func ListDeadLetters(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter) ([]DeadLetter, error) {
+func ListDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter) ([]DeadLetter, error) {
 	replayed, err := readMarkers(ctx, kafka, logger, topics.Replayed)
 	if err != nil {
 		return nil, err
 	}
 	var out []DeadLetter
+	matches := f.matcher()
 	err = readDLQ(ctx, kafka, logger, topics.DLQ, func(r *kgo.Record) {
 		d := deadLetter(r)
 		d.ReplayedAt = replayed[d.markerKey()]
-		if f.matches(d) {
+		if matches(d) {
 			out = append(out, d)
 		}
 	}, nil)
 	return out, err
 }
 
-// Replay re-enqueues the dead letters that match f into the deliveries topic, each with a fresh
-// retry window: attempt 1, first-attempt-at now, and no reason, last-status, last-error or
-// due-at headers; once Kafka acknowledged them, it marks them replayed (TopicDLQReplayed), so
-// that the next replay leaves them alone unless f.Again. dryRun replays nothing and returns
-// what it would replay. It returns what it replayed. A crash between the re-enqueue and the
-// mark replays those again next time (at least once, as every delivery). The DLQ itself is
-// not changed.
-func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter, dryRun bool) ([]DeadLetter, error) {
+// ReplayDeadLetters re-enqueues the dead letters that match f into the deliveries topic, each
+// with a fresh retry window: attempt 1, first-attempt-at now, and no reason, last-status,
+// last-error, due-at or deferrals headers (nor url, unless o.URL sets it); once Kafka
+// acknowledged them, it marks them replayed (TopicDLQReplayed), so that the next replay leaves
+// them alone unless f.Again. o.DryRun replays nothing and returns what it would replay. It
+// returns what it replayed. A crash between the re-enqueue and the mark replays those again
+// next time (at least once, as every delivery). The DLQ itself is not changed.
+func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter, o ReplayOptions) ([]DeadLetter, error) {
+	if o.URL != "" {
+		if err := schemas.CheckWebhookURL(o.URL); err != nil {
+			return nil, fmt.Errorf("replay URL: %w", err)
+		}
+	}
 	replayed, err := readMarkers(ctx, kafka, logger, topics.Replayed)
 	if err != nil {
 		return nil, err
 	}
-	producer, err := platform.NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
+	producer, err := NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
@@ -101,24 +134,25 @@ func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Lo
 	now := time.Now()
 	nowText := schemas.FormatTimestamp(now)
 	var done, batch []DeadLetter
+	matches := f.matcher()
 	apply := func(r *kgo.Record) {
 		d := deadLetter(r)
 		d.ReplayedAt = replayed[d.markerKey()]
-		if f.matches(d) {
+		if matches(d) {
 			batch = append(batch, d)
 		}
 	}
 	// Each poll's matches are re-enqueued, then marked, before the next poll.
 	polled := func(bool) error {
-		if len(batch) == 0 || dryRun {
+		if len(batch) == 0 || o.DryRun {
 			done, batch = append(done, batch...), batch[:0]
 			return nil
 		}
 		out := make([]*kgo.Record, 0, len(batch))
 		marks := make([]*kgo.Record, 0, len(batch))
 		for _, d := range batch {
-			out = append(out, redelivery(d.record, topics.Deliveries, nowText))
-			mark, _ := json.Marshal(replayMarker{ReplayedAt: nowText, DestinationID: d.DestinationID, MessageID: d.MessageID})
+			out = append(out, redelivery(d.record, topics.Deliveries, nowText, o.URL))
+			mark, _ := json.Marshal(replayMarker{ReplayedAt: nowText, DestinationID: d.DestinationID, MessageID: d.MessageID, URL: schemas.RedactURL(o.URL)})
 			marks = append(marks, &kgo.Record{Topic: topics.Replayed, Key: []byte(d.markerKey()), Value: mark})
 		}
 		if err := producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
@@ -137,13 +171,15 @@ func Replay(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Lo
 	return done, err
 }
 
-// redelivery is a dead letter as a new webhooks.deliveries record.
-func redelivery(r *kgo.Record, topic, now string) *kgo.Record {
+// redelivery is a dead letter as a new webhooks.deliveries record; url, when set, is its
+// HeaderURL.
+func redelivery(r *kgo.Record, topic, now, url string) *kgo.Record {
 	rec := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
 	for _, h := range r.Headers {
 		switch h.Key {
 		case schemas.HeaderAttempt, schemas.HeaderFirstAttemptAt, schemas.HeaderDueAt,
-			schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError, schemas.HeaderDeferrals:
+			schemas.HeaderReason, schemas.HeaderLastStatus, schemas.HeaderLastError, schemas.HeaderDeferrals,
+			schemas.HeaderURL:
 		default:
 			rec.Headers = append(rec.Headers, h)
 		}
@@ -151,6 +187,9 @@ func redelivery(r *kgo.Record, topic, now string) *kgo.Record {
 	rec.Headers = append(rec.Headers,
 		kgo.RecordHeader{Key: schemas.HeaderAttempt, Value: []byte("1")},
 		kgo.RecordHeader{Key: schemas.HeaderFirstAttemptAt, Value: []byte(now)})
+	if url != "" {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: schemas.HeaderURL, Value: []byte(url)})
+	}
 	return rec
 }
 
@@ -168,15 +207,25 @@ func deadLetter(r *kgo.Record) DeadLetter {
 			d.LastStatus = string(h.Value)
 		case schemas.HeaderLastError:
 			d.LastError = string(h.Value)
+		case schemas.HeaderURL:
+			d.URL = schemas.RedactURL(string(h.Value))
+		case schemas.HeaderFirstAttemptAt:
+			if t, err := schemas.ParseTimestamp(string(h.Value)); err == nil {
+				d.FirstAttemptAt = t
+			}
+		case schemas.HeaderAttempt:
+			if n, err := strconv.Atoi(string(h.Value)); err == nil && n > 0 {
+				d.Attempts = n
+			}
 		}
 	}
 	return d
 }
 
 // readMarkers returns when each replayed dead letter ("partition:offset") was last replayed.
-func readMarkers(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topic string) (map[string]time.Time, error) {
+func readMarkers(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topic string) (map[string]time.Time, error) {
 	marks := map[string]time.Time{}
-	reader, err := platform.NewTopicReader(platform.TopicReaderConfig{
+	reader, err := NewTopicReader(TopicReaderConfig{
 		Kafka: kafka, Topic: topic, NoWait: true, Logger: logger,
 		Opts: []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
 		Apply: func(r *kgo.Record) {
@@ -199,8 +248,8 @@ func readMarkers(ctx context.Context, kafka platform.KafkaSettings, logger zerol
 
 // readDLQ reads the DLQ to the end offsets it finds (partitions whose dead letters all
 // expired count as read), calling apply per record and polled after each poll.
-func readDLQ(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, topic string, apply func(*kgo.Record), polled func(bool) error) error {
-	reader, err := platform.NewTopicReader(platform.TopicReaderConfig{
+func readDLQ(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topic string, apply func(*kgo.Record), polled func(bool) error) error {
+	reader, err := NewTopicReader(TopicReaderConfig{
 		Kafka: kafka, Topic: topic, NoWait: true, Logger: logger,
 		Opts:   []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
 		Apply:  apply,
@@ -220,9 +269,24 @@ func readDLQ(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.L
 	}
 }
 
-func (f ReplayFilter) matches(d DeadLetter) bool {
+// matcher returns f's test of a dead letter.
+func (f ReplayFilter) matcher() func(DeadLetter) bool {
+	var ids map[string]bool
+	if len(f.MessageIDs) > 0 {
+		ids = make(map[string]bool, len(f.MessageIDs))
+		for _, id := range f.MessageIDs {
+			ids[id] = true
+		}
+	}
+	return func(d DeadLetter) bool { return f.matches(d, ids) }
+}
+
+// matches reports whether d passes f; ids is the set of f.MessageIDs (nil: no such filter).
+func (f ReplayFilter) matches(d DeadLetter, ids map[string]bool) bool {
 	switch {
 	case f.DestinationID != "" && d.DestinationID != f.DestinationID:
+		return false
+	case ids != nil && !ids[d.MessageID]:
 		return false
 	case !f.Since.IsZero() && d.At.Before(f.Since):
 		return false
