@@ -96,6 +96,7 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 		{schemas.TopicDedupe, 3, "delete", "3600000"},
 		{schemas.TopicAttempts, 3, "delete", "604800000"},
 		{schemas.TopicDeletions, 3, "delete", "2592000000"},
+		{schemas.TopicDeletionsStatus, 3, "delete", "2592000000"},
 		{schemas.TopicDLQ, 3, "delete", "2592000000"},
 		{schemas.TopicDLQReplayed, 1, "delete", "2592000000"},
 		{"webhooks.retry.10s", 3, "delete", "604800000"},

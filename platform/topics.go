@@ -39,8 +39,8 @@ const (
 	// RetentionDefault keeps what flows through the pipeline for a week: long enough to
 	// replay after an incident, short enough to bound the disk.
 	RetentionDefault = 7 * day
-	// RetentionLong keeps what an operator acts on later (the DLQ, deletion requests) for 30
-	// days.
+	// RetentionLong keeps what an operator acts on later (the DLQ, deletion requests and
+	// their status) for 30 days.
 	RetentionLong = 30 * day
 	// RetentionDedupe keeps the router's de-duplication log: the longest DEDUPE_WINDOW.
 	RetentionDedupe = time.Hour
@@ -59,6 +59,7 @@ const (
 //	tracking.events            partitions  delete   7 days
 //	tracking.rejected          partitions  delete   7 days
 //	tracking.deletions         partitions  delete   30 days
+//	tracking.deletions.status  partitions  delete   30 days
 //	webhooks.deliveries        partitions  delete   7 days
 //	router.dedupe              partitions  delete   1 hour (10-minute segments)
 //	webhooks.retry.<delay>     partitions  delete   7 days (one topic per distinct delay)
@@ -78,6 +79,7 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 		{Name: schemas.TopicEvents, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicRejected, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicDeletions, Partitions: partitions, Retention: RetentionLong},
+		{Name: schemas.TopicDeletionsStatus, Partitions: partitions, Retention: RetentionLong},
 		{Name: schemas.TopicDeliveries, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicDedupe, Partitions: partitions, Retention: RetentionDedupe, Segment: 10 * time.Minute},
 	}

@@ -15,6 +15,8 @@ import (
 type Config struct {
 	// Topic names; tests on a shared broker override them.
 	EventsTopic, DeletionsTopic, DeliveriesTopic, SuppressionsTopic, DedupeTopic string
+	// DeletionsStatusTopic gets one schemas.DeletionStatus per deletion request processed.
+	DeletionsStatusTopic string
 	// Group is the consumer group of tracking.events; DeletionsGroup of tracking.deletions.
 	Group, DeletionsGroup string
 	// ExactlyOnce runs both consumers in Kafka transactions (ROUTER_EXACTLY_ONCE, default
@@ -50,20 +52,21 @@ func DefaultConfig() Config {
 		host = "local"
 	}
 	return Config{
-		EventsTopic:        schemas.TopicEvents,
-		DeletionsTopic:     schemas.TopicDeletions,
-		DeliveriesTopic:    schemas.TopicDeliveries,
-		SuppressionsTopic:  schemas.TopicSuppressions,
-		DedupeTopic:        schemas.TopicDedupe,
-		DedupeWindow:       10 * time.Minute,
-		DedupeMaxEntries:   2_000_000,
-		Group:              "tributary-router",
-		DeletionsGroup:     "tributary-router-deletions",
-		ExactlyOnce:        true,
-		TransactionalID:    "tributary-router-" + host,
-		TransactionTimeout: 10 * time.Second,
-		MaxPollRecords:     10000,
-		ShutdownTimeout:    platform.DefaultShutdownGrace,
+		EventsTopic:          schemas.TopicEvents,
+		DeletionsTopic:       schemas.TopicDeletions,
+		DeliveriesTopic:      schemas.TopicDeliveries,
+		SuppressionsTopic:    schemas.TopicSuppressions,
+		DeletionsStatusTopic: schemas.TopicDeletionsStatus,
+		DedupeTopic:          schemas.TopicDedupe,
+		DedupeWindow:         10 * time.Minute,
+		DedupeMaxEntries:     2_000_000,
+		Group:                "tributary-router",
+		DeletionsGroup:       "tributary-router-deletions",
+		ExactlyOnce:          true,
+		TransactionalID:      "tributary-router-" + host,
+		TransactionTimeout:   10 * time.Second,
+		MaxPollRecords:       10000,
+		ShutdownTimeout:      platform.DefaultShutdownGrace,
 	}
 }
 
@@ -83,7 +86,7 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 // Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.EventsTopic == "" || c.DeletionsTopic == "" || c.DeliveriesTopic == "" || c.SuppressionsTopic == "" {
+	if c.EventsTopic == "" || c.DeletionsTopic == "" || c.DeliveriesTopic == "" || c.SuppressionsTopic == "" || c.DeletionsStatusTopic == "" {
 		errs = append(errs, errors.New("router topics: names must not be empty"))
 	}
 	if c.Group == "" || c.DeletionsGroup == "" {

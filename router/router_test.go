@@ -260,3 +260,79 @@ func testRouterDeletionNoticesAndSuppression(t *testing.T) {
 		}
 	}
 }
+
+// Every deletion request processed gives one tracking.deletions.status record, keyed by its
+// request id (the derived one when it has none), counting the delete notices written with it;
+// a request that does not decode gives none. Exactly once and at least once alike.
+func TestRouterDeletionStatus(t *testing.T) {
+	for _, exactlyOnce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly once %v", exactlyOnce), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testRouterDeletionStatus(t, exactlyOnce) })
+		})
+	}
+}
+
+func testRouterDeletionStatus(t *testing.T, exactlyOnce bool) {
+	h := newVirtualHarness(t, `
+sources: [{id: web, writeKey: wk_web}, {id: app, writeKey: wk_app}]
+destinations:
+  - {id: a, type: webhooks, sources: [web], settings: {webhooks: [{url: "https://a.example.com/hook"}]}}
+  - {id: b, type: webhooks, sources: [app], settings: {webhooks: [{url: "https://b.example.com/hook"}]}}
+  - {id: off, type: webhooks, enabled: false, sources: [web, app], settings: {webhooks: [{url: "https://off.example.com/hook"}]}}
+`)
+	h.runRouter(func(c *router.Config) { c.ExactlyOnce = exactlyOnce })
+	out := h.deliveries()
+	status := h.env.Reader(schemas.TopicDeletionsStatus)
+	status.Settle = settle
+	for _, v := range []string{
+		`{"userId":"u1","requestId":"r1"}`,
+		`{"userId":"u1","kind":"FORGET","requestId":"r-bad"}`,
+		`{"userId":"u2","requestId":"r2","kind":"SUPPRESS_ONLY"}`,
+		`{"userId":"u3","kind":"SUPPRESS_WITH_DELETE","sourceIds":["app"]}`,
+	} {
+		h.produce(&kgo.Record{Topic: schemas.TopicDeletions, Key: []byte("u"), Value: []byte(v)})
+	}
+	notices := out.waitFor(3, 15*time.Second)
+	got := status.WaitFor(3, 15*time.Second)
+	if len(got) != 3 || len(notices) != 3 {
+		t.Fatalf("%d status records and %d notices, want 3 and 3 (none for the invalid request)", len(got), len(notices))
+	}
+	want := []struct {
+		key, user, kind string
+		notices         int
+	}{
+		{"r1", "u1", schemas.KindDeleteOnly, 2},
+		{"r2", "u2", schemas.KindSuppressOnly, 0},
+		{schemas.TopicDeletions + "-", "u3", schemas.KindSuppressWithDelete, 1}, // derived: tracking.deletions-<partition>-<offset>
+	}
+	byUser := map[string]*kgo.Record{} // partitions keyed by request id: read in any order
+	for _, r := range got {
+		s, err := schemas.DecodeDeletionStatus(r.Value)
+		if err != nil {
+			t.Fatalf("status %s: %v", r.Value, err)
+		}
+		byUser[s.UserID] = r
+	}
+	for _, w := range want {
+		r := byUser[w.user]
+		if r == nil {
+			t.Fatalf("no status for %s", w.user)
+		}
+		s, _ := schemas.DecodeDeletionStatus(r.Value)
+		at, perr := schemas.ParseTimestamp(s.ProcessedAt)
+		if !strings.HasPrefix(string(r.Key), w.key) || s.RequestID != string(r.Key) || s.Kind != w.kind ||
+			s.Notices != w.notices || perr != nil || at.IsZero() {
+			t.Errorf("status of %s: key %s value %s, want key %s…, kind %s, %d notices", w.user, r.Key, r.Value, w.key, w.kind, w.notices)
+		}
+	}
+	derived := string(byUser["u3"].Key)
+	var appNotice string
+	for _, r := range notices {
+		if hdr(r, "source-id") == "app" && strings.Contains(hdr(r, "message-id"), "-"+schemas.TopicDeletions+"-") {
+			appNotice = hdr(r, "message-id")
+		}
+	}
+	if appNotice != "delete-"+derived+"-app" {
+		t.Errorf("notice of the request without an id: message id %q, want delete-%s-app", appNotice, derived)
+	}
+}

@@ -214,8 +214,12 @@ func (s *Service) batchEnded(handedOn bool) {
 }
 
 // deleteBatch turns one poll of tracking.deletions into delete notices and suppression-list
-// writes. The suppression writes are made (and acknowledged) before the notices are produced;
-// they are idempotent, so a batch read again after a crash writes the same state again.
+// writes, and one tracking.deletions.status record per request it decoded (key: the request
+// id; a request that does not decode has none). The suppression writes are made (and
+// acknowledged) before the notices are produced; they are idempotent, so a batch read again
+// after a crash writes the same state again. The status records are produced with the notices:
+// in the Pipe's transaction, or at least once in the same batch, acknowledged before the
+// offsets are committed.
 func (s *Service) deleteBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
 	snap := s.deps.Config()
 	var out []*kgo.Record
@@ -248,9 +252,13 @@ func (s *Service) deleteBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Recor
 			return
 		}
 		s.metrics.deletions.WithLabelValues(req.Kind).Inc()
+		before := len(out)
 		if req.Deletes() {
 			out = s.deleteNotices(out, snap, req, reqID, at)
 		}
+		status := schemas.DeletionStatus{RequestID: reqID, UserID: req.UserID, Kind: req.Kind,
+			Notices: len(out) - before, ProcessedAt: schemas.FormatTimestamp(s.now())}
+		out = append(out, &kgo.Record{Topic: s.cfg.DeletionsStatusTopic, Key: []byte(reqID), Value: status.Record()})
 	})
 	return out, err
 }

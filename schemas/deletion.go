@@ -95,3 +95,40 @@ func (s Suppression) Record() []byte {
 	b, _ := json.Marshal(s) // cannot fail: strings only
 	return b
 }
+
+// DeletionStatus is the value of one tracking.deletions.status record, keyed by RequestID:
+// what the router did with one deletion request. It is written in the same transaction as
+// the request's delete notices (at least once: in the same batch, acknowledged before the
+// request's offset is committed).
+type DeletionStatus struct {
+	// RequestID is the request's requestId, else the id the router derived for it
+	// (<topic>-<partition>-<offset>): the notices' message ids are delete-<RequestID>-<source>.
+	RequestID string `json:"requestId"`
+	UserID    string `json:"userId"`
+	// Kind is the request's kind, KindDeleteOnly when it had none.
+	Kind string `json:"kind"`
+	// Notices is the number of delete notices produced: one per (source, enabled webhooks
+	// destination); 0 for KindSuppressOnly and KindUnsuppress.
+	Notices int `json:"notices"`
+	// ProcessedAt is when the router processed the request (FormatTimestamp).
+	ProcessedAt string `json:"processedAt"`
+}
+
+// Record encodes the status's value.
+func (s DeletionStatus) Record() []byte {
+	b, _ := json.Marshal(s) // cannot fail: strings and an int
+	return b
+}
+
+// DecodeDeletionStatus decodes one tracking.deletions.status value. Unknown fields are
+// ignored (a later router may add some); requestId is required.
+func DecodeDeletionStatus(data []byte) (DeletionStatus, error) {
+	var s DeletionStatus
+	if err := json.Unmarshal(data, &s); err != nil {
+		return DeletionStatus{}, fmt.Errorf("deletion status: %w", err)
+	}
+	if s.RequestID == "" {
+		return DeletionStatus{}, fmt.Errorf("deletion status: requestId: required")
+	}
+	return s, nil
+}

@@ -69,3 +69,19 @@ func TestIntegrationSetting(t *testing.T) {
 		}
 	}
 }
+
+func TestDeletionStatusRoundTrip(t *testing.T) {
+	s := DeletionStatus{RequestID: "r-42", UserID: "u1", Kind: KindSuppressOnly, ProcessedAt: "2026-03-04T05:06:07.891Z"}
+	if got := string(s.Record()); got != `{"requestId":"r-42","userId":"u1","kind":"SUPPRESS_ONLY","notices":0,"processedAt":"2026-03-04T05:06:07.891Z"}` {
+		t.Errorf("Record() = %s", got)
+	}
+	back, err := DecodeDeletionStatus(append(s.Record()[:len(s.Record())-1], `,"later":1}`...))
+	if err != nil || back != s {
+		t.Errorf("DecodeDeletionStatus = %+v, %v; want %+v (unknown fields ignored)", back, err, s)
+	}
+	for _, bad := range []string{`{"userId":"u1"}`, `[]`, `{`} {
+		if _, err := DecodeDeletionStatus([]byte(bad)); err == nil {
+			t.Errorf("DecodeDeletionStatus(%s): no error", bad)
+		}
+	}
+}

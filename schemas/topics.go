@@ -20,6 +20,9 @@ const (
 	TopicRejected = "tracking.rejected"
 	// TopicDeletions carries deletion (and suppression) requests, keyed by userId.
 	TopicDeletions = "tracking.deletions"
+	// TopicDeletionsStatus carries what the router did with each deletion request: one
+	// DeletionStatus per tracking.deletions record it processed, keyed by the request id.
+	TopicDeletionsStatus = "tracking.deletions.status"
 	// TopicSuppressions is the compacted list of suppressed user ids, keyed by userId.
 	TopicSuppressions = "tracking.suppressions"
 	// TopicDedupe is the router's windowed de-duplication log: one record per routed batch and
