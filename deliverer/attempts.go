@@ -15,7 +15,8 @@ import (
 
 // attemptRecord appends one line of webhooks.attempts: {"destinationId", "messageId", "url",
 // "attempt", "status", "latencyMs", "errorClass", "error" (on failure), "concurrencyLimit" (the
-// host's limit after this POST), "pausedForMs" (when the endpoint paused its host), "at"}. It is
+// host's limit after this POST), "pausedForMs" (when the endpoint paused its host), "test"
+// (true, on a test delivery only), "at"}. It is
 // written by hand: one per POST, on the hot path.
 func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, now time.Time) []byte {
 	b = append(b, `{"destinationId":`...)
@@ -42,6 +43,9 @@ func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, n
 		b = append(b, `,"pausedForMs":`...)
 		b = strconv.AppendInt(b, lim.paused.Milliseconds(), 10)
 	}
+	if d.test {
+		b = append(b, `,"test":true`...)
+	}
 	b = append(b, `,"at":"`...)
 	b = schemas.AppendTimestamp(b, now)
 	return append(b, `"}`...)
@@ -51,7 +55,9 @@ func (s *Service) logAttempt(d delivery, res *urlResult, lim hostLimit, now time
 	dm := s.metrics.forDestination(d.destID)
 	dm.attempts(statusClass(res)).Inc()
 	dm.latency.Observe(res.Latency.Seconds())
-	dm.limit.Set(float64(lim.limit))
+	if lim.limit > 0 { // 0: a test delivery to a host no delivery has used yet
+		dm.limit.Set(float64(lim.limit))
+	}
 	v := appendAttemptRecord(make([]byte, 0, 288), &d, res, lim, now)
 	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
 }

@@ -22,6 +22,7 @@ type delivery struct {
 	deferrals      int // times sent to a tier unsent
 	firstAttemptAt time.Time
 	url            string // header url: this URL only, instead of the destination's webhooks
+	test           bool   // header test: a test delivery (dispatchTest)
 }
 
 func parseDelivery(r *kgo.Record, now time.Time) delivery {
@@ -46,6 +47,8 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			}
 		case schemas.HeaderURL:
 			d.url = string(h.Value)
+		case schemas.HeaderTest:
+			d.test = string(h.Value) == "1" || string(h.Value) == "true"
 		}
 	}
 	return d
@@ -64,6 +67,10 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	now := s.now()
 	d := parseDelivery(r, now)
 	dest, ok := s.deps.Config().DestinationByID(d.destID)
+	if d.test {
+		s.dispatchTest(ctx, d, p, dest, ok)
+		return
+	}
 	if !ok || !dest.IsEnabled() {
 		why := "destination deleted"
 		if ok {
@@ -129,6 +136,44 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 		}
 	}
 	refuse(reason, wait)
+}
+
+// dispatchTest runs a test delivery (header test: the console's event tester): one POST to
+// every URL of the destination (or to the url header's), at once, whatever the destination's
+// hosts' limits, queues, pauses, breakers and rate limit, and without feeding them; each POST
+// is logged on webhooks.attempts with "test":true and counted in the attempt metrics. It is
+// never retried nor dead-lettered: a destination that is gone or a bad url header only drops
+// it, with a warning. A disabled destination is tested too (testing comes before enabling).
+// It holds the global token (s.sem) until its POSTs end.
+func (s *Service) dispatchTest(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, ok bool) {
+	why := ""
+	switch {
+	case !ok:
+		why = "destination deleted"
+	case d.url != "" && schemas.CheckWebhookURL(d.url) != nil:
+		why = "header " + schemas.HeaderURL + ": " + schemas.CheckWebhookURL(d.url).Error()
+	}
+	if why != "" {
+		s.logger.Warn().Str("destination", d.destID).Str("message_id", d.messageID).Str("reason", why).Msg("test delivery dropped")
+		s.track.finish(p)
+		<-s.sem
+		return
+	}
+	if d.url != "" {
+		dest = withURL(dest, d.url)
+	}
+	s.spawn(func() {
+		defer func() { <-s.sem }()
+		if ctx.Err() != nil {
+			return // shutting down: not finished, delivered again after a restart
+		}
+		results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: d.messageID, body: d.r.Value}, s.now())
+		now := s.now()
+		for i := range results {
+			s.logAttempt(d, &results[i], s.hosts.limit(unitOf(dest, results[i].URL), now), now)
+		}
+		s.track.finish(p)
+	})
 }
 
 // withURL is dest with url as its only webhook (a delivery with the url header: a dead letter

@@ -293,6 +293,12 @@ func TestAttemptRecordIsJSON(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("attempt record\n%v\nwant\n%v", got, want)
 	}
+	// A test delivery's records say so.
+	d.test = true
+	got = nil
+	if err := json.Unmarshal(appendAttemptRecord(nil, d, res, hostLimit{limit: 32}, time.Now()), &got); err != nil || got["test"] != true {
+		t.Fatalf("test delivery's attempt record %v (%v): no \"test\":true", got, err)
+	}
 }
 
 // TestTLSFailureDoesNotCountTowardTheBreaker: a refused certificate (or a request that never

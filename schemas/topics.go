@@ -73,6 +73,10 @@ const (
 	// destination's secret and with the static headers of its first webhook entry. Its value
 	// passes CheckWebhookURL. Retry tiers and the DLQ keep it.
 	HeaderURL = "url"
+	// HeaderTest, with the value "1", makes a webhooks.deliveries record a test delivery (the
+	// console's event tester): POSTed once to every URL of the destination, never retried
+	// nor dead-lettered, each POST logged on webhooks.attempts with "test":true.
+	HeaderTest = "test"
 )
 
 // CheckWebhookURL returns an error unless raw is an absolute http or https URL with a host and
