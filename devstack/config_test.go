@@ -39,7 +39,8 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.Router.ExactlyOnce, c.Router.ShutdownTimeout = false, 2*time.Second
 			c.Deliverer.RetrySchedule, c.Deliverer.Timeout = []time.Duration{time.Second, 2 * time.Second}, time.Second
 			c.Deliverer.AllowPrivate, c.Deliverer.ShutdownTimeout = true, 2*time.Second
-			c.EmbeddedPort, c.ConfigFile, c.DataDir, c.ConsoleAddr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
+			c.EmbeddedPort, c.ConfigFile, c.DataDir, c.Console.Addr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
+			c.Console.ShutdownTimeout = 2 * time.Second
 			c.Audiences.SyncInterval, c.Audiences.ShutdownTimeout, c.LogLevel = 5*time.Minute, 2*time.Second, "debug"
 			c.Kafka.ConfigEncryptionKey = "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="
 		},
@@ -107,7 +108,7 @@ func TestSettingsTableHasEverySetting(t *testing.T) {
 		rows[s.Variable] = s
 	}
 	for _, tt := range []struct{ variable, def, by string }{
-		{"KAFKA_BROKERS", "", "ingest router deliverer audiences tributary-init tributary"},
+		{"KAFKA_BROKERS", "", "ingest router deliverer audiences console tributary-init tributary"},
 		{"EMBEDDED_KAFKA_PORT", "`9092`", "tributary"},
 		{"DATA_DIR", "`.data`", "tributary"},
 		{"CONFIG_FILE", "", "tributary-init tributary"},
@@ -116,12 +117,14 @@ func TestSettingsTableHasEverySetting(t *testing.T) {
 		{"ROUTER_TRANSACTIONAL_ID", "`tributary-router-<hostname>`", "router tributary"},
 		{"RETRY_SCHEDULE", "`10s,1m,5m,15m,30m,1h,1h,1h`", "deliverer tributary-init tributary"},
 		{"RETRY_WINDOW", "`4h`", "deliverer tributary"},
-		{"SHUTDOWN_TIMEOUT", "`10s`", "ingest router deliverer audiences tributary"},
-		{"LOG_LEVEL", "`info`", "ingest router deliverer audiences tributary-init tributary"},
+		{"SHUTDOWN_TIMEOUT", "`10s`", "ingest router deliverer audiences console tributary"},
+		{"LOG_LEVEL", "`info`", "ingest router deliverer audiences console tributary-init tributary"},
 		{"METRICS_ADDR", "ingest and audiences unset, router `127.0.0.1:9101`, deliverer `127.0.0.1:9102`", "ingest router deliverer audiences"},
 		{"AUDIENCE_SYNC_INTERVAL", "`1m`", "audiences tributary"},
 		{"AUDIENCES_ADDR", "`127.0.0.1:8091`", "audiences tributary"},
 		{"AUDIENCES_TRANSACTIONAL_ID", "`tributary-audiences-<hostname>`", "audiences tributary"},
+		{"CONSOLE_ADDR", "`127.0.0.1:8090`", "console tributary"},
+		{"CONSOLE_TOKEN", "required (`make run`: generated per `DATA_DIR`)", "console tributary"},
 	} {
 		s, ok := rows[tt.variable]
 		if !ok {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/console"
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
@@ -34,7 +35,7 @@ const (
 )
 
 // commands are the commands that read settings, in the order of the table's column.
-var commands = []string{"ingest", "router", "deliverer", "audiences", "tributary-init", "tributary"}
+var commands = []string{"ingest", "router", "deliverer", "audiences", "console", "tributary-init", "tributary"}
 
 // settingsSources are the settings structs with their defaults, and the commands that read
 // each: every setting a user can set is in one of them.
@@ -47,11 +48,12 @@ func settingsSources() []struct {
 		commands []string
 	}{
 		{platform.DefaultKafkaSettings(), commands},
-		{platform.DefaultCommandSettings(), []string{"ingest", "router", "deliverer", "audiences"}},
+		{platform.DefaultCommandSettings(), []string{"ingest", "router", "deliverer", "audiences", "console"}},
 		{ingest.DefaultConfig(), []string{"ingest", "tributary"}},
 		{router.DefaultConfig(), []string{"router", "tributary"}},
 		{deliverer.DefaultConfig(), []string{"deliverer", "tributary"}},
 		{audiences.DefaultConfig(), []string{"audiences", "tributary"}},
+		{console.DefaultConfig(), []string{"console", "tributary"}},
 		{platform.DefaultInitSettings(), []string{"tributary-init"}},
 		{DefaultConfig(), []string{"tributary"}},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/console"
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
@@ -35,6 +36,8 @@ type Config struct {
 	Router    router.Config    `env:"-"`
 	Deliverer deliverer.Config `env:"-"`
 	Audiences audiences.Config `env:"-"`
+	// Console is the console's (CONSOLE_*); an empty Token is generated per DataDir.
+	Console console.Config `env:"-"`
 	// EmbeddedPort is the embedded broker's port (EMBEDDED_KAFKA_PORT; 0: any free port).
 	EmbeddedPort int `env:"EMBEDDED_KAFKA_PORT" doc:"port of the embedded broker (when 'KAFKA_BROKERS' is empty); 0: any free port"`
 	// ConfigFile is the tenant config applied at start, as the whole config: objects of other
@@ -42,15 +45,17 @@ type Config struct {
 	ConfigFile string `env:"CONFIG_FILE" doc:"tenant config file (YAML or JSON) applied to 'tributary.config' at start: it manages its objects, removing those it no longer lists ([configuration.md](configuration.md#declarative-config)); empty: topics only. 'make run' applies 'deploy/config/dev.yaml' unless it is set, and runs exactly that file's config"`
 	// DataDir keeps the embedded broker's files.
 	DataDir string `env:"DATA_DIR" doc:"directory of the files of the embedded broker"`
-	// ConsoleAddr is where the console listens once it exists.
-	ConsoleAddr string `env:"CONSOLE_ADDR" doc:"listen address of the console (reserved: the console is not built yet)"`
 	// LogLevel is the level of the stack's logs (LOG_LEVEL, platform.CommandSettings).
 	LogLevel string `env:"LOG_LEVEL"`
 }
 
 // Validate returns every setting that cannot work, each naming its variable.
 func (c *Config) Validate() error {
-	return errors.Join(c.Ingest.Validate(), c.Router.Validate(), c.Deliverer.Validate(), c.Audiences.Validate(), c.validateOwn())
+	con := c.Console
+	if con.Token == "" {
+		con.Token = "generated-at-start-per-data-dir" // New generates it (consoleToken)
+	}
+	return errors.Join(c.Ingest.Validate(), c.Router.Validate(), c.Deliverer.Validate(), c.Audiences.Validate(), con.Validate(), c.validateOwn())
 }
 
 // validateOwn checks the settings that Config does not hand to a service's Validate.
@@ -85,8 +90,11 @@ type Stack struct {
 	brokers []string
 	store   *platform.ConfigStore
 	// ingestAddr is the tracking API's resolved listen address; audiencesAddr the profile
-	// API's.
-	ingestAddr, audiencesAddr string
+	// API's, consoleAddr the console's.
+	ingestAddr, audiencesAddr, consoleAddr string
+	// consoleToken is the console's bearer token; consoleTokenGenerated says make run made it.
+	consoleToken          string
+	consoleTokenGenerated bool
 	// services run once the config store is ready.
 	services []platform.Runner
 	closers  []func()

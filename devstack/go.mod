@@ -62,7 +62,10 @@ replace github.com/tributary-cdp/tributary/deliverer => ../deliverer
 
 require (
 	github.com/tributary-cdp/tributary/audiences v0.0.0
+	github.com/tributary-cdp/tributary/console v0.0.0
 	golang.org/x/time v0.16.0
 )
 
 replace github.com/tributary-cdp/tributary/audiences => ../audiences
+
+replace github.com/tributary-cdp/tributary/console => ../console

@@ -2,9 +2,15 @@ package devstack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/console"
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
@@ -83,7 +89,65 @@ func (s *Stack) addServices(ctx context.Context) error {
 	}
 	s.audiencesAddr = au.Addr()
 	s.services = append(s.services, au)
+
+	ccfg := s.cfg.Console
+	if ccfg.Token == "" {
+		if ccfg.Token, err = consoleToken(s.cfg.DataDir); err != nil {
+			return err
+		}
+		s.consoleTokenGenerated = true
+	}
+	s.consoleToken = ccfg.Token
+	con, err := console.New(ccfg, console.Deps{
+		Kafka:      s.cfg.Kafka,
+		Store:      s.store,
+		Logger:     s.logger,
+		Registerer: s.reg,
+		Gatherer:   s.reg,
+		Health:     health,
+	})
+	if err != nil {
+		return fmt.Errorf("building console: %w", err)
+	}
+	if err := con.Listen(); err != nil {
+		return fmt.Errorf("console: listening on %s (CONSOLE_ADDR): %w", ccfg.Addr, err)
+	}
+	s.consoleAddr = con.Addr()
+	s.services = append(s.services, con)
 	return nil
+}
+
+// consoleTokenFile is where `make run` keeps the console token it generated, in DATA_DIR.
+const consoleTokenFile = "console-token"
+
+// consoleToken returns the console token of dataDir: the one generated before, else a new
+// random one, written (mode 0600) for the next start.
+func consoleToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, consoleTokenFile)
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := "ct_" + hex.EncodeToString(raw)
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", fmt.Errorf("console token: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("console token: %w", err)
+	}
+	return token, nil
+}
+
+// ConsoleAddr is where the console's API listens.
+func (s *Stack) ConsoleAddr() string { return s.consoleAddr }
+
+// ConsoleToken is the console's bearer token (CONSOLE_TOKEN, or the one generated for the
+// data directory), and whether it was generated.
+func (s *Stack) ConsoleToken() (token string, generated bool) {
+	return s.consoleToken, s.consoleTokenGenerated
 }
 
 // AudiencesAddr is where the profile API of the audiences service listens.
@@ -97,4 +161,5 @@ var (
 	_ platform.Runner = (*router.Service)(nil)
 	_ platform.Runner = (*deliverer.Service)(nil)
 	_ platform.Runner = (*audiences.Service)(nil)
+	_ platform.Runner = (*console.Service)(nil)
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/console"
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
@@ -22,7 +23,7 @@ func DefaultConfig() Config {
 		Audiences:    audiences.DefaultConfig(),
 		EmbeddedPort: 9092,
 		DataDir:      ".data",
-		ConsoleAddr:  "127.0.0.1:8090",
+		Console:      console.DefaultConfig(),
 		LogLevel:     platform.DefaultCommandSettings().LogLevel,
 	}
 }
@@ -36,12 +37,14 @@ func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
 // process environment; nil reads the process environment. It returns every problem.
 func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	c := DefaultConfig()
-	var errs [6]error
+	var errs [7]error
 	c.Kafka, errs[0] = platform.ParseKafkaSettings(environ)
 	c.Ingest, errs[1] = ingest.ConfigFromEnviron(environ)
 	c.Router, errs[2] = router.ConfigFromEnviron(environ)
 	c.Deliverer, errs[3] = deliverer.ConfigFromEnviron(environ)
 	c.Audiences, errs[4] = audiences.ConfigFromEnviron(environ)
+	// The console's settings, validated with the rest: an empty CONSOLE_TOKEN is generated.
+	errs[6] = platform.FromEnv(&c.Console, environ)
 	errs[5] = platform.FromEnv(&c, environ)
 	// A field that does not parse keeps its valid default: validateOwn adds only other problems.
 	return c, joinDistinct(append(errs[:], c.validateOwn())...)

@@ -68,11 +68,19 @@ type Snapshot struct {
 	version      uint64
 	sources      map[string]*schemas.Source
 	byKeyHash    map[string]*schemas.Source
+	byPrevHash   map[string]previousKey
 	destinations map[string]*schemas.Destination
 	bySource     map[string][]*schemas.Destination
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
+	revisions    map[string]int64
 	stale        chan struct{}
+}
+
+// previousKey is a write key a rotation replaced, accepted until expires.
+type previousKey struct {
+	src     *schemas.Source
+	expires time.Time
 }
 
 func emptySnapshot() *Snapshot {
@@ -92,11 +100,25 @@ func (s *Snapshot) SourceByID(id string) (*schemas.Source, bool) {
 	return src, ok
 }
 
-// SourceByKeyHash returns the source whose write-key hash (schemas.HashWriteKey) is hash. If
-// two sources share a hash, the one with the smaller id wins.
+// SourceByKeyHash returns the source whose write-key hash (schemas.HashWriteKey) is hash, or
+// whose previous key (a rotation's, schemas.Source.PreviousWriteKeyHash) it is until that key
+// expires. If two sources share a hash, the one with the smaller id wins; a current key wins
+// over a previous one.
 func (s *Snapshot) SourceByKeyHash(hash string) (*schemas.Source, bool) {
-	src, ok := s.byKeyHash[hash]
-	return src, ok
+	if src, ok := s.byKeyHash[hash]; ok {
+		return src, true
+	}
+	if p, ok := s.byPrevHash[hash]; ok && time.Now().Before(p.expires) {
+		return p.src, true
+	}
+	return nil, false
+}
+
+// Revision returns the version of one object: 1 + the offset of the tributary.config record
+// that last wrote it (so it grows with every write of the object, whoever made it), or 0 when
+// the object does not exist. The console answers it as the object's "version".
+func (s *Snapshot) Revision(kind schemas.ConfigKind, id string) int64 {
+	return s.revisions[schemas.ConfigObject{Kind: kind, ID: id}.Key()]
 }
 
 // DestinationByID returns the destination with this id.
@@ -151,6 +173,7 @@ type configState struct {
 	destinations map[string]*schemas.Destination
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
+	revisions    map[string]int64 // object key → 1 + offset of its record
 }
 
 func (st *configState) apply(o schemas.ConfigObject) {
@@ -207,12 +230,22 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 		bySource:     make(map[string][]*schemas.Destination),
 		audiences:    maps.Clone(st.audiences),
 		traits:       maps.Clone(st.traits),
+		revisions:    maps.Clone(st.revisions),
 		stale:        make(chan struct{}),
 	}
 	for _, src := range sortedValues(st.sources) {
 		if h := src.KeyHash(); h != "" {
 			if _, dup := s.byKeyHash[h]; !dup {
 				s.byKeyHash[h] = src
+			}
+		}
+		if h := src.PreviousWriteKeyHash; h != "" {
+			exp, err := schemas.ParseTimestamp(src.PreviousWriteKeyExpiresAt)
+			if _, dup := s.byPrevHash[h]; err == nil && !dup {
+				if s.byPrevHash == nil {
+					s.byPrevHash = map[string]previousKey{}
+				}
+				s.byPrevHash[h] = previousKey{src: src, expires: exp}
 			}
 		}
 	}
@@ -273,6 +306,7 @@ func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts .
 			destinations: map[string]*schemas.Destination{},
 			audiences:    map[string]*schemas.Audience{},
 			traits:       map[string]*schemas.ComputedTrait{},
+			revisions:    map[string]int64{},
 		},
 	}
 	cs.reader, err = NewTopicReader(TopicReaderConfig{
@@ -351,6 +385,11 @@ func (cs *ConfigStore) apply(r *kgo.Record) {
 		}
 	}
 	cs.state.apply(o)
+	if o.Deleted() {
+		delete(cs.state.revisions, o.Key())
+	} else {
+		cs.state.revisions[o.Key()] = r.Offset + 1
+	}
 }
 
 // polled publishes the state read so far: once caught up (the first snapshot, which makes the

@@ -30,8 +30,14 @@ type Source struct {
 	WriteKey string `json:"writeKey,omitempty" yaml:"writeKey"`
 	// WriteKeyHash is "sha256:<lower-case hex>" of the write key. A config file may give it
 	// instead of WriteKey, to keep the secret out of version control.
-	WriteKeyHash string        `json:"writeKeyHash,omitempty" yaml:"writeKeyHash"`
-	TrackingPlan *TrackingPlan `json:"trackingPlan,omitempty" yaml:"trackingPlan"`
+	WriteKeyHash string `json:"writeKeyHash,omitempty" yaml:"writeKeyHash"`
+	// PreviousWriteKeyHash is the hash of the write key a rotation replaced: ingest still
+	// accepts that key until PreviousWriteKeyExpiresAt, so clients can move to the new key
+	// without losing a message. Both are set together (the console's key rotation sets them).
+	PreviousWriteKeyHash string `json:"previousWriteKeyHash,omitempty" yaml:"previousWriteKeyHash"`
+	// PreviousWriteKeyExpiresAt is when the previous key stops working (ISO-8601, UTC).
+	PreviousWriteKeyExpiresAt string        `json:"previousWriteKeyExpiresAt,omitempty" yaml:"previousWriteKeyExpiresAt"`
+	TrackingPlan              *TrackingPlan `json:"trackingPlan,omitempty" yaml:"trackingPlan"`
 	// Origin is who manages the object (docs/configuration.md#declarative-config): "file:<name>"
 	// for a config file, "console" for the console. It is set when the object is written to
 	// tributary.config, never read from a config file.

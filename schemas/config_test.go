@@ -151,7 +151,7 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_duplicate_destination_id.yaml", `11: destinations[1].id: duplicate id "hooks" (first used by destinations[0])`},
 		{"bad_destination_type.yaml", `6: destinations[0].type: must be "webhooks", got "webhook"`},
 		{"bad_no_webhooks.yaml", `8: destinations[0].settings.webhooks: at least 1 webhook is required`},
-		{"bad_too_many_webhooks.yaml", `9: destinations[0].settings.webhooks: at most 5 webhooks are allowed, got 6`},
+		{"bad_too_many_webhooks.yaml", `15: destinations[0].settings.webhooks[5]: at most 5 webhooks are allowed, got 6`},
 		{"bad_url_missing.yaml", `10: destinations[0].settings.webhooks[0].url: is required`},
 		{"bad_url_scheme.yaml", `10: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "ftp://hooks.example.com/segment"`},
 		{"bad_url_relative.yaml", `10: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "hooks.example.com/segment"`},

@@ -141,6 +141,19 @@ func (s *Source) check(v *validator, p string) {
 	case s.WriteKeyHash != "" && !validWriteKeyHash(s.WriteKeyHash):
 		v.addf(fieldPath(p, "writeKeyHash"), "must be \"sha256:\" followed by 64 lower-case hex digits")
 	}
+	switch {
+	case s.PreviousWriteKeyHash == "" && s.PreviousWriteKeyExpiresAt == "":
+	case s.PreviousWriteKeyHash == "":
+		v.addf(fieldPath(p, "previousWriteKeyHash"), "is required with previousWriteKeyExpiresAt")
+	case s.PreviousWriteKeyExpiresAt == "":
+		v.addf(fieldPath(p, "previousWriteKeyExpiresAt"), "is required with previousWriteKeyHash")
+	case !validWriteKeyHash(s.PreviousWriteKeyHash):
+		v.addf(fieldPath(p, "previousWriteKeyHash"), "must be \"sha256:\" followed by 64 lower-case hex digits")
+	default:
+		if _, err := ParseTimestamp(s.PreviousWriteKeyExpiresAt); err != nil {
+			v.addf(fieldPath(p, "previousWriteKeyExpiresAt"), "must be an ISO-8601 timestamp")
+		}
+	}
 	if s.TrackingPlan != nil {
 		bp := fieldPath(fieldPath(p, "trackingPlan"), "blockedEvents")
 		for i, e := range s.TrackingPlan.BlockedEvents {
@@ -220,7 +233,8 @@ func (d *Destination) check(v *validator, p string) {
 	case n == 0:
 		v.addf(wp, "at least 1 webhook is required")
 	case n > MaxWebhooks:
-		v.addf(wp, "at most %d webhooks are allowed, got %d", MaxWebhooks, n)
+		// Named at the first entry too many, where the fix starts.
+		v.addf(indexPath(wp, MaxWebhooks), "at most %d webhooks are allowed, got %d", MaxWebhooks, n)
 	}
 	for i := range st.Webhooks {
 		st.Webhooks[i].check(v, indexPath(wp, i))

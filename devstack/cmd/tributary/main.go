@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/tributary-cdp/tributary/devstack"
 	"github.com/tributary-cdp/tributary/platform"
@@ -41,6 +42,14 @@ func run() error {
 	stack, err := devstack.New(ctx, cfg, logger)
 	if err != nil {
 		return err
+	}
+	token, generated := stack.ConsoleToken()
+	if generated {
+		// make run's own token, kept in DATA_DIR: printed so that a newcomer can use the API.
+		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  (Authorization: Bearer %s)\n  the token was generated for %s and is kept in %s; set CONSOLE_TOKEN to choose your own\n\n",
+			stack.ConsoleAddr(), token, cfg.DataDir, filepath.Join(cfg.DataDir, "console-token"))
+	} else {
+		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  (Authorization: Bearer $CONSOLE_TOKEN)\n\n", stack.ConsoleAddr())
 	}
 	logger.Info().Str("version", platform.Version).Msg("tributary is running; Ctrl-C stops it")
 	err = stack.Run(ctx)

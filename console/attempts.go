@@ -1,0 +1,438 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The delivery log: webhooks.attempts materialised in bounded memory. Per destination it keeps
+// the last AttemptsPerDestination attempts (a ring) and, per minute of the last StatsWindow,
+// the count of attempts, successes, failures by class and a latency histogram (p50/p99). At
+// start the console reads the attempts of the last StatsWindow again, so a restarted console
+// shows the same log and stats.
+
+// attempt is one line of webhooks.attempts (docs/topics.md#webhooksattempts).
+type attempt struct {
+	Seq           uint64    `json:"id,string"`
+	At            time.Time `json:"at"`
+	DestinationID string    `json:"destinationId"`
+	MessageID     string    `json:"messageId"`
+	URL           string    `json:"url"`
+	Attempt       int       `json:"attempt"`
+	Status        int       `json:"status"`
+	LatencyMs     float64   `json:"latencyMs"`
+	ErrorClass    string    `json:"errorClass"`
+	Error         string    `json:"error,omitempty"`
+	Test          bool      `json:"test,omitempty"`
+}
+
+// attemptRecord is the JSON of a webhooks.attempts record.
+type attemptRecord struct {
+	DestinationID string  `json:"destinationId"`
+	MessageID     string  `json:"messageId"`
+	URL           string  `json:"url"`
+	Attempt       int     `json:"attempt"`
+	Status        int     `json:"status"`
+	LatencyMs     float64 `json:"latencyMs"`
+	ErrorClass    string  `json:"errorClass"`
+	Error         string  `json:"error"`
+	At            string  `json:"at"`
+	Test          bool    `json:"test"`
+}
+
+// successClass is the error class of a 2xx.
+const successClass = "ok"
+
+// failureClasses are the error classes of docs/delivery.md, in the order of the counters.
+var failureClasses = []string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "destination_unavailable", "other"}
+
+func classIndex(c string) int {
+	if i := slices.Index(failureClasses, c); i >= 0 {
+		return i
+	}
+	return len(failureClasses) - 1
+}
+
+// Latency histogram: bucket i holds latencies up to histBase·histRatio^i ms.
+const (
+	histBuckets = 64
+	histBase    = 0.1
+	histRatio   = 1.25
+)
+
+var logRatio = math.Log(histRatio)
+
+func histBucket(ms float64) int {
+	if ms <= histBase {
+		return 0
+	}
+	i := int(math.Ceil(math.Log(ms/histBase) / logRatio))
+	return min(i, histBuckets-1)
+}
+
+// histValue is the value a bucket stands for: the geometric middle of its bounds.
+func histValue(i int) float64 {
+	if i == 0 {
+		return histBase
+	}
+	return histBase * math.Pow(histRatio, float64(i)-0.5)
+}
+
+// minute is the counters of one minute of one destination.
+type minute struct {
+	at        int64 // unix minute
+	attempts  uint32
+	successes uint32
+	failures  [11]uint32 // by failureClasses
+	hist      [histBuckets]uint32
+}
+
+// destLog is one destination's log and counters.
+type destLog struct {
+	ring    []attempt
+	next    int
+	size    int
+	minutes []*minute // by unix minute modulo len
+}
+
+// attemptLog is every destination's log. Safe for concurrent use.
+type attemptLog struct {
+	mu      sync.RWMutex
+	perDest int
+	window  time.Duration
+	dests   map[string]*destLog
+	seq     uint64
+	ready   chan struct{}
+	// waiters are told of new attempts of a message id (destination tests).
+	waiters map[string][]chan attempt
+}
+
+func newAttemptLog(perDest int, window time.Duration) *attemptLog {
+	return &attemptLog{perDest: perDest, window: window, dests: map[string]*destLog{}, ready: make(chan struct{}), waiters: map[string][]chan attempt{}}
+}
+
+// add records one attempt; called with mu held.
+func (l *attemptLog) add(a attempt) {
+	d := l.dests[a.DestinationID]
+	if d == nil {
+		d = &destLog{ring: make([]attempt, l.perDest), minutes: make([]*minute, int(l.window/time.Minute))}
+		l.dests[a.DestinationID] = d
+	}
+	l.seq++
+	a.Seq = l.seq
+	d.ring[d.next] = a
+	d.next = (d.next + 1) % len(d.ring)
+	d.size = min(d.size+1, len(d.ring))
+
+	unix := a.At.Unix() / 60
+	slot := int(unix % int64(len(d.minutes)))
+	m := d.minutes[slot]
+	if m == nil {
+		m = &minute{}
+		d.minutes[slot] = m
+	}
+	if m.at != unix {
+		if m.at > unix { // older than the window kept in this slot: count it nowhere
+			return
+		}
+		*m = minute{at: unix}
+	}
+	m.attempts++
+	if a.ErrorClass == successClass {
+		m.successes++
+	} else {
+		m.failures[classIndex(a.ErrorClass)]++
+	}
+	m.hist[histBucket(a.LatencyMs)]++
+	for _, ch := range l.waiters[a.MessageID] {
+		select {
+		case ch <- a:
+		default:
+		}
+	}
+}
+
+// wait registers ch for the attempts of messageID; the returned func unregisters it.
+func (l *attemptLog) wait(messageID string, ch chan attempt) func() {
+	l.mu.Lock()
+	l.waiters[messageID] = append(l.waiters[messageID], ch)
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.waiters[messageID] = slices.DeleteFunc(l.waiters[messageID], func(c chan attempt) bool { return c == ch })
+		if len(l.waiters[messageID]) == 0 {
+			delete(l.waiters, messageID)
+		}
+	}
+}
+
+// runAttempts keeps the delivery log: webhooks.attempts from StatsWindow ago, then as written.
+func (s *Service) runAttempts(ctx context.Context) error {
+	var batch []attempt
+	return s.runTail(ctx, &tail{
+		name:   "attempts",
+		topics: []string{s.cfg.AttemptsTopic},
+		ready:  s.attempts.ready,
+		start: func(ctx context.Context, adm *kadm.Client, _ kadm.ListedOffsets) (map[string]map[int32]int64, error) {
+			lo, err := adm.ListOffsetsAfterMilli(ctx, s.now().Add(-s.cfg.StatsWindow).UnixMilli(), s.cfg.AttemptsTopic)
+			if err == nil {
+				err = lo.Error()
+			}
+			out := map[string]map[int32]int64{}
+			lo.Each(func(o kadm.ListedOffset) {
+				if out[o.Topic] == nil {
+					out[o.Topic] = map[int32]int64{}
+				}
+				out[o.Topic][o.Partition] = o.Offset
+			})
+			return out, err
+		},
+		apply: func(r *kgo.Record) {
+			var rec attemptRecord
+			if err := json.Unmarshal(r.Value, &rec); err != nil || rec.DestinationID == "" {
+				s.metrics.attemptsSkipped.Inc()
+				return
+			}
+			at, err := time.Parse(time.RFC3339Nano, rec.At)
+			if err != nil {
+				at = r.Timestamp
+			}
+			batch = append(batch, attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: rec.URL,
+				Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: rec.ErrorClass, Error: rec.Error, Test: rec.Test})
+		},
+		polled: func() {
+			if len(batch) == 0 {
+				return
+			}
+			s.attempts.mu.Lock()
+			for _, a := range batch {
+				s.attempts.add(a)
+			}
+			s.attempts.mu.Unlock()
+			s.metrics.attemptsRead.Add(float64(len(batch)))
+			clear(batch)
+			batch = batch[:0]
+		},
+	})
+}
+
+// statusMatches reports whether a matches the ?status= filter: success, failure, 2xx, 4xx,
+// 5xx, or an error class.
+func statusMatches(a *attempt, status string) bool {
+	switch status {
+	case "":
+		return true
+	case "success":
+		return a.ErrorClass == successClass
+	case "failure":
+		return a.ErrorClass != successClass
+	case "2xx", "3xx", "4xx", "5xx":
+		return a.Status/100 == int(status[0]-'0')
+	}
+	return a.ErrorClass == status
+}
+
+var statusFilters = append([]string{"success", "failure", "2xx", "3xx", "4xx", "5xx", successClass}, failureClasses[:len(failureClasses)-1]...)
+
+// maxPage bounds a page of attempts.
+const maxPage = 1000
+
+// pageLimit reads ?limit= (default def, at most maxPage).
+func pageLimit(r *http.Request, def int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxPage {
+		return 0, errInvalid("limit", "limit: must be a number from 1 to %d, got %q", maxPage, v)
+	}
+	return n, nil
+}
+
+// destinationAttempts answers the destination's attempts, newest first: ?status= filters,
+// ?cursor= (the nextCursor of the previous page) pages, ?limit= sizes a page (50).
+func (s *Service) destinationAttempts(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().DestinationByID(id); !ok {
+		return errNotFound("no destination %q", id)
+	}
+	q := r.URL.Query()
+	status := q.Get("status")
+	if status != "" && !slices.Contains(statusFilters, status) {
+		return errInvalid("status", "status: must be one of %v, got %q", statusFilters, status)
+	}
+	limit, err := pageLimit(r, 50)
+	if err != nil {
+		return err
+	}
+	var before uint64 = math.MaxUint64
+	if c := q.Get("cursor"); c != "" {
+		if before, err = strconv.ParseUint(c, 10, 64); err != nil {
+			return errInvalid("cursor", "cursor: not a cursor of this API: %q", c)
+		}
+	}
+	out := make([]attempt, 0, limit)
+	more := false
+	s.attempts.mu.RLock()
+	if d := s.attempts.dests[id]; d != nil {
+		for i := 1; i <= d.size; i++ {
+			a := &d.ring[(d.next-i+len(d.ring))%len(d.ring)]
+			if a.Seq >= before || !statusMatches(a, status) {
+				continue
+			}
+			if len(out) == limit {
+				more = true
+				break
+			}
+			out = append(out, *a)
+		}
+	}
+	s.attempts.mu.RUnlock()
+	page := map[string]any{"data": out}
+	if more {
+		page["nextCursor"] = strconv.FormatUint(out[len(out)-1].Seq, 10)
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// messageAttempts answers every attempt of one message the log holds, oldest first, across
+// destinations, URLs and tiers.
+func (s *Service) messageAttempts(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("messageId")
+	out := []attempt{}
+	s.attempts.mu.RLock()
+	for _, d := range s.attempts.dests {
+		for i := 0; i < d.size; i++ {
+			if a := &d.ring[i]; a.MessageID == id {
+				out = append(out, *a)
+			}
+		}
+	}
+	s.attempts.mu.RUnlock()
+	if len(out) == 0 {
+		return errNotFound("no attempt of message %q in the log (it keeps the last %d attempts per destination)", id, s.cfg.AttemptsPerDestination)
+	}
+	slices.SortFunc(out, func(a, b attempt) int { return int(a.Seq) - int(b.Seq) })
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+// stats is the answer of GET /v1/destinations/{id}/stats.
+type stats struct {
+	Window      string            `json:"window"`
+	Step        string            `json:"step"`
+	Attempts    uint64            `json:"attempts"`
+	Successes   uint64            `json:"successes"`
+	Failures    map[string]uint64 `json:"failures"`
+	SuccessRate *float64          `json:"successRate"`
+	LatencyMs   latency           `json:"latencyMs"`
+	Series      []point           `json:"series"`
+}
+
+type latency struct {
+	P50 *float64 `json:"p50"`
+	P99 *float64 `json:"p99"`
+}
+
+type point struct {
+	At        time.Time `json:"at"`
+	Attempts  uint64    `json:"attempts"`
+	Successes uint64    `json:"successes"`
+	Failures  uint64    `json:"failures"`
+	LatencyMs latency   `json:"latencyMs"`
+}
+
+// quantile returns the q quantile of hist, nil when it is empty.
+func quantile(hist *[histBuckets]uint64, n uint64, q float64) *float64 {
+	if n == 0 {
+		return nil
+	}
+	rank := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	for i, c := range hist {
+		seen += c
+		if seen >= rank {
+			v := math.Round(histValue(i)*100) / 100
+			return &v
+		}
+	}
+	return nil
+}
+
+// destinationStats answers the destination's counters over ?window=1h (per minute) or 24h
+// (per 10 minutes).
+func (s *Service) destinationStats(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().DestinationByID(id); !ok {
+		return errNotFound("no destination %q", id)
+	}
+	window, step := time.Hour, time.Minute
+	switch v := r.URL.Query().Get("window"); v {
+	case "", "1h":
+	case "24h":
+		window, step = 24*time.Hour, 10*time.Minute
+	default:
+		return errInvalid("window", "window: must be 1h or 24h, got %q", v)
+	}
+	window = min(window, s.cfg.StatsWindow)
+	nowMin := s.now().Unix() / 60
+	firstMin := nowMin - int64(window/time.Minute) + 1
+	stepMin := int64(step / time.Minute)
+	firstMin -= (firstMin % stepMin + stepMin) % stepMin // points start on a step boundary
+	out := stats{Window: r.URL.Query().Get("window"), Step: step.String(), Failures: map[string]uint64{}}
+	if out.Window == "" {
+		out.Window = "1h"
+	}
+	var total [histBuckets]uint64
+	s.attempts.mu.RLock()
+	d := s.attempts.dests[id]
+	for start := firstMin; start <= nowMin; start += stepMin {
+		p := point{At: time.Unix(start*60, 0).UTC()}
+		var hist [histBuckets]uint64
+		for m := start; m < start+stepMin && m <= nowMin; m++ {
+			if d == nil {
+				break
+			}
+			mm := d.minutes[int(m%int64(len(d.minutes)))]
+			if mm == nil || mm.at != m {
+				continue
+			}
+			p.Attempts += uint64(mm.attempts)
+			p.Successes += uint64(mm.successes)
+			for i, c := range mm.failures {
+				if c > 0 {
+					p.Failures += uint64(c)
+					out.Failures[failureClasses[i]] += uint64(c)
+				}
+			}
+			for i, c := range mm.hist {
+				hist[i] += uint64(c)
+				total[i] += uint64(c)
+			}
+		}
+		p.LatencyMs = latency{P50: quantile(&hist, p.Attempts, 0.5), P99: quantile(&hist, p.Attempts, 0.99)}
+		out.Attempts += p.Attempts
+		out.Successes += p.Successes
+		out.Series = append(out.Series, p)
+	}
+	s.attempts.mu.RUnlock()
+	if out.Attempts > 0 {
+		rate := math.Round(float64(out.Successes)/float64(out.Attempts)*10000) / 10000
+		out.SuccessRate = &rate
+	}
+	out.LatencyMs = latency{P50: quantile(&total, out.Attempts, 0.5), P99: quantile(&total, out.Attempts, 0.99)}
+	writeData(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,46 @@
+// Command console serves Tributary's admin API (docs/console.md): sources, destinations,
+// audiences and computed traits over tributary.config, deletion requests, the delivery log,
+// the DLQ and the live event debugger, with /healthz, /readyz and /metrics, on CONSOLE_ADDR.
+// Settings come from the environment: platform.NewCommand reads the KAFKA_* and common ones,
+// console.ConfigFromEnv the console's (CONSOLE_TOKEN is required); the table of
+// docs/configuration.md#run-time-settings lists them all (service "console").
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform"
+)
+
+func main() {
+	platform.PrintVersionIfAsked("console")
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "console:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := console.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	cmd, err := platform.NewCommand()
+	if err != nil {
+		return err
+	}
+	svc, err := console.New(cfg, console.Deps{
+		Kafka:      cmd.Kafka,
+		Store:      cmd.Store,
+		Logger:     cmd.Logger,
+		Registerer: cmd.Registry,
+		Gatherer:   cmd.Registry,
+		Health:     cmd.Health,
+	})
+	if err != nil {
+		return err
+	}
+	return cmd.Run(svc)
+}

@@ -1,0 +1,119 @@
+package console
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// The dead-letter queue of a destination: listed and replayed with the deliverer's own
+// library (platform.ListDeadLetters, platform.ReplayDeadLetters). A replayed message's new
+// attempts show in the delivery log.
+
+func (s *Service) replayTopics() platform.ReplayTopics {
+	return platform.ReplayTopics{DLQ: s.cfg.DLQTopic, Deliveries: s.cfg.DeliveriesTopic, Replayed: s.cfg.DLQReplayedTopic}
+}
+
+// deadLetterView is the API's form of a dead letter.
+type deadLetterView struct {
+	MessageID      string `json:"messageId"`
+	Reason         string `json:"reason"`
+	LastStatus     string `json:"lastStatus,omitempty"`
+	LastError      string `json:"lastError,omitempty"`
+	Attempts       int    `json:"attempts,omitempty"`
+	FirstAttemptAt string `json:"firstAttemptAt,omitempty"`
+	DeadLetteredAt string `json:"deadLetteredAt"`
+	ReplayedAt     string `json:"replayedAt,omitempty"`
+	URL            string `json:"url,omitempty"`
+}
+
+// listDLQ answers the destination's dead letters, newest first; replayed ones only with
+// ?replayed=true; ?cursor= and ?limit= (100) page.
+func (s *Service) listDLQ(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().DestinationByID(id); !ok {
+		return errNotFound("no destination %q", id)
+	}
+	q := r.URL.Query()
+	limit, err := pageLimit(r, 100)
+	if err != nil {
+		return err
+	}
+	start := 0
+	if c := q.Get("cursor"); c != "" {
+		if start, err = strconv.Atoi(c); err != nil || start < 0 {
+			return errInvalid("cursor", "cursor: not a cursor of this API: %q", c)
+		}
+	}
+	dls, err := platform.ListDeadLetters(r.Context(), s.deps.Kafka, s.logger, s.replayTopics(),
+		platform.ReplayFilter{DestinationID: id, Again: q.Get("replayed") == "true"})
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(dls, func(a, b platform.DeadLetter) int { return b.At.Compare(a.At) })
+	out := []deadLetterView{}
+	for i := start; i < len(dls) && len(out) < limit; i++ {
+		d := dls[i]
+		v := deadLetterView{MessageID: d.MessageID, Reason: d.Reason, LastStatus: d.LastStatus, LastError: d.LastError,
+			Attempts: d.Attempts, DeadLetteredAt: schemas.FormatTimestamp(d.At), URL: d.URL}
+		if !d.FirstAttemptAt.IsZero() {
+			v.FirstAttemptAt = schemas.FormatTimestamp(d.FirstAttemptAt)
+		}
+		if !d.ReplayedAt.IsZero() {
+			v.ReplayedAt = schemas.FormatTimestamp(d.ReplayedAt)
+		}
+		out = append(out, v)
+	}
+	page := map[string]any{"data": out, "total": len(dls)}
+	if start+len(out) < len(dls) {
+		page["nextCursor"] = strconv.Itoa(start + len(out))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// replayRequest is the body of POST /v1/destinations/{id}/dlq/replay: every dead letter not
+// replayed yet, or those listed; to the destination's webhooks, or to url.
+type replayRequest struct {
+	MessageIDs []string `json:"messageIds"`
+	URL        string   `json:"url"`
+}
+
+func (s *Service) replayDLQ(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().DestinationByID(id); !ok {
+		return errNotFound("no destination %q", id)
+	}
+	var req replayRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		return err
+	}
+	if req.URL != "" {
+		if err := schemas.CheckWebhookURL(req.URL); err != nil {
+			return errInvalid("url", "url: %v", err)
+		}
+	}
+	for i, m := range req.MessageIDs {
+		if strings.TrimSpace(m) == "" {
+			return errInvalid("messageIds["+strconv.Itoa(i)+"]", "messageIds[%d]: must not be empty", i)
+		}
+	}
+	// Listed message ids are replayed even when they were replayed before: the user asks.
+	f := platform.ReplayFilter{DestinationID: id, MessageIDs: req.MessageIDs, Again: len(req.MessageIDs) > 0}
+	done, err := platform.ReplayDeadLetters(r.Context(), s.deps.Kafka, s.logger, s.replayTopics(), f, platform.ReplayOptions{URL: req.URL})
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(done))
+	for _, d := range done {
+		ids = append(ids, d.MessageID)
+	}
+	s.metrics.replayed.Add(float64(len(done)))
+	s.logger.Info().Str("destination", id).Int("replayed", len(done)).Bool("to_other_url", req.URL != "").Msg("DLQ replayed")
+	writeData(w, http.StatusOK, map[string]any{"replayed": len(done), "messageIds": ids})
+	return nil
+}

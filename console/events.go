@@ -1,0 +1,245 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// The source debugger: tracking.events (accepted) and tracking.rejected (with the reason),
+// read as they are written, per source: the last RecentEvents of each, and a Server-Sent Events
+// stream for every watcher. At start the console reads the last EventsBackfill records of each
+// partition again, to refill the recent events.
+
+// event is one accepted or rejected message of a source.
+type event struct {
+	seq        uint64
+	receivedAt time.Time
+	rejected   bool
+	typ        string
+	messageID  string
+	reason     string
+	raw        []byte // reused: copy it out under the lock
+}
+
+// eventView is the API's form of an event.
+type eventView struct {
+	ID         string          `json:"id"`
+	ReceivedAt time.Time       `json:"receivedAt"`
+	Status     string          `json:"status"` // accepted, rejected
+	Type       string          `json:"type,omitempty"`
+	MessageID  string          `json:"messageId,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Message    json.RawMessage `json:"message"`
+}
+
+func (e *event) view() eventView {
+	v := eventView{ID: strconv.FormatUint(e.seq, 10), ReceivedAt: e.receivedAt, Status: "accepted", Type: e.typ, MessageID: e.messageID, Reason: e.reason}
+	if e.rejected {
+		v.Status = "rejected"
+	}
+	if json.Valid(e.raw) {
+		v.Message = append(json.RawMessage(nil), e.raw...)
+	} else { // a rejected message that is not JSON: shown as the text it was
+		v.Message, _ = json.Marshal(string(e.raw))
+	}
+	return v
+}
+
+// sourceEvents is one source's recent events and watchers.
+type sourceEvents struct {
+	ring     []event
+	next     int
+	size     int
+	watchers map[chan eventView]struct{}
+}
+
+// eventLog is every source's recent events. Safe for concurrent use.
+type eventLog struct {
+	mu      sync.Mutex
+	recent  int
+	seq     uint64
+	sources map[string]*sourceEvents
+	ready   chan struct{}
+}
+
+func newEventLog(recent int) *eventLog {
+	return &eventLog{recent: recent, sources: map[string]*sourceEvents{}, ready: make(chan struct{})}
+}
+
+func (l *eventLog) source(id string) *sourceEvents {
+	se := l.sources[id]
+	if se == nil {
+		se = &sourceEvents{ring: make([]event, l.recent), watchers: map[chan eventView]struct{}{}}
+		l.sources[id] = se
+	}
+	return se
+}
+
+// add records one event; called with mu held.
+func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
+	se := l.source(source)
+	l.seq++
+	e := &se.ring[se.next]
+	e.seq, e.receivedAt, e.rejected = l.seq, r.Timestamp.UTC(), rejected
+	e.typ, e.messageID, e.reason = "", "", ""
+	for _, h := range r.Headers {
+		switch h.Key {
+		case schemas.HeaderType:
+			e.typ = string(h.Value)
+		case schemas.HeaderMessageID:
+			e.messageID = string(h.Value)
+		case schemas.HeaderReason:
+			e.reason = string(h.Value)
+		}
+	}
+	e.raw = append(e.raw[:0], r.Value...)
+	se.next = (se.next + 1) % len(se.ring)
+	se.size = min(se.size+1, len(se.ring))
+	if len(se.watchers) > 0 {
+		v := e.view()
+		for ch := range se.watchers {
+			select {
+			case ch <- v:
+			default: // a watcher that does not keep up misses events, never slows the view
+			}
+		}
+	}
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// runEvents keeps the debugger's view of tracking.events and tracking.rejected.
+func (s *Service) runEvents(ctx context.Context) error {
+	type pending struct {
+		source   string
+		r        *kgo.Record
+		rejected bool
+	}
+	var batch []pending
+	return s.runTail(ctx, &tail{
+		name:   "events",
+		topics: []string{s.cfg.EventsTopic, s.cfg.RejectedTopic},
+		ready:  s.events.ready,
+		start: func(_ context.Context, _ *kadm.Client, ends kadm.ListedOffsets) (map[string]map[int32]int64, error) {
+			out := map[string]map[int32]int64{}
+			ends.Each(func(o kadm.ListedOffset) {
+				if out[o.Topic] == nil {
+					out[o.Topic] = map[int32]int64{}
+				}
+				out[o.Topic][o.Partition] = max(0, o.Offset-s.cfg.EventsBackfill)
+			})
+			return out, nil
+		},
+		apply: func(r *kgo.Record) {
+			src := header(r, schemas.HeaderSourceID)
+			if src == "" {
+				return // a rejected message of no known source
+			}
+			batch = append(batch, pending{source: src, r: r, rejected: r.Topic == s.cfg.RejectedTopic})
+		},
+		polled: func() {
+			if len(batch) == 0 {
+				return
+			}
+			s.events.mu.Lock()
+			for _, p := range batch {
+				s.events.add(p.source, p.r, p.rejected)
+			}
+			s.events.mu.Unlock()
+			clear(batch)
+			batch = batch[:0]
+		},
+	})
+}
+
+// recentEvents answers the source's last events, newest first.
+func (s *Service) recentEvents(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().SourceByID(id); !ok {
+		return errNotFound("no source %q", id)
+	}
+	out := []eventView{}
+	s.events.mu.Lock()
+	if se := s.events.sources[id]; se != nil {
+		for i := 1; i <= se.size; i++ {
+			out = append(out, se.ring[(se.next-i+len(se.ring))%len(se.ring)].view())
+		}
+	}
+	s.events.mu.Unlock()
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+// sseHeartbeat is how often an idle stream sends a comment, so proxies keep it open.
+const sseHeartbeat = 15 * time.Second
+
+// liveEvents streams the source's events as Server-Sent Events (text/event-stream) as they
+// arrive: "event: accepted" or "event: rejected", "id:", and the event's JSON as data.
+func (s *Service) liveEvents(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().SourceByID(id); !ok {
+		return errNotFound("no source %q", id)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream has no end
+	ch := make(chan eventView, 256)
+	s.events.mu.Lock()
+	se := s.events.source(id)
+	se.watchers[ch] = struct{}{}
+	s.events.mu.Unlock()
+	s.metrics.liveStreams.Inc()
+	defer func() {
+		s.events.mu.Lock()
+		delete(se.watchers, ch)
+		s.events.mu.Unlock()
+		s.metrics.liveStreams.Dec()
+	}()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprintf(w, "retry: 2000\n: watching source %s\n\n", id); err != nil {
+		return nil
+	}
+	_ = rc.Flush()
+	beat := time.NewTicker(sseHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.stopping:
+			return nil
+		case <-beat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+		case v := <-ch:
+			b, _ := json.Marshal(v)
+			if _, err := fmt.Fprintf(w, "event: %s\nid: %s\ndata: %s\n\n", v.Status, v.ID, b); err != nil {
+				return nil
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package console
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the console's Prometheus metrics (docs/console.md#metrics).
+type metrics struct {
+	unauthorized    prometheus.Counter
+	configWrites    *prometheus.CounterVec
+	regulations     *prometheus.CounterVec
+	replayed        prometheus.Counter
+	tests           prometheus.Counter
+	attemptsRead    prometheus.Counter
+	attemptsSkipped prometheus.Counter
+	liveStreams     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_unauthorized_requests_total",
+			Help: "API requests refused for a missing or wrong bearer token."}),
+		configWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_console_config_writes_total",
+			Help: "Config objects written to tributary.config by the console, by kind."}, []string{"kind"}),
+		regulations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_console_regulations_total",
+			Help: "Deletion and suppression requests created, by regulation type."}, []string{"type"}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_dlq_replayed_total",
+			Help: "Dead letters replayed from the console."}),
+		tests: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_destination_tests_total",
+			Help: "Test events sent to destinations."}),
+		attemptsRead: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_attempts_read_total",
+			Help: "webhooks.attempts records applied to the delivery log."}),
+		attemptsSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_attempts_skipped_total",
+			Help: "webhooks.attempts records that did not decode."}),
+		liveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_console_live_streams",
+			Help: "Open live event streams (the source debugger)."}),
+	}
+	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams)
+	return m
+}

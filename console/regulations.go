@@ -1,0 +1,310 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Deletion and suppression requests, in the shapes of Segment's Public API regulations. A
+// regulation is written as one tracking.deletions record per subject (keyed by user id, with
+// the regulation's id as requestId); the router sends the delete notices and writes one
+// tracking.deletions.status record per subject it processed. The console reads both topics
+// from their start: a regulation is RUNNING until every subject was processed, then FINISHED.
+
+// MaxSubjects is the most subject ids one regulation may name (as Segment).
+const MaxSubjects = 5000
+
+// Regulation statuses.
+const (
+	statusRunning  = "RUNNING"
+	statusFinished = "FINISHED"
+)
+
+// regulationRequest is the body of POST /v1/regulations.
+type regulationRequest struct {
+	RegulationType string   `json:"regulationType"`
+	SubjectType    string   `json:"subjectType"`
+	SubjectIDs     []string `json:"subjectIds"`
+	SourceIDs      []string `json:"sourceIds"`
+}
+
+// subject is one subject of a regulation.
+type subject struct {
+	requested bool // its tracking.deletions record was read
+	processed bool // its tracking.deletions.status record was read
+}
+
+// regulation is one regulation as the view holds it.
+type regulation struct {
+	id         string
+	kind       string
+	sourceIDs  []string
+	createdAt  time.Time
+	finishedAt time.Time
+	subjects   map[string]*subject
+	order      []string // subject ids in request order
+	requested  int
+	processed  int
+	notices    int
+}
+
+// regulationView is the API's form of a regulation.
+type regulationView struct {
+	ID                string     `json:"id"`
+	RegulationType    string     `json:"regulationType"`
+	SubjectType       string     `json:"subjectType"`
+	SubjectIDs        []string   `json:"subjectIds"`
+	SourceIDs         []string   `json:"sourceIds"`
+	CreatedAt         time.Time  `json:"createdAt"`
+	OverallStatus     string     `json:"overallStatus"`
+	FinishedAt        *time.Time `json:"finishedAt,omitempty"`
+	SubjectsTotal     int        `json:"subjectsTotal"`
+	SubjectsProcessed int        `json:"subjectsProcessed"`
+	NoticesSent       int        `json:"noticesSent"`
+}
+
+func (g *regulation) view() regulationView {
+	v := regulationView{ID: g.id, RegulationType: g.kind, SubjectType: "USER_ID", SubjectIDs: slices.Clone(g.order), SourceIDs: slices.Clone(g.sourceIDs),
+		CreatedAt: g.createdAt, OverallStatus: statusRunning, SubjectsTotal: g.requested, SubjectsProcessed: g.processed, NoticesSent: g.notices}
+	if v.SourceIDs == nil {
+		v.SourceIDs = []string{}
+	}
+	if g.requested > 0 && g.processed >= g.requested {
+		v.OverallStatus = statusFinished
+		at := g.finishedAt
+		v.FinishedAt = &at
+	}
+	return v
+}
+
+// regulationLog is every regulation. Safe for concurrent use.
+type regulationLog struct {
+	mu    sync.Mutex
+	byID  map[string]*regulation
+	order []*regulation // by first sight
+	ready chan struct{}
+}
+
+func newRegulationLog() *regulationLog {
+	return &regulationLog{byID: map[string]*regulation{}, ready: make(chan struct{})}
+}
+
+func (l *regulationLog) get(id string) *regulation {
+	g := l.byID[id]
+	if g == nil {
+		g = &regulation{id: id, subjects: map[string]*subject{}}
+		l.byID[id] = g
+		l.order = append(l.order, g)
+	}
+	return g
+}
+
+// forget drops a regulation whose records could not be written; called with mu held.
+func (l *regulationLog) forget(id string) {
+	if g := l.byID[id]; g != nil {
+		delete(l.byID, id)
+		l.order = slices.DeleteFunc(l.order, func(x *regulation) bool { return x == g })
+	}
+}
+
+func (g *regulation) subject(user string) *subject {
+	sj := g.subjects[user]
+	if sj == nil {
+		sj = &subject{}
+		g.subjects[user] = sj
+	}
+	return sj
+}
+
+// requested records a tracking.deletions request; called with mu held.
+func (l *regulationLog) requested(id string, req *schemas.DeletionRequest, at time.Time) {
+	g := l.get(id)
+	if g.kind == "" {
+		g.kind, g.sourceIDs, g.createdAt = req.Kind, req.SourceIDs, at
+	}
+	sj := g.subject(req.UserID)
+	if !sj.requested {
+		sj.requested = true
+		g.requested++
+		g.order = append(g.order, req.UserID)
+	}
+}
+
+// done records a tracking.deletions.status record; called with mu held.
+func (l *regulationLog) done(st schemas.DeletionStatus) {
+	g := l.get(st.RequestID)
+	sj := g.subject(st.UserID)
+	if sj.processed {
+		return // read twice (the router's at-least-once): counted once
+	}
+	sj.processed = true
+	g.processed++
+	g.notices += st.Notices
+	if at, err := schemas.ParseTimestamp(st.ProcessedAt); err == nil && at.After(g.finishedAt) {
+		g.finishedAt = at.UTC()
+	}
+}
+
+// runRegulations keeps the regulations view: both topics from their start.
+func (s *Service) runRegulations(ctx context.Context) error {
+	return s.runTail(ctx, &tail{
+		name:   "regulations",
+		topics: []string{s.cfg.DeletionsTopic, s.cfg.DeletionsStatusTopic},
+		ready:  s.regulations.ready,
+		apply: func(r *kgo.Record) {
+			l := s.regulations
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if r.Topic == s.cfg.DeletionsStatusTopic {
+				if st, err := schemas.DecodeDeletionStatus(r.Value); err == nil {
+					l.done(st)
+				}
+				return
+			}
+			req, at, err := schemas.DecodeDeletionRequest(r.Value)
+			if err != nil {
+				return // the router skips it too
+			}
+			if at.IsZero() {
+				at = r.Timestamp
+			}
+			id := req.RequestID
+			if id == "" { // as the router derives it
+				id = r.Topic + "-" + strconv.Itoa(int(r.Partition)) + "-" + strconv.FormatInt(r.Offset, 10)
+			}
+			l.requested(id, req, at.UTC())
+		},
+	})
+}
+
+var regulationTypes = []string{schemas.KindDeleteOnly, schemas.KindSuppressWithDelete, schemas.KindSuppressOnly, schemas.KindUnsuppress}
+
+func (s *Service) createRegulation(w http.ResponseWriter, r *http.Request) error {
+	var req regulationRequest
+	if err := decodeJSON(w, r, &req, false); err != nil {
+		return err
+	}
+	switch {
+	case req.RegulationType == "":
+		return errInvalid("regulationType", "regulationType: required: one of %v", regulationTypes)
+	case !slices.Contains(regulationTypes, req.RegulationType):
+		return errInvalid("regulationType", "regulationType: must be one of %v, got %q", regulationTypes, req.RegulationType)
+	case req.SubjectType != "USER_ID":
+		return errInvalid("subjectType", "subjectType: must be USER_ID, got %q", req.SubjectType)
+	case len(req.SubjectIDs) == 0:
+		return errInvalid("subjectIds", "subjectIds: at least one user id is required")
+	case len(req.SubjectIDs) > MaxSubjects:
+		return errInvalid("subjectIds", "subjectIds: at most %d subject ids per regulation, got %d", MaxSubjects, len(req.SubjectIDs))
+	}
+	subjects := make([]string, 0, len(req.SubjectIDs))
+	seen := make(map[string]bool, len(req.SubjectIDs))
+	for i, id := range req.SubjectIDs {
+		if id == "" {
+			return errInvalid(fmt.Sprintf("subjectIds[%d]", i), "subjectIds[%d]: must not be empty", i)
+		}
+		if !seen[id] {
+			seen[id] = true
+			subjects = append(subjects, id)
+		}
+	}
+	snap := s.deps.Store.Snapshot()
+	for i, id := range req.SourceIDs {
+		if _, ok := snap.SourceByID(id); !ok {
+			return errInvalid(fmt.Sprintf("sourceIds[%d]", i), "sourceIds[%d]: no source %q", i, id)
+		}
+	}
+	id := uuid.NewString()
+	now := s.now()
+	recs := make([]*kgo.Record, len(subjects))
+	reqs := make([]schemas.DeletionRequest, len(subjects))
+	for i, user := range subjects {
+		reqs[i] = schemas.DeletionRequest{UserID: user, Kind: req.RegulationType, SourceIDs: req.SourceIDs, RequestID: id, RequestedAt: schemas.FormatTimestamp(now)}
+		v, err := json.Marshal(&reqs[i])
+		if err != nil {
+			return err
+		}
+		recs[i] = &kgo.Record{Topic: s.cfg.DeletionsTopic, Key: []byte(user), Value: v}
+	}
+	// Into the view first, in request order (reading the topic back adds nothing more).
+	s.regulations.mu.Lock()
+	for i := range reqs {
+		s.regulations.requested(id, &reqs[i], now.UTC())
+	}
+	s.regulations.mu.Unlock()
+	if err := s.producer.ProduceSync(r.Context(), recs...).FirstErr(); err != nil {
+		s.regulations.mu.Lock()
+		s.regulations.forget(id)
+		s.regulations.mu.Unlock()
+		return fmt.Errorf("writing %s: %w", s.cfg.DeletionsTopic, err)
+	}
+	s.metrics.regulations.WithLabelValues(req.RegulationType).Inc()
+	s.logger.Info().Str("regulation", id).Str("type", req.RegulationType).Int("subjects", len(subjects)).Msg("regulation created")
+	writeData(w, http.StatusOK, map[string]string{"regulateId": id})
+	return nil
+}
+
+func (s *Service) listRegulations(w http.ResponseWriter, r *http.Request) error {
+	limit, err := pageLimit(r, 100)
+	if err != nil {
+		return err
+	}
+	start := 0
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		if start, err = strconv.Atoi(c); err != nil || start < 0 {
+			return errInvalid("cursor", "cursor: not a cursor of this API: %q", c)
+		}
+	}
+	out := []regulationView{}
+	next := ""
+	s.regulations.mu.Lock()
+	skipped := 0
+	for i := len(s.regulations.order) - 1; i >= 0; i-- { // newest first
+		g := s.regulations.order[i]
+		if g.requested == 0 {
+			continue // statuses read before their request: not listed yet
+		}
+		if skipped < start {
+			skipped++
+			continue
+		}
+		if len(out) == limit {
+			next = strconv.Itoa(start + limit)
+			break
+		}
+		out = append(out, g.view())
+	}
+	s.regulations.mu.Unlock()
+	page := map[string]any{"data": out}
+	if next != "" {
+		page["nextCursor"] = next
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Service) getRegulation(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	s.regulations.mu.Lock()
+	g := s.regulations.byID[id]
+	var v regulationView
+	if g != nil && g.requested > 0 {
+		v = g.view()
+	}
+	s.regulations.mu.Unlock()
+	if v.ID == "" {
+		return errNotFound("no regulation %q", id)
+	}
+	writeData(w, http.StatusOK, v)
+	return nil
+}

@@ -1,0 +1,417 @@
+package console
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Store is the config store the console reads (and waits on after its own writes):
+// *platform.ConfigStore.
+type Store interface {
+	Snapshot() *platform.Snapshot
+	Ready() <-chan struct{}
+	WaitFor(ctx context.Context, cond func(*platform.Snapshot) bool) (*platform.Snapshot, error)
+}
+
+// Deps are the console's dependencies.
+type Deps struct {
+	Kafka platform.KafkaSettings
+	// KafkaOpts are added to every client (tests use them).
+	KafkaOpts []kgo.Opt
+	// Store is the materialised tributary.config.
+	Store  Store
+	Logger zerolog.Logger
+	// Registerer for metrics; nil: a private registry. Gatherer, when set, is served on
+	// /metrics beside the API.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Health gets the "console views" component (ready once the views caught up); nil: none.
+	Health *platform.Health
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// Service is the console: the admin API over the config topic, deletion requests, the
+// delivery log, the DLQ and the live event debugger (docs/console.md).
+type Service struct {
+	cfg    Config
+	deps   Deps
+	logger zerolog.Logger
+	now    func() time.Time
+	keys   *schemas.Keyring
+
+	producer *kgo.Client
+	server   *platform.HTTPServer
+	handler  http.Handler
+
+	writeMu sync.Mutex // serialises config writes: check the version, write, see it applied
+
+	// stopping is closed when Run's context ends: open streams end then.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+
+	attempts    *attemptLog
+	events      *eventLog
+	regulations *regulationLog
+	metrics     *metrics
+}
+
+// New checks cfg and prepares the console; Run serves it.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, errors.New("console: no config store")
+	}
+	keys, err := deps.Kafka.ConfigKeyring()
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "console").Logger(), now: deps.Now, keys: keys,
+		stopping: make(chan struct{})}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	opts, err := deps.Kafka.ClientOpts()
+	if err != nil {
+		return nil, err
+	}
+	s.producer, err = kgo.NewClient(append(append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)), deps.KafkaOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("console: kafka client: %w", err)
+	}
+	reg := deps.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s.metrics = newMetrics(reg)
+	s.attempts = newAttemptLog(cfg.AttemptsPerDestination, cfg.StatsWindow)
+	s.events = newEventLog(cfg.RecentEvents)
+	s.regulations = newRegulationLog()
+	s.handler = s.routes()
+	s.server = platform.NewHTTPServer(cfg.Addr, s.handler, deps.Health, deps.Gatherer, s.logger)
+	s.server.ShutdownTimeout = cfg.ShutdownTimeout
+	return s, nil
+}
+
+// Handler is the API (without /healthz, /readyz and /metrics): tests serve it directly.
+func (s *Service) Handler() http.Handler { return s.handler }
+
+// Listen binds CONSOLE_ADDR before Run (so that Addr is known, e.g. with port 0).
+func (s *Service) Listen() error { return s.server.Listen() }
+
+// Addr is the address the API listens on, once Listen or Run bound it.
+func (s *Service) Addr() string { return s.server.Addr() }
+
+// Run serves the API and keeps the views up to date until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.producer.Close()
+	stop := context.AfterFunc(ctx, func() { s.stoppingOnce.Do(func() { close(s.stopping) }) })
+	defer stop()
+	if h := s.deps.Health; h != nil {
+		h.SetWarming("console views", false)
+	}
+	views := []platform.Runner{
+		platform.RunnerFunc(s.runAttempts),
+		platform.RunnerFunc(s.runEvents),
+		platform.RunnerFunc(s.runRegulations),
+	}
+	ready := platform.RunnerFunc(func(ctx context.Context) error {
+		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.deps.Store.Ready()} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if h := s.deps.Health; h != nil {
+			h.SetWarming("console views", true)
+		}
+		s.logger.Info().Str("addr", s.server.Addr()).Msg("console ready")
+		<-ctx.Done() // RunAll ends everything when one runner returns
+		return nil
+	})
+	return platform.RunAll(ctx, append(views, s.server, ready)...)
+}
+
+// apiError is the body of every error answer: {code, message, field}.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Field names the request field the error is about, as a path ("settings.webhooks[5]").
+	Field string `json:"field,omitempty"`
+	// Errors lists every problem when there are several (the first is the one above).
+	Errors []fieldError `json:"errors,omitempty"`
+}
+
+type fieldError struct {
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+// Error codes.
+const (
+	codeUnauthorized   = "unauthorized"
+	codeInvalid        = "invalid"
+	codeNotFound       = "not_found"
+	codeConflict       = "conflict"
+	codeVersion        = "version_mismatch"
+	codeManagedByFile  = "managed_by_file"
+	codeInUse          = "in_use"
+	codeUnavailable    = "unavailable"
+	codeInternal       = "internal"
+	codeMethod         = "method_not_allowed"
+	codeTooLarge       = "too_large"
+	codeUnsupportedTyp = "unsupported_media_type"
+)
+
+func errInvalid(field, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func errNotFound(format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"code":"internal","message":"encoding the answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// data answers 200 (or status) with {"data": v}.
+func writeData(w http.ResponseWriter, status int, v any) {
+	writeJSON(w, status, struct {
+		Data any `json:"data"`
+	}{v})
+}
+
+// fail answers err: an *apiError as itself, anything else as 500 (logged, not shown).
+func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		if r.Context().Err() != nil {
+			ae = &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "the request was cancelled"}
+		} else {
+			s.logger.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("request failed")
+			ae = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error: see the console's log"}
+		}
+	}
+	if ae.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, ae.Status, ae)
+}
+
+// maxBody bounds a request body (a whole config file included).
+const maxBody = 4 << 20
+
+// readBody reads the request body, at most maxBody bytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Message: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
+	case err != nil:
+		return nil, errInvalid("", "reading the body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeJSON decodes a JSON body strictly (unknown fields are errors) into v; an empty body
+// is {} when allowEmpty.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	b, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return errInvalid("", "the body is empty: send a JSON object")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errInvalid(jsonErrorField(err), "the body is not valid: %s", jsonErrorMessage(err))
+	}
+	if dec.More() {
+		return errInvalid("", "the body is not valid: data after the JSON object")
+	}
+	return nil
+}
+
+// jsonErrorField names the field of an encoding/json error, when it has one.
+func jsonErrorField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+		return strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
+	}
+	return ""
+}
+
+func jsonErrorMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s must be %s, got %s", te.Field, te.Type, te.Value)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN>,
+// compared in constant time.
+func (s *Service) authorized(next http.Handler) http.Handler {
+	want := []byte(s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), want) != 1 {
+			s.metrics.unauthorized.Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tributary-console"`)
+			writeJSON(w, http.StatusUnauthorized, &apiError{Code: codeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <CONSOLE_TOKEN>"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// handle adapts a handler that returns an error.
+func (s *Service) handle(f func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := f(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+// routes is the API: every path under /v1/ (docs/console.md, console/openapi.yaml).
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request) error) {
+		mux.Handle(pattern, s.handle(f))
+	}
+	h("GET /v1/sources", s.listSources)
+	h("POST /v1/sources", s.createSource)
+	h("GET /v1/sources/{id}", s.getSource)
+	h("PATCH /v1/sources/{id}", s.updateSource)
+	h("DELETE /v1/sources/{id}", s.deleteSource)
+	h("POST /v1/sources/{id}/rotate-key", s.rotateKey)
+	h("GET /v1/sources/{id}/events/live", s.liveEvents)
+	h("GET /v1/sources/{id}/events/recent", s.recentEvents)
+
+	h("GET /v1/destinations", s.listDestinations)
+	h("POST /v1/destinations", s.createDestination)
+	h("GET /v1/destinations/{id}", s.getDestination)
+	h("PATCH /v1/destinations/{id}", s.updateDestination)
+	h("DELETE /v1/destinations/{id}", s.deleteDestination)
+	h("PUT /v1/destinations/{id}/sources/{sourceId}", s.connectSource)
+	h("DELETE /v1/destinations/{id}/sources/{sourceId}", s.disconnectSource)
+	h("GET /v1/destinations/{id}/attempts", s.destinationAttempts)
+	h("GET /v1/destinations/{id}/stats", s.destinationStats)
+	h("GET /v1/destinations/{id}/dlq", s.listDLQ)
+	h("POST /v1/destinations/{id}/dlq/replay", s.replayDLQ)
+	h("POST /v1/destinations/{id}/test", s.testDestination)
+	h("GET /v1/messages/{messageId}/attempts", s.messageAttempts)
+
+	h("GET /v1/audiences", s.listAudiences)
+	h("POST /v1/audiences", s.createAudience)
+	h("GET /v1/audiences/{id}", s.getAudience)
+	h("PATCH /v1/audiences/{id}", s.updateAudience)
+	h("DELETE /v1/audiences/{id}", s.deleteAudience)
+	h("GET /v1/computed-traits", s.listTraits)
+	h("POST /v1/computed-traits", s.createTrait)
+	h("GET /v1/computed-traits/{id}", s.getTrait)
+	h("PATCH /v1/computed-traits/{id}", s.updateTrait)
+	h("DELETE /v1/computed-traits/{id}", s.deleteTrait)
+
+	h("GET /v1/config", s.exportConfig)
+	h("PUT /v1/config", s.importConfig)
+
+	h("POST /v1/regulations", s.createRegulation)
+	h("GET /v1/regulations", s.listRegulations)
+	h("GET /v1/regulations/{id}", s.getRegulation)
+
+	api := s.authorized(s.methodErrors(mux))
+	root := http.NewServeMux()
+	root.Handle("/v1/", api)
+	root.Handle("/", s.authorized(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, errNotFound("no page %s: the API is under /v1/ (docs/console.md)", r.URL.Path))
+	})))
+	return root
+}
+
+// methodErrors turns the mux's plain-text 404 and 405 into the JSON error body.
+func (s *Service) methodErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&methodWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+type methodWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	swallow bool
+}
+
+func (m *methodWriter) WriteHeader(status int) {
+	if (status == http.StatusMethodNotAllowed || status == http.StatusNotFound) && !m.swallow && m.Header().Get("Content-Type") != "application/json" {
+		m.swallow = true
+		ae := &apiError{Code: codeMethod, Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", m.r.Method, m.r.URL.Path, m.Header().Get("Allow"))}
+		if status == http.StatusNotFound {
+			ae = &apiError{Code: codeNotFound, Message: fmt.Sprintf("no endpoint %s %s: see docs/console.md", m.r.Method, m.r.URL.Path)}
+		}
+		b, _ := json.Marshal(ae)
+		m.Header().Set("Content-Type", "application/json")
+		m.Header().Del("X-Content-Type-Options")
+		m.ResponseWriter.WriteHeader(status)
+		_, _ = m.ResponseWriter.Write(append(b, '\n'))
+		return
+	}
+	m.ResponseWriter.WriteHeader(status)
+}
+
+func (m *methodWriter) Write(b []byte) (int, error) {
+	if m.swallow {
+		return len(b), nil
+	}
+	return m.ResponseWriter.Write(b)
+}
+
+// Flush lets a stream (Server-Sent Events) through the wrapper.
+func (m *methodWriter) Flush() {
+	if f, ok := m.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (m *methodWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }

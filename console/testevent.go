@@ -1,0 +1,141 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// The event tester: POST /v1/destinations/{id}/test writes a sample message of the chosen type
+// to webhooks.deliveries with the header test: 1. The deliverer sends it through its real path
+// (signing, headers, the address guard) to every URL of the destination, never retries it, and
+// logs one attempt per URL; the console waits for those attempts and answers them.
+
+// testRequest is the body of the test endpoint.
+type testRequest struct {
+	// Type is the message type: track (default), identify, page, screen, group, alias or delete.
+	Type string `json:"type"`
+}
+
+var testTypes = []string{schemas.TypeTrack, schemas.TypeIdentify, schemas.TypePage, schemas.TypeScreen, schemas.TypeGroup, schemas.TypeAlias, schemas.TypeDelete}
+
+// testResult is what one URL answered.
+type testResult struct {
+	URL        string  `json:"url"`
+	Status     int     `json:"status"`
+	LatencyMs  float64 `json:"latencyMs"`
+	ErrorClass string  `json:"errorClass"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// sampleMessage is a Segment message of type typ, as a client would send it.
+func sampleMessage(typ, messageID string, now time.Time) []byte {
+	ts := schemas.FormatTimestamp(now)
+	m := map[string]any{
+		"type": typ, "messageId": messageID, "userId": "test-user-1", "anonymousId": "test-anonymous-1",
+		"timestamp": ts, "sentAt": ts, "receivedAt": ts,
+		"context": map[string]any{"library": map[string]any{"name": "tributary-console", "version": platform.Version}},
+	}
+	switch typ {
+	case schemas.TypeTrack:
+		m["event"] = "Test Event"
+		m["properties"] = map[string]any{"source": "Tributary console event tester"}
+	case schemas.TypeIdentify:
+		m["traits"] = map[string]any{"name": "Test User", "email": "test-user-1@example.com"}
+	case schemas.TypePage, schemas.TypeScreen:
+		m["name"] = "Test Page"
+		m["properties"] = map[string]any{"title": "Tributary console event tester"}
+	case schemas.TypeGroup:
+		m["groupId"] = "test-group-1"
+		m["traits"] = map[string]any{"name": "Test Group"}
+	case schemas.TypeAlias:
+		m["previousId"] = "test-anonymous-1"
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func (s *Service) testDestination(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	d, ok := s.deps.Store.Snapshot().DestinationByID(id)
+	if !ok {
+		return errNotFound("no destination %q", id)
+	}
+	var req testRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		return err
+	}
+	if req.Type == "" {
+		req.Type = schemas.TypeTrack
+	}
+	if !slices.Contains(testTypes, req.Type) {
+		return errInvalid("type", "type: must be one of %v, got %q", testTypes, req.Type)
+	}
+	if !d.IsEnabled() {
+		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: fmt.Sprintf("destination %s is disabled: the deliverer sends nothing to it (enable it first)", id)}
+	}
+	now := s.now()
+	messageID := "test-" + uuid.NewString()
+	var body []byte
+	if req.Type == schemas.TypeDelete {
+		body = schemas.AppendDeleteBody(nil, "test-user-1", now)
+	} else {
+		m, err := schemas.DecodeMessage(sampleMessage(req.Type, messageID, now))
+		if err != nil {
+			return fmt.Errorf("sample %s message: %w", req.Type, err)
+		}
+		body = schemas.AppendWebhookBody(nil, m)
+	}
+	urls := make([]string, len(d.Settings.Webhooks))
+	for i, wh := range d.Settings.Webhooks {
+		urls[i] = schemas.RedactURL(wh.URL)
+	}
+	results := map[string]*testResult{}
+	got := make(chan attempt, len(urls)*2)
+	stop := s.attempts.wait(messageID, got)
+	defer stop()
+	rec := &kgo.Record{Topic: s.cfg.DeliveriesTopic, Key: []byte(id + ":test-user-1"), Value: body, Headers: []kgo.RecordHeader{
+		{Key: schemas.HeaderDestinationID, Value: []byte(id)},
+		{Key: schemas.HeaderMessageID, Value: []byte(messageID)},
+		{Key: schemas.HeaderAttempt, Value: []byte("1")},
+		{Key: schemas.HeaderFirstAttemptAt, Value: []byte(schemas.FormatTimestamp(now))},
+		{Key: schemas.HeaderType, Value: []byte(req.Type)},
+		{Key: schemas.HeaderTest, Value: []byte("1")},
+	}}
+	if err := s.producer.ProduceSync(r.Context(), rec).FirstErr(); err != nil {
+		return fmt.Errorf("writing %s: %w", s.cfg.DeliveriesTopic, err)
+	}
+	s.metrics.tests.Inc()
+	timeout := time.NewTimer(s.cfg.TestTimeout)
+	defer timeout.Stop()
+wait:
+	for len(results) < len(urls) {
+		select {
+		case a := <-got:
+			results[a.URL] = &testResult{URL: a.URL, Status: a.Status, LatencyMs: a.LatencyMs, ErrorClass: a.ErrorClass, Error: a.Error}
+		case <-timeout.C:
+			break wait
+		case <-r.Context().Done():
+			return r.Context().Err()
+		}
+	}
+	out := make([]testResult, 0, len(urls))
+	for _, u := range urls {
+		if res := results[u]; res != nil {
+			out = append(out, *res)
+		} else {
+			out = append(out, testResult{URL: u, ErrorClass: "pending",
+				Error: fmt.Sprintf("no attempt logged within %s: is the deliverer running? (the delivery log shows it when it happens)", s.cfg.TestTimeout)})
+		}
+	}
+	writeData(w, http.StatusOK, map[string]any{"messageId": messageID, "type": req.Type, "body": json.RawMessage(body), "results": out})
+	return nil
+}
