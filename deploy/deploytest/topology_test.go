@@ -159,8 +159,51 @@ func TestComposeTopology(t *testing.T) {
 		}
 	}
 
+	// The console's admin API, on its published port, asks for the bearer token compose gives
+	// it, and lists the sources of the mounted tenant config.
+	consoleURL := topo.publishedURL("console", 8090)
+	token := topo.rawEnv("console")["CONSOLE_TOKEN"]
+	if token == "" {
+		t.Fatal("docker-compose.yml gives the console no CONSOLE_TOKEN")
+	}
+	if status, body := getWithToken(t, consoleURL+"/v1/sources", ""); status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/sources without a token: %d %s, want 401", status, body)
+	}
+	status, body := getWithToken(t, consoleURL+"/v1/sources", token)
+	type source struct {
+		ID string `json:"id"`
+	}
+	var sources struct {
+		Data []source `json:"data"`
+	}
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &sources) != nil ||
+		!slices.ContainsFunc(sources.Data, func(s source) bool { return s.ID == "web" }) {
+		topo.dumpLogs()
+		t.Fatalf("GET %s/v1/sources with the compose token: %d %s; want 200 listing source web", consoleURL, status, body)
+	}
+
 	// docker compose down sends SIGTERM: every service stops cleanly, with status 0.
 	topo.stopAll()
+}
+
+// getWithToken GETs url with the bearer token (none when empty) and returns the status and
+// body.
+func getWithToken(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 
 // topology is the compose file mapped onto this machine.
