@@ -13,14 +13,18 @@
 //     docker-compose.yml runs from a freshly built binary with exactly the environment and
 //     command that compose and the Dockerfile give its container, in depends_on order, against
 //     the Apache Kafka broker of APACHE_KAFKA_BROKERS; a track call sent to ingest's published
-//     port arrives, signed and verified, at the demo receiver, and the audiences profile API on
-//     its published port answers with the profiles of the calls' users.
+//     port arrives, signed and verified, at the demo receiver, the audiences profile API on its
+//     published port answers with the profiles of the calls' users, and the console's admin API
+//     on its published port refuses a call without its token and lists the config's sources
+//     with it. Of compose's interpolation, ${NAME:-default} is read as its default.
 //   - TestHelmChart: `helm lint` and `helm template` of deploy/helm/tributary, with Helm built
 //     from the Go module pinned in deploy/helm/tools, for the default values and
 //     ci/external-kafka-values.yaml; every rendered object decodes strictly into its Kubernetes
 //     API type and refers correctly to the others (deploy/helm/tools/cmd/kubecheck); the
-//     audiences StatefulSet's identity, peer URL, Services and token are wired as
-//     docs/operations.md says, and no ServiceMonitor selects two Services.
+//     audiences StatefulSet's identity, peer URL, Services and token, and the console
+//     Deployment's address, token Secret (the chart's or an existing one), Service and Ingress
+//     are wired as docs/operations.md says; the install notes name them, the chart refuses a
+//     console without a token, and no ServiceMonitor selects two Services.
 //
 // How the topology test maps a container to a process: a compose service name in any variable
 // (kafka:9092, receiver:9000) or mounted file becomes 127.0.0.1; a listen address on 0.0.0.0:PORT

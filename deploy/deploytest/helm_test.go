@@ -164,7 +164,11 @@ func (r rendered) has(kind, name string) bool {
 }
 
 // externalSecrets are the Secrets that ci/external-kafka-values.yaml names and the user creates.
-const externalSecrets = "tributary-kafka-credentials,kafka-ca,tributary-config-key,tributary-audiences-token"
+const externalSecrets = "tributary-kafka-credentials,kafka-ca,tributary-config-key,tributary-audiences-token,tributary-console-token"
+
+// consoleToken is the console.token the tests render with: the chart refuses to render the
+// console without a token (or an existing Secret holding one).
+var consoleToken = []string{"--set", "console.token=test-console-token"}
 
 // TestHelmChart lints and renders deploy/helm/tributary and checks every object strictly.
 func TestHelmChart(t *testing.T) {
@@ -201,7 +205,7 @@ func TestHelmChart(t *testing.T) {
 	}
 
 	t.Run("lint", func(t *testing.T) {
-		for _, args := range [][]string{{}, {"--values", external}} {
+		for _, args := range [][]string{consoleToken, {"--values", external}} {
 			out, err := helm(append([]string{"lint", "--strict", chart}, args...)...)
 			if err != nil {
 				t.Errorf("helm lint --strict %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -210,9 +214,10 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("default-values", func(t *testing.T) {
-		r := render(t, "")
+		r := render(t, "", consoleToken...)
 		for _, want := range []struct{ kind, name string }{
 			{"Deployment", "tr-tributary-ingest"},
+			{"Deployment", "tr-tributary-console"},
 			{"StatefulSet", "tr-tributary-router"},
 			{"StatefulSet", "tr-tributary-deliverer"},
 			{"StatefulSet", "tr-tributary-audiences"},
@@ -222,6 +227,8 @@ func TestHelmChart(t *testing.T) {
 			{"Service", "tr-tributary-deliverer"},
 			{"Service", "tr-tributary-audiences"},
 			{"Service", "tr-tributary-audiences-api"},
+			{"Service", "tr-tributary-console"},
+			{"Secret", "tr-tributary-secrets"},
 			{"ConfigMap", "tr-tributary-env"},
 			{"ServiceAccount", "tr-tributary"},
 			{"PodDisruptionBudget", "tr-tributary-router"},
@@ -231,16 +238,38 @@ func TestHelmChart(t *testing.T) {
 				t.Errorf("default values: no %s %s among %v", want.kind, want.name, r.objects)
 			}
 		}
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 0, "Ingress": 0, "ServiceMonitor": 0, "Secret": 0, "PodDisruptionBudget": 4} {
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 0, "Ingress": 0, "ServiceMonitor": 0, "Secret": 1, "PodDisruptionBudget": 4} {
 			if got := r.count(kind); got != n {
 				t.Errorf("default values: %d %s, want %d", got, kind, n)
 			}
 		}
 		checkAudiences(t, r.yaml, "tributary", "")
+		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token")
+		if got := secretData(t, r.yaml, "tr-tributary-secrets"); len(got) != 1 || got["console-token"] != "test-console-token" {
+			t.Errorf("Secret tr-tributary-secrets: stringData %v, want only console-token: test-console-token", got)
+		}
+		// A new console.token rolls the console's pods (the Secret's checksum in their template).
+		again := render(t, "", "--set", "console.token=another-console-token")
+		if a, b := podAnnotation(t, r.yaml, "Deployment", "tr-tributary-console", "checksum/secret"), podAnnotation(t, again.yaml, "Deployment", "tr-tributary-console", "checksum/secret"); a == "" || a == b {
+			t.Errorf("console pod annotation checksum/secret %q with one token, %q with another: want a checksum that changes", a, b)
+		}
+	})
+
+	t.Run("console-disabled", func(t *testing.T) {
+		// No token is needed then, and no Secret is rendered for it.
+		r := render(t, "", "--set", "console.enabled=false", "--set", "console.ingress.enabled=true")
+		for _, o := range r.objects {
+			if strings.Contains(o.Name, "console") || o.Kind == "Secret" {
+				t.Errorf("console.enabled=false: %s %s rendered", o.Kind, o.Name)
+			}
+		}
+		if got := r.count("Deployment"); got != 1 {
+			t.Errorf("console.enabled=false: %d Deployments, want 1 (ingest)", got)
+		}
 	})
 
 	t.Run("audiences-disabled", func(t *testing.T) {
-		r := render(t, "", "--set", "audiences.enabled=false")
+		r := render(t, "", append([]string{"--set", "audiences.enabled=false"}, consoleToken...)...)
 		for _, o := range r.objects {
 			if strings.Contains(o.Name, "audiences") {
 				t.Errorf("audiences.enabled=false: %s %s rendered", o.Kind, o.Name)
@@ -252,9 +281,9 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("servicemonitor-when-the-api-exists", func(t *testing.T) {
-		r := render(t, "", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
-		if got := r.count("ServiceMonitor"); got != 4 {
-			t.Errorf("%d ServiceMonitors, want 4 (ingest, router, deliverer, audiences)", got)
+		r := render(t, "", append([]string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"}, consoleToken...)...)
+		if got := r.count("ServiceMonitor"); got != 5 {
+			t.Errorf("%d ServiceMonitors, want 5 (ingest, router, deliverer, audiences, console)", got)
 		}
 		checkServiceMonitorsSelectOneService(t, r.yaml)
 		// Ingest's metrics are off its public port: the ServiceMonitor scrapes the metrics
@@ -277,6 +306,9 @@ func TestHelmChart(t *testing.T) {
 		if d := doc("ServiceMonitor", "tr-tributary-audiences"); !strings.Contains(d, "port: http") {
 			t.Errorf("the audiences ServiceMonitor should scrape its http (API and metrics) port:\n%s", d)
 		}
+		if d := doc("ServiceMonitor", "tr-tributary-console"); !strings.Contains(d, "port: http") {
+			t.Errorf("the console's ServiceMonitor should scrape its http (API and metrics) port:\n%s", d)
+		}
 		if d := doc("Deployment", "tr-tributary-ingest"); !strings.Contains(d, "name: METRICS_ADDR") || !strings.Contains(d, `value: "0.0.0.0:9100"`) || !strings.Contains(d, "containerPort: 9100") {
 			t.Errorf("ingest's Deployment does not serve METRICS_ADDR on 9100:\n%s", d)
 		}
@@ -289,13 +321,13 @@ func TestHelmChart(t *testing.T) {
 		r := render(t, externalSecrets, "--values", external,
 			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
 			"--set", "prometheusRule.enabled=true")
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 1, "ServiceMonitor": 4, "Secret": 1, "Deployment": 2, "StatefulSet": 3, "PrometheusRule": 1} {
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 2, "ServiceMonitor": 5, "Secret": 1, "Deployment": 3, "StatefulSet": 3, "PrometheusRule": 1, "PodDisruptionBudget": 5} {
 			if got := r.count(kind); got != n {
 				t.Errorf("%d %s, want %d", got, kind, n)
 			}
 		}
 		env := workloadEnv(t, r.yaml)
-		for _, c := range []string{"init", "ingest", "router", "deliverer", "audiences"} {
+		for _, c := range []string{"init", "ingest", "router", "deliverer", "audiences", "console"} {
 			for _, k := range []string{"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_BROKERS", "KAFKA_SASL_MECHANISM", "KAFKA_TLS", "KAFKA_TLS_CA_FILE", "KAFKA_PARTITIONS", "CONFIG_ENCRYPTION_KEY"} {
 				if !env[c][k] {
 					t.Errorf("%s does not get %s", c, k)
@@ -308,6 +340,15 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		checkAudiences(t, r.yaml, "tributary", "tributary-audiences-token")
+		checkConsole(t, r.yaml, 2, "tributary-console-token", "admin-token")
+		if got := secretData(t, r.yaml, "tr-tributary-secrets"); got["console-token"] != "" {
+			t.Error("console.existingSecret is set, yet the chart's Secret holds a console-token")
+		}
+		if a := podAnnotation(t, r.yaml, "Deployment", "tr-tributary-console", "checksum/secret"); a != "" {
+			t.Errorf("console pods carry checksum/secret %q while their token is in an existing Secret", a)
+		}
+		checkIngress(t, r.yaml, "tr-tributary-ingest", "track.example.com", "/v1", "track-example-com-tls")
+		checkIngress(t, r.yaml, "tr-tributary-console", "console.example.com", "/v1", "console-example-com-tls")
 		checkServiceMonitorsSelectOneService(t, r.yaml)
 		for _, alert := range []string{"TributaryDeadLetters", "TributaryDeliverySuccessLow", "TributaryConsumerLagGrowing", "TributaryNotReady", "TributaryIngestRefusing"} {
 			if !strings.Contains(r.yaml, "alert: "+alert) {
@@ -332,8 +373,11 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "kafka.sasl.mechanism=SCRAM-SHA-512"}, "username and password (or existingSecret) are required"},
 			{[]string{"--set", "kafka.brokers=null"}, "kafka.brokers is required"},
 			{[]string{"--set", "kafka.tls.caSecret=ca"}, "kafka.tls.caSecret needs kafka.tls.enabled"},
+			{[]string{"--set", "console.token="}, "console.token or console.existingSecret is required"},
+			{[]string{"--set", "console.token=short"}, "console.token must be at least 16 characters (CONSOLE_TOKEN), got 5"},
 		} {
-			out, err := helm(append([]string{"template", "tr", chart}, c.args...)...)
+			// consoleToken first: a case's own --set console.token= overrides it.
+			out, err := helm(append(append([]string{"template", "tr", chart}, consoleToken...), c.args...)...)
 			if err == nil || !strings.Contains(out, c.want) {
 				t.Errorf("helm template %s: want a failure saying %q, got %v\n%s", strings.Join(c.args, " "), c.want, err, tail([]byte(out), 5))
 			}
@@ -349,10 +393,13 @@ func TestHelmChart(t *testing.T) {
 			args []string
 			want []string
 		}{
-			{nil, []string{"kubectl -n tributary port-forward service/tr-tributary-ingest 8080:8080", "No tenant config was given", "logs job/tr-tributary-init-1",
-				"port-forward service/tr-tributary-audiences-api 8091:8091", "http://tr-tributary-audiences-api.tributary.svc:8091"}},
+			{consoleToken, []string{"kubectl -n tributary port-forward service/tr-tributary-ingest 8080:8080", "No tenant config was given", "logs job/tr-tributary-init-1",
+				"port-forward service/tr-tributary-audiences-api 8091:8091", "http://tr-tributary-audiences-api.tributary.svc:8091",
+				"port-forward service/tr-tributary-console 8090:8090", `curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8090/v1/sources`, "kubectl -n tributary get secret tr-tributary-secrets -o jsonpath='{.data.console-token}' | base64 -d",
+				"http://tr-tributary-console.tributary.svc:8090"}},
 			{[]string{"--values", external}, []string{"https://track.example.com/v1/track", "(SASL SCRAM-SHA-512) (TLS)", "http://tr-tributary-receiver:9000/webhook",
-				"port-forward service/tr-tributary-audiences-api 8091:80", "bearer token is in Secret tributary-audiences-token"}},
+				"port-forward service/tr-tributary-audiences-api 8091:80", "bearer token is in Secret tributary-audiences-token",
+				`curl -H "Authorization: Bearer $TOKEN" https://console.example.com/v1/sources`, "get secret tributary-console-token -o jsonpath='{.data.admin-token}'"}},
 		} {
 			out, err := helm(append([]string{"template", "tr", copyDir, "--namespace", "tributary", "--show-only", notes}, c.args...)...)
 			if err != nil {
@@ -530,13 +577,19 @@ type manifest struct {
 		ClusterIP                string    `yaml:"clusterIP"`
 		PublishNotReadyAddresses bool      `yaml:"publishNotReadyAddresses"`
 		Selector                 yaml.Node `yaml:"selector"` // a Service's map, a ServiceMonitor's LabelSelector
+		Type                     string    `yaml:"type"`
 		Ports                    []struct {
 			Name       string `yaml:"name"`
+			Port       int    `yaml:"port"`
 			TargetPort string `yaml:"targetPort"`
 		} `yaml:"ports"`
-		// StatefulSet
+		// Deployment and StatefulSet
+		Replicas    *int   `yaml:"replicas"`
 		ServiceName string `yaml:"serviceName"`
 		Template    struct {
+			Metadata struct {
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
 			Spec struct {
 				Containers []struct {
 					Env []struct {
@@ -688,5 +741,140 @@ func checkServiceMonitorsSelectOneService(t *testing.T, manifests string) {
 		if len(matched) != 1 {
 			t.Errorf("ServiceMonitor %s selects the Services %v, want exactly one", sm.Metadata.Name, matched)
 		}
+	}
+}
+
+// checkConsole checks the console's Deployment and Service (release "tr"): replicas, CONSOLE_ADDR
+// on 0.0.0.0:8090, CONSOLE_TOKEN from the key of the Secret given, the common Kafka settings
+// (envFrom the env ConfigMap), probes on /healthz and /readyz, and a ClusterIP Service on 8090.
+func checkConsole(t *testing.T, manifests string, replicas int, tokenSecret, tokenKey string) {
+	t.Helper()
+	objs := decodeManifests(t, manifests)
+	d := findManifest(t, objs, "Deployment", "tr-tributary-console")
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+		t.Errorf("console Deployment: replicas %v, want %d", d.Spec.Replicas, replicas)
+	}
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("console Deployment: %d containers, want 1", len(d.Spec.Template.Spec.Containers))
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	var addr, secret string
+	for _, e := range c.Env {
+		switch {
+		case e.Name == "CONSOLE_ADDR":
+			addr = e.Value
+		case e.Name == "CONSOLE_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			secret = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		case e.Name == "CONSOLE_TOKEN":
+			t.Errorf("console: CONSOLE_TOKEN is not taken from a Secret: %+v", e)
+		case e.Name == "METRICS_ADDR":
+			t.Errorf("console: METRICS_ADDR set (%q): the console serves /metrics on CONSOLE_ADDR", e.Value)
+		}
+	}
+	if addr != "0.0.0.0:8090" {
+		t.Errorf("console: CONSOLE_ADDR %q, want 0.0.0.0:8090", addr)
+	}
+	if want := tokenSecret + "/" + tokenKey; secret != want {
+		t.Errorf("console: CONSOLE_TOKEN from Secret/key %q, want %q", secret, want)
+	}
+	if env := workloadEnv(t, manifests)["console"]; !env["KAFKA_BROKERS"] || !env["LOG_LEVEL"] {
+		t.Errorf("console: no KAFKA_BROKERS or LOG_LEVEL among %v", env)
+	}
+	if c.StartupProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("console probes: startup %q, liveness %q, readiness %q; want /healthz, /healthz, /readyz",
+			c.StartupProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
+	}
+	svc := findManifest(t, objs, "Service", "tr-tributary-console")
+	if svc.Spec.Type != "ClusterIP" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8090 || svc.Spec.Ports[0].TargetPort != "http" {
+		t.Errorf("Service tr-tributary-console: type %q, ports %+v; want ClusterIP, port 8090 to the pods' http port", svc.Spec.Type, svc.Spec.Ports)
+	}
+}
+
+// podAnnotation returns an annotation of a workload's pod template ("" when it has none).
+func podAnnotation(t *testing.T, manifests, kind, name, key string) string {
+	t.Helper()
+	return findManifest(t, decodeManifests(t, manifests), kind, name).Spec.Template.Metadata.Annotations[key]
+}
+
+// secretData returns the stringData of a rendered Secret, nil when it is not rendered.
+func secretData(t *testing.T, manifests, name string) map[string]string {
+	t.Helper()
+	dec := yaml.NewDecoder(strings.NewReader(manifests))
+	for {
+		var o struct {
+			Kind     string `yaml:"kind"`
+			Metadata struct {
+				Name string `yaml:"name"`
+			} `yaml:"metadata"`
+			StringData map[string]string `yaml:"stringData"`
+		}
+		if err := dec.Decode(&o); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			t.Fatalf("decoding the manifests: %v", err)
+		}
+		if o.Kind == "Secret" && o.Metadata.Name == name {
+			return o.StringData
+		}
+	}
+}
+
+// checkIngress checks that the Ingress name routes host and path to the Service of the same
+// name (port http) with TLS from tlsSecret for that host.
+func checkIngress(t *testing.T, manifests, name, host, path, tlsSecret string) {
+	t.Helper()
+	dec := yaml.NewDecoder(strings.NewReader(manifests))
+	for {
+		var o struct {
+			Kind     string `yaml:"kind"`
+			Metadata struct {
+				Name string `yaml:"name"`
+			} `yaml:"metadata"`
+			Spec struct {
+				TLS []struct {
+					SecretName string   `yaml:"secretName"`
+					Hosts      []string `yaml:"hosts"`
+				} `yaml:"tls"`
+				Rules []struct {
+					Host string `yaml:"host"`
+					HTTP struct {
+						Paths []struct {
+							Path    string `yaml:"path"`
+							Backend struct {
+								Service struct {
+									Name string `yaml:"name"`
+									Port struct {
+										Name string `yaml:"name"`
+									} `yaml:"port"`
+								} `yaml:"service"`
+							} `yaml:"backend"`
+						} `yaml:"paths"`
+					} `yaml:"http"`
+				} `yaml:"rules"`
+			} `yaml:"spec"`
+		}
+		if err := dec.Decode(&o); err != nil {
+			if errors.Is(err, io.EOF) {
+				t.Fatalf("no Ingress %s in the rendered chart", name)
+			}
+			t.Fatalf("decoding the manifests: %v", err)
+		}
+		if o.Kind != "Ingress" || o.Metadata.Name != name {
+			continue
+		}
+		routed := false
+		for _, r := range o.Spec.Rules {
+			for _, p := range r.HTTP.Paths {
+				routed = routed || (r.Host == host && p.Path == path && p.Backend.Service.Name == name && p.Backend.Service.Port.Name == "http")
+			}
+		}
+		if !routed {
+			t.Errorf("Ingress %s does not route %s%s to Service %s, port http: %+v", name, host, path, name, o.Spec.Rules)
+		}
+		if len(o.Spec.TLS) != 1 || o.Spec.TLS[0].SecretName != tlsSecret || !slices.Contains(o.Spec.TLS[0].Hosts, host) {
+			t.Errorf("Ingress %s: tls %+v, want %s for %s", name, o.Spec.TLS, tlsSecret, host)
+		}
+		return
 	}
 }

@@ -14,14 +14,16 @@ and ServiceMonitor. Called as:
     "metrics" true                the component serves /metrics (ServiceMonitor)
     "metricsPort" 9100            optional: /metrics on this port (METRICS_ADDR), off the HTTP port
     "env" (list ...)              component-specific EnvVar objects
+    "podAnnotations" (dict ...)   optional: pod annotations of the chart's own (checksums)
     "noKafka" true                optional: no Kafka settings (the demo receiver)
     "publishNotReady" true        optional, StatefulSet: the headless Service publishes every
                                   pod's DNS name, ready or not (peers that reach each other
                                   by pod name: audiences' AUDIENCES_PEER_URL)
     "values" .Values.router)      the component's values
 
-Adding a component (the console) is one more templates/<name>.yaml with this call and one
-more block in values.yaml (templates/audiences.yaml adds a Service of its own beside it).
+Adding a component is one more templates/<name>.yaml with this call and one more block in
+values.yaml (templates/audiences.yaml adds a Service of its own beside it; templates/console.yaml
+a token from a Secret).
 */}}
 {{- define "tributary.component" -}}
 {{- $root := .root -}}
@@ -78,6 +80,9 @@ spec:
         {{- end }}
       annotations:
         checksum/env: {{ include (print $root.Template.BasePath "/config.yaml") $root | sha256sum }}
+        {{- with .podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
         {{- with $v.podAnnotations }}
         {{- toYaml . | nindent 8 }}
         {{- end }}

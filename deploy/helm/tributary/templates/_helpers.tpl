@@ -58,14 +58,19 @@ app.kubernetes.io/component: {{ .name }}
 {{- printf "%s-env" (include "tributary.fullname" .) }}
 {{- end }}
 
-{{/* The Secret with SASL credentials (and the receiver's secret): the chart's or an existing one. */}}
+{{/* The Secret with SASL credentials (and the receiver's secret, the console's token): the chart's or an existing one. */}}
 {{- define "tributary.kafkaSecret" -}}
 {{- default (printf "%s-secrets" (include "tributary.fullname" .)) .Values.kafka.sasl.existingSecret }}
 {{- end }}
 
 {{/* Whether the chart renders its own Secret. */}}
 {{- define "tributary.ownSecret" -}}
-{{- if or (and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret)) (and .Values.receiver.enabled .Values.receiver.sharedSecret) }}true{{ end }}
+{{- if or (and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret)) (and .Values.receiver.enabled .Values.receiver.sharedSecret) (include "tributary.consoleOwnToken" .) }}true{{ end }}
+{{- end }}
+
+{{/* Whether the console's token is kept in the chart's Secret (console.token, no existingSecret). */}}
+{{- define "tributary.consoleOwnToken" -}}
+{{- if and .Values.console.enabled .Values.console.token (not .Values.console.existingSecret) }}true{{ end }}
 {{- end }}
 
 {{/* Whether a tenant config is given at all. */}}
@@ -129,7 +134,58 @@ app.kubernetes.io/component: {{ .name }}
 {{- if and (not .Values.kafka.tls.enabled) .Values.kafka.tls.caSecret }}
 {{- fail "kafka.tls.caSecret needs kafka.tls.enabled" }}
 {{- end }}
+{{- if and .Values.console.enabled (not .Values.console.token) (not .Values.console.existingSecret) }}
+{{- fail "console.token or console.existingSecret is required: the console's admin API refuses to start without a bearer token (CONSOLE_TOKEN); e.g. --set console.token=$(openssl rand -hex 32), or console.enabled=false" }}
+{{- end }}
+{{- if and .Values.console.enabled .Values.console.token (not .Values.console.existingSecret) (lt (len .Values.console.token) 16) }}
+{{- fail (printf "console.token must be at least 16 characters (CONSOLE_TOKEN), got %d: e.g. --set console.token=$(openssl rand -hex 32)" (len .Values.console.token)) }}
+{{- end }}
 {{- if gt (len (compact (list .Values.tenantConfig.content .Values.tenantConfig.existingConfigMap .Values.tenantConfig.existingSecret))) 1 }}
 {{- fail "tenantConfig: give one of content, existingConfigMap and existingSecret" }}
 {{- end }}
+{{- end }}
+
+{{/* An Ingress to one component's Service (port "http"): (dict "root" $ "name" "ingest"
+"values" .Values.ingress), the values having className, annotations, hosts (host and paths
+of path and pathType) and tls (secretName and hosts). */}}
+{{- define "tributary.ingress" -}}
+{{- $svc := printf "%s-%s" (include "tributary.fullname" .root) .name | trunc 63 | trimSuffix "-" }}
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: {{ $svc }}
+  labels:
+    {{- include "tributary.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .name }}
+  {{- with .values.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  {{- with .values.className }}
+  ingressClassName: {{ . }}
+  {{- end }}
+  {{- with .values.tls }}
+  tls:
+    {{- range . }}
+    - secretName: {{ .secretName }}
+      hosts:
+        {{- toYaml .hosts | nindent 8 }}
+    {{- end }}
+  {{- end }}
+  rules:
+    {{- range .values.hosts }}
+    - host: {{ .host | quote }}
+      http:
+        paths:
+          {{- range .paths }}
+          - path: {{ .path }}
+            pathType: {{ default "Prefix" .pathType }}
+            backend:
+              service:
+                name: {{ $svc }}
+                port:
+                  name: http
+          {{- end }}
+    {{- end }}
 {{- end }}
