@@ -390,7 +390,7 @@ func (s *Service) destinationStats(w http.ResponseWriter, r *http.Request) error
 	nowMin := s.now().Unix() / 60
 	firstMin := nowMin - int64(window/time.Minute) + 1
 	stepMin := int64(step / time.Minute)
-	firstMin -= (firstMin % stepMin + stepMin) % stepMin // points start on a step boundary
+	firstMin -= (firstMin%stepMin + stepMin) % stepMin // points start on a step boundary
 	out := stats{Window: r.URL.Query().Get("window"), Step: step.String(), Failures: map[string]uint64{}}
 	if out.Window == "" {
 		out.Window = "1h"

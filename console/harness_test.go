@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // testToken is the console token of the tests.
@@ -51,7 +55,18 @@ destinations:
 // newHarness starts a console; mod may change its config.
 func newHarness(t testing.TB, mod func(*console.Config)) *harness {
 	t.Helper()
-	env := servicetest.New(t, servicetest.Options{Config: baseConfig})
+	env := servicetest.New(t, servicetest.Options{})
+	// Applied as a config file is: its objects are the file's (origin file:base.yaml).
+	path := filepath.Join(t.TempDir(), "base.yaml")
+	if err := os.WriteFile(path, []byte(baseConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := platform.ApplyConfigFile(env.Ctx, env.Kafka, schemas.TopicConfig, path, platform.ApplyOptions{}, env.Logger); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Store.WaitFor(env.Ctx, func(s *platform.Snapshot) bool { _, ok := s.DestinationByID("file-hooks"); return ok }); err != nil {
+		t.Fatal(err)
+	}
 	return startConsole(t, env, mod)
 }
 

@@ -249,6 +249,31 @@ func mergePatch(target map[string]any, patch map[string]any) map[string]any {
 	return target
 }
 
+// aggregates are the keys of a computed trait's computation: exactly one is set.
+var aggregates = []string{"count", "sum", "avg", "min", "max", "first", "last", "mostFrequent", "uniqueList"}
+
+// replaceWhole makes the parts of an object that are one value replace the current one instead
+// of merging into it (a merge would mix two rules): an audience's rule, and a computed trait's
+// computation (giving one removes the others). It removes them from target and returns patch.
+func replaceWhole(kind schemas.ConfigKind, target, patch map[string]any) map[string]any {
+	switch kind {
+	case schemas.ConfigKindAudience:
+		if _, ok := patch["rule"]; ok {
+			delete(target, "rule")
+		}
+	case schemas.ConfigKindComputedTrait:
+		for _, k := range aggregates {
+			if _, ok := patch[k]; ok {
+				for _, a := range aggregates {
+					delete(target, a)
+				}
+				break
+			}
+		}
+	}
+	return patch
+}
+
 // record is the object's tributary.config record, sealed with CONFIG_ENCRYPTION_KEY.
 func (s *Service) record(o schemas.ConfigObject) (schemas.ConfigRecord, error) {
 	var rec schemas.ConfigRecord
@@ -397,7 +422,7 @@ func (s *Service) updateAnswer(w http.ResponseWriter, r *http.Request, kind sche
 	if err != nil {
 		return err
 	}
-	merged := mergePatch(m, patch)
+	merged := mergePatch(m, replaceWhole(kind, m, patch))
 	if prepare != nil {
 		if err := prepare(cur, merged); err != nil {
 			return err
