@@ -83,7 +83,7 @@ func startConsole(t testing.TB, env *servicetest.Env, mod func(*console.Config))
 		mod(&cfg)
 	}
 	logger := zerolog.New(io.MultiWriter(h.logs, zerolog.NewTestWriter(t))).Level(zerolog.InfoLevel)
-	svc, err := console.New(cfg, console.Deps{Kafka: env.Kafka, KafkaOpts: env.KafkaOpts, Store: env.Store, Logger: logger, Registerer: h.reg, Gatherer: h.reg})
+	svc, err := console.New(cfg, console.Deps{Kafka: env.Kafka, KafkaOpts: env.KafkaOpts, Store: env.Store, Logger: logger, Registerer: h.reg, Gatherer: h.reg, Health: platform.NewHealth()})
 	if err != nil {
 		t.Fatal(err)
 	}
