@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,31 @@ type harness struct {
 	reg  *prometheus.Registry
 	logs *servicetest.Buffer // every log line of the console
 	stop func()
+	// answers are every answer of do and doAs, by "METHOD path", for scans for secrets.
+	answers []answer
+}
+
+type answer struct {
+	request string
+	body    string
+}
+
+// secretsNowhere fails if a secret is in an answer, except those of allowed requests
+// ("POST /v1/sources"), or in a log line.
+func (h *harness) secretsNowhere(t testing.TB, secrets []string, allowed ...string) {
+	t.Helper()
+	for _, a := range h.answers {
+		for _, s := range secrets {
+			if strings.Contains(a.body, s) && !slices.Contains(allowed, a.request) {
+				t.Errorf("the answer to %s holds a secret: %s", a.request, a.body)
+			}
+		}
+	}
+	for _, s := range secrets {
+		if strings.Contains(h.logs.String(), s) {
+			t.Errorf("a log line holds a secret")
+		}
+	}
 }
 
 // baseConfig is the tenant config the tests start from: one source and one destination a
@@ -181,6 +207,7 @@ func (h *harness) doAs(token, method, path string, body any, headers ...string) 
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.answers = append(h.answers, answer{request: method + " " + strings.SplitN(path, "?", 2)[0], body: string(b)})
 	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
