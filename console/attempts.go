@@ -133,6 +133,15 @@ func (l *attemptLog) add(a attempt) {
 	d.next = (d.next + 1) % len(d.ring)
 	d.size = min(d.size+1, len(d.ring))
 
+	for _, ch := range l.waiters[a.MessageID] {
+		select {
+		case ch <- a:
+		default:
+		}
+	}
+	if a.Test {
+		return // a test event is in the log, not in the destination's stats
+	}
 	unix := a.At.Unix() / 60
 	slot := int(unix % int64(len(d.minutes)))
 	m := d.minutes[slot]
@@ -153,12 +162,6 @@ func (l *attemptLog) add(a attempt) {
 		m.failures[classIndex(a.ErrorClass)]++
 	}
 	m.hist[histBucket(a.LatencyMs)]++
-	for _, ch := range l.waiters[a.MessageID] {
-		select {
-		case ch <- a:
-		default:
-		}
-	}
 }
 
 // wait registers ch for the attempts of messageID; the returned func unregisters it.

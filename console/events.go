@@ -103,6 +103,20 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 		}
 	}
 	e.raw = append(e.raw[:0], r.Value...)
+	if rejected && (e.typ == "" || e.messageID == "") {
+		// tracking.rejected records carry only the reason: read the rest from the message,
+		// when it is a JSON object.
+		if ms, err := schemas.ParseMembers(e.raw); err == nil {
+			for key, dst := range map[string]*string{"type": &e.typ, "messageId": &e.messageID} {
+				if v, ok := ms.Get(key); ok && *dst == "" {
+					var str string
+					if json.Unmarshal(v, &str) == nil {
+						*dst = str
+					}
+				}
+			}
+		}
+	}
 	se.next = (se.next + 1) % len(se.ring)
 	se.size = min(se.size+1, len(se.ring))
 	if len(se.watchers) > 0 {
