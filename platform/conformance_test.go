@@ -297,6 +297,35 @@ func testConfigStore(t *testing.T, s platform.KafkaSettings) {
 		t.Errorf("source app vanished after an upsert that did not mention it")
 	}
 
+	// A rotation: the previous key finds the source until it expires; every write of an object
+	// raises its revision.
+	rev := snap.Revision(schemas.ConfigKindSource, "web")
+	if rev == 0 || snap.Revision(schemas.ConfigKindSource, "nope") != 0 {
+		t.Errorf("Revision(web) = %d, Revision(nope) = %d", rev, snap.Revision(schemas.ConfigKindSource, "nope"))
+	}
+	rotated := &schemas.Config{Sources: []schemas.Source{
+		{ID: "web", Name: "Web site v2", WriteKey: "wk_test_web3", PreviousWriteKeyHash: schemas.HashWriteKey("wk_test_web2"),
+			PreviousWriteKeyExpiresAt: schemas.FormatTimestamp(time.Now().Add(time.Hour))},
+		{ID: "app", Name: "App", WriteKey: "wk_test_app", PreviousWriteKeyHash: schemas.HashWriteKey("wk_test_app_old"),
+			PreviousWriteKeyExpiresAt: schemas.FormatTimestamp(time.Now().Add(-time.Second))},
+	}}
+	if err := platform.ApplyConfig(ctx, cl, topic, rotated, nil); err != nil {
+		t.Fatalf("ApplyConfig: %v", err)
+	}
+	snap = waitVisible(t, store, "rotation", func(s *platform.Snapshot) bool {
+		_, ok := s.SourceByKeyHash(schemas.HashWriteKey("wk_test_web3"))
+		return ok
+	})
+	if got, ok := snap.SourceByKeyHash(schemas.HashWriteKey("wk_test_web2")); !ok || got.ID != "web" {
+		t.Errorf("the previous key during its overlap: %+v, %v", got, ok)
+	}
+	if _, ok := snap.SourceByKeyHash(schemas.HashWriteKey("wk_test_app_old")); ok {
+		t.Errorf("an expired previous key still finds a source")
+	}
+	if got := snap.Revision(schemas.ConfigKindSource, "web"); got <= rev {
+		t.Errorf("Revision(web) = %d after a write, was %d", got, rev)
+	}
+
 	// A tombstone deletes.
 	if err := platform.DeleteConfigObject(ctx, cl, topic, schemas.ConfigKindDestination, "paused-hooks"); err != nil {
 		t.Fatalf("DeleteConfigObject: %v", err)
