@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // The delivery log: webhooks.attempts materialised in bounded memory. Per destination it keeps
@@ -245,7 +247,7 @@ func statusMatches(a *attempt, status string) bool {
 	return a.ErrorClass == status
 }
 
-var statusFilters = append([]string{"success", "failure", "2xx", "3xx", "4xx", "5xx", successClass}, failureClasses[:len(failureClasses)-1]...)
+var statusFilters = append([]string{"success", "failure", "2xx", "3xx", "4xx", "5xx", successClass}, failureClasses...)
 
 // maxPage bounds a page of attempts.
 const maxPage = 1000
@@ -394,7 +396,7 @@ func (s *Service) destinationStats(w http.ResponseWriter, r *http.Request) error
 	firstMin := nowMin - int64(window/time.Minute) + 1
 	stepMin := int64(step / time.Minute)
 	firstMin -= (firstMin%stepMin + stepMin) % stepMin // points start on a step boundary
-	out := stats{Window: r.URL.Query().Get("window"), Step: step.String(), Failures: map[string]uint64{}}
+	out := stats{Window: r.URL.Query().Get("window"), Step: schemas.ShortDuration(step), Failures: map[string]uint64{}}
 	if out.Window == "" {
 		out.Window = "1h"
 	}

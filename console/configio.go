@@ -34,6 +34,9 @@ func exportedConfig(snap *platform.Snapshot, now time.Time) *schemas.Config {
 	for i := range cfg.Destinations {
 		d := &cfg.Destinations[i]
 		d.Origin = ""
+		if d.Sources == nil {
+			d.Sources = []string{}
+		}
 		if d.Settings.SharedSecret != "" {
 			d.Settings.SharedSecret = schemas.HashWriteKey(d.Settings.SharedSecret)
 		}

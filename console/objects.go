@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,21 +60,12 @@ func lookup(snap *platform.Snapshot, kind schemas.ConfigKind, id string) (schema
 	return o, ok
 }
 
-// configOf is the whole config of snap as a Config, with the object of key replaced by
-// candidate (placed first in its list) or removed when candidate is a tombstone.
+// configOf is the whole config of snap as a Config, with the object of candidate's key
+// replaced by candidate (placed last in its list, so that a rule between two objects, a
+// duplicate trait key, is reported on it) or removed when candidate is a tombstone.
 func configOf(snap *platform.Snapshot, candidate schemas.ConfigObject) *schemas.Config {
 	cfg := &schemas.Config{}
 	skip := func(kind schemas.ConfigKind, id string) bool { return kind == candidate.Kind && id == candidate.ID }
-	switch {
-	case candidate.Source != nil:
-		cfg.Sources = append(cfg.Sources, *candidate.Source)
-	case candidate.Destination != nil:
-		cfg.Destinations = append(cfg.Destinations, *candidate.Destination)
-	case candidate.Audience != nil:
-		cfg.Audiences = append(cfg.Audiences, *candidate.Audience)
-	case candidate.ComputedTrait != nil:
-		cfg.ComputedTraits = append(cfg.ComputedTraits, *candidate.ComputedTrait)
-	}
 	for _, o := range snap.Sources() {
 		if !skip(schemas.ConfigKindSource, o.ID) {
 			cfg.Sources = append(cfg.Sources, *o)
@@ -94,7 +86,56 @@ func configOf(snap *platform.Snapshot, candidate schemas.ConfigObject) *schemas.
 			cfg.ComputedTraits = append(cfg.ComputedTraits, *o)
 		}
 	}
+	switch {
+	case candidate.Source != nil:
+		cfg.Sources = append(cfg.Sources, *candidate.Source)
+	case candidate.Destination != nil:
+		cfg.Destinations = append(cfg.Destinations, *candidate.Destination)
+	case candidate.Audience != nil:
+		cfg.Audiences = append(cfg.Audiences, *candidate.Audience)
+	case candidate.ComputedTrait != nil:
+		cfg.ComputedTraits = append(cfg.ComputedTraits, *candidate.ComputedTrait)
+	}
 	return cfg
+}
+
+// listLen is the length of a config's list.
+func listLen(cfg *schemas.Config, list string) int {
+	switch list {
+	case "sources":
+		return len(cfg.Sources)
+	case "destinations":
+		return len(cfg.Destinations)
+	case "audiences":
+		return len(cfg.Audiences)
+	case "computedTraits":
+		return len(cfg.ComputedTraits)
+	}
+	return 0
+}
+
+// entryPath matches a list entry in a validation message ("audiences[0].name").
+var entryPath = regexp.MustCompile(`\b(sources|destinations|audiences|computedTraits)\[(\d+)\]`)
+
+// nounOf names a list's objects.
+func nounOf(list string) string {
+	if list == "computedTraits" {
+		return "computed trait"
+	}
+	return strings.TrimSuffix(list, "s")
+}
+
+// named rewrites the list entries a message mentions as the objects' kinds and ids
+// ("audiences[0].name" → "audience power-users's name").
+func named(cfg *schemas.Config, msg string) string {
+	return entryPath.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := entryPath.FindStringSubmatch(m)
+		i, _ := strconv.Atoi(sub[2])
+		if id := idAt(cfg, sub[1], i); id != "" {
+			return nounOf(sub[1]) + " " + id
+		}
+		return m
+	})
 }
 
 // idAt returns the id of entry i of a config's list.
@@ -128,18 +169,26 @@ func splitPath(path string) (list string, index int, rest string, ok bool) {
 }
 
 // invalid turns a config parser or validator error into the API's 400 (or, for a problem in
-// another object than the candidate, named by candidateList[0], a 409 in_use): the field is
-// relative to the object.
+// another object than the candidate, the last entry of candidateList, a 409 in_use): the
+// field is relative to the object, and other objects are named by kind and id.
 func invalid(err error, cfg *schemas.Config, candidateList string) error {
 	var errs schemas.ConfigErrors
 	if !errors.As(err, &errs) || len(errs) == 0 {
 		return errInvalid("", "%v", err)
 	}
+	candidate := 0 // a parsed body is entry 0
+	if cfg != nil {
+		candidate = listLen(cfg, candidateList) - 1
+	}
 	ae := &apiError{Status: http.StatusBadRequest, Code: codeInvalid}
 	for _, e := range errs {
-		fe := fieldError{Field: e.Path, Message: e.Message}
+		msg := e.Message
+		if cfg != nil {
+			msg = named(cfg, msg)
+		}
+		fe := fieldError{Field: e.Path, Message: msg}
 		if list, i, rest, ok := splitPath(e.Path); ok {
-			if list == candidateList && i == 0 {
+			if list == candidateList && i == candidate {
 				fe.Field = rest
 				// The parser names an unknown field in its message: the field is that one.
 				if name, ok := strings.CutPrefix(e.Message, `unknown field "`); ok {
@@ -149,11 +198,7 @@ func invalid(err error, cfg *schemas.Config, candidateList string) error {
 				}
 			} else if cfg != nil {
 				// Another object is no longer valid with this change: say which.
-				noun := strings.TrimSuffix(list, "s")
-				if list == "computedTraits" {
-					noun = "computed trait"
-				}
-				fe = fieldError{Message: fmt.Sprintf("%s %s: %s: %s", noun, idAt(cfg, list, i), rest, e.Message)}
+				fe = fieldError{Message: fmt.Sprintf("%s %s: %s: %s", nounOf(list), idAt(cfg, list, i), rest, msg)}
 				if ae.Status == http.StatusBadRequest && len(ae.Errors) == 0 {
 					ae.Status, ae.Code = http.StatusConflict, codeInUse
 				}
@@ -172,11 +217,21 @@ func invalid(err error, cfg *schemas.Config, candidateList string) error {
 }
 
 // parseObject parses a request body as one object of kind, with the config parser: the body
-// must be a JSON object; unknown fields and wrong types are errors naming the field.
+// must be a JSON object; unknown fields and wrong types are errors naming the field. The
+// read-only fields of a read answer (version, origin) are ignored.
 func parseObject(kind schemas.ConfigKind, body []byte) (schemas.ConfigObject, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
 		return schemas.ConfigObject{}, errInvalid("", "the body must be one JSON object")
+	}
+	if bytes.Contains(body, []byte(`"version"`)) || bytes.Contains(body, []byte(`"origin"`)) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) == nil {
+			for _, f := range readOnlyFields {
+				delete(m, f)
+			}
+			body, _ = json.Marshal(m)
+		}
 	}
 	list := lists[kind]
 	doc := make([]byte, 0, len(body)+len(list)+8)
@@ -506,7 +561,7 @@ func (s *Service) answerObject(w http.ResponseWriter, snap *platform.Snapshot, k
 	if !ok {
 		return errNotFound("no %s %q", nouns[kind], id)
 	}
-	v := view(snap, o)
+	v := view(snap, o, s.now())
 	if extra != nil {
 		extra(v)
 	}
@@ -518,7 +573,7 @@ func (s *Service) answerObject(w http.ResponseWriter, snap *platform.Snapshot, k
 // view is the API's form of an object: its config fields without secrets, its origin and its
 // version. Sources show no write key (only at creation and rotation); destinations show
 // hasSharedSecret instead of the secret.
-func view(snap *platform.Snapshot, o schemas.ConfigObject) map[string]any {
+func view(snap *platform.Snapshot, o schemas.ConfigObject, now time.Time) map[string]any {
 	m, err := objectJSON(o)
 	if err != nil {
 		m = map[string]any{"id": o.ID}
@@ -528,11 +583,14 @@ func view(snap *platform.Snapshot, o schemas.ConfigObject) map[string]any {
 		delete(m, "writeKey")
 		delete(m, "writeKeyHash")
 		delete(m, "previousWriteKeyHash")
-		if exp, err := schemas.ParseTimestamp(o.Source.PreviousWriteKeyExpiresAt); err != nil || !exp.After(time.Now()) {
+		if exp, err := schemas.ParseTimestamp(o.Source.PreviousWriteKeyExpiresAt); err != nil || !exp.After(now) {
 			delete(m, "previousWriteKeyExpiresAt")
 		}
 	case o.Destination != nil:
 		m["enabled"] = o.Destination.IsEnabled()
+		if o.Destination.Sources == nil {
+			m["sources"] = []string{}
+		}
 		if st, ok := m["settings"].(map[string]any); ok {
 			delete(st, "sharedSecret")
 			delete(st, "previousSharedSecret")
@@ -549,7 +607,8 @@ func view(snap *platform.Snapshot, o schemas.ConfigObject) map[string]any {
 func (s *Service) list(w http.ResponseWriter, kind schemas.ConfigKind) error {
 	snap := s.deps.Store.Snapshot()
 	out := []map[string]any{}
-	add := func(o schemas.ConfigObject) { out = append(out, view(snap, o)) }
+	now := s.now()
+	add := func(o schemas.ConfigObject) { out = append(out, view(snap, o, now)) }
 	switch kind {
 	case schemas.ConfigKindSource:
 		for _, x := range snap.Sources() {
@@ -640,7 +699,8 @@ func (s *Service) updateSource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{"writeKey", "writeKeyHash", "previousWriteKeyHash", "previousWriteKeyExpiresAt"} {
+	delete(patch, "previousWriteKeyExpiresAt") // read-only: a read answers it
+	for _, f := range []string{"writeKey", "writeKeyHash", "previousWriteKeyHash"} {
 		if _, ok := patch[f]; ok {
 			return errInvalid(f, "%s: change the write key with POST /v1/sources/%s/rotate-key", f, r.PathValue("id"))
 		}

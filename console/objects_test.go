@@ -197,6 +197,9 @@ func TestAudiencesAndComputedTraits(t *testing.T) {
 		t.Fatalf("audience in the store: %+v", a)
 	}
 	expect(t, h.do(http.MethodPost, "/v1/audiences", map[string]any{"id": "bad", "name": "Bad", "source": "ghost", "rule": map[string]any{"event": "X"}}), http.StatusBadRequest)
+	// A trait key another audience has: the new audience's name is wrong, the other is named.
+	expectError(t, h.do(http.MethodPost, "/v1/audiences", map[string]any{"id": "b2", "name": "buyers", "source": "web", "rule": map[string]any{"event": "X"}}),
+		http.StatusBadRequest, "invalid", `name: "buyers" has the trait key "buyers", as has audience buyers.name "Buyers"`, "name")
 	tr := map[string]any{"id": "orders-30d", "name": "Orders 30d", "source": "web", "count": map[string]any{"event": "Order Completed", "within": "720h"}}
 	expect(t, h.do(http.MethodPost, "/v1/computed-traits", tr), http.StatusCreated)
 	expect(t, h.do(http.MethodGet, "/v1/computed-traits/orders-30d", nil), http.StatusOK)

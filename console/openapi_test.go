@@ -509,7 +509,7 @@ func TestOpenAPI(t *testing.T) {
 			map[string]any{"not": map[string]any{"trait": "plan", "in": []any{"free", "trial"}}},
 		}}})
 	c.ok(409, "POST", "/v1/audiences", map[string]any{"id": "buyers", "name": "Other", "source": "app", "rule": map[string]any{"event": "x"}})
-	c.ok(409, "POST", "/v1/audiences", map[string]any{"id": "buyers2", "name": "big-buyers", "source": "app", "rule": map[string]any{"event": "x"}})
+	c.ok(400, "POST", "/v1/audiences", map[string]any{"id": "buyers2", "name": "big-buyers", "source": "app", "rule": map[string]any{"event": "x"}})
 	c.ok(400, "POST", "/v1/audiences", map[string]any{"id": "empty", "name": "Empty", "source": "app", "rule": map[string]any{}})
 	c.bad(400, "POST", "/v1/audiences", map[string]any{"id": "norule", "name": "No rule", "source": "app"})
 	au := c.ok(200, "GET", "/v1/audiences/buyers", nil)
@@ -522,6 +522,7 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(409, "DELETE", "/v1/sources/app", nil)
 
 	// The config file: export (validated as a Config), dry runs, conflicts, errors, import.
+	c.ok(200, "GET", "/v1/openapi.yaml", nil)
 	exported := c.ok(200, "GET", "/v1/config", nil)
 	c.ok(200, "PUT", "/v1/config?dryRun=true", string(exported.Body), "Content-Type", "application/yaml")
 	c.ok(200, "PUT", "/v1/config", string(exported.Body), "Content-Type", "application/yaml")

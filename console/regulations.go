@@ -225,7 +225,7 @@ func (s *Service) createRegulation(w http.ResponseWriter, r *http.Request) error
 		}
 	}
 	id := uuid.NewString()
-	now := s.now()
+	now := s.now().UTC().Truncate(time.Millisecond) // as read back from requestedAt
 	recs := make([]*kgo.Record, len(subjects))
 	reqs := make([]schemas.DeletionRequest, len(subjects))
 	for i, user := range subjects {

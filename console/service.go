@@ -170,18 +170,17 @@ func (e *apiError) Error() string { return e.Message }
 
 // Error codes.
 const (
-	codeUnauthorized   = "unauthorized"
-	codeInvalid        = "invalid"
-	codeNotFound       = "not_found"
-	codeConflict       = "conflict"
-	codeVersion        = "version_mismatch"
-	codeManagedByFile  = "managed_by_file"
-	codeInUse          = "in_use"
-	codeUnavailable    = "unavailable"
-	codeInternal       = "internal"
-	codeMethod         = "method_not_allowed"
-	codeTooLarge       = "too_large"
-	codeUnsupportedTyp = "unsupported_media_type"
+	codeUnauthorized  = "unauthorized"
+	codeInvalid       = "invalid"
+	codeNotFound      = "not_found"
+	codeConflict      = "conflict"
+	codeVersion       = "version_mismatch"
+	codeManagedByFile = "managed_by_file"
+	codeInUse         = "in_use"
+	codeUnavailable   = "unavailable"
+	codeInternal      = "internal"
+	codeMethod        = "method_not_allowed"
+	codeTooLarge      = "too_large"
 )
 
 func errInvalid(field, format string, args ...any) *apiError {
@@ -353,6 +352,7 @@ func (s *Service) routes() http.Handler {
 	h("PATCH /v1/computed-traits/{id}", s.updateTrait)
 	h("DELETE /v1/computed-traits/{id}", s.deleteTrait)
 
+	h("GET /v1/openapi.yaml", s.openAPISpec)
 	h("GET /v1/config", s.exportConfig)
 	h("PUT /v1/config", s.importConfig)
 
