@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -49,15 +50,32 @@ func (s *Service) listDLQ(w http.ResponseWriter, r *http.Request) error {
 			return errInvalid("cursor", "cursor: not a cursor of this API: %q", c)
 		}
 	}
-	dls, err := platform.ListDeadLetters(r.Context(), s.deps.Kafka, s.logger, s.replayTopics(),
-		platform.ReplayFilter{DestinationID: id, Again: q.Get("replayed") == "true"})
+	dls, err := s.deadLetters(r.Context(), id, q.Get("replayed") == "true")
 	if err != nil {
 		return err
 	}
-	slices.SortStableFunc(dls, func(a, b platform.DeadLetter) int { return b.At.Compare(a.At) })
 	out := []deadLetterView{}
 	for i := start; i < len(dls) && len(out) < limit; i++ {
-		d := dls[i]
+		out = append(out, dls[i])
+	}
+	page := map[string]any{"data": out, "total": len(dls)}
+	if start+len(out) < len(dls) {
+		page["nextCursor"] = strconv.Itoa(start + len(out))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// deadLetters lists the destination's dead letters, newest first (replayed ones too with
+// again).
+func (s *Service) deadLetters(ctx context.Context, id string, again bool) ([]deadLetterView, error) {
+	dls, err := platform.ListDeadLetters(ctx, s.deps.Kafka, s.logger, s.replayTopics(), platform.ReplayFilter{DestinationID: id, Again: again})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(dls, func(a, b platform.DeadLetter) int { return b.At.Compare(a.At) })
+	out := make([]deadLetterView, 0, len(dls))
+	for _, d := range dls {
 		v := deadLetterView{MessageID: d.MessageID, Reason: d.Reason, LastStatus: d.LastStatus, LastError: d.LastError,
 			Attempts: d.Attempts, DeadLetteredAt: schemas.FormatTimestamp(d.At), URL: d.URL}
 		if !d.FirstAttemptAt.IsZero() {
@@ -68,12 +86,7 @@ func (s *Service) listDLQ(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, v)
 	}
-	page := map[string]any{"data": out, "total": len(dls)}
-	if start+len(out) < len(dls) {
-		page["nextCursor"] = strconv.Itoa(start + len(out))
-	}
-	writeJSON(w, http.StatusOK, page)
-	return nil
+	return out, nil
 }
 
 // replayRequest is the body of POST /v1/destinations/{id}/dlq/replay: every dead letter not
@@ -92,21 +105,32 @@ func (s *Service) replayDLQ(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		return err
 	}
+	ids, err := s.replay(r.Context(), id, req)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, map[string]any{"replayed": len(ids), "messageIds": ids})
+	return nil
+}
+
+// replay replays the destination's dead letters (all not replayed yet, or those listed) and
+// returns the message ids replayed.
+func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]string, error) {
 	if req.URL != "" {
 		if err := schemas.CheckWebhookURL(req.URL); err != nil {
-			return errInvalid("url", "url: %v", err)
+			return nil, errInvalid("url", "url: %v", err)
 		}
 	}
 	for i, m := range req.MessageIDs {
 		if strings.TrimSpace(m) == "" {
-			return errInvalid("messageIds["+strconv.Itoa(i)+"]", "messageIds[%d]: must not be empty", i)
+			return nil, errInvalid("messageIds["+strconv.Itoa(i)+"]", "messageIds[%d]: must not be empty", i)
 		}
 	}
 	// Listed message ids are replayed even when they were replayed before: the user asks.
 	f := platform.ReplayFilter{DestinationID: id, MessageIDs: req.MessageIDs, Again: len(req.MessageIDs) > 0}
-	done, err := platform.ReplayDeadLetters(r.Context(), s.deps.Kafka, s.logger, s.replayTopics(), f, platform.ReplayOptions{URL: req.URL})
+	done, err := platform.ReplayDeadLetters(ctx, s.deps.Kafka, s.logger, s.replayTopics(), f, platform.ReplayOptions{URL: req.URL})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ids := make([]string, 0, len(done))
 	for _, d := range done {
@@ -114,6 +138,5 @@ func (s *Service) replayDLQ(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.replayed.Add(float64(len(done)))
 	s.logger.Info().Str("destination", id).Int("replayed", len(done)).Bool("to_other_url", req.URL != "").Msg("DLQ replayed")
-	writeData(w, http.StatusOK, map[string]any{"replayed": len(done), "messageIds": ids})
-	return nil
+	return ids, nil
 }

@@ -393,10 +393,24 @@ func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject
 	return snap, nil
 }
 
-// ifMatch checks the If-Match header (a version, as an ETag "12", 12, W/"12" or *) against
-// the object's current version: a mismatch is 409.
-func ifMatch(r *http.Request, noun, id string, current int64) error {
-	h := strings.TrimSpace(r.Header.Get("If-Match"))
+// writeOptions are the conditions of a write: the request's If-Match and ?takeOver=true.
+type writeOptions struct {
+	// IfMatch is an If-Match header: a version as an ETag ("12", 12, W/"12", several
+	// separated by commas) or *; "": no condition.
+	IfMatch string
+	// TakeOver lets the write change an object a config file manages (it becomes the
+	// console's).
+	TakeOver bool
+}
+
+// optionsOf reads the write options of an API request.
+func optionsOf(r *http.Request) writeOptions {
+	return writeOptions{IfMatch: r.Header.Get("If-Match"), TakeOver: r.URL.Query().Get("takeOver") == "true"}
+}
+
+// ifMatch checks an If-Match value against the object's current version: a mismatch is 409.
+func ifMatch(h, noun, id string, current int64) error {
+	h = strings.TrimSpace(h)
 	if h == "" || h == "*" {
 		return nil
 	}
@@ -410,11 +424,11 @@ func ifMatch(r *http.Request, noun, id string, current int64) error {
 		Message: fmt.Sprintf("%s %s is at version %d, not %s: read it again and re-apply your change", noun, id, current, h)}
 }
 
-// manageable refuses a change to an object a config file manages, unless the request takes it
-// over (?takeOver=true): applying the file would undo the change.
-func manageable(r *http.Request, o schemas.ConfigObject) error {
+// manageable refuses a change to an object a config file manages, unless the write takes it
+// over: applying the file would undo the change.
+func manageable(takeOver bool, o schemas.ConfigObject) error {
 	origin := o.Origin()
-	if !strings.HasPrefix(origin, schemas.OriginFilePrefix) || r.URL.Query().Get("takeOver") == "true" {
+	if !strings.HasPrefix(origin, schemas.OriginFilePrefix) || takeOver {
 		return nil
 	}
 	return &apiError{Status: http.StatusConflict, Code: codeManagedByFile,
@@ -453,60 +467,76 @@ func (s *Service) update(w http.ResponseWriter, r *http.Request, kind schemas.Co
 	return s.updateAnswer(w, r, kind, id, patch, prepare, nil)
 }
 
-// updateAnswer is update; prepare, when set, may check or adjust the merged object against the
-// current one, and extra adds fields to the answer.
+// updateAnswer is update; extra adds fields to the answer.
 func (s *Service) updateAnswer(w http.ResponseWriter, r *http.Request, kind schemas.ConfigKind, id string, patch map[string]any,
 	prepare func(cur schemas.ConfigObject, merged map[string]any) error, extra func(v map[string]any)) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	snap := s.deps.Store.Snapshot()
-	cur, ok := lookup(snap, kind, id)
-	if !ok {
-		return errNotFound("no %s %q", nouns[kind], id)
-	}
-	if err := ifMatch(r, nouns[kind], id, snap.Revision(kind, id)); err != nil {
-		return err
-	}
-	if err := manageable(r, cur); err != nil {
-		return err
-	}
-	if pid, ok := patch["id"]; ok && pid != id {
-		return errInvalid("id", "the id cannot change (create a new %s instead)", nouns[kind])
-	}
-	m, err := objectJSON(cur)
-	if err != nil {
-		return err
-	}
-	merged := mergePatch(m, replaceWhole(kind, m, patch))
-	if prepare != nil {
-		if err := prepare(cur, merged); err != nil {
-			return err
-		}
-	}
-	body, err := json.Marshal(merged)
-	if err != nil {
-		return err
-	}
-	next, err := parseObject(kind, body)
-	if err != nil {
-		return err
-	}
-	next.SetOrigin(schemas.OriginConsole)
-	cfg := configOf(snap, next)
-	if err := cfg.Validate(); err != nil {
-		return invalid(err, cfg, lists[kind])
-	}
-	snap, err = s.writeObjects(r.Context(), next)
+	snap, err := s.updateObject(r.Context(), kind, id, patch, optionsOf(r), prepare)
 	if err != nil {
 		return err
 	}
 	return s.answerObject(w, snap, kind, id, http.StatusOK, extra)
 }
 
-// create validates a new object and writes it; exists is 409.
-func (s *Service) create(w http.ResponseWriter, r *http.Request, o schemas.ConfigObject, extra func(v map[string]any)) error {
+// updateObject applies a JSON merge patch to the object of kind and id, validates the result
+// with the config parser and writes it (the API's PATCH and the UI's forms); prepare, when
+// set, may check or adjust the merged object against the current one. It returns the
+// snapshot that holds the change.
+func (s *Service) updateObject(ctx context.Context, kind schemas.ConfigKind, id string, patch map[string]any, opts writeOptions,
+	prepare func(cur schemas.ConfigObject, merged map[string]any) error) (*platform.Snapshot, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	snap := s.deps.Store.Snapshot()
+	cur, ok := lookup(snap, kind, id)
+	if !ok {
+		return nil, errNotFound("no %s %q", nouns[kind], id)
+	}
+	if err := ifMatch(opts.IfMatch, nouns[kind], id, snap.Revision(kind, id)); err != nil {
+		return nil, err
+	}
+	if err := manageable(opts.TakeOver, cur); err != nil {
+		return nil, err
+	}
+	if pid, ok := patch["id"]; ok && pid != id {
+		return nil, errInvalid("id", "the id cannot change (create a new %s instead)", nouns[kind])
+	}
+	m, err := objectJSON(cur)
+	if err != nil {
+		return nil, err
+	}
+	merged := mergePatch(m, replaceWhole(kind, m, patch))
+	if prepare != nil {
+		if err := prepare(cur, merged); err != nil {
+			return nil, err
+		}
+	}
+	body, err := json.Marshal(merged)
+	if err != nil {
+		return nil, err
+	}
+	next, err := parseObject(kind, body)
+	if err != nil {
+		return nil, err
+	}
+	next.SetOrigin(schemas.OriginConsole)
+	cfg := configOf(snap, next)
+	if err := cfg.Validate(); err != nil {
+		return nil, invalid(err, cfg, lists[kind])
+	}
+	return s.writeObjects(ctx, next)
+}
+
+// create validates a new object, writes it and answers it.
+func (s *Service) create(w http.ResponseWriter, r *http.Request, o schemas.ConfigObject, extra func(v map[string]any)) error {
+	snap, err := s.createObject(r.Context(), o)
+	if err != nil {
+		return err
+	}
+	return s.answerObject(w, snap, o.Kind, o.ID, http.StatusCreated, extra)
+}
+
+// checkNew validates a new object against the current config without writing it (409 when its
+// id is taken): the UI's step-by-step validation.
+func (s *Service) checkNew(o schemas.ConfigObject) error {
 	snap := s.deps.Store.Snapshot()
 	if _, exists := lookup(snap, o.Kind, o.ID); exists && o.ID != "" {
 		return &apiError{Status: http.StatusConflict, Code: codeConflict, Field: "id",
@@ -517,15 +547,32 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request, o schemas.Confi
 	if err := cfg.Validate(); err != nil {
 		return invalid(err, cfg, lists[o.Kind])
 	}
-	snap, err := s.writeObjects(r.Context(), o)
-	if err != nil {
-		return err
-	}
-	return s.answerObject(w, snap, o.Kind, o.ID, http.StatusCreated, extra)
+	return nil
 }
 
-// remove deletes the object of kind and id (a tombstone); an object others depend on is 409.
+// createObject validates a new object and writes it; an existing id is 409.
+func (s *Service) createObject(ctx context.Context, o schemas.ConfigObject) (*platform.Snapshot, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.checkNew(o); err != nil {
+		return nil, err
+	}
+	o.SetOrigin(schemas.OriginConsole)
+	return s.writeObjects(ctx, o)
+}
+
+// remove deletes the object of kind and id and answers 204.
 func (s *Service) remove(w http.ResponseWriter, r *http.Request, kind schemas.ConfigKind, id string) error {
+	if err := s.removeObject(r.Context(), kind, id, optionsOf(r)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// removeObject deletes the object of kind and id (a tombstone); an object others depend on is
+// 409.
+func (s *Service) removeObject(ctx context.Context, kind schemas.ConfigKind, id string, opts writeOptions) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	snap := s.deps.Store.Snapshot()
@@ -533,10 +580,10 @@ func (s *Service) remove(w http.ResponseWriter, r *http.Request, kind schemas.Co
 	if !ok {
 		return errNotFound("no %s %q", nouns[kind], id)
 	}
-	if err := ifMatch(r, nouns[kind], id, snap.Revision(kind, id)); err != nil {
+	if err := ifMatch(opts.IfMatch, nouns[kind], id, snap.Revision(kind, id)); err != nil {
 		return err
 	}
-	if err := manageable(r, cur); err != nil {
+	if err := manageable(opts.TakeOver, cur); err != nil {
 		return err
 	}
 	gone := schemas.ConfigObject{Kind: kind, ID: id}
@@ -547,11 +594,8 @@ func (s *Service) remove(w http.ResponseWriter, r *http.Request, kind schemas.Co
 		ae.Message = fmt.Sprintf("%s %s is in use: %s", nouns[kind], id, ae.Message)
 		return ae
 	}
-	if _, err := s.writeObjects(r.Context(), gone); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	_, err := s.writeObjects(ctx, gone)
+	return err
 }
 
 // answerObject answers one object's view from snap, with its version as ETag; extra adds

@@ -195,23 +195,34 @@ func (s *Service) createRegulation(w http.ResponseWriter, r *http.Request) error
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		return err
 	}
+	id, err := s.submitRegulation(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, map[string]string{"regulateId": id})
+	return nil
+}
+
+// submitRegulation checks a regulation and writes its tracking.deletions records; it returns
+// the regulation's id once Kafka acknowledged them.
+func (s *Service) submitRegulation(ctx context.Context, req regulationRequest) (string, error) {
 	switch {
 	case req.RegulationType == "":
-		return errInvalid("regulationType", "regulationType: required: one of %v", regulationTypes)
+		return "", errInvalid("regulationType", "regulationType: required: one of %v", regulationTypes)
 	case !slices.Contains(regulationTypes, req.RegulationType):
-		return errInvalid("regulationType", "regulationType: must be one of %v, got %q", regulationTypes, req.RegulationType)
+		return "", errInvalid("regulationType", "regulationType: must be one of %v, got %q", regulationTypes, req.RegulationType)
 	case req.SubjectType != "USER_ID":
-		return errInvalid("subjectType", "subjectType: must be USER_ID, got %q", req.SubjectType)
+		return "", errInvalid("subjectType", "subjectType: must be USER_ID, got %q", req.SubjectType)
 	case len(req.SubjectIDs) == 0:
-		return errInvalid("subjectIds", "subjectIds: at least one user id is required")
+		return "", errInvalid("subjectIds", "subjectIds: at least one user id is required")
 	case len(req.SubjectIDs) > MaxSubjects:
-		return errInvalid("subjectIds", "subjectIds: at most %d subject ids per regulation, got %d", MaxSubjects, len(req.SubjectIDs))
+		return "", errInvalid("subjectIds", "subjectIds: at most %d subject ids per regulation, got %d", MaxSubjects, len(req.SubjectIDs))
 	}
 	subjects := make([]string, 0, len(req.SubjectIDs))
 	seen := make(map[string]bool, len(req.SubjectIDs))
 	for i, id := range req.SubjectIDs {
 		if id == "" {
-			return errInvalid(fmt.Sprintf("subjectIds[%d]", i), "subjectIds[%d]: must not be empty", i)
+			return "", errInvalid(fmt.Sprintf("subjectIds[%d]", i), "subjectIds[%d]: must not be empty", i)
 		}
 		if !seen[id] {
 			seen[id] = true
@@ -221,7 +232,7 @@ func (s *Service) createRegulation(w http.ResponseWriter, r *http.Request) error
 	snap := s.deps.Store.Snapshot()
 	for i, id := range req.SourceIDs {
 		if _, ok := snap.SourceByID(id); !ok {
-			return errInvalid(fmt.Sprintf("sourceIds[%d]", i), "sourceIds[%d]: no source %q", i, id)
+			return "", errInvalid(fmt.Sprintf("sourceIds[%d]", i), "sourceIds[%d]: no source %q", i, id)
 		}
 	}
 	id := uuid.NewString()
@@ -232,7 +243,7 @@ func (s *Service) createRegulation(w http.ResponseWriter, r *http.Request) error
 		reqs[i] = schemas.DeletionRequest{UserID: user, Kind: req.RegulationType, SourceIDs: req.SourceIDs, RequestID: id, RequestedAt: schemas.FormatTimestamp(now)}
 		v, err := json.Marshal(&reqs[i])
 		if err != nil {
-			return err
+			return "", err
 		}
 		recs[i] = &kgo.Record{Topic: s.cfg.DeletionsTopic, Key: []byte(user), Value: v}
 	}
@@ -242,16 +253,15 @@ func (s *Service) createRegulation(w http.ResponseWriter, r *http.Request) error
 		s.regulations.requested(id, &reqs[i], now.UTC())
 	}
 	s.regulations.mu.Unlock()
-	if err := s.producer.ProduceSync(r.Context(), recs...).FirstErr(); err != nil {
+	if err := s.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		s.regulations.mu.Lock()
 		s.regulations.forget(id)
 		s.regulations.mu.Unlock()
-		return fmt.Errorf("writing %s: %w", s.cfg.DeletionsTopic, err)
+		return "", fmt.Errorf("writing %s: %w", s.cfg.DeletionsTopic, err)
 	}
 	s.metrics.regulations.WithLabelValues(req.RegulationType).Inc()
 	s.logger.Info().Str("regulation", id).Str("type", req.RegulationType).Int("subjects", len(subjects)).Msg("regulation created")
-	writeData(w, http.StatusOK, map[string]string{"regulateId": id})
-	return nil
+	return id, nil
 }
 
 func (s *Service) listRegulations(w http.ResponseWriter, r *http.Request) error {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -63,24 +64,42 @@ func sampleMessage(typ, messageID string, now time.Time) []byte {
 	return b
 }
 
+// testOutcome is the answer of a destination test.
+type testOutcome struct {
+	MessageID string          `json:"messageId"`
+	Type      string          `json:"type"`
+	Body      json.RawMessage `json:"body"`
+	Results   []testResult    `json:"results"`
+}
+
 func (s *Service) testDestination(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	d, ok := s.deps.Store.Snapshot().DestinationByID(id)
-	if !ok {
-		return errNotFound("no destination %q", id)
-	}
 	var req testRequest
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		return err
+	}
+	out, err := s.runTest(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+// runTest sends a sample message to every URL of the destination through the deliverer and
+// waits for what each answered (TestTimeout at most).
+func (s *Service) runTest(ctx context.Context, id string, req testRequest) (*testOutcome, error) {
+	d, ok := s.deps.Store.Snapshot().DestinationByID(id)
+	if !ok {
+		return nil, errNotFound("no destination %q", id)
 	}
 	if req.Type == "" {
 		req.Type = schemas.TypeTrack
 	}
 	if !slices.Contains(testTypes, req.Type) {
-		return errInvalid("type", "type: must be one of %v, got %q", testTypes, req.Type)
+		return nil, errInvalid("type", "type: must be one of %v, got %q", testTypes, req.Type)
 	}
 	if !d.IsEnabled() {
-		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: fmt.Sprintf("destination %s is disabled: the deliverer sends nothing to it (enable it first)", id)}
+		return nil, &apiError{Status: http.StatusConflict, Code: codeConflict, Message: fmt.Sprintf("destination %s is disabled: the deliverer sends nothing to it (enable it first)", id)}
 	}
 	now := s.now()
 	messageID := "test-" + uuid.NewString()
@@ -90,7 +109,7 @@ func (s *Service) testDestination(w http.ResponseWriter, r *http.Request) error 
 	} else {
 		m, err := schemas.DecodeMessage(sampleMessage(req.Type, messageID, now))
 		if err != nil {
-			return fmt.Errorf("sample %s message: %w", req.Type, err)
+			return nil, fmt.Errorf("sample %s message: %w", req.Type, err)
 		}
 		body = schemas.AppendWebhookBody(nil, m)
 	}
@@ -110,8 +129,8 @@ func (s *Service) testDestination(w http.ResponseWriter, r *http.Request) error 
 		{Key: schemas.HeaderType, Value: []byte(req.Type)},
 		{Key: schemas.HeaderTest, Value: []byte("1")},
 	}}
-	if err := s.producer.ProduceSync(r.Context(), rec).FirstErr(); err != nil {
-		return fmt.Errorf("writing %s: %w", s.cfg.DeliveriesTopic, err)
+	if err := s.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", s.cfg.DeliveriesTopic, err)
 	}
 	s.metrics.tests.Inc()
 	timeout := time.NewTimer(s.cfg.TestTimeout)
@@ -123,8 +142,8 @@ wait:
 			results[a.URL] = &testResult{URL: a.URL, Status: a.Status, LatencyMs: a.LatencyMs, ErrorClass: a.ErrorClass, Error: a.Error}
 		case <-timeout.C:
 			break wait
-		case <-r.Context().Done():
-			return r.Context().Err()
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 	out := make([]testResult, 0, len(urls))
@@ -136,6 +155,5 @@ wait:
 				Error: fmt.Sprintf("no attempt logged within %s: is the deliverer running? (the delivery log shows it when it happens)", s.cfg.TestTimeout)})
 		}
 	}
-	writeData(w, http.StatusOK, map[string]any{"messageId": messageID, "type": req.Type, "body": json.RawMessage(body), "results": out})
-	return nil
+	return &testOutcome{MessageID: messageID, Type: req.Type, Body: json.RawMessage(body), Results: out}, nil
 }
