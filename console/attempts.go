@@ -391,15 +391,22 @@ func (s *Service) destinationStats(w http.ResponseWriter, r *http.Request) error
 	default:
 		return errInvalid("window", "window: must be 1h or 24h, got %q", v)
 	}
+	out := s.statsOf(id, window, step)
+	if v := r.URL.Query().Get("window"); v != "" {
+		out.Window = v
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+// statsOf is the destination's counters over the last window, one point per step.
+func (s *Service) statsOf(id string, window, step time.Duration) stats {
 	window = min(window, s.cfg.StatsWindow)
 	nowMin := s.now().Unix() / 60
 	firstMin := nowMin - int64(window/time.Minute) + 1
 	stepMin := int64(step / time.Minute)
 	firstMin -= (firstMin%stepMin + stepMin) % stepMin // points start on a step boundary
-	out := stats{Window: r.URL.Query().Get("window"), Step: schemas.ShortDuration(step), Failures: map[string]uint64{}}
-	if out.Window == "" {
-		out.Window = "1h"
-	}
+	out := stats{Window: schemas.ShortDuration(window), Step: schemas.ShortDuration(step), Failures: map[string]uint64{}}
 	var total [histBuckets]uint64
 	s.attempts.mu.RLock()
 	d := s.attempts.dests[id]
@@ -438,6 +445,5 @@ func (s *Service) destinationStats(w http.ResponseWriter, r *http.Request) error
 		out.SuccessRate = &rate
 	}
 	out.LatencyMs = latency{P50: quantile(&total, out.Attempts, 0.5), P99: quantile(&total, out.Attempts, 0.99)}
-	writeData(w, http.StatusOK, out)
-	return nil
+	return out
 }

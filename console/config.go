@@ -14,12 +14,18 @@ import (
 type Config struct {
 	// Addr is where the API, /healthz, /readyz and /metrics listen (CONSOLE_ADDR).
 	Addr string `env:"CONSOLE_ADDR" doc:"listen address of the console: its admin API under '/v1/' ([console.md](console.md)), '/healthz', '/readyz' and '/metrics'; the images set '0.0.0.0:8090'"`
+	// IngestURL is the tracking API's address as clients reach it, for the first event's curl
+	// the UI shows (CONSOLE_INGEST_URL).
+	IngestURL string `env:"CONSOLE_INGEST_URL" doc:"the tracking API's URL as clients reach it, shown in the console's 'curl' for a new source's first event; 'make run' sets its own"`
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
 	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...'); the console refuses to start without it. 'make run' uses it when set, else generates one, keeps it in 'DATA_DIR/console-token' and prints it"`
 
 	// Topic names; tests on a shared broker override them.
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
+	// DelivererGroup is the deliverer's consumer group: its lag on the retry tiers is the
+	// overview's backlog.
+	DelivererGroup string
 
 	// AttemptsPerDestination is how many attempts the delivery log keeps per destination.
 	AttemptsPerDestination int
@@ -43,6 +49,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Addr:                   "127.0.0.1:8090",
+		IngestURL:              "http://127.0.0.1:8080",
 		ConfigTopic:            schemas.TopicConfig,
 		EventsTopic:            schemas.TopicEvents,
 		RejectedTopic:          schemas.TopicRejected,
@@ -52,6 +59,7 @@ func DefaultConfig() Config {
 		DeliveriesTopic:        schemas.TopicDeliveries,
 		DLQTopic:               schemas.TopicDLQ,
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
+		DelivererGroup:         "tributary-deliverer",
 		AttemptsPerDestination: 1000,
 		StatsWindow:            24 * time.Hour,
 		RecentEvents:           100,

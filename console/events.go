@@ -55,12 +55,32 @@ func (e *event) view() eventView {
 	return v
 }
 
-// sourceEvents is one source's recent events and watchers.
+// sourceEvents is one source's recent events, watchers and per-minute counts.
 type sourceEvents struct {
 	ring     []event
 	next     int
 	size     int
 	watchers map[chan eventView]struct{}
+	minutes  [60]eventMinute // by unix minute modulo 60: the last hour
+}
+
+// eventMinute counts one source's events of one minute.
+type eventMinute struct {
+	at                 int64 // unix minute
+	accepted, rejected uint32
+}
+
+// lastHour counts the source's accepted and rejected events of the hour before now; called with
+// the log's lock held.
+func (se *sourceEvents) lastHour(now time.Time) (accepted, rejected uint64) {
+	first := now.Unix()/60 - 59
+	for _, m := range se.minutes {
+		if m.at >= first {
+			accepted += uint64(m.accepted)
+			rejected += uint64(m.rejected)
+		}
+	}
+	return accepted, rejected
 }
 
 // eventLog is every source's recent events. Safe for concurrent use.
@@ -119,6 +139,17 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 	}
 	se.next = (se.next + 1) % len(se.ring)
 	se.size = min(se.size+1, len(se.ring))
+	unix := e.receivedAt.Unix() / 60
+	if m := &se.minutes[unix%60]; m.at <= unix {
+		if m.at != unix {
+			*m = eventMinute{at: unix}
+		}
+		if rejected {
+			m.rejected++
+		} else {
+			m.accepted++
+		}
+	}
 	if len(se.watchers) > 0 {
 		v := e.view()
 		for ch := range se.watchers {

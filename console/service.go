@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -56,6 +57,7 @@ type Service struct {
 	keys   *schemas.Keyring
 
 	producer *kgo.Client
+	adm      *kadm.Client // of producer: the deliverer group's lag (the overview)
 	server   *platform.HTTPServer
 	handler  http.Handler
 
@@ -68,7 +70,9 @@ type Service struct {
 	attempts    *attemptLog
 	events      *eventLog
 	regulations *regulationLog
+	dlq         *dlqCounts
 	metrics     *metrics
+	ui          *ui
 }
 
 // New checks cfg and prepares the console; Run serves it.
@@ -96,6 +100,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: kafka client: %w", err)
 	}
+	s.adm = kadm.NewClient(s.producer)
 	reg := deps.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -104,6 +109,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.attempts = newAttemptLog(cfg.AttemptsPerDestination, cfg.StatsWindow)
 	s.events = newEventLog(cfg.RecentEvents)
 	s.regulations = newRegulationLog()
+	s.dlq = newDLQCounts()
+	if s.ui, err = newUI(s); err != nil {
+		return nil, err
+	}
 	s.handler = s.routes()
 	s.server = platform.NewHTTPServer(cfg.Addr, s.handler, deps.Health, deps.Gatherer, s.logger)
 	s.server.ShutdownTimeout = cfg.ShutdownTimeout
@@ -131,9 +140,10 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runAttempts),
 		platform.RunnerFunc(s.runEvents),
 		platform.RunnerFunc(s.runRegulations),
+		platform.RunnerFunc(s.runDLQCounts),
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
-		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.deps.Store.Ready()} {
+		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.deps.Store.Ready()} {
 			select {
 			case <-ch:
 			case <-ctx.Done():
@@ -363,9 +373,7 @@ func (s *Service) routes() http.Handler {
 	api := s.authorized(s.methodErrors(mux))
 	root := http.NewServeMux()
 	root.Handle("/v1/", api)
-	root.Handle("/", s.authorized(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, errNotFound("no page %s: the API is under /v1/ (docs/console.md)", r.URL.Path))
-	})))
+	s.ui.routes(root) // every other path: the web UI
 	return root
 }
 

@@ -98,6 +98,9 @@ func (s *Stack) addServices(ctx context.Context) error {
 		s.consoleTokenGenerated = true
 	}
 	s.consoleToken = ccfg.Token
+	if ccfg.IngestURL == console.DefaultConfig().IngestURL {
+		ccfg.IngestURL = "http://" + s.ingestAddr // the address ingest took
+	}
 	con, err := console.New(ccfg, console.Deps{
 		Kafka:      s.cfg.Kafka,
 		Store:      s.store,

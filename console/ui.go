@@ -1,0 +1,310 @@
+package console
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tributary-cdp/tributary/platform"
+)
+
+// The web UI (docs/console.md#the-web-ui): server-rendered html/template pages embedded in the
+// binary, a little hand-written JavaScript (ui/static/app.js) for what a page does live, no
+// third-party asset. Sign-in takes the console token and sets a session cookie (HttpOnly,
+// SameSite=Strict), signed with a key derived from the token, so that every replica accepts it
+// and changing the token signs everyone out. Every form carries a CSRF token bound to the
+// session; every page is served with a strict Content-Security-Policy (no inline script or
+// style).
+
+//go:embed ui/templates/*.html ui/static/*
+var uiFiles embed.FS
+
+// Session settings.
+const (
+	sessionCookie = "tributary_session"
+	sessionTTL    = 12 * time.Hour
+	csrfField     = "_csrf"
+)
+
+// contentSecurityPolicy allows the page's own scripts, styles and fetches only.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// ui is the web UI of a console.
+type ui struct {
+	s     *Service
+	key   []byte // signs sessions and CSRF tokens
+	pages map[string]*template.Template
+}
+
+// session is a signed-in browser.
+type session struct {
+	nonce   []byte
+	expires time.Time
+	csrf    string
+}
+
+func newUI(s *Service) (*ui, error) {
+	mac := hmac.New(sha256.New, []byte(s.cfg.Token))
+	mac.Write([]byte("tributary-console-session-v1"))
+	u := &ui{s: s, key: mac.Sum(nil), pages: map[string]*template.Template{}}
+	names, err := fs.Glob(uiFiles, "ui/templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(name, "ui/templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, "ui/templates/layout.html", name)
+		if err != nil {
+			return nil, fmt.Errorf("console UI template %s: %w", name, err)
+		}
+		u.pages[base] = t
+	}
+	return u, nil
+}
+
+// sign returns the MAC of b under the UI's key.
+func (u *ui) sign(parts ...[]byte) []byte {
+	mac := hmac.New(sha256.New, u.key)
+	for _, p := range parts {
+		mac.Write(p)
+	}
+	return mac.Sum(nil)
+}
+
+// newSession returns a cookie value for a new session.
+func (u *ui) newSession(now time.Time) string {
+	payload := make([]byte, 8+16)
+	binary.BigEndian.PutUint64(payload, uint64(now.Add(sessionTTL).Unix()))
+	_, _ = rand.Read(payload[8:])
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(u.sign([]byte("session"), payload))
+}
+
+// session returns the request's valid session, or nil.
+func (u *ui) session(r *http.Request) *session {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	p, m, ok := strings.Cut(c.Value, ".")
+	if !ok {
+		return nil
+	}
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p)
+	mac, err2 := enc.DecodeString(m)
+	if err1 != nil || err2 != nil || len(payload) != 24 || !hmac.Equal(mac, u.sign([]byte("session"), payload)) {
+		return nil
+	}
+	expires := time.Unix(int64(binary.BigEndian.Uint64(payload)), 0)
+	if !u.s.now().Before(expires) {
+		return nil
+	}
+	return &session{nonce: payload[8:], expires: expires, csrf: enc.EncodeToString(u.sign([]byte("csrf"), payload[8:]))}
+}
+
+// secure reports whether the browser reached the console over HTTPS (directly or through a
+// proxy that says so): the cookie is then Secure.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+// headers sets the security headers of every UI answer.
+func headers(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+// safeNext returns next when it is a path of this console, else "/".
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}
+
+// page is what every page template gets.
+type page struct {
+	Title   string
+	Nav     string // the section highlighted in the navigation
+	CSRF    string
+	Flash   string // a one-line result of the last action ("Source app created")
+	Error   string // an error of the whole form
+	Version string
+	Data    any
+}
+
+// render writes the page template name with data.
+func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	headers(w)
+	t, ok := u.pages[name]
+	if !ok {
+		http.Error(w, "no page "+name, http.StatusInternalServerError)
+		return
+	}
+	if sess := u.session(r); sess != nil {
+		p.CSRF = sess.csrf
+	}
+	if p.Flash == "" {
+		p.Flash = r.URL.Query().Get("done")
+	}
+	p.Version = platform.Version
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, p); err != nil {
+		u.s.logger.Error().Err(err).Str("page", name).Msg("rendering a page failed")
+		http.Error(w, "rendering the page failed: see the console's log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// signIn serves the sign-in form and checks the token.
+func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.FormValue("next"))
+	if r.Method == http.MethodGet {
+		if u.session(r) != nil {
+			http.Redirect(w, r, next, http.StatusSeeOther)
+			return
+		}
+		u.render(w, r, http.StatusOK, "signin", page{Title: "Sign in", Data: map[string]string{"Next": next}})
+		return
+	}
+	if !sameOrigin(r) {
+		u.forbidden(w, r)
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if subtle.ConstantTimeCompare([]byte(token), []byte(u.s.cfg.Token)) != 1 {
+		u.s.metrics.unauthorized.Inc()
+		u.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: "That is not the console token (CONSOLE_TOKEN; make run prints it and keeps it in DATA_DIR/console-token).",
+			Data: map[string]string{"Next": next}})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.newSession(u.s.now()), Path: "/", MaxAge: int(sessionTTL / time.Second),
+		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signOut ends the session (a form with the CSRF token).
+func (u *ui) signOut(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// sameOrigin refuses a cross-site POST by its Origin or Sec-Fetch-Site header (SameSite=Strict
+// already keeps the cookie off it; the CSRF token is the third lock).
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return false
+		}
+	}
+	return true
+}
+
+func (u *ui) forbidden(w http.ResponseWriter, r *http.Request) {
+	u.render(w, r, http.StatusForbidden, "error", page{Title: "Refused", Error: "This form is out of date or came from another site (its CSRF token does not match your session). Go back, reload the page and send it again."})
+}
+
+// signedIn wraps a page: without a session, a GET goes to the sign-in form (and back after
+// it), anything else is 401; a POST needs the session's CSRF token and a same-origin request.
+func (u *ui) signedIn(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sess := u.session(r)
+		if sess == nil {
+			headers(w)
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "sign in first", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			if err := r.ParseForm(); err != nil {
+				u.render(w, r, http.StatusBadRequest, "error", page{Title: "Bad request", Error: "The form could not be read: " + err.Error()})
+				return
+			}
+			if !sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.PostForm.Get(csrfField)), []byte(sess.csrf)) != 1 {
+				u.forbidden(w, r)
+				return
+			}
+		}
+		next(w, r)
+	})
+}
+
+// fail shows an error page for err: an apiError with its status and message.
+func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		u.s.logger.Error().Err(err).Str("path", r.URL.Path).Msg("page failed")
+		ae = &apiError{Status: http.StatusInternalServerError, Message: "Something failed: see the console's log."}
+	}
+	u.render(w, r, ae.Status, "error", page{Title: http.StatusText(ae.Status), Error: ae.Message})
+}
+
+// redirect sends the browser to path with a one-line result shown on that page.
+func redirect(w http.ResponseWriter, r *http.Request, path, done string) {
+	if done != "" {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "done=" + url.QueryEscape(done)
+	}
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// routes registers the UI's pages on mux: every path but /v1/ (the API).
+func (u *ui) routes(mux *http.ServeMux) {
+	static, _ := fs.Sub(uiFiles, "ui/static")
+	files := http.FileServerFS(static)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		headers(w)
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		files.ServeHTTP(w, r)
+	})))
+	mux.HandleFunc("GET /signin", u.signIn)
+	mux.HandleFunc("POST /signin", u.signIn)
+	mux.Handle("POST /signout", u.signedIn(u.signOut))
+	pg := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, u.signedIn(h)) }
+	pg("GET /{$}", u.overview)
+	u.sourcePages(pg)
+	u.destinationPages(pg)
+	u.audiencePages(pg)
+	u.deletionPages(pg)
+	pg("GET /settings", u.settings)
+	pg("GET /settings/export", u.exportYAML)
+	mux.Handle("/", u.signedIn(func(w http.ResponseWriter, r *http.Request) {
+		u.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Error: "There is no page " + r.URL.Path + "."})
+	}))
+}

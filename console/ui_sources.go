@@ -1,0 +1,236 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// The sources pages: the list, creating one (its write key shown once, with a first event's
+// curl), rotating its key, its tracking plan, and the live debugger.
+
+func (u *ui) sourcePages(pg func(string, http.HandlerFunc)) {
+	pg("GET /sources", u.sources)
+	pg("GET /sources/new", u.newSource)
+	pg("POST /sources/new", u.createSource)
+	pg("GET /sources/{id}", u.source)
+	pg("POST /sources/{id}", u.updateSource)
+	pg("POST /sources/{id}/rotate", u.rotateSource)
+	pg("POST /sources/{id}/delete", u.deleteSource)
+	pg("GET /sources/{id}/live", func(w http.ResponseWriter, r *http.Request) {
+		if err := u.s.liveEvents(w, r); err != nil {
+			u.fail(w, r, err)
+		}
+	})
+}
+
+func (u *ui) sources(w http.ResponseWriter, r *http.Request) {
+	snap := u.s.deps.Store.Snapshot()
+	now := u.s.now()
+	var rows []sourceRow
+	u.s.events.mu.Lock()
+	for _, src := range snap.Sources() {
+		row := sourceRow{ID: src.ID, Name: src.Name}
+		if se := u.s.events.sources[src.ID]; se != nil {
+			row.Accepted, row.Rejected = se.lastHour(now)
+		}
+		rows = append(rows, row)
+	}
+	u.s.events.mu.Unlock()
+	u.render(w, r, http.StatusOK, "sources", page{Title: "Sources", Nav: "sources", Data: rows})
+}
+
+// sourceForm is the new-source form, with the errors next to its fields.
+type sourceForm struct {
+	ID, Name string
+	Errors   map[string]string
+}
+
+func (u *ui) newSource(w http.ResponseWriter, r *http.Request) {
+	u.render(w, r, http.StatusOK, "source_new", page{Title: "Add a source", Nav: "sources", Data: sourceForm{}})
+}
+
+// fieldErrors maps an API error to the form fields it names (field paths of the object; the
+// first path element); a problem without a field is the form's.
+func fieldErrors(err error) (map[string]string, string) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return nil, "Something failed: see the console's log."
+	}
+	out := map[string]string{}
+	list := ae.Errors
+	if len(list) == 0 {
+		list = []fieldError{{Field: ae.Field, Message: ae.Message}}
+	}
+	var general []string
+	for _, e := range list {
+		msg := e.Message
+		if e.Field == "" {
+			general = append(general, msg)
+			continue
+		}
+		msg = strings.TrimPrefix(msg, e.Field+": ")
+		if _, seen := out[e.Field]; !seen {
+			out[e.Field] = msg
+		}
+	}
+	return out, strings.Join(general, " ")
+}
+
+func (u *ui) createSource(w http.ResponseWriter, r *http.Request) {
+	f := sourceForm{ID: strings.TrimSpace(r.PostFormValue("id")), Name: strings.TrimSpace(r.PostFormValue("name"))}
+	key := newWriteKey()
+	o := schemas.ConfigObject{Kind: schemas.ConfigKindSource, ID: f.ID, Source: &schemas.Source{ID: f.ID, Name: f.Name, WriteKey: key}}
+	if _, err := u.s.createObject(r.Context(), o); err != nil {
+		var general string
+		f.Errors, general = fieldErrors(err)
+		u.render(w, r, http.StatusBadRequest, "source_new", page{Title: "Add a source", Nav: "sources", Error: general, Data: f})
+		return
+	}
+	u.render(w, r, http.StatusCreated, "source_key", page{Title: "Source " + f.ID + " created", Nav: "sources",
+		Flash: "Source " + f.ID + " created.", Data: u.keyPage(f.ID, key, "")})
+}
+
+// keyData is the page that shows a write key once.
+type keyData struct {
+	ID, Key, IngestURL, Expires string
+}
+
+func (u *ui) keyPage(id, key, expires string) keyData {
+	return keyData{ID: id, Key: key, IngestURL: strings.TrimSuffix(u.s.cfg.IngestURL, "/"), Expires: expires}
+}
+
+// sourceData is the source page's data.
+type sourceData struct {
+	Source         *schemas.Source
+	Version        int64
+	Blocked        string // one event name per line
+	KeyExpires     string
+	Destinations   []string
+	Recent         []eventView
+	Accepted       uint64
+	Rejected       uint64
+	Errors         map[string]string
+	Overlaps       []string
+	ManagedByFile  bool
+	DestinationIDs []string
+}
+
+func (u *ui) sourceData(id string) (*sourceData, bool) {
+	snap := u.s.deps.Store.Snapshot()
+	src, ok := snap.SourceByID(id)
+	if !ok {
+		return nil, false
+	}
+	d := &sourceData{Source: src, Version: snap.Revision(schemas.ConfigKindSource, id), Overlaps: []string{"0s", "1h", "24h", "168h"},
+		ManagedByFile: strings.HasPrefix(src.Origin, schemas.OriginFilePrefix)}
+	if src.TrackingPlan != nil {
+		d.Blocked = strings.Join(src.TrackingPlan.BlockedEvents, "\n")
+	}
+	if exp, err := schemas.ParseTimestamp(src.PreviousWriteKeyExpiresAt); err == nil && exp.After(u.s.now()) {
+		d.KeyExpires = fmtWhen(exp)
+	}
+	for _, dest := range snap.DestinationsForSource(id) {
+		d.Destinations = append(d.Destinations, dest.ID)
+	}
+	u.s.events.mu.Lock()
+	if se := u.s.events.sources[id]; se != nil {
+		for i := se.size; i >= 1; i-- { // oldest first: the page's script puts each on top
+			d.Recent = append(d.Recent, se.ring[(se.next-i+len(se.ring))%len(se.ring)].view())
+		}
+		d.Accepted, d.Rejected = se.lastHour(u.s.now())
+	}
+	u.s.events.mu.Unlock()
+	return d, true
+}
+
+func (u *ui) source(w http.ResponseWriter, r *http.Request) {
+	d, ok := u.sourceData(r.PathValue("id"))
+	if !ok {
+		u.fail(w, r, errNotFound("There is no source %q.", r.PathValue("id")))
+		return
+	}
+	u.render(w, r, http.StatusOK, "source", page{Title: "Source " + d.Source.ID, Nav: "sources", Data: d})
+}
+
+// updateSource renames the source and sets its blocked events.
+func (u *ui) updateSource(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var blocked []string
+	for _, line := range strings.Split(r.PostFormValue("blocked"), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			blocked = append(blocked, line)
+		}
+	}
+	patch := map[string]any{"name": strings.TrimSpace(r.PostFormValue("name")), "trackingPlan": nil}
+	if len(blocked) > 0 {
+		patch["trackingPlan"] = map[string]any{"blockedEvents": blocked}
+	}
+	opts := writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: r.PostFormValue("takeOver") == "true"}
+	if _, err := u.s.updateObject(r.Context(), schemas.ConfigKindSource, id, patch, opts, nil); err != nil {
+		d, ok := u.sourceData(id)
+		if !ok {
+			u.fail(w, r, err)
+			return
+		}
+		var general string
+		d.Errors, general = fieldErrors(err)
+		u.render(w, r, statusOf(err), "source", page{Title: "Source " + id, Nav: "sources", Error: general, Data: d})
+		return
+	}
+	redirect(w, r, "/sources/"+id, "Source "+id+" saved.")
+}
+
+// statusOf is the HTTP status of an error (400 for a plain one).
+func statusOf(err error) int {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return http.StatusInternalServerError
+}
+
+func (u *ui) rotateSource(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	overlap, err := time.ParseDuration(r.PostFormValue("overlap"))
+	if err != nil || overlap < 0 || overlap > u.s.cfg.MaxKeyOverlap {
+		u.fail(w, r, errInvalid("overlap", "Choose how long the old key keeps working."))
+		return
+	}
+	key := newWriteKey()
+	var expires string
+	_, err = u.s.updateObject(r.Context(), schemas.ConfigKindSource, id, map[string]any{}, writeOptions{TakeOver: r.PostFormValue("takeOver") == "true"},
+		func(cur schemas.ConfigObject, merged map[string]any) error {
+			delete(merged, "writeKeyHash")
+			merged["writeKey"] = key
+			delete(merged, "previousWriteKeyHash")
+			delete(merged, "previousWriteKeyExpiresAt")
+			if overlap > 0 {
+				expires = schemas.FormatTimestamp(u.s.now().Add(overlap))
+				merged["previousWriteKeyHash"] = cur.Source.KeyHash()
+				merged["previousWriteKeyExpiresAt"] = expires
+			}
+			return nil
+		})
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	if expires != "" {
+		t, _ := schemas.ParseTimestamp(expires)
+		expires = fmtWhen(t)
+	}
+	u.render(w, r, http.StatusOK, "source_key", page{Title: "New write key for " + id, Nav: "sources", Flash: "Write key of " + id + " rotated.", Data: u.keyPage(id, key, expires)})
+}
+
+func (u *ui) deleteSource(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := u.s.removeObject(r.Context(), schemas.ConfigKindSource, id, writeOptions{TakeOver: r.PostFormValue("takeOver") == "true"}); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	redirect(w, r, "/sources", "Source "+id+" deleted.")
+}
