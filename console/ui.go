@@ -183,6 +183,7 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 
 // signIn serves the sign-in form and checks the token.
 func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
+	headers(w)
 	next := safeNext(r.FormValue("next"))
 	if r.Method == http.MethodGet {
 		if u.session(r) != nil {
@@ -210,6 +211,7 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 
 // signOut ends the session (a form with the CSRF token).
 func (u *ui) signOut(w http.ResponseWriter, r *http.Request) {
+	headers(w)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
@@ -274,6 +276,7 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // redirect sends the browser to path with a one-line result shown on that page.
 func redirect(w http.ResponseWriter, r *http.Request, path, done string) {
+	headers(w)
 	if done != "" {
 		sep := "?"
 		if strings.Contains(path, "?") {
