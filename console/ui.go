@@ -296,6 +296,9 @@ func (u *ui) routes(mux *http.ServeMux) {
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		files.ServeHTTP(w, r)
 	})))
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/static/favicon.svg", http.StatusMovedPermanently)
+	})
 	mux.HandleFunc("GET /signin", u.signIn)
 	mux.HandleFunc("POST /signin", u.signIn)
 	mux.Handle("POST /signout", u.signedIn(u.signOut))
