@@ -1,6 +1,7 @@
 package audiences
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // The profile API (docs/audiences.md#profile-api). Every profile lives in the memory of the
@@ -42,6 +45,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
 	mux.HandleFunc("GET /v1/audiences/{id}", s.getAudience)
 	mux.HandleFunc("GET /v1/audiences/{id}/members", s.getMembers)
+	mux.HandleFunc("POST /v1/audiences/preview", s.previewAudience)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
@@ -256,22 +260,9 @@ func (s *Service) localAudience(a *audienceInfo) AudienceView {
 
 // addPeers adds the figures of every other instance of the group (asked with scope=local).
 func (s *Service) addPeers(r *http.Request, v *AudienceView) {
-	if s.cfg.PeerURL == "" {
-		return
-	}
-	owners, err := s.owners(r.Context())
-	if err != nil {
-		s.logger.Warn().Err(err).Msg("describing the audiences group for the profile API")
-		return
-	}
-	seen := map[string]bool{s.cfg.TransactionalID: true}
-	for _, inst := range owners {
-		if seen[inst] {
-			continue
-		}
-		seen[inst] = true
+	for _, inst := range s.peerInstances(r) {
 		var peer AudienceView
-		if err := s.askPeer(r, inst, "/v1/audiences/"+url.PathEscape(v.ID)+"?scope=local", &peer); err != nil {
+		if err := s.askPeer(r, inst, "/v1/audiences/"+url.PathEscape(v.ID)+"?scope=local", nil, &peer); err != nil {
 			s.logger.Warn().Err(err).Str("instance", inst).Msg("asking another audiences instance")
 			continue
 		}
@@ -283,6 +274,28 @@ func (s *Service) addPeers(r *http.Request, v *AudienceView) {
 			v.LastSyncAt = peer.LastSyncAt
 		}
 	}
+}
+
+// peerInstances returns the other instances of the group that own partitions (none when
+// AUDIENCES_PEER_URL is not set or the group cannot be described).
+func (s *Service) peerInstances(r *http.Request) []string {
+	if s.cfg.PeerURL == "" {
+		return nil
+	}
+	owners, err := s.owners(r.Context())
+	if err != nil {
+		s.logger.Warn().Err(err).Msg("describing the audiences group for the profile API")
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{s.cfg.TransactionalID: true}
+	for _, inst := range owners {
+		if !seen[inst] {
+			seen[inst] = true
+			out = append(out, inst)
+		}
+	}
+	return out
 }
 
 // getMembers pages through an audience's current members, partition by partition: the
@@ -424,11 +437,20 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, p int32, pathA
 	_, _ = io.Copy(w, io.LimitReader(resp.Body, 16<<20))
 }
 
-func (s *Service) askPeer(r *http.Request, inst, pathAndQuery string, into any) error {
+// askPeer asks instance inst for pathAndQuery and decodes its 200 answer into into: a GET, or
+// a POST of body when body is not nil.
+func (s *Service) askPeer(r *http.Request, inst, pathAndQuery string, body []byte, into any) error {
 	target := strings.TrimSuffix(strings.ReplaceAll(s.cfg.PeerURL, "{instance}", inst), "/") + pathAndQuery
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target, nil)
+	method, rd := http.MethodGet, io.Reader(nil)
+	if body != nil {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), method, target, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(headerForwarded, s.cfg.TransactionalID)
 	if a := r.Header.Get("Authorization"); a != "" {
@@ -480,4 +502,154 @@ func (s *Service) owners(ctx context.Context) (map[int32]string, error) {
 	}
 	s.ownersMap, s.ownersAt = out, time.Now()
 	return out, nil
+}
+
+// maxPreviewBody bounds the body of POST /v1/audiences/preview.
+const maxPreviewBody = 1 << 20
+
+// PreviewRequest is the body of POST /v1/audiences/preview.
+type PreviewRequest struct {
+	// Rule is a rule as in an audience of the config (docs/audiences.md#rules).
+	Rule json.RawMessage `json:"rule"`
+	// Now, when set, is the time the rule is evaluated at (a timestamp); default: now.
+	Now string `json:"now,omitempty"`
+}
+
+// PreviewView is the answer of POST /v1/audiences/preview.
+type PreviewView struct {
+	// Count is how many profiles match the rule at At; Profiles how many profiles there are.
+	Count    int    `json:"count"`
+	Profiles int    `json:"profiles"`
+	At       string `json:"at"`
+	// Partitions of Total: see AudienceView.
+	Partitions int  `json:"partitions"`
+	Total      int  `json:"totalPartitions"`
+	Partial    bool `json:"partial,omitempty"`
+	// NewAggregate: an event condition of the rule has a where that no audience or computed
+	// trait of the config counts yet; it counts no event before it is saved (no backfill).
+	NewAggregate bool `json:"newAggregate,omitempty"`
+}
+
+// previewAudience counts the profiles that match a candidate rule now, with the evaluation of
+// membership, over this instance's partitions plus (asked with scope=local) every other
+// instance's.
+func (s *Service) previewAudience(w http.ResponseWriter, r *http.Request) {
+	var req PreviewRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPreviewBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON object {\"rule\": {...}, \"now\": \"<timestamp>\"}: "+err.Error())
+		return
+	}
+	if len(bytes.TrimSpace(req.Rule)) == 0 || bytes.Equal(bytes.TrimSpace(req.Rule), []byte("null")) {
+		writeError(w, http.StatusBadRequest, "bad_request", "rule: is required")
+		return
+	}
+	now := s.now()
+	if req.Now != "" {
+		t, err := schemas.ParseTimestamp(req.Now)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "now: "+err.Error())
+			return
+		}
+		now = t
+	}
+	aud, err := parsePreviewRule(req.Rule)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	s.mu.RLock()
+	n := s.nparts
+	s.mu.RUnlock()
+	if n == 0 {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "starting: the partitions of "+s.cfg.EventsTopic+" are not known yet")
+		return
+	}
+	view := s.localPreview(aud, now)
+	if r.URL.Query().Get("scope") != "local" && r.Header.Get(headerForwarded) == "" && view.Partitions < view.Total {
+		body, _ := json.Marshal(PreviewRequest{Rule: req.Rule, Now: view.At})
+		for _, inst := range s.peerInstances(r) {
+			var peer PreviewView
+			if err := s.askPeer(r, inst, "/v1/audiences/preview?scope=local", body, &peer); err != nil {
+				s.logger.Warn().Err(err).Str("instance", inst).Msg("asking another audiences instance")
+				continue
+			}
+			view.Partitions += peer.Partitions
+			view.Count += peer.Count
+			view.Profiles += peer.Profiles
+		}
+	}
+	if view.Partitions == 0 {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the partitions of "+s.cfg.EventsTopic+" are being restored from "+s.cfg.StateTopic)
+		return
+	}
+	view.Partial = view.Partitions < view.Total
+	writeJSON(w, http.StatusOK, view)
+}
+
+// parsePreviewRule parses a rule with the config parser and checks it as an audience's rule:
+// the problems name the field from "rule".
+func parsePreviewRule(rule json.RawMessage) (*schemas.Audience, error) {
+	doc := append(append([]byte(`{"audiences":[{"id":"preview","name":"Preview","source":"preview","rule":`), rule...), "}]}"...)
+	cfg, err := schemas.ParseConfig(doc, schemas.ConfigFormatJSON)
+	if err == nil {
+		err = cfg.Audiences[0].Validate()
+	}
+	var errs schemas.ConfigErrors
+	if errors.As(err, &errs) && len(errs) > 0 {
+		e := errs[0]
+		path := strings.TrimPrefix(strings.TrimPrefix(e.Path, "audiences[0]"), ".")
+		if path == "" {
+			return nil, errors.New(e.Message)
+		}
+		return nil, errors.New(path + ": " + e.Message)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &cfg.Audiences[0], nil
+}
+
+// localPreview counts the matching profiles of the partitions this instance has restored.
+func (s *Service) localPreview(aud *schemas.Audience, at time.Time) PreviewView {
+	now := at.UnixMilli()
+	v := PreviewView{At: recordTime(now)}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cur := s.modelLocked()
+	m := compile([]*schemas.Audience{aud}, s.deps.Config().ComputedTraits())
+	root := m.audiences[0].root
+	root.walk(func(n *node) {
+		if n.agg != nil && !cur.aggKeys[n.agg.key] {
+			v.NewAggregate = true
+		}
+	})
+	v.Total = int(s.nparts)
+	for _, part := range s.parts {
+		if !part.restored {
+			continue
+		}
+		v.Partitions++
+		for _, prof := range part.profiles {
+			if !prof.active() {
+				continue
+			}
+			v.Profiles++
+			if root.eval(prof, now) {
+				v.Count++
+			}
+		}
+	}
+	return v
+}
+
+// walk calls fn for n and every node under it.
+func (n *node) walk(fn func(*node)) {
+	fn(n)
+	for _, c := range n.children {
+		c.walk(fn)
+	}
 }
