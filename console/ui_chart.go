@@ -19,7 +19,7 @@ import (
 const (
 	chartW      = 420.0
 	chartH      = 210.0
-	chartLeft   = 50.0 // room for the y labels
+	chartLeft   = 56.0 // room for the y labels
 	chartRight  = 10.0
 	chartTop    = 22.0 // room for the legend
 	chartBottom = 30.0 // room for the x labels
@@ -201,7 +201,7 @@ func successChart(st stats, window string) template.HTML {
 			}
 			return "bar-ok"
 		}}
-	s := chartSeries{Name: "success rate", Class: "bar-ok"}
+	s := chartSeries{Name: "success rate (red under 95 %)", Class: "bar-ok"}
 	for _, p := range st.Series {
 		c.Times = append(c.Times, p.At)
 		label := p.At.UTC().Format("15:04")

@@ -410,7 +410,7 @@ type destinationData struct {
 	SuccessChart, LatencyChart template.HTML
 	Points                     []point // with attempts, for the charts' table
 
-	Log        []attempt
+	Log        []logRow
 	Status     string
 	Statuses   []string
 	Cursor     string
@@ -427,6 +427,12 @@ type destinationData struct {
 	TestError string
 
 	Edit *destForm
+}
+
+// logRow is one attempt of the delivery log, with its time in two parts (short on a phone).
+type logRow struct {
+	attempt
+	Clock, Day string
 }
 
 // logPage is how many attempts a page of the delivery log shows.
@@ -476,7 +482,7 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 				data.NextCursor = strconv.FormatUint(data.Log[len(data.Log)-1].Seq, 10)
 				break
 			}
-			data.Log = append(data.Log, *a)
+			data.Log = append(data.Log, logRow{attempt: *a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
 		}
 	}
 	u.s.attempts.mu.RUnlock()
@@ -688,7 +694,8 @@ type attemptData struct {
 	A          attempt
 	Headers    [][2]string // the request's headers, in order
 	Static     int         // how many of them are the URL's static headers (the last ones)
-	Body       string      // the delivered body, when the console still has the message
+	Body       string      // the delivered body's exact bytes, when the console still has the message
+	Pretty     string      // the body indented for reading
 	BodyNote   string      // why there is no body
 	Redelivery bool
 }
@@ -726,7 +733,7 @@ func (u *ui) destinationAttempt(w http.ResponseWriter, r *http.Request) {
 	body := u.deliveredBody(d, a.MessageID)
 	switch {
 	case body != nil:
-		data.Body = fmtPretty(body)
+		data.Body, data.Pretty = string(body), fmtPretty(body)
 	case a.Test:
 		data.BodyNote = "A test event's body is not kept: send another test event to see one (the test form shows the body)."
 	default:

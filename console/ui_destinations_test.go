@@ -315,7 +315,7 @@ func TestUIDestinationPage(t *testing.T) {
 	// An attempt: the request (headers with the computed X-Signature and the static header,
 	// the body as the router builds it) and the answer.
 	seqOf := func(body, msg string) string {
-		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a></td>\s*<td><code>` + msg + `</code>`).FindStringSubmatch(body)
+		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a> <span class="muted day">[^<]*</span></td>\s*<td><code>` + msg + `</code>`).FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("no attempt of %s in the log", msg)
 		}
@@ -330,7 +330,7 @@ func TestUIDestinationPage(t *testing.T) {
 		"<code>X-Message-Id</code></td><td class=\"url\"><code>m-ui-1</code>",
 		"<code>X-Signature</code></td><td class=\"url\"><code>"+schemas.XSignature("sign-me-0123", wantBody)+"</code>",
 		"<code>Authorization</code></td><td class=\"url\"><code>Bearer abc</code>",
-		"&#34;version&#34;: 1", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
+		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
 	gone := b.get("/destinations/signed/attempts/" + seqOf(p.body, "m-gone"))
 	expectDestPage(t, gone, http.StatusOK, "The body is no longer in the console&#39;s memory (it keeps the last 100 events per source).",
 		"computed per body", "<code>X-Signature</code>")
