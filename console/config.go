@@ -17,6 +17,12 @@ type Config struct {
 	// IngestURL is the tracking API's address as clients reach it, for the first event's curl
 	// the UI shows (CONSOLE_INGEST_URL).
 	IngestURL string `env:"CONSOLE_INGEST_URL" doc:"the tracking API's URL as clients reach it, shown in the console's 'curl' for a new source's first event; 'make run' sets its own"`
+	// AudiencesURL is the audiences service's profile API as the console reaches it, for the
+	// audiences pages' member counts, previews and profile lookups (CONSOLE_AUDIENCES_URL).
+	AudiencesURL string `env:"CONSOLE_AUDIENCES_URL" doc:"the audiences service's profile API as the console reaches it, for the audiences pages' member counts, live previews and profile lookups; 'make run' sets its own"`
+	// AudiencesToken is the profile API's bearer token (AUDIENCES_TOKEN, as the audiences
+	// service reads it; documented there).
+	AudiencesToken string `env:"AUDIENCES_TOKEN"`
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
 	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...'); the console refuses to start without it. 'make run' uses it when set, else generates one, keeps it in 'DATA_DIR/console-token' and prints it"`
 
@@ -50,6 +56,7 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:                   "127.0.0.1:8090",
 		IngestURL:              "http://127.0.0.1:8080",
+		AudiencesURL:           "http://127.0.0.1:8091",
 		ConfigTopic:            schemas.TopicConfig,
 		EventsTopic:            schemas.TopicEvents,
 		RejectedTopic:          schemas.TopicRejected,

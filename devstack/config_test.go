@@ -29,6 +29,8 @@ func TestConfigFromEnviron(t *testing.T) {
 			"CONFIG_FILE":            "deploy/config/dev.yaml",
 			"DATA_DIR":               "/tmp/d",
 			"CONSOLE_ADDR":           ":1",
+			"CONSOLE_AUDIENCES_URL":  "http://aud:1",
+			"AUDIENCES_TOKEN":        "aud-token",
 			"AUDIENCE_SYNC_INTERVAL": "5m",
 			"LOG_LEVEL":              "debug",
 			"CONFIG_ENCRYPTION_KEY":  "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ=",
@@ -41,6 +43,7 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.Deliverer.AllowPrivate, c.Deliverer.ShutdownTimeout = true, 2*time.Second
 			c.EmbeddedPort, c.ConfigFile, c.DataDir, c.Console.Addr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
 			c.Console.ShutdownTimeout = 2 * time.Second
+			c.Console.AudiencesURL, c.Console.AudiencesToken, c.Audiences.Token = "http://aud:1", "aud-token", "aud-token"
 			c.Audiences.SyncInterval, c.Audiences.ShutdownTimeout, c.LogLevel = 5*time.Minute, 2*time.Second, "debug"
 			c.Kafka.ConfigEncryptionKey = "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="
 		},
@@ -125,6 +128,8 @@ func TestSettingsTableHasEverySetting(t *testing.T) {
 		{"AUDIENCES_TRANSACTIONAL_ID", "`tributary-audiences-<hostname>`", "audiences tributary"},
 		{"CONSOLE_ADDR", "`127.0.0.1:8090`", "console tributary"},
 		{"CONSOLE_TOKEN", "required (`make run`: generated per `DATA_DIR`)", "console tributary"},
+		{"CONSOLE_AUDIENCES_URL", "`http://127.0.0.1:8091`", "console tributary"},
+		{"AUDIENCES_TOKEN", "", "audiences console tributary"},
 	} {
 		s, ok := rows[tt.variable]
 		if !ok {

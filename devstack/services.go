@@ -98,6 +98,9 @@ func (s *Stack) addServices(ctx context.Context) error {
 		s.consoleTokenGenerated = true
 	}
 	s.consoleToken = ccfg.Token
+	if ccfg.AudiencesURL == console.DefaultConfig().AudiencesURL {
+		ccfg.AudiencesURL = "http://" + s.AudiencesAddr() // the address audiences took
+	}
 	if ccfg.IngestURL == console.DefaultConfig().IngestURL {
 		ccfg.IngestURL = "http://" + s.ingestAddr // the address ingest took
 	}
