@@ -45,9 +45,10 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // ui is the web UI of a console.
 type ui struct {
-	s     *Service
-	key   []byte // signs sessions and CSRF tokens
-	pages map[string]*template.Template
+	s        *Service
+	key      []byte // signs sessions and CSRF tokens
+	pages    map[string]*template.Template
+	profiles *audiencesClient // the audiences service's profile API
 }
 
 // session is a signed-in browser.
@@ -60,7 +61,8 @@ type session struct {
 func newUI(s *Service) (*ui, error) {
 	mac := hmac.New(sha256.New, []byte(s.cfg.Token))
 	mac.Write([]byte("tributary-console-session-v1"))
-	u := &ui{s: s, key: mac.Sum(nil), pages: map[string]*template.Template{}}
+	u := &ui{s: s, key: mac.Sum(nil), pages: map[string]*template.Template{},
+		profiles: newAudiencesClient(s.cfg.AudiencesURL, s.cfg.AudiencesToken)}
 	names, err := fs.Glob(uiFiles, "ui/templates/*.html")
 	if err != nil {
 		return nil, err

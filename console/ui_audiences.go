@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -37,17 +36,8 @@ func (u *ui) audiencePages(pg func(string, http.HandlerFunc)) {
 	pg("POST /traits/{id}/delete", u.deleteTrait)
 }
 
-// audienceClients holds the profile API client of each console (its back-off state).
-var audienceClients sync.Map // *Service → *audiencesClient
-
-// aud returns the console's client of the audiences service.
-func (u *ui) aud() *audiencesClient {
-	if c, ok := audienceClients.Load(u.s); ok {
-		return c.(*audiencesClient)
-	}
-	c, _ := audienceClients.LoadOrStore(u.s, newAudiencesClient(u.s.cfg.AudiencesURL, u.s.cfg.AudiencesToken))
-	return c.(*audiencesClient)
-}
+// aud is the UI's client of the audiences service's profile API.
+func (u *ui) aud() *audiencesClient { return u.profiles }
 
 // audiencesUnavailable says why figures are missing.
 func audiencesUnavailable(err error) string {

@@ -87,7 +87,8 @@ function startPreview(form) {
   const out = document.getElementById(form.dataset.preview);
   let timer;
   const run = async () => {
-    const body = new FormData(form);
+    // URL-encoded, as the form itself posts (the server reads no multipart bodies).
+    const body = new URLSearchParams(new FormData(form));
     body.set("preview", "1");
     try {
       const res = await fetch(form.dataset.previewUrl, { method: "POST", body, credentials: "same-origin" });
