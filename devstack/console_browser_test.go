@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,6 +142,22 @@ func (b *uiBrowser) noProblems(where string) {
 	}
 }
 
+// expectRefusedForm drops the browser's report of the form just refused: a form re-rendered
+// with its errors answers 400, which Chromium logs as a failed load. Other problems stay.
+func (b *uiBrowser) expectRefusedForm() {
+	b.t.Helper()
+	time.Sleep(100 * time.Millisecond)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kept := b.problems[:0]
+	for _, p := range b.problems {
+		if !strings.Contains(p, "status of 400 (Bad Request)") {
+			kept = append(kept, p)
+		}
+	}
+	b.problems = kept
+}
+
 // text returns the text of the element matching the CSS selector sel.
 func (b *uiBrowser) text(sel string) string {
 	b.t.Helper()
@@ -168,7 +186,7 @@ func (b *uiBrowser) waitText(sel, want string, timeout time.Duration) {
 
 // TestConsoleInABrowser walks the console's pages as a user does.
 func TestConsoleInABrowser(t *testing.T) {
-	cs := startConsoleStack(t, "", nil)
+	cs := startConsoleStack(t, "", map[string]string{"RETRY_WINDOW": "3s"}) // dead letters within seconds
 	b := newUIBrowser(t, cs.api)
 
 	// Sign in.
@@ -218,9 +236,136 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.shot("deletions")
 	b.noProblems("deletions")
 
+	// Seed 000's setup flow: catalog, sources, two URLs (one with a header), a secret, enable.
+	ok := servicetest.NewReceiver(t, nil)
+	var failing atomic.Bool
+	failing.Store(true)
+	flaky := servicetest.NewReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	b.open("/destinations")
+	b.shot("destinations-empty")
+	b.do("opening the catalog", chromedp.Click(chromedp.CSS(`a[href="/destinations/new"]`)), chromedp.WaitVisible(chromedp.CSS(`a[href="/destinations/new/webhooks"]`)))
+	b.shot("destination-catalog")
+	b.do("choosing Webhooks", chromedp.Click(chromedp.CSS(`a[href="/destinations/new/webhooks"]`)), chromedp.WaitVisible(chromedp.ID("id")))
+	b.do("step 1: an id without a source",
+		chromedp.SendKeys(chromedp.ID("id"), "orders"),
+		chromedp.SendKeys(chromedp.ID("name"), "Orders"),
+		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(".field-error")))
+	b.shot("destination-step1-error")
+	b.expectRefusedForm()
+	b.do("step 1: the source",
+		chromedp.Click(chromedp.CSS(`input[name=sources][value=shop]`)),
+		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("url0")))
+	b.do("step 2: two URLs, a header",
+		chromedp.SendKeys(chromedp.ID("url0"), ok.URL+"/orders"),
+		chromedp.SendKeys(chromedp.ID("headers0"), "X-Team: growth"),
+		chromedp.SendKeys(chromedp.ID("url1"), ok.URL+"/backup"),
+		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("secret")))
+	b.shot("destination-step3")
+	b.do("step 3: a secret",
+		chromedp.SendKeys(chromedp.ID("secret"), "browser-secret"),
+		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=enable]`)))
+	b.shot("destination-step4")
+	b.do("step 4: enable and create",
+		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("health")))
+	b.waitText("main", "Orders", 5*time.Second)
+	b.noProblems("the setup flow")
+
+	// An event of the source reaches both URLs' destination, signed.
+	cs.mustSend(t, key, "/v1/track", `{"userId":"browser-2","event":"Order Completed"}`)
+	ok.WaitRequests(t, 1, 10*time.Second)
+	var first *servicetest.Request
+	waitUntil := time.Now().Add(10 * time.Second)
+	for first == nil && time.Now().Before(waitUntil) {
+		for _, r := range ok.Requests() {
+			if r.Path == "/orders" {
+				first = &r
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if first == nil {
+		t.Fatal("no webhook at the first URL of the destination made in the browser")
+	}
+	if got := first.Header.Get("X-Signature"); got != xSignature("browser-secret", first.Body) || first.Header.Get("X-Team") != "growth" {
+		t.Errorf("the webhook of the destination made in the browser: X-Signature %q, X-Team %q", got, first.Header.Get("X-Team"))
+	}
+
+	// A test event: each URL's answer, then the attempt in the delivery log, and its page.
+	b.open("/destinations/orders")
+	b.do("sending a test event", chromedp.Click(chromedp.CSS(`form[action="/destinations/orders/test#test"] button`)), chromedp.WaitVisible(chromedp.CSS("section[aria-labelledby=test] table")))
+	b.waitText("section[aria-labelledby=test] table", "200", 15*time.Second)
+	b.shot("destination-test")
+	b.open("/destinations/orders")
+	b.waitText("section[aria-labelledby=log] table", "test-", 10*time.Second)
+	b.shot("destination")
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		b.saveDoc("console-destination.png")
+	}
+	b.do("opening an attempt", chromedp.Click(chromedp.CSS(`section[aria-labelledby=log] table a[href*="/attempts/"]`)), chromedp.WaitVisible(chromedp.ID("answer")))
+	b.shot("attempt")
+	b.noProblems("the destination page")
+
+	// The DLQ: a destination whose endpoint fails until the window ends; replay from the page.
+	cs.createDestination(t, "flaky", "flaky-secret", []string{"shop"}, flaky.URL+"/hook")
+	cs.mustSend(t, key, "/v1/track", `{"userId":"browser-3","event":"Refund Requested"}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b.open("/destinations/flaky")
+		if eval[int](b, `document.querySelectorAll('section[aria-labelledby=dlq] input[name=messageIds]').length`) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no dead letter on the destination page after 30 s")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	b.shot("destination-dlq")
+	failing.Store(false)
+	before := len(flaky.Requests())
+	b.do("replaying the selected dead letters",
+		chromedp.Click(chromedp.CSS(`section[aria-labelledby=dlq] input[data-select-all]`)),
+		chromedp.Click(chromedp.CSS(`section[aria-labelledby=dlq] button[value=selected]`)),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	flaky.WaitRequests(t, before+1, 10*time.Second)
+	b.noProblems("the DLQ")
+
+	// A phone: the overview and a destination's page keep their layout at 390×844.
+	b.do("a phone's viewport", chromedp.EmulateViewport(390, 844))
+	b.open("/")
+	b.shot("overview-phone")
+	b.open("/destinations/orders")
+	b.shot("destination-phone")
+	b.do("a laptop's viewport", chromedp.EmulateViewport(1280, 800))
+
 	b.open("/settings")
 	b.shot("settings")
 	b.open("/")
 	b.shot("overview")
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		b.saveDoc("console-overview.png")
+	}
 	b.noProblems("overview")
+}
+
+// saveDoc writes a screenshot of the visible window (1280×800) to docs/img/name, for
+// docs/console.md.
+func (b *uiBrowser) saveDoc(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "docs", "img", name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
 }
