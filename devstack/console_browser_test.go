@@ -339,6 +339,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	flaky.WaitRequests(t, before+1, 10*time.Second)
 	b.noProblems("the DLQ")
 
+	// An audience with the live member-count preview (the audiences service counts the
+	// profiles of the events sent above), and a profile lookup.
+	b.open("/audiences")
+	b.shot("audiences-empty")
+	b.open("/audiences/new")
+	b.do("an audience's rule",
+		chromedp.SendKeys(chromedp.ID("id"), "buyers"),
+		chromedp.SendKeys(chromedp.ID("name"), "Buyers"),
+		chromedp.SendKeys(chromedp.ID("event"), "Order Completed"))
+	b.waitText("main", "profiles match", 10*time.Second)
+	b.shot("audience-new")
+	b.do("creating the audience", chromedp.Click(chromedp.CSS(`main form button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	b.open("/audiences/profile?userId=browser-2")
+	b.shot("profile")
+	b.noProblems("audiences")
+
 	// A phone: the overview and a destination's page keep their layout at 390×844.
 	b.do("a phone's viewport", chromedp.EmulateViewport(390, 844))
 	b.open("/")
