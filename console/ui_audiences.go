@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -418,7 +419,8 @@ func (f *audienceForm) rule() json.RawMessage {
 func (f *audienceForm) place(errs map[string]string) string {
 	ev, tr := f.ruleConditions()
 	var rest []string
-	for field, msg := range errs {
+	for _, field := range slices.Sorted(maps.Keys(errs)) {
+		msg := errs[field]
 		switch {
 		case field == "id" || field == "name" || field == "source" || field == "realtime":
 			f.Errors[field] = msg
@@ -541,6 +543,7 @@ func (u *ui) deleteObject(w http.ResponseWriter, r *http.Request, kind schemas.C
 // now, or why it cannot say.
 func (u *ui) previewAudience(w http.ResponseWriter, r *http.Request) {
 	text := func(status int, s string) {
+		headers(w)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(status)
@@ -713,7 +716,8 @@ func (f *traitForm) object() map[string]any {
 // place puts the API's field errors next to the form's fields; it returns the rest.
 func (f *traitForm) place(errs map[string]string) string {
 	var rest []string
-	for field, msg := range errs {
+	for _, field := range slices.Sorted(maps.Keys(errs)) { // the outer field's message first
+		msg := errs[field]
 		sub, inKind := strings.CutPrefix(field, f.Kind+".")
 		switch {
 		case field == "id" || field == "name" || field == "source" || field == "realtime":
@@ -724,7 +728,9 @@ func (f *traitForm) place(errs map[string]string) string {
 			if sub != "where" {
 				msg = sub + ": " + msg
 			}
-			f.Errors["where"] = msg
+			if f.Errors["where"] == "" {
+				f.Errors["where"] = msg
+			}
 		case field == f.Kind || slices.Contains(schemas.AggregateKinds, field):
 			f.Errors["kind"] = msg
 		default:

@@ -3,9 +3,7 @@ package console_test
 import (
 	"fmt"
 	"html"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
@@ -18,109 +16,23 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// destBrowser is a signed-in browser of the web UI: it keeps the session cookie and the CSRF
-// token of the last page, and checks what every page must have (the CSP, the render time).
-type destBrowser struct {
-	t    *testing.T
-	h    *harness
-	c    *http.Client
-	csrf string
-}
+// destBrowser and destPage are the shared browser and page (ui_test.go), following redirects.
+type (
+	destBrowser = browser
+	destPage    = uiPage
+)
 
-// destPage is one answer of the UI.
-type destPage struct {
-	status int
-	url    string // after redirects
-	body   string
-	header http.Header
-}
-
-var destCSRFInput = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
-
-// destPageBudget is the server-side render budget of a page (issue 17: under 100 ms), measured on
-// loopback around the request.
-const destPageBudget = 100 * time.Millisecond
-
-func newDestBrowser(t *testing.T, h *harness) *destBrowser {
-	t.Helper()
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &destBrowser{t: t, h: h, c: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
-	b.get("/signin")
-	p := b.send(http.MethodPost, "/signin", url.Values{"token": {testToken}})
-	if p.status != http.StatusOK || strings.Contains(p.url, "/signin") {
-		t.Fatalf("sign-in: %d %s", p.status, p.url)
-	}
-	return b
-}
-
-func (b *destBrowser) send(method, path string, form url.Values) destPage {
-	b.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, b.h.srv.URL+path, body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	p := destPage{status: resp.StatusCode, url: resp.Request.URL.String(), body: string(raw), header: resp.Header}
-	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") {
-		b.t.Errorf("%s %s: Content-Security-Policy %q", method, path, csp)
-	}
-	if strings.Contains(p.body, " style=") || strings.Contains(p.body, "<style") {
-		b.t.Errorf("%s %s: an inline style, which the CSP blocks", method, path)
-	}
-	if m := destCSRFInput.FindStringSubmatch(p.body); m != nil {
-		b.csrf = m[1]
-	}
-	return p
-}
-
-// get loads a page and checks its render time.
-func (b *destBrowser) get(path string) destPage {
-	b.t.Helper()
-	start := time.Now()
-	p := b.send(http.MethodGet, path, nil)
-	if took := time.Since(start); took > destPageBudget {
-		b.t.Errorf("GET %s took %s, over the %s budget", path, took, destPageBudget)
-	}
-	return p
-}
-
-// post sends a form with the CSRF token of the last page.
-func (b *destBrowser) post(path string, form url.Values) destPage {
-	b.t.Helper()
-	if form == nil {
-		form = url.Values{}
-	}
-	form.Set("_csrf", b.csrf)
-	return b.send(http.MethodPost, path, form)
-}
+func newDestBrowser(t *testing.T, h *harness) *destBrowser { return h.signInFollowing(t) }
 
 // expectDestPage fails unless p has status and holds every text (HTML-escaped as the page is).
 func expectDestPage(t *testing.T, p destPage, status int, texts ...string) {
 	t.Helper()
-	if p.status != status {
-		t.Fatalf("%s: status %d, want %d:\n%s", p.url, p.status, status, p.body)
+	if p.Status != status {
+		t.Fatalf("%s: status %d, want %d:\n%s", p.URL, p.Status, status, p.Body)
 	}
 	for _, s := range texts {
-		if !strings.Contains(p.body, s) {
-			t.Fatalf("%s: no %q in the page:\n%s", p.url, s, p.body)
+		if !strings.Contains(p.Body, s) {
+			t.Fatalf("%s: no %q in the page:\n%s", p.URL, s, p.Body)
 		}
 	}
 }
@@ -147,7 +59,7 @@ func destHiddenFields(body string) url.Values {
 // step sends the setup flow's form: the page's hidden fields plus the step's inputs.
 func (b *destBrowser) step(prev destPage, inputs url.Values) destPage {
 	b.t.Helper()
-	form := destHiddenFields(prev.body)
+	form := destHiddenFields(prev.Body)
 	for k, v := range inputs {
 		form[k] = v
 	}
@@ -174,7 +86,7 @@ func TestUIDestinationSetup(t *testing.T) {
 	p := b.step(first, url.Values{"step": {"1"}, "id": {""}})
 	expectDestPage(t, p, http.StatusBadRequest, `id="id-error" class="field-error">`,
 		`<p id="sources-error" class="field-error">Pick at least one source: its events are what this destination receives.</p>`)
-	if strings.Contains(p.body, "url0-error") {
+	if strings.Contains(p.Body, "url0-error") {
 		t.Fatal("step 1 shows an error of step 2")
 	}
 	p = b.step(first, url.Values{"step": {"1"}, "id": {"file-hooks"}, "sources": {"web"}})
@@ -203,13 +115,13 @@ func TestUIDestinationSetup(t *testing.T) {
 	review := b.step(step3, url.Values{"step": {"3"}, "secret": {"s3cret-value-42"}, "standardWebhooks": {"true"}})
 	expectDestPage(t, review, http.StatusOK, `aria-current="step">4. Review and enable`, "<code>http://127.0.0.1:9/a</code>", "Headers: Authorization, X-Team",
 		"<code>X-Signature</code> on every request, and Standard Webhooks headers", `name="enable" value="true" checked`)
-	if strings.Count(review.body, "s3cret-value-42") != 1 || !strings.Contains(review.body, `<input type="hidden" name="secret" value="s3cret-value-42">`) {
+	if strings.Count(review.Body, "s3cret-value-42") != 1 || !strings.Contains(review.Body, `<input type="hidden" name="secret" value="s3cret-value-42">`) {
 		t.Fatal("the review step must carry the secret in its hidden field only")
 	}
 	done := b.step(review, url.Values{"step": {"4"}, "enable": {"true"}})
 	expectDestPage(t, done, http.StatusOK, "Destination hooks2 created and enabled", "<h1>Destination hooks2")
-	if !strings.HasSuffix(strings.SplitN(done.url, "?", 2)[0], "/destinations/hooks2") {
-		t.Fatalf("after the last step: %s", done.url)
+	if !strings.HasSuffix(strings.SplitN(done.URL, "?", 2)[0], "/destinations/hooks2") {
+		t.Fatalf("after the last step: %s", done.URL)
 	}
 	d, ok := h.env.Store.Snapshot().DestinationByID("hooks2")
 	if !ok {
@@ -221,7 +133,7 @@ func TestUIDestinationSetup(t *testing.T) {
 		d.Settings.SharedSecret != "s3cret-value-42" || !d.Settings.StandardWebhooks || d.Origin != schemas.OriginConsole {
 		t.Fatalf("created: %+v", d)
 	}
-	if strings.Contains(done.body, "s3cret-value-42") {
+	if strings.Contains(done.Body, "s3cret-value-42") {
 		t.Fatal("the destination page shows the secret")
 	}
 
@@ -282,31 +194,31 @@ func TestUIDestinationPage(t *testing.T) {
 	h.env.Produce(recs...)
 	waitFor(t, 5*time.Second, "the attempts on the page", func() bool {
 		p = b.get("/destinations/signed")
-		return strings.Contains(p.body, "m-gone") && strings.Contains(p.body, "<svg")
+		return strings.Contains(p.Body, "m-gone") && strings.Contains(p.Body, "<svg")
 	})
 	expectDestPage(t, p, http.StatusOK, `<svg class="chart" viewBox="0 0 420 210" role="img" aria-label="Success rate per minute over the last hour`,
 		`>100 %</text>`, `>0 %</text>`, " ms</text>", ">UTC</text>", `class="bar-bad"`, `class="line line-p50"`, `class="line line-p99"`, "attempts</title></rect>",
 		"The charts' numbers", `Older attempts`)
-	if n := strings.Count(p.body, `<rect class="hit"`); n != 2*60 {
+	if n := strings.Count(p.Body, `<rect class="hit"`); n != 2*60 {
 		t.Fatalf("%d hover targets, want 60 per chart", n)
 	}
-	if !regexp.MustCompile(`<title>\d\d:\d\d · \d+\.\d % · \d+ attempts</title>`).MatchString(p.body) || !regexp.MustCompile(`<title>\d\d:\d\d · p50 [\d.]+ ms · p99 [\d.]+ ms · \d+ attempts</title>`).MatchString(p.body) {
+	if !regexp.MustCompile(`<title>\d\d:\d\d · \d+\.\d % · \d+ attempts</title>`).MatchString(p.Body) || !regexp.MustCompile(`<title>\d\d:\d\d · p50 [\d.]+ ms · p99 [\d.]+ ms · \d+ attempts</title>`).MatchString(p.Body) {
 		t.Fatal("no hover value with its unit in the charts")
 	}
 	day := b.get("/destinations/signed?window=24h")
 	expectDestPage(t, day, http.StatusOK, `aria-label="Success rate per 10 minutes over the last 24 hours`, `href="/destinations/signed?window=24h#health" aria-current="true"`)
-	if n := strings.Count(day.body, `<rect class="hit"`); n < 2*144 {
+	if n := strings.Count(day.Body, `<rect class="hit"`); n < 2*144 {
 		t.Fatalf("%d hover targets over 24 h, want 144 per chart", n)
 	}
 
 	// The log: filtered, paged.
 	fail := b.get("/destinations/signed?status=failure")
 	expectDestPage(t, fail, http.StatusOK, `<option value="failure" selected>`, "status_5xx")
-	if strings.Contains(fail.body, `<span class="badge ok">200</span>`) {
+	if strings.Contains(fail.Body, `<span class="badge ok">200</span>`) {
 		t.Fatal("the failure filter shows a success")
 	}
 	expectDestPage(t, b.get("/destinations/signed?status=tls"), http.StatusOK, "No attempt is “tls” in the log.")
-	older := regexp.MustCompile(`href="(/destinations/signed\?window=1h&amp;status=&amp;cursor=\d+#log)"`).FindStringSubmatch(p.body)
+	older := regexp.MustCompile(`href="(/destinations/signed\?window=1h&amp;status=&amp;cursor=\d+#log)"`).FindStringSubmatch(p.Body)
 	if older == nil {
 		t.Fatal("no link to older attempts")
 	}
@@ -325,13 +237,13 @@ func TestUIDestinationPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := b.get("/destinations/signed/attempts/" + seqOf(p.body, "m-ui-1"))
+	a := b.get("/destinations/signed/attempts/" + seqOf(p.Body, "m-ui-1"))
 	expectDestPage(t, a, http.StatusOK, "<code>POST http://127.0.0.1:9/signed</code>", "<code>Tributary/1.0</code>", "<code>application/json</code>",
 		"<code>X-Message-Id</code></td><td class=\"url\"><code>m-ui-1</code>",
 		"<code>X-Signature</code></td><td class=\"url\"><code>"+schemas.XSignature("sign-me-0123", wantBody)+"</code>",
 		"<code>Authorization</code></td><td class=\"url\"><code>Bearer abc</code>",
 		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
-	gone := b.get("/destinations/signed/attempts/" + seqOf(p.body, "m-gone"))
+	gone := b.get("/destinations/signed/attempts/" + seqOf(p.Body, "m-gone"))
 	expectDestPage(t, gone, http.StatusOK, "The body is no longer in the console&#39;s memory (it keeps the last 100 events per source).",
 		"computed per body", "<code>X-Signature</code>")
 	expectDestPage(t, b.get("/destinations/signed/attempts/999999"), http.StatusNotFound, "is not in the delivery log")
@@ -361,9 +273,9 @@ func TestUIDestinationPage(t *testing.T) {
 
 	// The edit form: a bad URL next to its input; then saved, the secret kept.
 	p = b.get("/destinations/signed")
-	version := regexp.MustCompile(`name="version" value="(\d+)"`).FindStringSubmatch(p.body)[1]
+	version := regexp.MustCompile(`name="version" value="(\d+)"`).FindStringSubmatch(p.Body)[1]
 	expectDestPage(t, p, http.StatusOK, `<label for="edit-url0">URL 1</label>`, `value="http://127.0.0.1:9/signed"`, "Authorization: Bearer abc", "leave this empty to keep it")
-	if strings.Contains(p.body, "sign-me-0123") {
+	if strings.Contains(p.Body, "sign-me-0123") {
 		t.Fatal("the page shows the secret")
 	}
 	edit := url.Values{"version": {version}, "name": {"Signed hooks"}, "sources": {"web"}, "url0": {"http://127.0.0.1:9/signed"}, "headers0": {"Authorization: Bearer abc"}, "url1": {"nope"}}
@@ -400,7 +312,7 @@ func TestUIDestinationDLQ(t *testing.T) {
 	var p destPage
 	waitFor(t, 10*time.Second, "the dead letters on the page", func() bool {
 		p = b.send(http.MethodGet, "/destinations/file-hooks", nil)
-		return strings.Contains(p.body, "m-dead-1") && strings.Contains(p.body, "m-dead-2") && strings.Contains(p.body, "Dead letters (2)")
+		return strings.Contains(p.Body, "m-dead-1") && strings.Contains(p.Body, "m-dead-2") && strings.Contains(p.Body, "Dead letters (2)")
 	})
 	expectDestPage(t, p, http.StatusOK, `data-select-all="messageIds"`, `name="messageIds" value="m-dead-1"`, "retries exhausted", "Dead letters (2)",
 		`<button type="submit" name="replay" value="selected">Replay selected</button>`, `name="replay" value="all"`)
@@ -409,8 +321,8 @@ func TestUIDestinationDLQ(t *testing.T) {
 	expectDestPage(t, b.post("/destinations/file-hooks/dlq/replay", url.Values{"replay": {"selected"}}), http.StatusBadRequest, "Select the messages to replay first")
 	p = b.post("/destinations/file-hooks/dlq/replay", url.Values{"replay": {"selected"}, "messageIds": {"m-dead-2"}})
 	expectDestPage(t, p, http.StatusOK, "Replayed 1 message: their new attempts show in the delivery log.")
-	if !strings.HasSuffix(p.url, "#dlq") && !strings.Contains(p.url, "done=") {
-		t.Fatalf("after replay: %s", p.url)
+	if !strings.HasSuffix(p.URL, "#dlq") && !strings.Contains(p.URL, "done=") {
+		t.Fatalf("after replay: %s", p.URL)
 	}
 	p = b.post("/destinations/file-hooks/dlq/replay", url.Values{"replay": {"all"}})
 	expectDestPage(t, p, http.StatusOK, "Replayed 1 message")

@@ -15,7 +15,9 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// browser is a signed-in web client of a console: a cookie jar, no redirects followed.
+// browser is a signed-in web client of a console: a cookie jar, redirects followed or not. Every
+// answer is checked for what every page must have: the CSP, no inline style, and a GET under
+// the render budget.
 type browser struct {
 	t    testing.TB
 	h    *harness
@@ -26,23 +28,47 @@ type browser struct {
 // uiPage is one answer of the UI.
 type uiPage struct {
 	Status   int
+	URL      string // after redirects
 	Header   http.Header
 	Body     string
 	Location string
 	Took     time.Duration
 }
 
-// signIn signs a new browser in with the console token.
+// pageBudget is the render budget of a page (issue 17: under 100 ms server-side), measured on
+// loopback around the request.
+const pageBudget = 100 * time.Millisecond
+
+// signIn signs a new browser in with the console token; it follows no redirect.
 func (h *harness) signIn(t testing.TB) *browser {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	b := &browser{t: t, h: h, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	b := h.newBrowser(t, false)
 	p := b.post("/signin", url.Values{"token": {testToken}, "next": {"/"}})
 	if p.Status != http.StatusSeeOther || p.Location != "/" {
 		t.Fatalf("sign-in: %d %s %s", p.Status, p.Location, p.Body)
 	}
 	b.get("/") // takes the CSRF token
 	return b
+}
+
+// signInFollowing is signIn for a browser that follows redirects, as a user's does.
+func (h *harness) signInFollowing(t testing.TB) *browser {
+	t.Helper()
+	b := h.newBrowser(t, true)
+	b.get("/signin")
+	if p := b.post("/signin", url.Values{"token": {testToken}}); p.Status != http.StatusOK || strings.Contains(p.URL, "/signin") {
+		t.Fatalf("sign-in: %d %s", p.Status, p.URL)
+	}
+	return b
+}
+
+func (h *harness) newBrowser(t testing.TB, follow bool) *browser {
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	if !follow {
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	return &browser{t: t, h: h, c: c}
 }
 
 var csrfInput = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
@@ -56,17 +82,41 @@ func (b *browser) do(req *http.Request) uiPage {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	p := uiPage{Status: resp.StatusCode, Header: resp.Header, Body: string(body), Location: resp.Header.Get("Location"), Took: time.Since(start)}
+	p := uiPage{Status: resp.StatusCode, URL: resp.Request.URL.String(), Header: resp.Header, Body: string(body), Location: resp.Header.Get("Location"), Took: time.Since(start)}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") {
+		b.t.Errorf("%s %s: Content-Security-Policy %q", req.Method, req.URL.Path, csp)
+	}
+	if strings.Contains(p.Body, " style=") || strings.Contains(p.Body, "<style") {
+		b.t.Errorf("%s %s: an inline style, which the CSP blocks", req.Method, req.URL.Path)
+	}
 	if m := csrfInput.FindStringSubmatch(p.Body); m != nil {
 		b.csrf = m[1]
 	}
 	return p
 }
 
-// get fetches a page.
+// get fetches a page, under the render budget.
 func (b *browser) get(path string) uiPage {
 	b.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, b.h.srv.URL+path, nil)
+	p := b.do(req)
+	if p.Took > pageBudget {
+		b.t.Errorf("GET %s took %s, over the %s budget", path, p.Took, pageBudget)
+	}
+	return p
+}
+
+// send sends a request with a form body as it is (no CSRF token added).
+func (b *browser) send(method, path string, form url.Values) uiPage {
+	b.t.Helper()
+	var rd io.Reader
+	if form != nil {
+		rd = strings.NewReader(form.Encode())
+	}
+	req, _ := http.NewRequest(method, b.h.srv.URL+path, rd)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	return b.do(req)
 }
 
