@@ -122,7 +122,7 @@ func TestSettingsTableHasEverySetting(t *testing.T) {
 		{"RETRY_WINDOW", "`4h`", "deliverer tributary"},
 		{"SHUTDOWN_TIMEOUT", "`10s`", "ingest router deliverer audiences console tributary"},
 		{"LOG_LEVEL", "`info`", "ingest router deliverer audiences console tributary-init tributary"},
-		{"METRICS_ADDR", "ingest and audiences unset, router `127.0.0.1:9101`, deliverer `127.0.0.1:9102`", "ingest router deliverer audiences"},
+		{"METRICS_ADDR", "ingest, audiences and console unset, router `127.0.0.1:9101`, deliverer `127.0.0.1:9102`", "ingest router deliverer audiences console"},
 		{"AUDIENCE_SYNC_INTERVAL", "`1m`", "audiences tributary"},
 		{"AUDIENCES_ADDR", "`127.0.0.1:8091`", "audiences tributary"},
 		{"AUDIENCES_TRANSACTIONAL_ID", "`tributary-audiences-<hostname>`", "audiences tributary"},

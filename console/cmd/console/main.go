@@ -1,6 +1,8 @@
 // Command console serves Tributary's admin API (docs/console.md): sources, destinations,
 // audiences and computed traits over tributary.config, deletion requests, the delivery log,
-// the DLQ and the live event debugger, with /healthz, /readyz and /metrics, on CONSOLE_ADDR.
+// the DLQ and the live event debugger, and its web UI, with /healthz and /readyz, on
+// CONSOLE_ADDR; /metrics there too, or on METRICS_ADDR when that is set (with /healthz and
+// /readyz, which answer with details there), off the port the UI is published on.
 // Settings come from the environment: platform.NewCommand reads the KAFKA_* and common ones,
 // console.ConfigFromEnv the console's (CONSOLE_TOKEN is required); the table of
 // docs/configuration.md#run-time-settings lists them all (service "console").
@@ -31,16 +33,23 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	svc, err := console.New(cfg, console.Deps{
+	deps := console.Deps{
 		Kafka:      cmd.Kafka,
 		Store:      cmd.Store,
 		Logger:     cmd.Logger,
 		Registerer: cmd.Registry,
 		Gatherer:   cmd.Registry,
 		Health:     cmd.Health,
-	})
+	}
+	runners := []platform.Runner{}
+	if cmd.Settings.MetricsAddr != "" {
+		// /metrics (and the health answers' details) on METRICS_ADDR, beside the API and UI.
+		deps.Gatherer = nil
+		runners = append(runners, cmd.MetricsServer(""))
+	}
+	svc, err := console.New(cfg, deps)
 	if err != nil {
 		return err
 	}
-	return cmd.Run(svc)
+	return cmd.Run(append(runners, svc)...)
 }
