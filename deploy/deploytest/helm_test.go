@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,10 +245,25 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		checkAudiences(t, r.yaml, "tributary", "")
-		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token")
+		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+			"CONSOLE_INGEST_URL":    "http://tr-tributary-ingest:8080",
+			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
+		})
+		// console.ingestURL, when set, is the URL the UI shows (over ingest.publicURL).
+		custom := render(t, "", append([]string{"--set", "console.ingestURL=https://collect.example.com", "--set", "ingest.publicURL=https://track.example.com"}, consoleToken...)...)
+		checkConsole(t, custom.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+			"CONSOLE_INGEST_URL":    "https://collect.example.com",
+			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
+		})
 		if got := secretData(t, r.yaml, "tr-tributary-secrets"); len(got) != 1 || got["console-token"] != "test-console-token" {
 			t.Errorf("Secret tr-tributary-secrets: stringData %v, want only console-token: test-console-token", got)
 		}
+		// The console's Ingress, by default, routes its host's "/": the UI and the API.
+		ing := render(t, "", append([]string{"--set", "console.ingress.enabled=true"}, consoleToken...)...)
+		if got := ing.count("Ingress"); got != 1 {
+			t.Errorf("console.ingress.enabled=true: %d Ingresses, want 1", got)
+		}
+		checkIngress(t, ing.yaml, "tr-tributary-console", "console.tributary.example.com", "/", "")
 		// A new console.token rolls the console's pods (the Secret's checksum in their template).
 		again := render(t, "", "--set", "console.token=another-console-token")
 		if a, b := podAnnotation(t, r.yaml, "Deployment", "tr-tributary-console", "checksum/secret"), podAnnotation(t, again.yaml, "Deployment", "tr-tributary-console", "checksum/secret"); a == "" || a == b {
@@ -278,6 +294,15 @@ func TestHelmChart(t *testing.T) {
 		if got := r.count("StatefulSet"); got != 2 {
 			t.Errorf("audiences.enabled=false: %d StatefulSets, want 2 (router, deliverer)", got)
 		}
+		// The console is not pointed at an audiences service that does not exist, nor given
+		// its token.
+		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+			"CONSOLE_INGEST_URL": "http://tr-tributary-ingest:8080",
+		})
+		r = render(t, "tributary-audiences-token", append([]string{"--set", "audiences.enabled=false", "--set", "audiences.token.existingSecret=tributary-audiences-token"}, consoleToken...)...)
+		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+			"CONSOLE_INGEST_URL": "http://tr-tributary-ingest:8080",
+		})
 	})
 
 	t.Run("servicemonitor-when-the-api-exists", func(t *testing.T) {
@@ -286,8 +311,8 @@ func TestHelmChart(t *testing.T) {
 			t.Errorf("%d ServiceMonitors, want 5 (ingest, router, deliverer, audiences, console)", got)
 		}
 		checkServiceMonitorsSelectOneService(t, r.yaml)
-		// Ingest's metrics are off its public port: the ServiceMonitor scrapes the metrics
-		// port, which the pod serves on METRICS_ADDR and the Service exposes.
+		// Ingest's and the console's metrics are off their public port: the ServiceMonitor
+		// scrapes the metrics port, which the pod serves on METRICS_ADDR and the Service exposes.
 		doc := func(kind, name string) string {
 			for _, d := range strings.Split(r.yaml, "\n---") {
 				if strings.Contains(d, "kind: "+kind+"\n") && strings.Contains(d, "name: "+name+"\n") {
@@ -306,8 +331,8 @@ func TestHelmChart(t *testing.T) {
 		if d := doc("ServiceMonitor", "tr-tributary-audiences"); !strings.Contains(d, "port: http") {
 			t.Errorf("the audiences ServiceMonitor should scrape its http (API and metrics) port:\n%s", d)
 		}
-		if d := doc("ServiceMonitor", "tr-tributary-console"); !strings.Contains(d, "port: http") {
-			t.Errorf("the console's ServiceMonitor should scrape its http (API and metrics) port:\n%s", d)
+		if d := doc("ServiceMonitor", "tr-tributary-console"); !strings.Contains(d, "port: metrics") || strings.Contains(d, "port: http") {
+			t.Errorf("the console's ServiceMonitor should scrape its metrics port (METRICS_ADDR), not the http port of the UI and API:\n%s", d)
 		}
 		if d := doc("Deployment", "tr-tributary-ingest"); !strings.Contains(d, "name: METRICS_ADDR") || !strings.Contains(d, `value: "0.0.0.0:9100"`) || !strings.Contains(d, "containerPort: 9100") {
 			t.Errorf("ingest's Deployment does not serve METRICS_ADDR on 9100:\n%s", d)
@@ -340,7 +365,13 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		checkAudiences(t, r.yaml, "tributary", "tributary-audiences-token")
-		checkConsole(t, r.yaml, 2, "tributary-console-token", "admin-token")
+		// CONSOLE_INGEST_URL from ingest.publicURL (no console.ingestURL), the audiences API's
+		// Service on its port 80, with the audiences service's token.
+		checkConsole(t, r.yaml, 2, "tributary-console-token", "admin-token", map[string]string{
+			"CONSOLE_INGEST_URL":    "https://track.example.com",
+			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:80",
+			"AUDIENCES_TOKEN":       "secret:tributary-audiences-token/api-token",
+		})
 		if got := secretData(t, r.yaml, "tr-tributary-secrets"); got["console-token"] != "" {
 			t.Error("console.existingSecret is set, yet the chart's Secret holds a console-token")
 		}
@@ -348,7 +379,7 @@ func TestHelmChart(t *testing.T) {
 			t.Errorf("console pods carry checksum/secret %q while their token is in an existing Secret", a)
 		}
 		checkIngress(t, r.yaml, "tr-tributary-ingest", "track.example.com", "/v1", "track-example-com-tls")
-		checkIngress(t, r.yaml, "tr-tributary-console", "console.example.com", "/v1", "console-example-com-tls")
+		checkIngress(t, r.yaml, "tr-tributary-console", "console.example.com", "/", "console-example-com-tls")
 		checkServiceMonitorsSelectOneService(t, r.yaml)
 		for _, alert := range []string{"TributaryDeadLetters", "TributaryDeliverySuccessLow", "TributaryConsumerLagGrowing", "TributaryNotReady", "TributaryIngestRefusing"} {
 			if !strings.Contains(r.yaml, "alert: "+alert) {
@@ -390,16 +421,19 @@ func TestHelmChart(t *testing.T) {
 		copyDir := t.TempDir()
 		notes := copyChartWithNotes(t, chart, copyDir)
 		for _, c := range []struct {
-			args []string
-			want []string
+			args         []string
+			want, absent []string
 		}{
 			{consoleToken, []string{"kubectl -n tributary port-forward service/tr-tributary-ingest 8080:8080", "No tenant config was given", "logs job/tr-tributary-init-1",
 				"port-forward service/tr-tributary-audiences-api 8091:8091", "http://tr-tributary-audiences-api.tributary.svc:8091",
 				"port-forward service/tr-tributary-console 8090:8090", `curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8090/v1/sources`, "kubectl -n tributary get secret tr-tributary-secrets -o jsonpath='{.data.console-token}' | base64 -d",
-				"http://tr-tributary-console.tributary.svc:8090"}},
+				"http://tr-tributary-console.tributary.svc:8090", "open http://127.0.0.1:8090/ in a browser (the UI) and sign in with $TOKEN", "set console.ingestURL",
+				`Metrics: /metrics on port "metrics" of ingest's and the console's Services, on port "http" of the others.`}, nil},
 			{[]string{"--values", external}, []string{"https://track.example.com/v1/track", "(SASL SCRAM-SHA-512) (TLS)", "http://tr-tributary-receiver:9000/webhook",
 				"port-forward service/tr-tributary-audiences-api 8091:80", "bearer token is in Secret tributary-audiences-token",
-				`curl -H "Authorization: Bearer $TOKEN" https://console.example.com/v1/sources`, "get secret tributary-console-token -o jsonpath='{.data.admin-token}'"}},
+				`curl -H "Authorization: Bearer $TOKEN" https://console.example.com/v1/sources`, "get secret tributary-console-token -o jsonpath='{.data.admin-token}'",
+				"open https://console.example.com/ in a browser (the UI) and sign in with $TOKEN"}, []string{"set console.ingestURL", "port-forward service/tr-tributary-console"}},
+			{[]string{"--set", "console.enabled=false"}, []string{`Metrics: /metrics on port "metrics" of ingest's Service, on port "http" of the others.`}, []string{"console"}},
 		} {
 			out, err := helm(append([]string{"template", "tr", copyDir, "--namespace", "tributary", "--show-only", notes}, c.args...)...)
 			if err != nil {
@@ -416,6 +450,11 @@ func TestHelmChart(t *testing.T) {
 			for _, w := range c.want {
 				if !strings.Contains(cm.Data.Notes, w) {
 					t.Errorf("NOTES.txt %s: no %q in\n%s", strings.Join(c.args, " "), w, cm.Data.Notes)
+				}
+			}
+			for _, a := range c.absent {
+				if strings.Contains(cm.Data.Notes, a) {
+					t.Errorf("NOTES.txt %s: %q in\n%s", strings.Join(c.args, " "), a, cm.Data.Notes)
 				}
 			}
 		}
@@ -605,6 +644,10 @@ type manifest struct {
 							} `yaml:"secretKeyRef"`
 						} `yaml:"valueFrom"`
 					} `yaml:"env"`
+					Ports []struct {
+						Name          string `yaml:"name"`
+						ContainerPort int    `yaml:"containerPort"`
+					} `yaml:"ports"`
 					ReadinessProbe probe `yaml:"readinessProbe"`
 					LivenessProbe  probe `yaml:"livenessProbe"`
 					StartupProbe   probe `yaml:"startupProbe"`
@@ -745,9 +788,13 @@ func checkServiceMonitorsSelectOneService(t *testing.T, manifests string) {
 }
 
 // checkConsole checks the console's Deployment and Service (release "tr"): replicas, CONSOLE_ADDR
-// on 0.0.0.0:8090, CONSOLE_TOKEN from the key of the Secret given, the common Kafka settings
-// (envFrom the env ConfigMap), probes on /healthz and /readyz, and a ClusterIP Service on 8090.
-func checkConsole(t *testing.T, manifests string, replicas int, tokenSecret, tokenKey string) {
+// on 0.0.0.0:8090 (port http: the UI and the API, which an Ingress may route) and METRICS_ADDR on
+// 0.0.0.0:9100 (port metrics: /metrics, which none routes), CONSOLE_TOKEN from the key of the
+// Secret given, exactly the UI's other variables of want (CONSOLE_INGEST_URL,
+// CONSOLE_AUDIENCES_URL, AUDIENCES_TOKEN as "secret:<name>/<key>"; one missing from want must
+// not be set), the common Kafka settings (envFrom the env ConfigMap), probes on /healthz and
+// /readyz, and a ClusterIP Service with port http 8090 and port metrics 9100.
+func checkConsole(t *testing.T, manifests string, replicas int, tokenSecret, tokenKey string, want map[string]string) {
 	t.Helper()
 	objs := decodeManifests(t, manifests)
 	d := findManifest(t, objs, "Deployment", "tr-tributary-console")
@@ -758,24 +805,42 @@ func checkConsole(t *testing.T, manifests string, replicas int, tokenSecret, tok
 		t.Fatalf("console Deployment: %d containers, want 1", len(d.Spec.Template.Spec.Containers))
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	var addr, secret string
+	env := map[string]string{}
 	for _, e := range c.Env {
+		if _, dup := env[e.Name]; dup {
+			t.Errorf("console: %s set twice", e.Name)
+		}
 		switch {
-		case e.Name == "CONSOLE_ADDR":
-			addr = e.Value
-		case e.Name == "CONSOLE_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
-			secret = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
-		case e.Name == "CONSOLE_TOKEN":
-			t.Errorf("console: CONSOLE_TOKEN is not taken from a Secret: %+v", e)
-		case e.Name == "METRICS_ADDR":
-			t.Errorf("console: METRICS_ADDR set (%q): the console serves /metrics on CONSOLE_ADDR", e.Value)
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		default:
+			env[e.Name] = fmt.Sprintf("%+v", *e.ValueFrom)
 		}
 	}
-	if addr != "0.0.0.0:8090" {
-		t.Errorf("console: CONSOLE_ADDR %q, want 0.0.0.0:8090", addr)
+	wantEnv := map[string]string{
+		"CONSOLE_ADDR":  "0.0.0.0:8090",
+		"METRICS_ADDR":  "0.0.0.0:9100",
+		"CONSOLE_TOKEN": "secret:" + tokenSecret + "/" + tokenKey,
 	}
-	if want := tokenSecret + "/" + tokenKey; secret != want {
-		t.Errorf("console: CONSOLE_TOKEN from Secret/key %q, want %q", secret, want)
+	maps.Copy(wantEnv, want)
+	for _, k := range []string{"CONSOLE_ADDR", "METRICS_ADDR", "CONSOLE_TOKEN", "CONSOLE_INGEST_URL", "CONSOLE_AUDIENCES_URL", "AUDIENCES_TOKEN"} {
+		got, ok := env[k]
+		w, wanted := wantEnv[k]
+		switch {
+		case wanted && got != w:
+			t.Errorf("console: %s = %q, want %q", k, got, w)
+		case !wanted && ok:
+			t.Errorf("console: %s = %q, want it unset", k, got)
+		}
+	}
+	ports := map[string]int{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if len(ports) != 2 || ports["http"] != 8090 || ports["metrics"] != 9100 {
+		t.Errorf("console container ports %+v, want http 8090 and metrics 9100", c.Ports)
 	}
 	if env := workloadEnv(t, manifests)["console"]; !env["KAFKA_BROKERS"] || !env["LOG_LEVEL"] {
 		t.Errorf("console: no KAFKA_BROKERS or LOG_LEVEL among %v", env)
@@ -785,8 +850,12 @@ func checkConsole(t *testing.T, manifests string, replicas int, tokenSecret, tok
 			c.StartupProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
 	}
 	svc := findManifest(t, objs, "Service", "tr-tributary-console")
-	if svc.Spec.Type != "ClusterIP" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8090 || svc.Spec.Ports[0].TargetPort != "http" {
-		t.Errorf("Service tr-tributary-console: type %q, ports %+v; want ClusterIP, port 8090 to the pods' http port", svc.Spec.Type, svc.Spec.Ports)
+	svcPorts := map[string]string{}
+	for _, p := range svc.Spec.Ports {
+		svcPorts[p.Name] = fmt.Sprintf("%d→%s", p.Port, p.TargetPort)
+	}
+	if svc.Spec.Type != "ClusterIP" || len(svcPorts) != 2 || svcPorts["http"] != "8090→http" || svcPorts["metrics"] != "9100→metrics" {
+		t.Errorf("Service tr-tributary-console: type %q, ports %+v; want ClusterIP, port http 8090 to the pods' http port and metrics 9100 to their metrics port", svc.Spec.Type, svc.Spec.Ports)
 	}
 }
 
@@ -820,8 +889,9 @@ func secretData(t *testing.T, manifests, name string) map[string]string {
 	}
 }
 
-// checkIngress checks that the Ingress name routes host and path to the Service of the same
-// name (port http) with TLS from tlsSecret for that host.
+// checkIngress checks that the Ingress name routes host and path (a Prefix) to the Service of
+// the same name, port http (and none of its paths to another port), with TLS from tlsSecret
+// for that host (none when empty).
 func checkIngress(t *testing.T, manifests, name, host, path, tlsSecret string) {
 	t.Helper()
 	dec := yaml.NewDecoder(strings.NewReader(manifests))
@@ -840,8 +910,9 @@ func checkIngress(t *testing.T, manifests, name, host, path, tlsSecret string) {
 					Host string `yaml:"host"`
 					HTTP struct {
 						Paths []struct {
-							Path    string `yaml:"path"`
-							Backend struct {
+							Path     string `yaml:"path"`
+							PathType string `yaml:"pathType"`
+							Backend  struct {
 								Service struct {
 									Name string `yaml:"name"`
 									Port struct {
@@ -866,13 +937,20 @@ func checkIngress(t *testing.T, manifests, name, host, path, tlsSecret string) {
 		routed := false
 		for _, r := range o.Spec.Rules {
 			for _, p := range r.HTTP.Paths {
-				routed = routed || (r.Host == host && p.Path == path && p.Backend.Service.Name == name && p.Backend.Service.Port.Name == "http")
+				routed = routed || (r.Host == host && p.Path == path && p.PathType == "Prefix" && p.Backend.Service.Name == name && p.Backend.Service.Port.Name == "http")
+				if p.Backend.Service.Port.Name != "http" {
+					t.Errorf("Ingress %s routes %s%s to port %q: only port http (never metrics) may be public", name, r.Host, p.Path, p.Backend.Service.Port.Name)
+				}
 			}
 		}
 		if !routed {
-			t.Errorf("Ingress %s does not route %s%s to Service %s, port http: %+v", name, host, path, name, o.Spec.Rules)
+			t.Errorf("Ingress %s does not route %s%s (Prefix) to Service %s, port http: %+v", name, host, path, name, o.Spec.Rules)
 		}
-		if len(o.Spec.TLS) != 1 || o.Spec.TLS[0].SecretName != tlsSecret || !slices.Contains(o.Spec.TLS[0].Hosts, host) {
+		if tlsSecret == "" {
+			if len(o.Spec.TLS) != 0 {
+				t.Errorf("Ingress %s: tls %+v, want none", name, o.Spec.TLS)
+			}
+		} else if len(o.Spec.TLS) != 1 || o.Spec.TLS[0].SecretName != tlsSecret || !slices.Contains(o.Spec.TLS[0].Hosts, host) {
 			t.Errorf("Ingress %s: tls %+v, want %s for %s", name, o.Spec.TLS, tlsSecret, host)
 		}
 		return
