@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,5 +161,62 @@ func TestDockerfileClassicBuilder(t *testing.T) {
 		case strings.Contains(l, "$BUILDPLATFORM") || strings.Contains(l, "${BUILDPLATFORM}"):
 			t.Errorf("line %d: BUILDPLATFORM is empty under the classic builder: %s", i+1, l)
 		}
+	}
+}
+
+// TestComposeConsoleEnv checks the console's links to the other services in
+// docker-compose.yml: CONSOLE_AUDIENCES_URL is the audiences service's profile API on the
+// compose network (the port its AUDIENCES_ADDR listens on), CONSOLE_INGEST_URL is the tracking
+// API as clients on the host reach it (a port ingest publishes, to the port its INGEST_ADDR
+// listens on), and the console has the audiences service's AUDIENCES_TOKEN (both none, or the
+// same).
+func TestComposeConsoleEnv(t *testing.T) {
+	root := repoRoot(t)
+	df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
+	cf := parseCompose(t, filepath.Join(root, "docker-compose.yml"))
+	env := func(name string) map[string]*string {
+		s, ok := cf.Services[name]
+		if !ok || s.Build == nil {
+			t.Fatalf("docker-compose.yml: no Tributary service %s", name)
+		}
+		image, _, _ := df.image(s.Build.Target)
+		out := map[string]*string{}
+		for k, v := range image {
+			out[k] = &v
+		}
+		maps.Copy(out, s.Environment)
+		return out
+	}
+	listenPort := func(service, variable string) string {
+		v := env(service)[variable]
+		if v == nil || !strings.HasPrefix(*v, "0.0.0.0:") {
+			t.Fatalf("service %s: %s %v, want 0.0.0.0:<port>", service, variable, v)
+		}
+		return strings.TrimPrefix(*v, "0.0.0.0:")
+	}
+	console := env("console")
+	get := func(k string) string {
+		if console[k] == nil {
+			t.Errorf("service console: no %s", k)
+			return ""
+		}
+		return *console[k]
+	}
+	if got, want := get("CONSOLE_AUDIENCES_URL"), "http://audiences:"+listenPort("audiences", "AUDIENCES_ADDR"); got != want {
+		t.Errorf("service console: CONSOLE_AUDIENCES_URL %q, want %q (the audiences service's API)", got, want)
+	}
+	ingestPort := listenPort("ingest", "INGEST_ADDR")
+	var published []string
+	for _, p := range cf.Services["ingest"].Ports {
+		if hostPort, ok := strings.CutSuffix(p, ":"+ingestPort); ok {
+			published = append(published, "http://"+hostPort)
+		}
+	}
+	if got := get("CONSOLE_INGEST_URL"); !slices.Contains(published, got) {
+		t.Errorf("service console: CONSOLE_INGEST_URL %q, want the URL of ingest's published tracking API (%v)", got, published)
+	}
+	a, c := env("audiences")["AUDIENCES_TOKEN"], console["AUDIENCES_TOKEN"]
+	if (a == nil) != (c == nil) || (a != nil && *a != *c) {
+		t.Errorf("AUDIENCES_TOKEN: audiences %v, console %v; want the console to have the audiences service's token (or neither one)", a, c)
 	}
 }

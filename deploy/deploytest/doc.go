@@ -14,16 +14,22 @@
 //     command that compose and the Dockerfile give its container, in depends_on order, against
 //     the Apache Kafka broker of APACHE_KAFKA_BROKERS; a track call sent to ingest's published
 //     port arrives, signed and verified, at the demo receiver, the audiences profile API on its
-//     published port answers with the profiles of the calls' users, and the console's admin API
+//     published port answers with the profiles of the calls' users, the console's admin API
 //     on its published port refuses a call without its token and lists the config's sources
-//     with it. Of compose's interpolation, ${NAME:-default} is read as its default.
+//     with it, and its web UI, signed in with the token, looks a user's profile up in the
+//     audiences service (CONSOLE_AUDIENCES_URL). Of compose's interpolation, ${NAME:-default}
+//     is read as its default.
+//   - TestComposeConsoleEnv: the console's CONSOLE_AUDIENCES_URL, CONSOLE_INGEST_URL and
+//     AUDIENCES_TOKEN in docker-compose.yml name the audiences service's API, ingest's
+//     published port and the audiences service's token.
 //   - TestHelmChart: `helm lint` and `helm template` of deploy/helm/tributary, with Helm built
 //     from the Go module pinned in deploy/helm/tools, for the default values and
 //     ci/external-kafka-values.yaml; every rendered object decodes strictly into its Kubernetes
 //     API type and refers correctly to the others (deploy/helm/tools/cmd/kubecheck); the
 //     audiences StatefulSet's identity, peer URL, Services and token, and the console
-//     Deployment's address, token Secret (the chart's or an existing one), Service and Ingress
-//     are wired as docs/operations.md says; the install notes name them, the chart refuses a
+//     Deployment's addresses (the UI and API on port http, /metrics on port metrics), token
+//     Secret (the chart's or an existing one), links to the audiences API and ingest, Service,
+//     ServiceMonitor and Ingress (/ of port http) are wired as docs/operations.md says; the install notes name them, the chart refuses a
 //     console without a token, and no ServiceMonitor selects two Services.
 //
 // How the topology test maps a container to a process: a compose service name in any variable

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -182,8 +183,52 @@ func TestComposeTopology(t *testing.T) {
 		t.Fatalf("GET %s/v1/sources with the compose token: %d %s; want 200 listing source web", consoleURL, status, body)
 	}
 
+	// The console's web UI on the same port: signed in with the token, its profile lookup asks
+	// the audiences service at CONSOLE_AUDIENCES_URL (the compose network's audiences:8091) and
+	// shows the identify's trait.
+	ui := signInUI(t, consoleURL, token)
+	user := id + "-identify"
+	status, body = getUI(t, ui, consoleURL+"/audiences/profile?userId="+url.QueryEscape(user))
+	if status != http.StatusOK || !strings.Contains(body, "<code>plan</code></td><td>pro</td>") {
+		topo.dumpLogs()
+		t.Fatalf("the UI's profile lookup of %s: %d; want 200 with the trait plan = pro from the audiences service:\n%s", user, status, tail([]byte(body), 40))
+	}
+
 	// docker compose down sends SIGTERM: every service stops cleanly, with status 0.
 	topo.stopAll()
+}
+
+// signInUI signs in to the console's web UI at baseURL with the token and returns a client
+// that carries the session cookie.
+func signInUI(t *testing.T, baseURL, token string) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := client.PostForm(baseURL+"/signin", url.Values{"token": {token}, "next": {"/"}})
+	if err != nil {
+		t.Fatalf("POST %s/signin: %v", baseURL, err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" {
+		t.Fatalf("signing in to the UI at %s: %s at %s; want the overview (200 at /):\n%s", baseURL, resp.Status, resp.Request.URL, tail(body, 20))
+	}
+	return client
+}
+
+// getUI GETs a page of the UI with a signed-in client and returns the status and body.
+func getUI(t *testing.T, client *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(body)
 }
 
 // getWithToken GETs url with the bearer token (none when empty) and returns the status and
