@@ -13,7 +13,7 @@ import (
 // environment (the fields tagged env; docs/configuration.md#run-time-settings).
 type Config struct {
 	// Addr is where the API, /healthz, /readyz and /metrics listen (CONSOLE_ADDR).
-	Addr string `env:"CONSOLE_ADDR" doc:"listen address of the console: its admin API under '/v1/' ([console.md](console.md)), '/healthz', '/readyz' and '/metrics'; the images set '0.0.0.0:8090'"`
+	Addr string `env:"CONSOLE_ADDR" doc:"listen address of the console: its web UI at '/' and admin API under '/v1/' ([console.md](console.md)), '/healthz', '/readyz', and '/metrics' unless 'METRICS_ADDR' is set; the images set '0.0.0.0:8090'"`
 	// IngestURL is the tracking API's address as clients reach it, for the first event's curl
 	// the UI shows (CONSOLE_INGEST_URL).
 	IngestURL string `env:"CONSOLE_INGEST_URL" doc:"the tracking API's URL as clients reach it, shown in the console's 'curl' for a new source's first event; 'make run' sets its own"`

@@ -21,8 +21,9 @@ import (
 type CommandSettings struct {
 	// LogLevel is the zerolog level of the logs (LOG_LEVEL).
 	LogLevel string `env:"LOG_LEVEL" doc:"'trace', 'debug', 'info', 'warn', 'error' or 'disabled'; JSON lines on stderr, pretty on a terminal"`
-	// MetricsAddr is where a service without an HTTP API of its own serves /healthz, /readyz
-	// and /metrics (METRICS_ADDR); empty: the service's default (MetricsServer).
+	// MetricsAddr is where a service serves /healthz, /readyz and /metrics apart from its
+	// public HTTP port, or at all when it has none (METRICS_ADDR); empty: the service's default
+	// (MetricsServer).
 	MetricsAddr string `env:"METRICS_ADDR" services:"ingest, router, deliverer, audiences, console" docDefault:"ingest, audiences and console unset, router '127.0.0.1:9101', deliverer '127.0.0.1:9102'" doc:"listen address of '/healthz', '/readyz' and '/metrics'; ingest, audiences and console: unset serves them on 'INGEST_ADDR', 'AUDIENCES_ADDR' or 'CONSOLE_ADDR', set moves '/metrics' off the public port (the ingest image sets '0.0.0.0:9100', the chart too for ingest and the console)"`
 	// ShutdownTimeout is how long the services may take to stop after SIGTERM
 	// (SHUTDOWN_TIMEOUT); each service bounds its own stop by it.
