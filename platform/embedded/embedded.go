@@ -22,6 +22,7 @@
 package embedded
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -66,6 +67,17 @@ func Start(opts Options) (*Broker, error) {
 	if opts.Port < 0 || opts.Port > 65535 {
 		return nil, fmt.Errorf("starting embedded broker: port %d out of range", opts.Port)
 	}
+	// Transactions left open by a killed broker get their abort markers before any client
+	// is let in (crashtxn.go).
+	var open []openTxn
+	if opts.DataDir != "" {
+		var err error
+		if open, err = openTransactions(opts.DataDir); err != nil {
+			return nil, fmt.Errorf("starting embedded broker on %s: %w", opts.DataDir, err)
+		}
+	}
+	ready := make(chan struct{})
+	var gated *gatedListener
 	kopts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(opts.Port),
@@ -76,7 +88,17 @@ func Start(opts Options) (*Broker, error) {
 			if err != nil {
 				return nil, err
 			}
-			return net.Listen(network, net.JoinHostPort(host, port))
+			l, err := net.Listen(network, net.JoinHostPort(host, port))
+			if err != nil || len(open) == 0 {
+				return l, err
+			}
+			private, err := net.Listen(network, net.JoinHostPort(host, "0"))
+			if err != nil {
+				l.Close()
+				return nil, err
+			}
+			gated = newGatedListener(l, private, ready)
+			return gated, nil
 		}),
 	}
 	if opts.DataDir != "" {
@@ -95,6 +117,20 @@ func Start(opts Options) (*Broker, error) {
 			where = "on " + opts.DataDir
 		}
 		return nil, fmt.Errorf("starting embedded broker %s at %s: %w", where, net.JoinHostPort(host, strconv.Itoa(opts.Port)), err)
+	}
+	if gated != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), markerTimeout)
+		n, err := abortOpenTransactions(ctx, gated.private.Addr().String(), open)
+		cancel()
+		gated.closePrivate()
+		close(ready)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("starting embedded broker on %s: the transactions open when it stopped: %w", opts.DataDir, err)
+		}
+		if n > 0 {
+			opts.Logger.Warn().Int("transactions", n).Msg("embedded broker: wrote the abort markers of the transactions open when it was killed")
+		}
 	}
 	return &Broker{cluster: c}, nil
 }
