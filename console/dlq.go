@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -116,6 +117,11 @@ func (s *Service) replayDLQ(w http.ResponseWriter, r *http.Request) error {
 // replay replays the destination's dead letters (all not replayed yet, or those listed) and
 // returns the message ids replayed.
 func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]string, error) {
+	// One replay of a destination at a time: each reads the replay marks when it starts, so two
+	// at once (a double click) would both send what neither had marked yet.
+	mu, _ := s.replays.LoadOrStore(id, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	if req.URL != "" {
 		if err := schemas.CheckWebhookURL(req.URL); err != nil {
 			return nil, errInvalid("url", "url: %v", err)

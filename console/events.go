@@ -29,7 +29,12 @@ type event struct {
 	messageID  string
 	reason     string
 	raw        []byte // reused: copy it out under the lock
+	truncated  bool   // raw is the first maxEventBytes of a larger message
 }
+
+// maxEventBytes is the most of one message the debugger keeps: Segment's 32 KB limit (a larger
+// message is rejected, and shown by its first 32 KB, as text).
+const maxEventBytes = 32 << 10
 
 // eventView is the API's form of an event.
 type eventView struct {
@@ -40,14 +45,16 @@ type eventView struct {
 	MessageID  string          `json:"messageId,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	Message    json.RawMessage `json:"message"`
+	// Truncated says the message was larger than 32 KB: message is its start, as text.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 func (e *event) view() eventView {
-	v := eventView{ID: strconv.FormatUint(e.seq, 10), ReceivedAt: e.receivedAt, Status: "accepted", Type: e.typ, MessageID: e.messageID, Reason: e.reason}
+	v := eventView{ID: strconv.FormatUint(e.seq, 10), ReceivedAt: e.receivedAt, Status: "accepted", Type: e.typ, MessageID: e.messageID, Reason: e.reason, Truncated: e.truncated}
 	if e.rejected {
 		v.Status = "rejected"
 	}
-	if json.Valid(e.raw) {
+	if !e.truncated && json.Valid(e.raw) {
 		v.Message = append(json.RawMessage(nil), e.raw...)
 	} else { // a rejected message that is not JSON: shown as the text it was
 		v.Message, _ = json.Marshal(string(e.raw))
@@ -122,7 +129,15 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 			e.reason = string(h.Value)
 		}
 	}
-	e.raw = append(e.raw[:0], r.Value...)
+	value, truncated := r.Value, false
+	if len(value) > maxEventBytes { // a message refused for its size is kept as its start
+		value, truncated = value[:maxEventBytes], true
+	}
+	if cap(e.raw) > maxEventBytes {
+		e.raw = nil // a slot never keeps more than one message's worth
+	}
+	e.raw = append(e.raw[:0], value...)
+	e.truncated = truncated
 	if rejected && (e.typ == "" || e.messageID == "") {
 		// tracking.rejected records carry only the reason: read the rest from the message,
 		// when it is a JSON object.

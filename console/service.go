@@ -71,6 +71,8 @@ type Service struct {
 	events      *eventLog
 	regulations *regulationLog
 	dlq         *dlqCounts
+	tiers       tierLag  // the retry tiers' backlog, read in the background
+	replays     sync.Map // destination id → *sync.Mutex: one DLQ replay at a time
 	metrics     *metrics
 	ui          *ui
 }
@@ -141,6 +143,7 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runEvents),
 		platform.RunnerFunc(s.runRegulations),
 		platform.RunnerFunc(s.runDLQCounts),
+		platform.RunnerFunc(s.runTierLag),
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
 		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.deps.Store.Ready()} {

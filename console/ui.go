@@ -138,9 +138,20 @@ func headers(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 }
 
-// safeNext returns next when it is a path of this console, else "/".
+// safeNext returns next when it is a path of this console, else "/": a relative reference
+// with no scheme, no host, no control character or backslash (browsers drop tabs and newlines
+// from URLs, so "/\t/evil.example" would become "//evil.example"), starting with one "/".
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") {
+		return "/"
+	}
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next

@@ -92,7 +92,7 @@ func audiencesHarness(t *testing.T) (*harness, *fakeProfileAPI) {
 // fast fails when a page took more than the UI's budget (generous under the race detector).
 func fast(t *testing.T, p uiPage, what string) {
 	t.Helper()
-	if p.Took > 300*time.Millisecond {
+	if p.Took > pageBudget {
 		t.Errorf("%s took %s", what, p.Took)
 	}
 }

@@ -2,9 +2,11 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -60,11 +62,47 @@ func (u *ui) destinationRows() []destinationRow {
 	return out
 }
 
-// tierBacklog is the deliverer's lag on each retry tier topic (records waiting for their time).
-func (u *ui) tierBacklog(ctx context.Context) ([]tierRow, error) {
+// tierBacklog is the deliverer's lag on each retry tier topic (records waiting for their time),
+// as the background refresh last read it (runTierLag): a page never waits for Kafka.
+func (u *ui) tierBacklog() ([]tierRow, error) {
+	u.s.tiers.mu.Lock()
+	defer u.s.tiers.mu.Unlock()
+	if u.s.tiers.at.IsZero() {
+		return nil, errors.New("not read yet")
+	}
+	return u.s.tiers.rows, u.s.tiers.err
+}
+
+// tierLag is the last reading of the retry tiers' backlog.
+type tierLag struct {
+	mu   sync.Mutex
+	rows []tierRow
+	err  error
+	at   time.Time
+}
+
+// tierLagEvery is how often the retry tiers' backlog is read.
+const tierLagEvery = 5 * time.Second
+
+// runTierLag reads the deliverer group's lag on the retry tiers every tierLagEvery.
+func (s *Service) runTierLag(ctx context.Context) error {
+	for {
+		rows, err := s.readTierLag(ctx)
+		s.tiers.mu.Lock()
+		s.tiers.rows, s.tiers.err, s.tiers.at = rows, err, s.now()
+		s.tiers.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(tierLagEvery):
+		}
+	}
+}
+
+func (s *Service) readTierLag(ctx context.Context) ([]tierRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	lags, err := u.s.adm.Lag(ctx, u.s.cfg.DelivererGroup)
+	lags, err := s.adm.Lag(ctx, s.cfg.DelivererGroup)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +158,7 @@ func (u *ui) overview(w http.ResponseWriter, r *http.Request) {
 			data.Problems = append(data.Problems, "Source "+s.ID+" had "+fmtCount(s.Rejected)+" messages rejected in the last hour.")
 		}
 	}
-	tiers, err := u.tierBacklog(r.Context())
+	tiers, err := u.tierBacklog()
 	if err != nil {
 		data.TiersError = "The retry tiers' backlog is unknown: " + err.Error()
 	}

@@ -36,8 +36,14 @@ type uiPage struct {
 }
 
 // pageBudget is the render budget of a page (issue 17: under 100 ms server-side), measured on
-// loopback around the request.
-const pageBudget = 100 * time.Millisecond
+// loopback around the request; the race detector's slowdown gets four times that (the figures
+// without it are in docs/benchmarks.md).
+var pageBudget = func() time.Duration {
+	if raceEnabled {
+		return 400 * time.Millisecond
+	}
+	return 100 * time.Millisecond
+}()
 
 // signIn signs a new browser in with the console token; it follows no redirect.
 func (h *harness) signIn(t testing.TB) *browser {
@@ -166,8 +172,14 @@ func TestUISignInAndSecurity(t *testing.T) {
 	// An open redirect is refused: next stays on the console.
 	jar, _ := cookiejar.New(nil)
 	b2 := &browser{t: t, h: h, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	if p := b2.post("/signin", url.Values{"token": {testToken}, "next": {"//evil.example.com/"}}); p.Location != "/" {
-		t.Errorf("next=//evil: redirected to %q", p.Location)
+	for _, next := range []string{"//evil.example.com/", "/\t/evil.example/phish", "/\n/evil.example", "/\\evil.example", "https://evil.example/",
+		"javascript:alert(1)", "evil.example", "/\t\\evil.example"} {
+		if p := b2.post("/signin", url.Values{"token": {testToken}, "next": {next}}); p.Location != "/" {
+			t.Errorf("next=%q: redirected to %q", next, p.Location)
+		}
+	}
+	if p := b2.post("/signin", url.Values{"token": {testToken}, "next": {"/destinations/x?window=24h"}}); p.Location != "/destinations/x?window=24h" {
+		t.Errorf("a console path: redirected to %q", p.Location)
 	}
 
 	b := h.signIn(t)
@@ -203,7 +215,7 @@ func TestUISignInAndSecurity(t *testing.T) {
 		if strings.Contains(p.Body, "<script>") || strings.Contains(p.Body, " style=") || strings.Contains(p.Body, "onclick") {
 			t.Errorf("%s: inline script or style", path)
 		}
-		if p.Took > 100*time.Millisecond {
+		if p.Took > pageBudget {
 			t.Errorf("%s took %s", path, p.Took)
 		}
 	}

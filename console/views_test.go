@@ -205,6 +205,17 @@ func TestSourceEvents(t *testing.T) {
 		t.Fatalf("recent: %s", recent.Body)
 	}
 	expectError(t, h.do(http.MethodGet, "/v1/sources/ghost/events/recent", nil), http.StatusNotFound, "not_found", `no source "ghost"`, "")
+
+	// A message refused for its size (ingest keeps up to ~500 KB on tracking.rejected) is kept
+	// as its first 32 KB, as text.
+	big := `{"type":"track","event":"Big","properties":{"blob":"` + strings.Repeat("x", 40<<10) + `"}}`
+	h.env.Produce(&kgo.Record{Topic: schemas.TopicRejected, Key: []byte("u3"), Value: []byte(big),
+		Headers: []kgo.RecordHeader{{Key: schemas.HeaderReason, Value: []byte("message is larger than 32 KB")}, {Key: schemas.HeaderSourceID, Value: []byte("web")}}})
+	name, ev = readEvent()
+	msg, _ := ev["message"].(string)
+	if name != "rejected" || ev["truncated"] != true || len(msg) != 32<<10 || !strings.HasPrefix(big, msg) {
+		t.Fatalf("a 40 KB message: truncated %v, %d bytes kept", ev["truncated"], len(msg))
+	}
 }
 
 // TestRegulations: validation, the records written to tracking.deletions, and the status from
