@@ -35,6 +35,9 @@ type Config struct {
 
 	// AttemptsPerDestination is how many attempts the delivery log keeps per destination.
 	AttemptsPerDestination int
+	// DLQPerDestination is how many dead letters (their headers) the DLQ lists keep per
+	// destination.
+	DLQPerDestination int
 	// StatsWindow is how far back the per-minute delivery counters go (and how far back the
 	// console reads webhooks.attempts when it starts).
 	StatsWindow time.Duration
@@ -68,6 +71,7 @@ func DefaultConfig() Config {
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
 		DelivererGroup:         "tributary-deliverer",
 		AttemptsPerDestination: 1000,
+		DLQPerDestination:      10000,
 		StatsWindow:            24 * time.Hour,
 		RecentEvents:           100,
 		EventsBackfill:         2000,
@@ -106,7 +110,7 @@ func (c *Config) Validate() error {
 			break
 		}
 	}
-	if c.AttemptsPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
+	if c.AttemptsPerDestination < 1 || c.DLQPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
 		errs = append(errs, errors.New("console view sizes: must be positive"))
 	}
 	if c.StatsWindow < time.Hour {

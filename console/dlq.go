@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,8 +11,9 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// The dead-letter queue of a destination: listed and replayed with the deliverer's own
-// library (platform.ListDeadLetters, platform.ReplayDeadLetters). A replayed message's new
+// The dead-letter queue of a destination: listed from the console's DLQ view (dlqview.go: the
+// last DLQPerDestination dead letters of each destination, their headers only) and replayed
+// with the deliverer's own library (platform.ReplayDeadLetters). A replayed message's new
 // attempts show in the delivery log.
 
 func (s *Service) replayTopics() platform.ReplayTopics {
@@ -68,13 +68,9 @@ func (s *Service) listDLQ(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deadLetters lists the destination's dead letters, newest first (replayed ones too with
-// again).
-func (s *Service) deadLetters(ctx context.Context, id string, again bool) ([]deadLetterView, error) {
-	dls, err := platform.ListDeadLetters(ctx, s.deps.Kafka, s.logger, s.replayTopics(), platform.ReplayFilter{DestinationID: id, Again: again})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(dls, func(a, b platform.DeadLetter) int { return b.At.Compare(a.At) })
+// again), from the DLQ view: the last DLQPerDestination of each destination.
+func (s *Service) deadLetters(_ context.Context, id string, again bool) ([]deadLetterView, error) {
+	dls := s.dlq.list(id, again)
 	out := make([]deadLetterView, 0, len(dls))
 	for _, d := range dls {
 		v := deadLetterView{MessageID: d.MessageID, Reason: d.Reason, LastStatus: d.LastStatus, LastError: d.LastError,
@@ -139,9 +135,14 @@ func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]s
 		return nil, err
 	}
 	ids := make([]string, 0, len(done))
+	now := s.now()
+	s.dlq.mu.Lock()
 	for _, d := range done {
 		ids = append(ids, d.MessageID)
+		// The view reads the replay marks a moment later; the next list is right at once.
+		s.dlq.dest(id).replayed[d.MarkerKey()] = now
 	}
+	s.dlq.mu.Unlock()
 	s.metrics.replayed.Add(float64(len(done)))
 	s.logger.Info().Str("destination", id).Int("replayed", len(done)).Bool("to_other_url", req.URL != "").Msg("DLQ replayed")
 	return ids, nil

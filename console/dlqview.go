@@ -3,36 +3,80 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// dlqCounts counts each destination's dead letters not replayed yet, from webhooks.dlq and its
-// replay marks (webhooks.dlq.replayed), for the overview: the DLQ's size at a glance without
-// reading it at every request.
-type dlqCounts struct {
-	mu       sync.Mutex
-	total    map[string]int             // dead letters by destination
-	replayed map[string]map[string]bool // replayed dead letters' "partition:offset" by destination
-	ready    chan struct{}
+// dlqView follows webhooks.dlq and its replay marks (webhooks.dlq.replayed): per destination
+// the count of dead letters not replayed yet (the overview), and the last DLQPerDestination
+// dead letters' headers, newest last (the DLQ lists of the API and the UI), so that no page
+// reads the DLQ topic. Replaying still reads the topic (platform.ReplayDeadLetters): it needs the
+// bodies.
+type dlqView struct {
+	mu    sync.Mutex
+	max   int
+	dests map[string]*destDLQ
+	ready chan struct{}
 }
 
-func newDLQCounts() *dlqCounts {
-	return &dlqCounts{total: map[string]int{}, replayed: map[string]map[string]bool{}, ready: make(chan struct{})}
+// destDLQ is one destination's part of the view.
+type destDLQ struct {
+	total    int                  // dead letters read
+	replayed map[string]time.Time // replay marks by "partition:offset" (the last replay)
+	last     []platform.DeadLetter
+}
+
+func newDLQView(max int) *dlqView {
+	return &dlqView{max: max, dests: map[string]*destDLQ{}, ready: make(chan struct{})}
+}
+
+func (c *dlqView) dest(id string) *destDLQ {
+	d := c.dests[id]
+	if d == nil {
+		d = &destDLQ{replayed: map[string]time.Time{}}
+		c.dests[id] = d
+	}
+	return d
 }
 
 // pending returns the destination's dead letters not replayed yet.
-func (c *dlqCounts) pending(dest string) int {
+func (c *dlqView) pending(dest string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return max(0, c.total[dest]-len(c.replayed[dest]))
+	d := c.dests[dest]
+	if d == nil {
+		return 0
+	}
+	return max(0, d.total-len(d.replayed))
 }
 
-// runDLQCounts keeps the counts: both topics from their start.
-func (s *Service) runDLQCounts(ctx context.Context) error {
+// list returns the destination's last dead letters, newest first, with when each was replayed;
+// those replayed before only with again.
+func (c *dlqView) list(dest string, again bool) []platform.DeadLetter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dests[dest]
+	if d == nil {
+		return nil
+	}
+	out := make([]platform.DeadLetter, 0, len(d.last))
+	for _, dl := range slices.Backward(d.last) {
+		dl.ReplayedAt = d.replayed[dl.MarkerKey()]
+		if again || dl.ReplayedAt.IsZero() {
+			out = append(out, dl)
+		}
+	}
+	return out
+}
+
+// runDLQView keeps the view: both topics from their start.
+func (s *Service) runDLQView(ctx context.Context) error {
 	c := s.dlq
 	return s.runTail(ctx, &tail{
 		name:   "dlq",
@@ -42,21 +86,30 @@ func (s *Service) runDLQCounts(ctx context.Context) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if r.Topic == s.cfg.DLQTopic {
-				if d := header(r, schemas.HeaderDestinationID); d != "" {
-					c.total[d]++
+				dl := platform.DeadLetterOf(r)
+				if dl.DestinationID == "" {
+					return
 				}
+				d := c.dest(dl.DestinationID)
+				d.total++
+				if len(d.last) == c.max {
+					d.last = slices.Delete(d.last, 0, 1)
+				}
+				d.last = append(d.last, dl)
 				return
 			}
 			var m struct {
 				DestinationID string `json:"destinationId"`
+				ReplayedAt    string `json:"replayedAt"`
 			}
 			if len(r.Value) == 0 || json.Unmarshal(r.Value, &m) != nil || m.DestinationID == "" {
 				return
 			}
-			if c.replayed[m.DestinationID] == nil {
-				c.replayed[m.DestinationID] = map[string]bool{}
+			at, err := schemas.ParseTimestamp(m.ReplayedAt)
+			if err != nil {
+				at = r.Timestamp
 			}
-			c.replayed[m.DestinationID][string(r.Key)] = true
+			c.dest(m.DestinationID).replayed[string(r.Key)] = at
 		},
 	})
 }

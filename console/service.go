@@ -70,7 +70,7 @@ type Service struct {
 	attempts    *attemptLog
 	events      *eventLog
 	regulations *regulationLog
-	dlq         *dlqCounts
+	dlq         *dlqView
 	tiers       tierLag  // the retry tiers' backlog, read in the background
 	replays     sync.Map // destination id → *sync.Mutex: one DLQ replay at a time
 	metrics     *metrics
@@ -111,7 +111,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.attempts = newAttemptLog(cfg.AttemptsPerDestination, cfg.StatsWindow)
 	s.events = newEventLog(cfg.RecentEvents)
 	s.regulations = newRegulationLog()
-	s.dlq = newDLQCounts()
+	s.dlq = newDLQView(cfg.DLQPerDestination)
 	if s.ui, err = newUI(s); err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runAttempts),
 		platform.RunnerFunc(s.runEvents),
 		platform.RunnerFunc(s.runRegulations),
-		platform.RunnerFunc(s.runDLQCounts),
+		platform.RunnerFunc(s.runDLQView),
 		platform.RunnerFunc(s.runTierLag),
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {

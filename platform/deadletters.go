@@ -193,6 +193,17 @@ func redelivery(r *kgo.Record, topic, now, url string) *kgo.Record {
 	return rec
 }
 
+// DeadLetterOf reads one webhooks.dlq record's headers (not its body, which it does not keep):
+// for a view of the DLQ that follows the topic (the console's).
+func DeadLetterOf(r *kgo.Record) DeadLetter {
+	d := deadLetter(r)
+	d.record = nil
+	return d
+}
+
+// MarkerKey is the key of a dead letter's replay mark in TopicDLQReplayed: "partition:offset".
+func (d DeadLetter) MarkerKey() string { return d.markerKey() }
+
 func deadLetter(r *kgo.Record) DeadLetter {
 	d := DeadLetter{Partition: r.Partition, Offset: r.Offset, At: r.Timestamp, record: r}
 	for _, h := range r.Headers {
