@@ -1,6 +1,9 @@
 package console
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,12 +20,28 @@ import (
 )
 
 // GET /v1/config exports the whole config as a config file (docs/configuration.md), for Git;
-// PUT /v1/config applies such a file. Secrets are exported as their hashes ("sha256:…": write
-// keys as writeKeyHash, shared secrets in place): applying the file back keeps a secret whose
-// hash it gives.
+// PUT /v1/config applies such a file. Write keys are exported as writeKeyHash (the form at rest);
+// a shared secret as "hmac-sha256:<hex>", an HMAC under a key derived from the console token
+// (secretRef): not a plain hash, which a weak secret in a Git repository would give away to a
+// dictionary. Applying the file back keeps a secret whose reference it gives.
 
-// exportedConfig is the config of snap, as a file would hold it: no origins, secrets hashed.
-func exportedConfig(snap *platform.Snapshot, now time.Time) *schemas.Config {
+// secretRefPrefix starts the export's reference to a shared secret.
+const secretRefPrefix = "hmac-sha256:"
+
+// secretRef is the export's reference to a shared secret: an HMAC-SHA256 of the secret under a
+// key derived from the console token (a new token makes old exports' references unknown: give
+// the secrets themselves then).
+func (s *Service) secretRef(secret string) string {
+	k := hmac.New(sha256.New, []byte(s.cfg.Token))
+	k.Write([]byte("tributary-config-export-v1"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	m.Write([]byte(secret))
+	return secretRefPrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// exportedConfig is the config of snap, as a file would hold it: no origins, write keys as
+// their hashes, shared secrets as references.
+func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) *schemas.Config {
 	cfg := configOf(snap, schemas.ConfigObject{})
 	for i := range cfg.Sources {
 		src := &cfg.Sources[i]
@@ -38,10 +57,10 @@ func exportedConfig(snap *platform.Snapshot, now time.Time) *schemas.Config {
 			d.Sources = []string{}
 		}
 		if d.Settings.SharedSecret != "" {
-			d.Settings.SharedSecret = schemas.HashWriteKey(d.Settings.SharedSecret)
+			d.Settings.SharedSecret = s.secretRef(d.Settings.SharedSecret)
 		}
 		if d.Settings.PreviousSharedSecret != "" {
-			d.Settings.PreviousSharedSecret = schemas.HashWriteKey(d.Settings.PreviousSharedSecret)
+			d.Settings.PreviousSharedSecret = s.secretRef(d.Settings.PreviousSharedSecret)
 		}
 	}
 	for i := range cfg.Audiences {
@@ -86,9 +105,9 @@ func configYAML(cfg *schemas.Config, comment string) ([]byte, error) {
 
 func (s *Service) exportConfig(w http.ResponseWriter, _ *http.Request) error {
 	snap := s.deps.Store.Snapshot()
-	out, err := configYAML(exportedConfig(snap, s.now()),
+	out, err := configYAML(s.exportedConfig(snap, s.now()),
 		"Tributary config exported by the console at "+schemas.FormatTimestamp(s.now())+".\n"+
-			"Secrets are their sha256 hashes: PUT /v1/config keeps the secret whose hash it finds.")
+			"Write keys are their hashes, shared secrets references (hmac-sha256:): PUT /v1/config keeps the secret a reference names.")
 	if err != nil {
 		return err
 	}
@@ -122,8 +141,8 @@ func fileErrors(err error) error {
 }
 
 // keepSecrets replaces, in the file's destinations, a shared secret given as the hash of the
-// current one by the current secret; a hash of another secret is an error.
-func keepSecrets(cfg *schemas.Config, snap *platform.Snapshot) error {
+// current one by the current secret; a reference to another secret is an error.
+func (s *Service) keepSecrets(cfg *schemas.Config, snap *platform.Snapshot) error {
 	for i := range cfg.Destinations {
 		d := &cfg.Destinations[i]
 		var cur *schemas.Destination
@@ -134,13 +153,13 @@ func keepSecrets(cfg *schemas.Config, snap *platform.Snapshot) error {
 			name string
 			v    *string
 		}{{"sharedSecret", &d.Settings.SharedSecret}, {"previousSharedSecret", &d.Settings.PreviousSharedSecret}} {
-			if !strings.HasPrefix(*f.v, schemas.WriteKeyHashPrefix) || len(*f.v) != len(schemas.WriteKeyHashPrefix)+64 {
+			if !strings.HasPrefix(*f.v, secretRefPrefix) || len(*f.v) != len(secretRefPrefix)+64 {
 				continue
 			}
 			matched := false
 			if cur != nil {
 				for _, secret := range []string{cur.Settings.SharedSecret, cur.Settings.PreviousSharedSecret} {
-					if secret != "" && schemas.HashWriteKey(secret) == *f.v {
+					if secret != "" && hmac.Equal([]byte(s.secretRef(secret)), []byte(*f.v)) {
 						*f.v, matched = secret, true
 						break
 					}
@@ -149,7 +168,7 @@ func keepSecrets(cfg *schemas.Config, snap *platform.Snapshot) error {
 			if !matched {
 				path := fmt.Sprintf("destinations[%d].settings.%s", i, f.name)
 				return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: path,
-					Message: path + ": is the hash of a secret this destination does not have (an export from another install?): give the secret itself"}
+					Message: path + ": refers to a secret this destination does not have (an export from another install, or from before CONSOLE_TOKEN changed?): give the secret itself"}
 			}
 		}
 	}
@@ -175,7 +194,7 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	snap := s.deps.Store.Snapshot()
-	if err := keepSecrets(cfg, snap); err != nil {
+	if err := s.keepSecrets(cfg, snap); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {

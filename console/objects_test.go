@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -224,7 +225,7 @@ func TestConfigExportAndImport(t *testing.T) {
 	exp := h.do(http.MethodGet, "/v1/config", nil)
 	expect(t, exp, http.StatusOK)
 	yaml := string(exp.Body)
-	if strings.Contains(yaml, secret) || !strings.Contains(yaml, schemas.HashWriteKey(secret)) || !strings.Contains(yaml, "writeKeyHash: sha256:") {
+	if strings.Contains(yaml, secret) || strings.Contains(yaml, schemas.HashWriteKey(secret)) || !strings.Contains(yaml, "sharedSecret: hmac-sha256:") || !strings.Contains(yaml, "writeKeyHash: sha256:") {
 		t.Fatalf("export:\n%s", yaml)
 	}
 	if _, err := schemas.ParseConfig(exp.Body, schemas.ConfigFormatYAML); err != nil {
@@ -289,9 +290,10 @@ destinations:
 	if m := bad.JSON(t); !strings.HasPrefix(m["message"].(string), "line 4: sources[0]") {
 		t.Fatalf("error: %s", bad.Body)
 	}
-	foreign := strings.Replace(yaml, schemas.HashWriteKey(secret), schemas.HashWriteKey("another"), 1)
+	ref := regexp.MustCompile(`hmac-sha256:[0-9a-f]{64}`).FindString(yaml)
+	foreign := strings.Replace(yaml, ref, "hmac-sha256:"+strings.Repeat("0", 64), 1)
 	expectError(t, h.do(http.MethodPut, "/v1/config", foreign, "Content-Type", "application/yaml"), http.StatusBadRequest, "invalid",
-		"destinations[1].settings.sharedSecret: is the hash of a secret this destination does not have (an export from another install?): give the secret itself",
+		"destinations[1].settings.sharedSecret: refers to a secret this destination does not have (an export from another install, or from before CONSOLE_TOKEN changed?): give the secret itself",
 		"destinations[1].settings.sharedSecret")
 }
 

@@ -6,7 +6,7 @@ import "net/http"
 
 func (u *ui) settings(w http.ResponseWriter, r *http.Request) {
 	snap := u.s.deps.Store.Snapshot()
-	out, err := configYAML(exportedConfig(snap, u.s.now()), "")
+	out, err := configYAML(u.s.exportedConfig(snap, u.s.now()), "")
 	if err != nil {
 		u.fail(w, r, err)
 		return
