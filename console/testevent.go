@@ -117,7 +117,13 @@ func (s *Service) runTest(ctx context.Context, id string, req testRequest) (*tes
 	for i, wh := range d.Settings.Webhooks {
 		urls[i] = schemas.RedactURL(wh.URL)
 	}
-	results := map[string]*testResult{}
+	// What each URL answered, in the order of their attempts; two entries may have one URL.
+	want := map[string]int{}
+	for _, u := range urls {
+		want[u]++
+	}
+	results := map[string][]testResult{}
+	received := 0
 	got := make(chan attempt, len(urls)*2)
 	stop := s.attempts.wait(messageID, got)
 	defer stop()
@@ -136,10 +142,13 @@ func (s *Service) runTest(ctx context.Context, id string, req testRequest) (*tes
 	timeout := time.NewTimer(s.cfg.TestTimeout)
 	defer timeout.Stop()
 wait:
-	for len(results) < len(urls) {
+	for received < len(urls) {
 		select {
 		case a := <-got:
-			results[a.URL] = &testResult{URL: a.URL, Status: a.Status, LatencyMs: a.LatencyMs, ErrorClass: a.ErrorClass, Error: a.Error}
+			if len(results[a.URL]) < want[a.URL] {
+				results[a.URL] = append(results[a.URL], testResult{URL: a.URL, Status: a.Status, LatencyMs: a.LatencyMs, ErrorClass: a.ErrorClass, Error: a.Error})
+				received++
+			}
 		case <-timeout.C:
 			break wait
 		case <-ctx.Done():
@@ -147,9 +156,11 @@ wait:
 		}
 	}
 	out := make([]testResult, 0, len(urls))
+	used := map[string]int{}
 	for _, u := range urls {
-		if res := results[u]; res != nil {
-			out = append(out, *res)
+		if n := used[u]; n < len(results[u]) {
+			out = append(out, results[u][n])
+			used[u]++
 		} else {
 			out = append(out, testResult{URL: u, ErrorClass: "pending",
 				Error: fmt.Sprintf("no attempt logged within %s: is the deliverer running? (the delivery log shows it when it happens)", s.cfg.TestTimeout)})

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -21,6 +22,12 @@ func (u *ui) sourcePages(pg func(string, http.HandlerFunc)) {
 	pg("POST /sources/{id}/rotate", u.rotateSource)
 	pg("POST /sources/{id}/delete", u.deleteSource)
 	pg("GET /sources/{id}/live", func(w http.ResponseWriter, r *http.Request) {
+		// The stream ends when the session does (EventSource reconnects, and is sent to sign in).
+		if sess := u.session(r); sess != nil {
+			ctx, cancel := context.WithDeadline(r.Context(), sess.expires)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		if err := u.s.liveEvents(w, r); err != nil {
 			u.fail(w, r, err)
 		}
