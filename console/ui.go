@@ -179,8 +179,8 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 	if sess := u.session(r); sess != nil {
 		p.CSRF = sess.csrf
 	}
-	if p.Flash == "" {
-		p.Flash = r.URL.Query().Get("done")
+	if q := r.URL.Query(); p.Flash == "" && q.Get("done") != "" && hmac.Equal([]byte(q.Get("flash")), []byte(u.flashMAC(q.Get("done")))) {
+		p.Flash = q.Get("done")
 	}
 	p.Version = platform.Version
 	var buf bytes.Buffer
@@ -288,16 +288,23 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // redirect sends the browser to path with a one-line result shown on that page.
-func redirect(w http.ResponseWriter, r *http.Request, path, done string) {
+// The one-line result travels in the URL with its MAC (flash), so that a link cannot make a
+// page show a message of the attacker's ("Session expired: paste your token at …").
+func (u *ui) redirect(w http.ResponseWriter, r *http.Request, path, done string) {
 	headers(w)
 	if done != "" {
 		sep := "?"
 		if strings.Contains(path, "?") {
 			sep = "&"
 		}
-		path += sep + "done=" + url.QueryEscape(done)
+		path += sep + "done=" + url.QueryEscape(done) + "&flash=" + u.flashMAC(done)
 	}
 	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// flashMAC authenticates a one-line result of this console.
+func (u *ui) flashMAC(done string) string {
+	return base64.RawURLEncoding.EncodeToString(u.sign([]byte("flash"), []byte(done))[:16])
 }
 
 // routes registers the UI's pages on mux: every path but /v1/ (the API).

@@ -493,10 +493,10 @@ func (u *ui) saveAudience(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.New {
-		redirect(w, r, "/audiences/"+f.ID, "Audience "+f.ID+" created: the next sync sends it to its members.")
+		u.redirect(w, r, "/audiences/"+f.ID, "Audience "+f.ID+" created: the next sync sends it to its members.")
 		return
 	}
-	redirect(w, r, "/audiences/"+id, "Audience "+id+" saved.")
+	u.redirect(w, r, "/audiences/"+id, "Audience "+id+" saved.")
 }
 
 // createFrom parses obj as a new object of kind with the config parser and creates it.
@@ -536,7 +536,7 @@ func (u *ui) deleteObject(w http.ResponseWriter, r *http.Request, kind schemas.C
 		u.fail(w, r, err)
 		return
 	}
-	redirect(w, r, "/audiences", noun+" "+id+" deleted.")
+	u.redirect(w, r, "/audiences", noun+" "+id+" deleted.")
 }
 
 // previewAudience answers, as one line of text, how many profiles the form's rule matches
@@ -776,8 +776,8 @@ func (u *ui) saveTrait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.New {
-		redirect(w, r, "/traits/"+f.ID, "Computed trait "+f.ID+" created: the next sync sends its values.")
+		u.redirect(w, r, "/traits/"+f.ID, "Computed trait "+f.ID+" created: the next sync sends its values.")
 		return
 	}
-	redirect(w, r, "/traits/"+id, "Computed trait "+id+" saved.")
+	u.redirect(w, r, "/traits/"+id, "Computed trait "+id+" saved.")
 }

@@ -72,5 +72,5 @@ func (u *ui) createDeletion(w http.ResponseWriter, r *http.Request) {
 		u.render(w, r, statusOf(err), "deletions", page{Title: "Deletion requests", Nav: "deletions", Error: general, Data: d})
 		return
 	}
-	redirect(w, r, "/deletions", "Deletion request "+id+" created for "+fmtCount(len(req.SubjectIDs))+" user ids.")
+	u.redirect(w, r, "/deletions", "Deletion request "+id+" created for "+fmtCount(len(req.SubjectIDs))+" user ids.")
 }

@@ -395,7 +395,7 @@ func (u *ui) newDestinationStep(w http.ResponseWriter, r *http.Request) {
 	if !f.Enable {
 		done = "Destination " + d.ID + " created, disabled: enable it when its endpoints are ready."
 	}
-	redirect(w, r, "/destinations/"+d.ID, done)
+	u.redirect(w, r, "/destinations/"+d.ID, done)
 }
 
 // destinationData is a destination page's data.
@@ -582,7 +582,7 @@ func (u *ui) enableDestination(w http.ResponseWriter, r *http.Request) {
 	if !enable {
 		done = "Destination " + id + " disabled: the deliverer sends it nothing until it is enabled again."
 	}
-	redirect(w, r, "/destinations/"+id, done)
+	u.redirect(w, r, "/destinations/"+id, done)
 }
 
 // editDestination saves the edit form: name, sources, webhooks, secret (an empty input keeps
@@ -616,7 +616,7 @@ func (u *ui) editDestination(w http.ResponseWriter, r *http.Request) {
 		u.showError(w, r, err, f, rowOf)
 		return
 	}
-	redirect(w, r, "/destinations/"+id, "Destination "+id+" saved.")
+	u.redirect(w, r, "/destinations/"+id, "Destination "+id+" saved.")
 }
 
 func (u *ui) deleteDestination(w http.ResponseWriter, r *http.Request) {
@@ -625,7 +625,7 @@ func (u *ui) deleteDestination(w http.ResponseWriter, r *http.Request) {
 		u.showError(w, r, err, nil, nil)
 		return
 	}
-	redirect(w, r, "/destinations", "Destination "+id+" deleted.")
+	u.redirect(w, r, "/destinations", "Destination "+id+" deleted.")
 }
 
 // replayDestination replays the DLQ: the checked messages, or all not replayed yet.
@@ -652,7 +652,7 @@ func (u *ui) replayDestination(w http.ResponseWriter, r *http.Request) {
 	if len(ids) == 0 {
 		done = "Nothing to replay: the dead-letter queue holds no message that was not replayed yet."
 	}
-	http.Redirect(w, r, "/destinations/"+url.PathEscape(id)+"?done="+url.QueryEscape(done)+"#dlq", http.StatusSeeOther)
+	http.Redirect(w, r, "/destinations/"+url.PathEscape(id)+"?done="+url.QueryEscape(done)+"&flash="+u.flashMAC(done)+"#dlq", http.StatusSeeOther)
 }
 
 func plural(n int, one, many string) string {

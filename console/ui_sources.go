@@ -188,7 +188,7 @@ func (u *ui) updateSource(w http.ResponseWriter, r *http.Request) {
 		u.render(w, r, statusOf(err), "source", page{Title: "Source " + id, Nav: "sources", Error: general, Data: d})
 		return
 	}
-	redirect(w, r, "/sources/"+id, "Source "+id+" saved.")
+	u.redirect(w, r, "/sources/"+id, "Source "+id+" saved.")
 }
 
 // statusOf is the HTTP status of an error (400 for a plain one).
@@ -239,5 +239,5 @@ func (u *ui) deleteSource(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	redirect(w, r, "/sources", "Source "+id+" deleted.")
+	u.redirect(w, r, "/sources", "Source "+id+" deleted.")
 }

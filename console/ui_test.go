@@ -219,6 +219,10 @@ func TestUISignInAndSecurity(t *testing.T) {
 			t.Errorf("%s took %s", path, p.Took)
 		}
 	}
+	// A result message in a link is shown only with this console's MAC.
+	if p := b.get("/?done=Session+expired%3A+paste+your+token+at+evil.example"); strings.Contains(p.Body, "Session expired") {
+		t.Error("a page shows a message a link made up")
+	}
 	if p := b.get("/nope"); p.Status != http.StatusNotFound {
 		t.Errorf("/nope: %d", p.Status)
 	}
