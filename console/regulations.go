@@ -74,8 +74,13 @@ type regulationView struct {
 	NoticesSent       int        `json:"noticesSent"`
 }
 
-func (g *regulation) view() regulationView {
-	v := regulationView{ID: g.id, RegulationType: g.kind, SubjectType: "USER_ID", SubjectIDs: slices.Clone(g.order), SourceIDs: slices.Clone(g.sourceIDs),
+// listedSubjects is how many subject ids a list of regulations shows of each (GET
+// /v1/regulations/{id} shows them all).
+const listedSubjects = 100
+
+// view is the regulation's API form with its first maxSubjects subject ids.
+func (g *regulation) view(maxSubjects int) regulationView {
+	v := regulationView{ID: g.id, RegulationType: g.kind, SubjectType: "USER_ID", SubjectIDs: slices.Clone(g.order[:min(len(g.order), maxSubjects)]), SourceIDs: slices.Clone(g.sourceIDs),
 		CreatedAt: g.createdAt, OverallStatus: statusRunning, SubjectsTotal: g.requested, SubjectsProcessed: g.processed, NoticesSent: g.notices}
 	if v.SourceIDs == nil {
 		v.SourceIDs = []string{}
@@ -292,7 +297,7 @@ func (s *Service) listRegulations(w http.ResponseWriter, r *http.Request) error 
 			next = strconv.Itoa(start + limit)
 			break
 		}
-		out = append(out, g.view())
+		out = append(out, g.view(listedSubjects))
 	}
 	s.regulations.mu.Unlock()
 	page := map[string]any{"data": out}
@@ -309,7 +314,7 @@ func (s *Service) getRegulation(w http.ResponseWriter, r *http.Request) error {
 	g := s.regulations.byID[id]
 	var v regulationView
 	if g != nil && g.requested > 0 {
-		v = g.view()
+		v = g.view(MaxSubjects)
 	}
 	s.regulations.mu.Unlock()
 	if v.ID == "" {

@@ -144,6 +144,7 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runRegulations),
 		platform.RunnerFunc(s.runDLQView),
 		platform.RunnerFunc(s.runTierLag),
+		platform.RunnerFunc(s.runPrune),
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
 		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.deps.Store.Ready()} {

@@ -32,7 +32,7 @@ func (u *ui) deletionsData() deletionsData {
 	u.s.regulations.mu.Lock()
 	for i := len(u.s.regulations.order) - 1; i >= 0 && len(d.Regulations) < 100; i-- {
 		if g := u.s.regulations.order[i]; g.requested > 0 {
-			v := g.view()
+			v := g.view(listedSubjects)
 			d.Running = d.Running || v.OverallStatus == statusRunning
 			d.Regulations = append(d.Regulations, v)
 		}

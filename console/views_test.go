@@ -278,3 +278,19 @@ func TestRegulations(t *testing.T) {
 		t.Fatalf("after a restart: %v", g)
 	}
 }
+
+// TestViewsDropDeletedObjects: a deleted destination's log leaves the console's memory.
+func TestViewsDropDeletedObjects(t *testing.T) {
+	h := newHarness(t, nil)
+	expect(t, h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "gone", "type": "webhooks", "sources": []string{"web"},
+		"settings": map[string]any{"webhooks": []map[string]any{{"url": "https://a.example.com/x"}}}}), http.StatusCreated)
+	h.env.Produce(&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("gone"), Value: attemptJSON("gone", "m-gone", "https://a.example.com/x", 1, 200, 5, "ok", time.Now())})
+	waitFor(t, 5*time.Second, "the attempt in the log", func() bool {
+		return h.do(http.MethodGet, "/v1/messages/m-gone/attempts", nil).Status == http.StatusOK
+	})
+	h.svc.Prune()
+	expect(t, h.do(http.MethodGet, "/v1/messages/m-gone/attempts", nil), http.StatusOK) // still configured: kept
+	expect(t, h.do(http.MethodDelete, "/v1/destinations/gone", nil), http.StatusNoContent)
+	h.svc.Prune()
+	expect(t, h.do(http.MethodGet, "/v1/messages/m-gone/attempts", nil), http.StatusNotFound)
+}
