@@ -27,10 +27,12 @@
 //     ci/external-kafka-values.yaml; every rendered object decodes strictly into its Kubernetes
 //     API type and refers correctly to the others (deploy/helm/tools/cmd/kubecheck); the
 //     audiences StatefulSet's identity, peer URL, Services and token, and the console
-//     Deployment's addresses (the UI and API on port http, /metrics on port metrics), token
-//     Secret (the chart's or an existing one), links to the audiences API and ingest, Service,
-//     ServiceMonitor and Ingress (/ of port http) are wired as docs/operations.md says; the install notes name them, the chart refuses a
-//     console without a token, and no ServiceMonitor selects two Services.
+//     Deployment's single replica and Recreate strategy, addresses (the UI and API on port
+//     http, /metrics on port metrics), token Secret (the chart's or an existing one), links to
+//     the audiences API and ingest, Service, ServiceMonitor and Ingress (/ of port http) are
+//     wired as docs/operations.md says; the install notes name them, the chart refuses a
+//     console without a token, console.replicas other than 1 and console.autoscaling, and no
+//     ServiceMonitor selects two Services.
 //
 // How the topology test maps a container to a process: a compose service name in any variable
 // (kafka:9092, receiver:9000) or mounted file becomes 127.0.0.1; a listen address on 0.0.0.0:PORT

@@ -245,13 +245,17 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		checkAudiences(t, r.yaml, "tributary", "")
-		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+		// Only the console is recreated: ingest rolls without losing capacity.
+		if s := findManifest(t, decodeManifests(t, r.yaml), "Deployment", "tr-tributary-ingest").Spec.Strategy; s.Type != "RollingUpdate" || s.RollingUpdate["maxUnavailable"] != 0 {
+			t.Errorf("ingest Deployment: strategy %+v, want RollingUpdate with maxUnavailable 0", s)
+		}
+		checkConsole(t, r.yaml, "tr-tributary-secrets", "console-token", map[string]string{
 			"CONSOLE_INGEST_URL":    "http://tr-tributary-ingest:8080",
 			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
 		})
 		// console.ingestURL, when set, is the URL the UI shows (over ingest.publicURL).
 		custom := render(t, "", append([]string{"--set", "console.ingestURL=https://collect.example.com", "--set", "ingest.publicURL=https://track.example.com"}, consoleToken...)...)
-		checkConsole(t, custom.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+		checkConsole(t, custom.yaml, "tr-tributary-secrets", "console-token", map[string]string{
 			"CONSOLE_INGEST_URL":    "https://collect.example.com",
 			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
 		})
@@ -272,8 +276,9 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("console-disabled", func(t *testing.T) {
-		// No token is needed then, and no Secret is rendered for it.
-		r := render(t, "", "--set", "console.enabled=false", "--set", "console.ingress.enabled=true")
+		// No token is needed then, and no Secret is rendered for it; its other values (replicas)
+		// are not checked.
+		r := render(t, "", "--set", "console.enabled=false", "--set", "console.ingress.enabled=true", "--set", "console.replicas=2")
 		for _, o := range r.objects {
 			if strings.Contains(o.Name, "console") || o.Kind == "Secret" {
 				t.Errorf("console.enabled=false: %s %s rendered", o.Kind, o.Name)
@@ -296,11 +301,11 @@ func TestHelmChart(t *testing.T) {
 		}
 		// The console is not pointed at an audiences service that does not exist, nor given
 		// its token.
-		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+		checkConsole(t, r.yaml, "tr-tributary-secrets", "console-token", map[string]string{
 			"CONSOLE_INGEST_URL": "http://tr-tributary-ingest:8080",
 		})
 		r = render(t, "tributary-audiences-token", append([]string{"--set", "audiences.enabled=false", "--set", "audiences.token.existingSecret=tributary-audiences-token"}, consoleToken...)...)
-		checkConsole(t, r.yaml, 1, "tr-tributary-secrets", "console-token", map[string]string{
+		checkConsole(t, r.yaml, "tr-tributary-secrets", "console-token", map[string]string{
 			"CONSOLE_INGEST_URL": "http://tr-tributary-ingest:8080",
 		})
 	})
@@ -346,7 +351,7 @@ func TestHelmChart(t *testing.T) {
 		r := render(t, externalSecrets, "--values", external,
 			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
 			"--set", "prometheusRule.enabled=true")
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 2, "ServiceMonitor": 5, "Secret": 1, "Deployment": 3, "StatefulSet": 3, "PrometheusRule": 1, "PodDisruptionBudget": 5} {
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 2, "ServiceMonitor": 5, "Secret": 1, "Deployment": 3, "StatefulSet": 3, "PrometheusRule": 1, "PodDisruptionBudget": 4} {
 			if got := r.count(kind); got != n {
 				t.Errorf("%d %s, want %d", got, kind, n)
 			}
@@ -367,7 +372,7 @@ func TestHelmChart(t *testing.T) {
 		checkAudiences(t, r.yaml, "tributary", "tributary-audiences-token")
 		// CONSOLE_INGEST_URL from ingest.publicURL (no console.ingestURL), the audiences API's
 		// Service on its port 80, with the audiences service's token.
-		checkConsole(t, r.yaml, 2, "tributary-console-token", "admin-token", map[string]string{
+		checkConsole(t, r.yaml, "tributary-console-token", "admin-token", map[string]string{
 			"CONSOLE_INGEST_URL":    "https://track.example.com",
 			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:80",
 			"AUDIENCES_TOKEN":       "secret:tributary-audiences-token/api-token",
@@ -406,6 +411,11 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "kafka.tls.caSecret=ca"}, "kafka.tls.caSecret needs kafka.tls.enabled"},
 			{[]string{"--set", "console.token="}, "console.token or console.existingSecret is required"},
 			{[]string{"--set", "console.token=short"}, "console.token must be at least 16 characters (CONSOLE_TOKEN), got 5"},
+			// One console: its config writes are checked and serialised in its process.
+			{[]string{"--set", "console.replicas=2"}, "console.replicas must be 1: config writes are checked and serialised in one console process (docs/console.md#one-console)"},
+			{[]string{"--set", "console.replicas=0"}, "console.replicas must be 1"},
+			{[]string{"--set", "console.autoscaling.enabled=true"}, "console.autoscaling must not be enabled: config writes are checked and serialised in one console process (docs/console.md#one-console)"},
+			{[]string{"--set", "console.autoscaling.enabled=true", "--set", "console.autoscaling.minReplicas=1", "--set", "console.autoscaling.maxReplicas=1"}, "console.autoscaling must not be enabled"},
 		} {
 			// consoleToken first: a case's own --set console.token= overrides it.
 			out, err := helm(append(append([]string{"template", "tr", chart}, consoleToken...), c.args...)...)
@@ -625,7 +635,11 @@ type manifest struct {
 		// Deployment and StatefulSet
 		Replicas    *int   `yaml:"replicas"`
 		ServiceName string `yaml:"serviceName"`
-		Template    struct {
+		Strategy    struct {
+			Type          string         `yaml:"type"`
+			RollingUpdate map[string]any `yaml:"rollingUpdate"`
+		} `yaml:"strategy"` // a Deployment's
+		Template struct {
 			Metadata struct {
 				Annotations map[string]string `yaml:"annotations"`
 			} `yaml:"metadata"`
@@ -787,19 +801,23 @@ func checkServiceMonitorsSelectOneService(t *testing.T, manifests string) {
 	}
 }
 
-// checkConsole checks the console's Deployment and Service (release "tr"): replicas, CONSOLE_ADDR
+// checkConsole checks the console's Deployment and Service (release "tr"): exactly one replica
+// and strategy Recreate (never two consoles, not even during an upgrade), CONSOLE_ADDR
 // on 0.0.0.0:8090 (port http: the UI and the API, which an Ingress may route) and METRICS_ADDR on
 // 0.0.0.0:9100 (port metrics: /metrics, which none routes), CONSOLE_TOKEN from the key of the
 // Secret given, exactly the UI's other variables of want (CONSOLE_INGEST_URL,
 // CONSOLE_AUDIENCES_URL, AUDIENCES_TOKEN as "secret:<name>/<key>"; one missing from want must
 // not be set), the common Kafka settings (envFrom the env ConfigMap), probes on /healthz and
 // /readyz, and a ClusterIP Service with port http 8090 and port metrics 9100.
-func checkConsole(t *testing.T, manifests string, replicas int, tokenSecret, tokenKey string, want map[string]string) {
+func checkConsole(t *testing.T, manifests string, tokenSecret, tokenKey string, want map[string]string) {
 	t.Helper()
 	objs := decodeManifests(t, manifests)
 	d := findManifest(t, objs, "Deployment", "tr-tributary-console")
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
-		t.Errorf("console Deployment: replicas %v, want %d", d.Spec.Replicas, replicas)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("console Deployment: replicas %v, want 1", d.Spec.Replicas)
+	}
+	if d.Spec.Strategy.Type != "Recreate" || d.Spec.Strategy.RollingUpdate != nil {
+		t.Errorf("console Deployment: strategy %+v, want Recreate (an upgrade must not run two consoles at once)", d.Spec.Strategy)
 	}
 	if len(d.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("console Deployment: %d containers, want 1", len(d.Spec.Template.Spec.Containers))

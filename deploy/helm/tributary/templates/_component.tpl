@@ -19,6 +19,9 @@ and ServiceMonitor. Called as:
     "publishNotReady" true        optional, StatefulSet: the headless Service publishes every
                                   pod's DNS name, ready or not (peers that reach each other
                                   by pod name: audiences' AUDIENCES_PEER_URL)
+    "recreate" true               optional, Deployment: strategy Recreate (the old pods are gone
+                                  before a new one starts; the console, which must never run
+                                  twice) instead of RollingUpdate with maxSurge 1
     "values" .Values.router)      the component's values
 
 Adding a component is one more templates/<name>.yaml with this call and one more block in
@@ -32,15 +35,18 @@ a token from a Secret).
 {{- $full := printf "%s-%s" (include "tributary.fullname" $root) $name | trunc 63 | trimSuffix "-" -}}
 {{- $sel := include "tributary.selectorLabels" (dict "root" $root "name" $name) -}}
 {{- $partitions := int $root.Values.kafka.partitions -}}
+{{- /* A component without an autoscaling or pdb block in values.yaml (the console) has neither. */ -}}
+{{- $hpa := dig "autoscaling" "enabled" false $v -}}
+{{- $pdb := dig "pdb" "enabled" false $v -}}
 {{- if .bounded }}
 {{- if gt (int $v.replicas) $partitions }}
 {{- fail (printf "%s.replicas (%d) exceeds kafka.partitions (%d): a replica beyond the partitions gets no work" $name (int $v.replicas) $partitions) }}
 {{- end }}
-{{- if and $v.autoscaling.enabled (gt (int $v.autoscaling.maxReplicas) $partitions) }}
+{{- if and $hpa (gt (int $v.autoscaling.maxReplicas) $partitions) }}
 {{- fail (printf "%s.autoscaling.maxReplicas (%d) exceeds kafka.partitions (%d): a replica beyond the partitions gets no work" $name (int $v.autoscaling.maxReplicas) $partitions) }}
 {{- end }}
 {{- end }}
-{{- if and $v.autoscaling.enabled (gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) }}
+{{- if and $hpa (gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) }}
 {{- fail (printf "%s.autoscaling: minReplicas exceeds maxReplicas" $name) }}
 {{- end }}
 ---
@@ -52,7 +58,7 @@ metadata:
     {{- include "tributary.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ $name }}
 spec:
-  {{- if not $v.autoscaling.enabled }}
+  {{- if not $hpa }}
   replicas: {{ $v.replicas }}
   {{- end }}
   {{- if eq .kind "StatefulSet" }}
@@ -61,6 +67,10 @@ spec:
   podManagementPolicy: Parallel
   updateStrategy:
     type: RollingUpdate
+  {{- else if .recreate }}
+  # Never two pods at once, not even during an upgrade: the old one stops before the new starts.
+  strategy:
+    type: Recreate
   {{- else }}
   strategy:
     type: RollingUpdate
@@ -212,7 +222,7 @@ spec:
       targetPort: metrics
       protocol: TCP
     {{- end }}
-{{- if $v.autoscaling.enabled }}
+{{- if $hpa }}
 ---
 apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
@@ -256,7 +266,7 @@ spec:
           periodSeconds: 120
   {{- end }}
 {{- end }}
-{{- if $v.pdb.enabled }}
+{{- if $pdb }}
 ---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
@@ -266,7 +276,7 @@ metadata:
     {{- include "tributary.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ $name }}
 spec:
-  maxUnavailable: {{ $v.pdb.maxUnavailable }}
+  maxUnavailable: {{ dig "pdb" "maxUnavailable" 1 $v }}
   selector:
     matchLabels:
       {{- $sel | nindent 6 }}

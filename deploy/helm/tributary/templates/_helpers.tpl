@@ -140,6 +140,15 @@ app.kubernetes.io/component: {{ .name }}
 {{- if and .Values.console.enabled .Values.console.token (not .Values.console.existingSecret) (lt (len .Values.console.token) 16) }}
 {{- fail (printf "console.token must be at least 16 characters (CONSOLE_TOKEN), got %d: e.g. --set console.token=$(openssl rand -hex 32)" (len .Values.console.token)) }}
 {{- end }}
+{{- /* One console: its config writes are checked (If-Match versions, cross-object rules) and
+serialised inside its process; Kafka has no compare-and-set, so two consoles writing at the
+same moment could both pass their checks. */}}
+{{- if and .Values.console.enabled (ne (int .Values.console.replicas) 1) }}
+{{- fail "console.replicas must be 1: config writes are checked and serialised in one console process (docs/console.md#one-console)" }}
+{{- end }}
+{{- if and .Values.console.enabled (dig "autoscaling" "enabled" false .Values.console) }}
+{{- fail "console.autoscaling must not be enabled: config writes are checked and serialised in one console process (docs/console.md#one-console)" }}
+{{- end }}
 {{- if gt (len (compact (list .Values.tenantConfig.content .Values.tenantConfig.existingConfigMap .Values.tenantConfig.existingSecret))) 1 }}
 {{- fail "tenantConfig: give one of content, existingConfigMap and existingSecret" }}
 {{- end }}
