@@ -251,42 +251,13 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 	// whole of what the console manages (objects of config files stay).
 	var deletes []schemas.ConfigObject
 	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits}
-	keep := configOf(snap, schemas.ConfigObject{})
-	for _, x := range keep.Sources {
-		key := schemas.ConfigKeySource + x.ID
-		if !listed[key] {
-			if x.Origin == schemas.OriginConsole {
-				deletes = append(deletes, schemas.ConfigObject{Kind: schemas.ConfigKindSource, ID: x.ID})
-			} else {
-				result.Sources = append(result.Sources, x)
-			}
-		}
-	}
-	for _, x := range keep.Destinations {
-		if !listed[schemas.ConfigKeyDestination+x.ID] {
-			if x.Origin == schemas.OriginConsole {
-				deletes = append(deletes, schemas.ConfigObject{Kind: schemas.ConfigKindDestination, ID: x.ID})
-			} else {
-				result.Destinations = append(result.Destinations, x)
-			}
-		}
-	}
-	for _, x := range keep.Audiences {
-		if !listed[schemas.ConfigKeyAudience+x.ID] {
-			if x.Origin == schemas.OriginConsole {
-				deletes = append(deletes, schemas.ConfigObject{Kind: schemas.ConfigKindAudience, ID: x.ID})
-			} else {
-				result.Audiences = append(result.Audiences, x)
-			}
-		}
-	}
-	for _, x := range keep.ComputedTraits {
-		if !listed[schemas.ConfigKeyComputedTrait+x.ID] {
-			if x.Origin == schemas.OriginConsole {
-				deletes = append(deletes, schemas.ConfigObject{Kind: schemas.ConfigKindComputedTrait, ID: x.ID})
-			} else {
-				result.ComputedTraits = append(result.ComputedTraits, x)
-			}
+	for _, o := range objectsOf(snap) {
+		switch {
+		case listed[o.Key()]:
+		case o.Origin() == schemas.OriginConsole:
+			deletes = append(deletes, schemas.ConfigObject{Kind: o.Kind, ID: o.ID})
+		default:
+			addTo(result, o)
 		}
 	}
 	if err := result.Validate(); err != nil {

@@ -60,42 +60,50 @@ func lookup(snap *platform.Snapshot, kind schemas.ConfigKind, id string) (schema
 	return o, ok
 }
 
+// objectsOf is every object of snap: sources, destinations, audiences, computed traits, each
+// kind in id order.
+func objectsOf(snap *platform.Snapshot) []schemas.ConfigObject {
+	var out []schemas.ConfigObject
+	for _, x := range snap.Sources() {
+		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindSource, ID: x.ID, Source: x})
+	}
+	for _, x := range snap.Destinations() {
+		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindDestination, ID: x.ID, Destination: x})
+	}
+	for _, x := range snap.Audiences() {
+		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindAudience, ID: x.ID, Audience: x})
+	}
+	for _, x := range snap.ComputedTraits() {
+		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindComputedTrait, ID: x.ID, ComputedTrait: x})
+	}
+	return out
+}
+
+// addTo appends a copy of the object to its list in cfg.
+func addTo(cfg *schemas.Config, o schemas.ConfigObject) {
+	switch {
+	case o.Source != nil:
+		cfg.Sources = append(cfg.Sources, *o.Source)
+	case o.Destination != nil:
+		cfg.Destinations = append(cfg.Destinations, *o.Destination)
+	case o.Audience != nil:
+		cfg.Audiences = append(cfg.Audiences, *o.Audience)
+	case o.ComputedTrait != nil:
+		cfg.ComputedTraits = append(cfg.ComputedTraits, *o.ComputedTrait)
+	}
+}
+
 // configOf is the whole config of snap as a Config, with the object of candidate's key
 // replaced by candidate (placed last in its list, so that a rule between two objects, a
 // duplicate trait key, is reported on it) or removed when candidate is a tombstone.
 func configOf(snap *platform.Snapshot, candidate schemas.ConfigObject) *schemas.Config {
 	cfg := &schemas.Config{}
-	skip := func(kind schemas.ConfigKind, id string) bool { return kind == candidate.Kind && id == candidate.ID }
-	for _, o := range snap.Sources() {
-		if !skip(schemas.ConfigKindSource, o.ID) {
-			cfg.Sources = append(cfg.Sources, *o)
+	for _, o := range objectsOf(snap) {
+		if o.Kind != candidate.Kind || o.ID != candidate.ID {
+			addTo(cfg, o)
 		}
 	}
-	for _, o := range snap.Destinations() {
-		if !skip(schemas.ConfigKindDestination, o.ID) {
-			cfg.Destinations = append(cfg.Destinations, *o)
-		}
-	}
-	for _, o := range snap.Audiences() {
-		if !skip(schemas.ConfigKindAudience, o.ID) {
-			cfg.Audiences = append(cfg.Audiences, *o)
-		}
-	}
-	for _, o := range snap.ComputedTraits() {
-		if !skip(schemas.ConfigKindComputedTrait, o.ID) {
-			cfg.ComputedTraits = append(cfg.ComputedTraits, *o)
-		}
-	}
-	switch {
-	case candidate.Source != nil:
-		cfg.Sources = append(cfg.Sources, *candidate.Source)
-	case candidate.Destination != nil:
-		cfg.Destinations = append(cfg.Destinations, *candidate.Destination)
-	case candidate.Audience != nil:
-		cfg.Audiences = append(cfg.Audiences, *candidate.Audience)
-	case candidate.ComputedTrait != nil:
-		cfg.ComputedTraits = append(cfg.ComputedTraits, *candidate.ComputedTrait)
-	}
+	addTo(cfg, candidate)
 	return cfg
 }
 
@@ -650,25 +658,11 @@ func view(snap *platform.Snapshot, o schemas.ConfigObject, now time.Time) map[st
 // list answers every object of kind.
 func (s *Service) list(w http.ResponseWriter, kind schemas.ConfigKind) error {
 	snap := s.deps.Store.Snapshot()
-	out := []map[string]any{}
 	now := s.now()
-	add := func(o schemas.ConfigObject) { out = append(out, view(snap, o, now)) }
-	switch kind {
-	case schemas.ConfigKindSource:
-		for _, x := range snap.Sources() {
-			add(schemas.ConfigObject{Kind: kind, ID: x.ID, Source: x})
-		}
-	case schemas.ConfigKindDestination:
-		for _, x := range snap.Destinations() {
-			add(schemas.ConfigObject{Kind: kind, ID: x.ID, Destination: x})
-		}
-	case schemas.ConfigKindAudience:
-		for _, x := range snap.Audiences() {
-			add(schemas.ConfigObject{Kind: kind, ID: x.ID, Audience: x})
-		}
-	case schemas.ConfigKindComputedTrait:
-		for _, x := range snap.ComputedTraits() {
-			add(schemas.ConfigObject{Kind: kind, ID: x.ID, ComputedTrait: x})
+	out := []map[string]any{}
+	for _, o := range objectsOf(snap) {
+		if o.Kind == kind {
+			out = append(out, view(snap, o, now))
 		}
 	}
 	writeData(w, http.StatusOK, out)

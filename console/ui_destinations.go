@@ -17,8 +17,8 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// The destinations pages (the catalog, seed 000's setup flow, a destination's health, log, DLQ
-// and test). Every write goes through the API's own operations (createObject, checkNew,
+// The destinations pages (the catalog, Segment's setup flow of a Webhooks destination, a
+// destination's health, log, DLQ and test). Every write goes through the API's own operations (createObject, checkNew,
 // updateObject, removeObject, replay, runTest), so the pages and the API validate alike and
 // show the same messages.
 
@@ -44,8 +44,9 @@ func (u *ui) destinationCatalog(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusOK, "destination_new", page{Title: "Add a destination", Nav: "destinations"})
 }
 
-// The setup flow's steps (seed 000 §1): the sources, the URLs with their static headers, the
-// shared secret, then enable.
+// The setup flow's steps, in the order of Segment's Webhooks destination
+// (docs/console.md#the-web-ui): the sources, the URLs with their static headers, the shared
+// secret, then enable.
 const (
 	stepSources = 1
 	stepURLs    = 2

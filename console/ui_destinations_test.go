@@ -70,7 +70,7 @@ func destHarness(t *testing.T) *harness {
 	return newHarness(t, func(c *console.Config) { c.TestTimeout = 300 * time.Millisecond })
 }
 
-// TestUIDestinationSetup: the catalog, then seed 000's setup flow step by step, each step's
+// TestUIDestinationSetup: the catalog, then the setup flow step by step, each step's
 // errors (the API's messages) next to their inputs, a complete walk that creates a destination
 // with two URLs, a header and a secret, and one created disabled.
 func TestUIDestinationSetup(t *testing.T) {

@@ -120,6 +120,17 @@ func (c *Command) MetricsServer(defaultAddr string) *HTTPServer {
 	return srv
 }
 
+// APIMetrics places /metrics for a service with an HTTP API of its own: on that API (the
+// gatherer to give it, with no runner) unless METRICS_ADDR is set; then /healthz, /readyz (with
+// details) and /metrics are served on METRICS_ADDR by the runner returned, and the API gets no
+// gatherer, so that its public port does not show the metrics.
+func (c *Command) APIMetrics() (prometheus.Gatherer, []Runner) {
+	if c.Settings.MetricsAddr != "" {
+		return nil, []Runner{c.MetricsServer("")}
+	}
+	return c.Registry, nil
+}
+
 // Run runs the config store and runners until SIGINT or SIGTERM, and marks the service ready
 // once the config is loaded. After the signal the runners have ShutdownTimeout to stop (each
 // bounds its own stop by it); if they have not returned a second after that, Run returns an

@@ -31,20 +31,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// /metrics on the API, or on METRICS_ADDR with the health answers' details.
+	gatherer, runners := cmd.APIMetrics()
 	deps := audiences.Deps{
 		Kafka:       cmd.Kafka,
 		Config:      func() audiences.Snapshot { return cmd.Store.Snapshot() },
 		ConfigReady: cmd.Store.Ready(),
 		Logger:      cmd.Logger,
 		Registerer:  cmd.Registry,
-		Gatherer:    cmd.Registry,
+		Gatherer:    gatherer,
 		Health:      cmd.Health,
-	}
-	runners := []platform.Runner{}
-	if cmd.Settings.MetricsAddr != "" {
-		// /metrics (and the health answers' details) on METRICS_ADDR, beside the profile API.
-		deps.Gatherer = nil
-		runners = append(runners, cmd.MetricsServer(""))
 	}
 	svc, err := audiences.New(cfg, deps)
 	if err != nil {

@@ -33,19 +33,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// /metrics on the API, or on METRICS_ADDR with the health answers' details.
+	gatherer, runners := cmd.APIMetrics()
 	deps := console.Deps{
 		Kafka:      cmd.Kafka,
 		Store:      cmd.Store,
 		Logger:     cmd.Logger,
 		Registerer: cmd.Registry,
-		Gatherer:   cmd.Registry,
+		Gatherer:   gatherer,
 		Health:     cmd.Health,
-	}
-	runners := []platform.Runner{}
-	if cmd.Settings.MetricsAddr != "" {
-		// /metrics (and the health answers' details) on METRICS_ADDR, beside the API and UI.
-		deps.Gatherer = nil
-		runners = append(runners, cmd.MetricsServer(""))
 	}
 	svc, err := console.New(cfg, deps)
 	if err != nil {

@@ -29,20 +29,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// /metrics on the API, or on METRICS_ADDR with the health answers' details.
+	gatherer, runners := cmd.APIMetrics()
 	deps := ingest.Deps{
 		Kafka:       cmd.Kafka,
 		Sources:     func() ingest.Sources { return cmd.Store.Snapshot() },
 		ConfigReady: cmd.Store.Ready(),
 		Logger:      cmd.Logger,
 		Registerer:  cmd.Registry,
-		Gatherer:    cmd.Registry,
+		Gatherer:    gatherer,
 		Health:      cmd.Health,
-	}
-	runners := []platform.Runner{}
-	if cmd.Settings.MetricsAddr != "" {
-		// /metrics (and the health answers' details) on METRICS_ADDR, not on the public port.
-		deps.Gatherer = nil
-		runners = append(runners, cmd.MetricsServer(""))
 	}
 	svc, err := ingest.New(cfg, deps)
 	if err != nil {
