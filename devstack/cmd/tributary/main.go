@@ -46,10 +46,10 @@ func run() error {
 	token, generated := stack.ConsoleToken()
 	if generated {
 		// make run's own token, kept in DATA_DIR: printed so that a newcomer can use the API.
-		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  (Authorization: Bearer %s)\n  the token was generated for %s and is kept in %s; set CONSOLE_TOKEN to choose your own\n\n",
+		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  sign in with the token %s (the API's Bearer token too)\n  the token was generated for %s and is kept in %s; set CONSOLE_TOKEN to choose your own\n\n",
 			stack.ConsoleAddr(), token, cfg.DataDir, filepath.Join(cfg.DataDir, "console-token"))
 	} else {
-		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  (Authorization: Bearer $CONSOLE_TOKEN)\n\n", stack.ConsoleAddr())
+		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  sign in with CONSOLE_TOKEN (the API's Bearer token too)\n\n", stack.ConsoleAddr())
 	}
 	logger.Info().Str("version", platform.Version).Msg("tributary is running; Ctrl-C stops it")
 	err = stack.Run(ctx)
