@@ -696,14 +696,6 @@ func (s *Service) updateFrom(w http.ResponseWriter, r *http.Request, kind schema
 
 // Sources.
 
-func (s *Service) listSources(w http.ResponseWriter, _ *http.Request) error {
-	return s.list(w, schemas.ConfigKindSource)
-}
-
-func (s *Service) getSource(w http.ResponseWriter, r *http.Request) error {
-	return s.get(w, r, schemas.ConfigKindSource)
-}
-
 // newWriteKey returns a fresh random write key: "wk_" and 32 URL-safe characters (192 bits).
 func newWriteKey() string {
 	b := make([]byte, 24)
@@ -744,10 +736,6 @@ func (s *Service) updateSource(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return s.update(w, r, schemas.ConfigKindSource, r.PathValue("id"), patch, nil)
-}
-
-func (s *Service) deleteSource(w http.ResponseWriter, r *http.Request) error {
-	return s.remove(w, r, schemas.ConfigKindSource, r.PathValue("id"))
 }
 
 // rotateRequest is the body of POST /v1/sources/{id}/rotate-key.
@@ -793,18 +781,6 @@ func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request) error {
 
 // Destinations.
 
-func (s *Service) listDestinations(w http.ResponseWriter, _ *http.Request) error {
-	return s.list(w, schemas.ConfigKindDestination)
-}
-
-func (s *Service) getDestination(w http.ResponseWriter, r *http.Request) error {
-	return s.get(w, r, schemas.ConfigKindDestination)
-}
-
-func (s *Service) createDestination(w http.ResponseWriter, r *http.Request) error {
-	return s.createFrom(w, r, schemas.ConfigKindDestination)
-}
-
 // updateDestination applies a merge patch; the settings' read-only fields (hasSharedSecret)
 // are ignored, and a secret left out of the patch is kept.
 func (s *Service) updateDestination(w http.ResponseWriter, r *http.Request) error {
@@ -817,10 +793,6 @@ func (s *Service) updateDestination(w http.ResponseWriter, r *http.Request) erro
 		delete(st, "hasPreviousSharedSecret")
 	}
 	return s.update(w, r, schemas.ConfigKindDestination, r.PathValue("id"), patch, nil)
-}
-
-func (s *Service) deleteDestination(w http.ResponseWriter, r *http.Request) error {
-	return s.remove(w, r, schemas.ConfigKindDestination, r.PathValue("id"))
 }
 
 // connectSource adds a source to the destination's sources (idempotent).
@@ -843,35 +815,25 @@ func (s *Service) disconnectSource(w http.ResponseWriter, r *http.Request) error
 	})
 }
 
-// Audiences and computed traits.
+// The handlers of a kind whose API is the generic one (audiences, computed traits; sources and
+// destinations for what has no special case).
 
-func (s *Service) listAudiences(w http.ResponseWriter, _ *http.Request) error {
-	return s.list(w, schemas.ConfigKindAudience)
+func (s *Service) listOf(kind schemas.ConfigKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, _ *http.Request) error { return s.list(w, kind) }
 }
-func (s *Service) getAudience(w http.ResponseWriter, r *http.Request) error {
-	return s.get(w, r, schemas.ConfigKindAudience)
+
+func (s *Service) getOf(kind schemas.ConfigKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error { return s.get(w, r, kind) }
 }
-func (s *Service) createAudience(w http.ResponseWriter, r *http.Request) error {
-	return s.createFrom(w, r, schemas.ConfigKindAudience)
+
+func (s *Service) createOf(kind schemas.ConfigKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error { return s.createFrom(w, r, kind) }
 }
-func (s *Service) updateAudience(w http.ResponseWriter, r *http.Request) error {
-	return s.updateFrom(w, r, schemas.ConfigKindAudience)
+
+func (s *Service) updateOf(kind schemas.ConfigKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error { return s.updateFrom(w, r, kind) }
 }
-func (s *Service) deleteAudience(w http.ResponseWriter, r *http.Request) error {
-	return s.remove(w, r, schemas.ConfigKindAudience, r.PathValue("id"))
-}
-func (s *Service) listTraits(w http.ResponseWriter, _ *http.Request) error {
-	return s.list(w, schemas.ConfigKindComputedTrait)
-}
-func (s *Service) getTrait(w http.ResponseWriter, r *http.Request) error {
-	return s.get(w, r, schemas.ConfigKindComputedTrait)
-}
-func (s *Service) createTrait(w http.ResponseWriter, r *http.Request) error {
-	return s.createFrom(w, r, schemas.ConfigKindComputedTrait)
-}
-func (s *Service) updateTrait(w http.ResponseWriter, r *http.Request) error {
-	return s.updateFrom(w, r, schemas.ConfigKindComputedTrait)
-}
-func (s *Service) deleteTrait(w http.ResponseWriter, r *http.Request) error {
-	return s.remove(w, r, schemas.ConfigKindComputedTrait, r.PathValue("id"))
+
+func (s *Service) deleteOf(kind schemas.ConfigKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error { return s.remove(w, r, kind, r.PathValue("id")) }
 }

@@ -170,9 +170,17 @@ func TestSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
+	dir := killedChild(t, "TestSurvivesKill", "EMBEDDED_KILL_CHILD_DIR")
+	check(t, start(t, embedded.Options{DataDir: dir}))
+}
+
+// killedChild runs this test binary's test as a child with env set to a new data directory,
+// waits for the child to print "filled", kills it (SIGKILL) and returns the directory.
+func killedChild(t *testing.T, test, env string) string {
+	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSurvivesKill$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "EMBEDDED_KILL_CHILD_DIR="+dir)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"="+dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +204,7 @@ func TestSurvivesKill(t *testing.T) {
 	if !filled {
 		t.Fatal("the child did not fill its broker")
 	}
-	check(t, start(t, embedded.Options{DataDir: dir}))
+	return dir
 }
 
 // BenchmarkProduce measures produce throughput of the embedded broker in memory, on disk, and

@@ -1,11 +1,9 @@
 package embedded_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -73,32 +71,7 @@ func TestKillMidTransaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillMidTransaction$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "EMBEDDED_TXN_KILL_CHILD_DIR="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(out)
-	filled := false
-	for lines.Scan() {
-		if lines.Text() == "filled" {
-			filled = true
-			break
-		}
-		t.Logf("child: %s", lines.Text())
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if !filled {
-		t.Fatal("the child did not fill its broker")
-	}
+	dir := killedChild(t, "TestKillMidTransaction", "EMBEDDED_TXN_KILL_CHILD_DIR")
 
 	b := start(t, embedded.Options{DataDir: dir})
 	settings := platform.DefaultKafkaSettings()
