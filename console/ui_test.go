@@ -35,7 +35,7 @@ type uiPage struct {
 	Took     time.Duration
 }
 
-// pageBudget is the render budget of a page (issue 17: under 100 ms server-side), measured on
+// pageBudget is the render budget of a page (docs/benchmarks.md: under 100 ms server-side), measured on
 // loopback around the request; the race detector's slowdown gets four times that (the figures
 // without it are in docs/benchmarks.md).
 var pageBudget = func() time.Duration {

@@ -236,7 +236,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.shot("deletions")
 	b.noProblems("deletions")
 
-	// Seed 000's setup flow: catalog, sources, two URLs (one with a header), a secret, enable.
+	// The setup flow of a Webhooks destination: catalog, sources, two URLs (one with a header), a secret, enable.
 	ok := servicetest.NewReceiver(t, nil)
 	var failing atomic.Bool
 	failing.Store(true)
