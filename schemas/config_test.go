@@ -161,6 +161,10 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_header_reserved.yaml", `12: destinations[0].settings.webhooks[0].headers["content-type"]: is set by Tributary on every request and cannot be configured` + "\n" +
 			`13: destinations[0].settings.webhooks[0].headers["X-Signature"]: is set by Tributary on every request and cannot be configured`},
 		{"bad_header_value.yaml", `12: destinations[0].settings.webhooks[0].headers["X-Token"]: value must not contain control characters such as CR or LF`},
+		{"bad_header_too_many.yaml", `11: destinations[0].settings.webhooks[0].headers: at most 20 headers are allowed, got 21`},
+		{"bad_header_name_too_long.yaml", `12: destinations[0].settings.webhooks[0].headers["X-` + strings.Repeat("n", 255) + `"]: is 257 bytes long: a header name may have at most 256`},
+		{"bad_header_value_too_long.yaml", `12: destinations[0].settings.webhooks[0].headers["X-Token"]: value is 8193 bytes long: a header value may have at most 8192`},
+		{"bad_url_too_long.yaml", `10: destinations[0].settings.webhooks[0].url: is 8236 bytes long: a webhook URL may have at most 8192`},
 		{"bad_header_case_repeat.yaml", `13: destinations[0].settings.webhooks[0].headers["x-team"]: repeats header "X-Team" (header names ignore case)`},
 		{"bad_missing_source.yaml", `7: destinations[0].sources[1]: unknown source "mobile"`},
 		{"bad_destination_source_twice.yaml", `7: destinations[0].sources[1]: source "web" is listed twice`},

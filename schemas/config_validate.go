@@ -3,7 +3,6 @@ package schemas
 import (
 	"fmt"
 	"maps"
-	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -179,36 +178,9 @@ func reservedHeader(name string) bool {
 	return false
 }
 
-// validHeaderName reports whether name is an HTTP token (RFC 9110 §5.6.2).
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for _, c := range []byte(name) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether value holds no control characters other than tab
-// (RFC 9110 §5.5): CR or LF would split the request.
 // encryptedInConfig refuses a secret that looks encrypted: on tributary.config that prefix
 // marks a value to decrypt (secretbox.go), so a plain secret may not start with it.
 const encryptedInConfig = "must not start with \"" + EncryptedPrefix + "\", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)"
-
-func validHeaderValue(value string) bool {
-	for _, c := range []byte(value) {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
 
 func (d *Destination) check(v *validator, p string) {
 	v.id(fieldPath(p, "id"), d.ID)
@@ -264,16 +236,20 @@ func (w *Webhook) check(v *validator, p string) {
 	up := fieldPath(p, "url")
 	if w.URL == "" {
 		v.addf(up, "is required")
-	} else if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") ||
-		u.Hostname() == "" || strings.ContainsAny(w.URL, " \t\r\n") {
-		v.addf(up, "must be an absolute http or https URL with a host, got %q", RedactURL(w.URL)) // never echo a credential
+	} else if err := CheckWebhookURL(w.URL); err != nil {
+		v.addf(up, "%s", err)
 	}
 	hp := fieldPath(p, "headers")
+	if n := len(w.Headers); n > MaxWebhookHeaders {
+		v.addf(hp, "at most %d headers are allowed, got %d", MaxWebhookHeaders, n)
+	}
 	canonical := map[string]string{} // lower-case name → name as first written
 	for _, name := range slices.Sorted(maps.Keys(w.Headers)) {
 		kp := keyPath(hp, name)
 		switch {
-		case !validHeaderName(name):
+		case len(name) > MaxHeaderNameBytes:
+			v.addf(kp, "is %d bytes long: a header name may have at most %d", len(name), MaxHeaderNameBytes)
+		case !ValidHeaderName(name):
 			v.addf(kp, "is not a valid HTTP header name")
 		case reservedHeader(name):
 			v.addf(kp, "is set by Tributary on every request and cannot be configured")
@@ -284,7 +260,9 @@ func (w *Webhook) check(v *validator, p string) {
 		}
 		// Never echo the value: headers often carry tokens.
 		switch value := w.Headers[name]; {
-		case !validHeaderValue(value):
+		case len(value) > MaxHeaderValueBytes:
+			v.addf(kp, "value is %d bytes long: a header value may have at most %d", len(value), MaxHeaderValueBytes)
+		case !ValidHeaderValue(value):
 			v.addf(kp, "value must not contain control characters such as CR or LF")
 		case strings.HasPrefix(value, EncryptedPrefix):
 			v.addf(kp, "value %s", encryptedInConfig)

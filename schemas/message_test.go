@@ -157,6 +157,16 @@ func TestValidate(t *testing.T) {
 		{`{"type":"alias","previousId":"p","anonymousId":"a"}`, "userId: required"},
 		{`{"type":"alias"}`, "userId: required; previousId: required"},
 		{`{"type":"track","event":"E","userId":"u","messageId":"` + long + `"}`, "messageId: longer than 100 characters"},
+		// messageId becomes the X-Message-Id header of every webhook (docs/ingest.md#request-format).
+		{`{"type":"track","event":"E","userId":"u","messageId":"order 1 – é"}`, ""},
+		{`{"type":"track","event":"E","userId":"u","messageId":"p1\u0007"}`, "messageId: must not contain control characters (found U+0007 at byte 2): it is sent as the X-Message-Id header of every webhook"},
+		{`{"type":"track","event":"E","userId":"u","messageId":"x\r\nX-Injected: 1"}`, "messageId: must not contain control characters (found U+000D at byte 1): it is sent as the X-Message-Id header of every webhook"},
+		{`{"type":"track","event":"E","userId":"u","messageId":"a\tb"}`, "messageId: must not contain control characters (found U+0009 at byte 1): it is sent as the X-Message-Id header of every webhook"},
+		{`{"type":"track","event":"E","userId":"u","messageId":"\u0000"}`, "messageId: must not contain control characters (found U+0000 at byte 0): it is sent as the X-Message-Id header of every webhook"},
+		{`{"type":"track","event":"E","userId":"u","messageId":"m\u007f"}`, "messageId: must not contain control characters (found U+007F at byte 1): it is sent as the X-Message-Id header of every webhook"},
+		{`{"type":"track","event":"E","userId":"u","messageId":"dd-1 "}`, "messageId: must not begin or end with a space: it is sent as the X-Message-Id header of every webhook, where HTTP drops them"},
+		{`{"type":"track","event":"E","userId":"u","messageId":" dd-1"}`, "messageId: must not begin or end with a space: it is sent as the X-Message-Id header of every webhook, where HTTP drops them"},
+		{`{"type":"track","userId":"u","messageId":"p\n"}`, "event: required; messageId: must not contain control characters (found U+000A at byte 1): it is sent as the X-Message-Id header of every webhook"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			m, err := DecodeMessage([]byte(tc.in))

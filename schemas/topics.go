@@ -79,10 +79,13 @@ const (
 	HeaderTest = "test"
 )
 
-// CheckWebhookURL returns an error unless raw is an absolute http or https URL with a host and
-// no white space (what a destination's webhook URL must be). The error never holds raw's
-// credentials.
+// CheckWebhookURL returns an error unless raw is an absolute http or https URL with a host, no
+// white space and at most MaxWebhookURLBytes (what a destination's webhook URL must be). The
+// error never holds raw's credentials.
 func CheckWebhookURL(raw string) error {
+	if len(raw) > MaxWebhookURLBytes {
+		return fmt.Errorf("is %d bytes long: a webhook URL may have at most %d", len(raw), MaxWebhookURLBytes)
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.ContainsAny(raw, " \t\r\n") {
 		return fmt.Errorf("must be an absolute http or https URL with a host, got %q", RedactURL(raw))

@@ -31,8 +31,9 @@ func (e *ValidationError) Error() string {
 
 // Validate checks the rules of docs/ingest.md#request-format for a call a client sent: a known type; userId or
 // anonymousId on every call; event on track; groupId on group; userId and previousId on
-// alias; messageId at most MaxMessageIDLength characters. It returns nil or a
-// *ValidationError.
+// alias; messageId at most MaxMessageIDLength characters, without control characters or
+// leading or trailing spaces (CheckMessageID: it becomes a header of every webhook). It returns
+// nil or a *ValidationError.
 func (m *Message) Validate() error {
 	var fs []FieldError
 	add := func(field, msg string) { fs = append(fs, FieldError{field, msg}) }
@@ -65,6 +66,8 @@ func (m *Message) Validate() error {
 	}
 	if utf8.RuneCountInString(m.MessageID) > MaxMessageIDLength {
 		add("messageId", "longer than 100 characters")
+	} else if err := CheckMessageID(m.MessageID); err != nil {
+		add("messageId", err.Error())
 	}
 	if fs == nil {
 		return nil
