@@ -29,8 +29,25 @@ const (
 	TLSError    Class = "tls"        // certificate refused: no request was sent
 	Blocked     Class = "blocked_address"
 	InvalidURL  Class = "invalid_url"
-	Unavailable Class = "destination_unavailable" // deleted or disabled since routing
+	// InvalidRequest: a request no HTTP client may send as it is — a messageId or a static
+	// header value holding a control character, or anything else net/http refuses before it
+	// connects. Nothing was sent, and no retry would change that.
+	InvalidRequest Class = "invalid_request"
+	Unavailable    Class = "destination_unavailable" // deleted or disabled since routing
 )
+
+// ErrInvalidRequest is matched (errors.Is) by the error of a request that cannot be sent as it
+// is: Classify makes it InvalidRequest.
+var ErrInvalidRequest = errors.New("invalid request")
+
+// requestError is a request refused before any connection was attempted, for itself: an
+// invalid header (checkRequest), or an error net/http returned before it asked for a
+// connection (send). It is ErrInvalidRequest.
+type requestError struct{ err error }
+
+func (e *requestError) Error() string        { return "invalid request: " + e.err.Error() }
+func (e *requestError) Unwrap() error        { return e.err }
+func (e *requestError) Is(target error) bool { return target == ErrInvalidRequest }
 
 // Retryable reports whether a failure of this class is tried again.
 func (c Class) Retryable() bool {
@@ -73,6 +90,8 @@ func classifyError(err error) Class {
 		netErr      net.Error
 	)
 	switch {
+	case errors.Is(err, ErrInvalidRequest):
+		return InvalidRequest
 	case errors.Is(err, ErrBlockedAddress):
 		return Blocked
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr),

@@ -164,13 +164,16 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 type hostOutcome int
 
 const (
-	hostUnknown hostOutcome = iota // the request did not reach the host (not started, TLS refused, blocked): no count
+	hostUnknown hostOutcome = iota // the request did not reach the host (not started, TLS refused, blocked, invalid): no count
 	hostUp                         // the host answered (2xx, 4xx, 408, 429): the breaker closes
 	hostDown                       // timeout, connection error, 5xx: one more consecutive failure
 )
 
-// outcomeOf reads a class for the breaker. A certificate the deliverer refuses says nothing of
-// the host's health (it answered the handshake) and is not retried: it does not count.
+// outcomeOf reads a class for the breaker: only the endpoint's own answers and the failures to
+// reach it count. A certificate the deliverer refuses says nothing of the host's health (it
+// answered the handshake) and is not retried: it does not count; nor does a request that never
+// left (blocked address, invalid URL, invalid request: a poison messageId must not open the
+// breaker of every destination on the host, docs/delivery.md#outcome-classes).
 func outcomeOf(c Class) hostOutcome {
 	switch c {
 	case Success, Status4xx, Status408, Status429:

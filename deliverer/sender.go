@@ -5,14 +5,17 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -129,8 +132,13 @@ func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *r
 			req.Header[schemas.HeaderWebhookTimestamp] = []string{stdTS}
 			req.Header[schemas.HeaderWebhookSignature] = []string{stdSig}
 		}
+		if err := checkRequest(req); err != nil {
+			res.Err = err
+			res.Class, _ = Classify(0, nil, err, time.Now())
+			return
+		}
 		start := time.Now()
-		resp, err := client.Do(req)
+		resp, err := send(client, req)
 		if err == nil {
 			// Read a little of the answer so the connection can be reused; the body itself is
 			// not used.
@@ -155,6 +163,42 @@ func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *r
 	}
 	wg.Wait()
 	return results
+}
+
+// checkRequest refuses, before anything is sent, a request whose headers net/http would
+// refuse (a messageId or a static header value with a control character: docs/security.md#what-cannot-become-a-header).
+// The error names the header, never its value (static headers carry tokens).
+func checkRequest(req *http.Request) error {
+	for name, values := range req.Header {
+		if !schemas.ValidHeaderName(name) {
+			return &requestError{fmt.Errorf("header name %q is not an HTTP token", name)}
+		}
+		for _, v := range values {
+			if !schemas.ValidHeaderValue(v) {
+				return &requestError{fmt.Errorf("header %s: the value holds a control character (CR, LF, NUL...), which no HTTP header may carry", name)}
+			}
+		}
+	}
+	return nil
+}
+
+// send is client.Do, except that an error returned before net/http asked for a connection is
+// about the request itself (an invalid header, method or URL, whatever checkRequest did not
+// foresee): it is a requestError, classed InvalidRequest, never a connection failure that
+// would be retried and counted toward the host's breaker. A deadline that passed first stays a
+// timeout.
+func send(client *http.Client, req *http.Request) (*http.Response, error) {
+	var reached atomic.Bool
+	trace := &httptrace.ClientTrace{GetConn: func(string) { reached.Store(true) }}
+	resp, err := client.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err != nil && !reached.Load() && req.Context().Err() == nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // it repeats the URL, whose query may hold a secret
+		}
+		return nil, &requestError{err}
+	}
+	return resp, err
 }
 
 // verdict folds the results of one attempt: Success when any URL answered 2xx; else retryable

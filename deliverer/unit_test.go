@@ -53,6 +53,7 @@ func TestClassify(t *testing.T) {
 		{"wrong host", 0, nil, x509.HostnameError{Host: "x", Certificate: &x509.Certificate{}}, TLSError, 0},
 		{"expired", 0, nil, x509.CertificateInvalidError{Reason: x509.Expired}, TLSError, 0},
 		{"guard", 0, nil, &url.Error{Op: "Post", URL: "u", Err: &net.OpError{Op: "dial", Err: fmt.Errorf("%w: 10.0.0.1", ErrBlockedAddress)}}, Blocked, 0},
+		{"invalid request", 0, nil, &requestError{errors.New(`net/http: invalid header field value for "X-Message-Id"`)}, InvalidRequest, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			class, after := Classify(c.status, c.header, c.err, now)
@@ -62,7 +63,7 @@ func TestClassify(t *testing.T) {
 		})
 	}
 	for class, retry := range map[Class]bool{Timeout: true, ConnError: true, Status5xx: true, Status408: true, Status429: true,
-		Status4xx: false, TLSError: false, Blocked: false, InvalidURL: false, Unavailable: false, Success: false} {
+		Status4xx: false, TLSError: false, Blocked: false, InvalidURL: false, InvalidRequest: false, Unavailable: false, Success: false} {
 		if class.Retryable() != retry {
 			t.Errorf("%s.Retryable() = %v", class, !retry)
 		}
@@ -308,7 +309,7 @@ func TestTLSFailureDoesNotCountTowardTheBreaker(t *testing.T) {
 	for c, want := range map[Class]hostOutcome{
 		Success: hostUp, Status4xx: hostUp, Status408: hostUp, Status429: hostUp,
 		Timeout: hostDown, ConnError: hostDown, Status5xx: hostDown,
-		TLSError: hostUnknown, Blocked: hostUnknown, InvalidURL: hostUnknown,
+		TLSError: hostUnknown, Blocked: hostUnknown, InvalidURL: hostUnknown, InvalidRequest: hostUnknown,
 	} {
 		if got := outcomeOf(c); got != want {
 			t.Errorf("outcomeOf(%s) = %d, want %d", c, got, want)
