@@ -25,10 +25,10 @@ const (
 	Status408 Class = "status_408"
 	Status429 Class = "status_429"
 	// Permanent failures: to the DLQ at once.
-	Status4xx   Class = "status_4xx" // other 4xx, and 1xx/3xx (redirects are not followed)
-	TLSError    Class = "tls"        // certificate refused: no request was sent
-	Blocked     Class = "blocked_address"
-	InvalidURL  Class = "invalid_url"
+	Status4xx  Class = "status_4xx" // other 4xx, and 1xx/3xx (redirects are not followed)
+	TLSError   Class = "tls"        // certificate refused: no request was sent
+	Blocked    Class = "blocked_address"
+	InvalidURL Class = "invalid_url"
 	// InvalidRequest: a request no HTTP client may send as it is — a messageId or a static
 	// header value holding a control character, or anything else net/http refuses before it
 	// connects. Nothing was sent, and no retry would change that.
