@@ -251,20 +251,31 @@ func TestRetryAfterHonoured(t *testing.T) {
 }
 
 // The address guard refuses loopback unless WEBHOOK_ALLOW_PRIVATE; the name localhost, resolved
-// at dial time, is refused too. Nothing reaches the server.
+// at dial time, is refused too, and so are both written as absolute names with a trailing dot
+// ("127.0.0.1.", "localhost.": before, looked up in DNS and retried as connection failures).
+// Nothing reaches the server.
 func TestPrivateAddressGuard(t *testing.T) {
 	rc := newReceiver(t, ok200)
 	byName := strings.Replace(rc.URL, "127.0.0.1", "localhost", 1)
 	asNumber := strings.Replace(rc.URL, "127.0.0.1", "2130706433", 1) // 127.0.0.1 spelled as one number
-	h := newHarness(t, "1s,2s,3s", destYAML(dest("ip", []string{rc.URL}, ""), dest("name", []string{byName}, ""), dest("number", []string{asNumber}, "")))
+	ipDot := strings.Replace(rc.URL, "127.0.0.1", "127.0.0.1.", 1)
+	nameDot := strings.Replace(rc.URL, "127.0.0.1", "localhost.", 1)
+	h := newHarness(t, "1s,2s,3s", destYAML(dest("ip", []string{rc.URL}, ""), dest("name", []string{byName}, ""), dest("number", []string{asNumber}, ""),
+		dest("ipdot", []string{ipDot}, ""), dest("namedot", []string{nameDot}, "")))
 	dlq := h.reader(schemas.TopicDLQ)
 	cfg := h.config()
 	cfg.AllowPrivate = false
 	h.run(cfg)
+	start := time.Now()
 	h.send("ip", "m1")
 	h.send("name", "m2")
 	h.send("number", "m3")
-	recs := dlq.waitFor(3, 10*time.Second) // at once: not retried
+	h.send("ipdot", "m4")
+	h.send("namedot", "m5")
+	recs := dlq.waitFor(5, 10*time.Second)
+	if took := time.Since(start); took > 900*time.Millisecond { // at once: not retried (the first retry is after 1 s)
+		t.Errorf("dead-lettered after %v, want at once", took)
+	}
 	for _, r := range recs {
 		if hdr(r, "reason") != "blocked_address" {
 			t.Errorf("%s: reason %q (%s)", hdr(r, "message-id"), hdr(r, "reason"), hdr(r, "last-error"))

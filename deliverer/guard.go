@@ -146,11 +146,35 @@ func oddIPv4(host string) bool {
 	return true
 }
 
-// guardDial wraps dial: a host spelled as an odd IPv4 address is refused before any lookup.
-func guardDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// guardDial wraps dial. A host written as an absolute name with a trailing dot — "127.0.0.1.",
+// "localhost." — is the same host to DNS, to browsers' URL parsers and to many HTTP stacks, so an
+// address with a trailing dot is dialled as the address (not looked up: a lookup fails, and
+// would be retried as a connection failure for hours). With guard (WEBHOOK_ALLOW_PRIVATE off),
+// before any lookup it refuses a blocked address (BlockedAddr), a host spelled as an odd IPv4
+// address and the names localhost and *.localhost, which always mean loopback (RFC 6761)
+// whatever DNS says, with or without the trailing dot; guardControl checks every address
+// actually dialled, after resolution.
+func guardDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), guard bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if host, _, err := net.SplitHostPort(addr); err == nil && oddIPv4(host) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return dial(ctx, network, addr)
+		}
+		bare := strings.TrimSuffix(host, ".")
+		ip, ipErr := netip.ParseAddr(bare)
+		if ipErr == nil && bare != host {
+			addr = net.JoinHostPort(bare, port)
+		}
+		if !guard {
+			return dial(ctx, network, addr)
+		}
+		switch name := strings.ToLower(bare); {
+		case ipErr == nil && BlockedAddr(ip) != "":
+			return nil, fmt.Errorf("%w: %s is a %s", ErrBlockedAddress, host, BlockedAddr(ip))
+		case oddIPv4(bare):
 			return nil, fmt.Errorf("%w: %s is an IPv4 address in an unusual spelling", ErrBlockedAddress, host)
+		case name == "localhost" || strings.HasSuffix(name, ".localhost"):
+			return nil, fmt.Errorf("%w: %s is a loopback name", ErrBlockedAddress, host)
 		}
 		return dial(ctx, network, addr)
 	}

@@ -47,10 +47,7 @@ func newHTTPClient(cfg Config, dial func(ctx context.Context, network, addr stri
 		dialer.Control = guardControl
 	}
 	if dial == nil {
-		dial = dialer.DialContext
-		if !cfg.AllowPrivate {
-			dial = guardDial(dial)
-		}
+		dial = guardDial(dialer.DialContext, !cfg.AllowPrivate)
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,

@@ -142,7 +142,7 @@ func TestBlockedAddr(t *testing.T) {
 	dial := guardDial(func(context.Context, string, string) (net.Conn, error) {
 		dialled = true
 		return nil, errors.New("dialled")
-	})
+	}, true)
 	for _, addr := range []string{"2130706433:80", "0x7f000001:443", "0177.0.0.1:80", "127.1:8080"} {
 		if _, err := dial(context.Background(), "tcp", addr); !errors.Is(err, ErrBlockedAddress) || dialled {
 			t.Errorf("dial(%s) = %v (dialled %v), want ErrBlockedAddress before any lookup", addr, err, dialled)
