@@ -19,12 +19,14 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -171,6 +173,9 @@ type scenario struct {
 	during func(ctx context.Context, e *env)
 	// measured overrides env.measured.
 	measured []string
+	// maxP99, when set, fails the scenario if the measured deliveries' p99 latency is above it:
+	// the legitimate load stayed on time.
+	maxP99 time.Duration
 }
 
 func scenarioNames() []string {
@@ -284,16 +289,62 @@ func scenarios(o options) []scenario {
 `, rcv.url("/hang"), sharedSecret, rcv.url("/slow"), sharedSecret))
 			},
 			during: func(ctx context.Context, e *env) { sleep(ctx, d(10*time.Second, 60*time.Second)) }},
-		{name: "hostile", fault: "malformed JSON, random bytes, gzip bombs, 600 KB bodies, wrong keys, invalid UTF-8, slow bodies",
+		{name: "hostile", fault: "malformed JSON, random bytes, gzip bombs, 600 KB bodies, wrong keys, invalid UTF-8, slow bodies, poison messageIds",
+			maxP99: time.Second,
 			during: func(ctx context.Context, e *env) {
 				a := newAttacker(e.st.ingestURL, e.load)
+				p, err := newPoisoner(e.st.ingestURL, e.st.broker.addr(), e.load)
+				if err != nil {
+					e.fail("poisoner: %v", err)
+					return
+				}
+				defer p.close()
 				actx, cancel := context.WithTimeout(ctx, d(10*time.Second, 60*time.Second))
 				defer cancel()
+				metrics, scraper := e.st.delivererMetrics(), &http.Client{Timeout: 5 * time.Second}
+				var wg sync.WaitGroup
+				wg.Go(func() { p.run(actx) })
+				breakersSeen := 0.0
+				wg.Go(func() { // a breaker that opens holds back every legitimate delivery to its host
+					for actx.Err() == nil {
+						if n, err := sumOver(scraper, metrics, "tributary_deliverer_open_breakers"); err == nil {
+							breakersSeen = max(breakersSeen, n)
+						}
+						sleep(actx, 100*time.Millisecond)
+					}
+				})
 				a.run(actx, int(d(100, 300)))
+				wg.Wait()
 				s, ok := a.summary()
 				e.note("%s", s)
 				if !ok {
 					e.fail("a hostile request was not refused with a 4xx, or an invalid-UTF-8 event was refused")
+				}
+				ps, ok := p.summary()
+				e.note("%s", ps)
+				if !ok {
+					e.fail("a poison messageId was not refused: single calls must get 400, batches must reject the poison alone")
+				}
+				if got := p.rejectedInbound(ctx, e.st.broker.addr(), p.inbound, 30*time.Second); got != p.inbound {
+					e.fail("%d of the %d poison records on tracking.inbound reached tracking.rejected with a messageId reason", got, p.inbound)
+				}
+				// The poison produced straight to tracking.events: dead-lettered as invalid_request.
+				var dead float64
+				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; sleep(ctx, 250*time.Millisecond) {
+					if dead, _ = sumOver(scraper, metrics, "tributary_deliverer_dlq_total", `reason="invalid_request"`); dead >= float64(p.events) {
+						break
+					}
+				}
+				deferred, err := sumOver(scraper, metrics, "tributary_deliverer_deferred_total", `reason="breaker_open"`)
+				e.note("deliverers: %.0f of %d poison deliveries dead-lettered as invalid_request; at most %.0f breakers open at once, %.0f deliveries deferred by an open breaker",
+					dead, p.events, breakersSeen, deferred)
+				switch {
+				case dead < float64(p.events):
+					e.fail("the deliverers dead-lettered %.0f of the %d poison deliveries as invalid_request", dead, p.events)
+				case err != nil:
+					e.fail("reading the deliverers' metrics: %v", err)
+				case breakersSeen > 0 || deferred > 0:
+					e.fail("a poison messageId opened a breaker: legitimate deliveries were held back")
 				}
 			}},
 		{name: "config-change", fault: "the destination's URL changes from /a to /b during the load",
@@ -444,6 +495,10 @@ func runScenario(ctx context.Context, o options, sc scenario) (r result) {
 	}
 	r.badSig, r.badBody = rcv.bad()
 	r.notes = append(r.notes, e.notes...)
+	if sc.maxP99 > 0 && r.p99 > sc.maxP99 {
+		e.fail("the legitimate load's p99 latency %s is above %s: held back", r.p99.Round(time.Millisecond), sc.maxP99)
+		r.notes = append(r.notes, e.notes[len(e.notes)-1])
+	}
 	r.pass = e.ok && r.lost == 0 && r.acked > 0 && r.badSig == 0 && r.badBody == 0
 	if r.badSig > 0 || r.badBody > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("FAIL: %d webhooks with a bad signature, %d not valid JSON", r.badSig, r.badBody))
