@@ -173,7 +173,7 @@ const (
 // reach it count. A certificate the deliverer refuses says nothing of the host's health (it
 // answered the handshake) and is not retried: it does not count; nor does a request that never
 // left (blocked address, invalid URL, invalid request: a poison messageId must not open the
-// breaker of every destination on the host, docs/delivery.md#outcome-classes).
+// breaker of every destination on the host, docs/delivery.md#outcome-one-function-decides).
 func outcomeOf(c Class) hostOutcome {
 	switch c {
 	case Success, Status4xx, Status408, Status429:

@@ -15,7 +15,7 @@ import (
 // toward the host's circuit breaker: the legitimate deliveries behind them arrive promptly,
 // none deferred. Before, each was a connection failure (Go refuses the header), retried for
 // hours, and a few of them opened the breaker of every destination on the host
-// (docs/delivery.md#outcome-classes).
+// (docs/delivery.md#outcome-one-function-decides).
 func TestPoisonMessageIDsDoNotOpenTheBreaker(t *testing.T) {
 	rc := newReceiver(t, ok200)
 	h := newHarness(t, "1s,2s,3s", destYAML(dest("orders", []string{rc.URL}, ""), dest("audit", []string{rc.URL}, "")))

@@ -14,7 +14,7 @@ import (
 // (Config.Validate), and the deliverer refuses both before it takes a host slot
 // (docs/security.md#what-cannot-become-a-header).
 
-// Limits of a webhook entry (docs/configuration.md#destination). Servers refuse a request line
+// Limits of a webhook entry (docs/configuration.md#webhook). Servers refuse a request line
 // or a header line longer than about 8 KB (nginx's and Apache's defaults), so a URL or a value
 // past these could not be delivered anyway.
 const (
