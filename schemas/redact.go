@@ -78,13 +78,14 @@ func MaskSecret(v string) string {
 
 // MaskURL is how the console shows a webhook URL: as RedactURL, with Mask for the user name,
 // the password and every query value (a query part without "=" is masked whole), keeping the
-// order of the query; a fragment is dropped. A URL that does not parse is RedactURL's form.
+// order of the query; a fragment is then dropped. A URL with neither user info nor a query is
+// shown as it is; one that does not parse is RedactURL's form.
 func MaskURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return RedactURL(raw)
 	}
-	if u.User == nil && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery {
+	if u.User == nil && u.RawQuery == "" {
 		return raw
 	}
 	var b strings.Builder

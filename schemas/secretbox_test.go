@@ -290,7 +290,8 @@ func TestMasks(t *testing.T) {
 		{"https://u:p@hooks.example.com/a?token=abc&team=x", "https://" + Mask + ":" + Mask + "@hooks.example.com/a?token=" + Mask + "&team=" + Mask},
 		{"https://only-user@hooks.example.com/", "https://" + Mask + "@hooks.example.com/"},
 		{"https://hooks.example.com/b?bare-token", "https://hooks.example.com/b?" + Mask},
-		{"https://hooks.example.com/c#frag-secret", "https://hooks.example.com/c"},
+		{"https://hooks.example.com/c#frag", "https://hooks.example.com/c#frag"},
+		{"https://hooks.example.com/c?t=1#frag", "https://hooks.example.com/c?t=" + Mask},
 	} {
 		if got := MaskURL(tt.in); got != tt.want {
 			t.Errorf("MaskURL(%q) = %q, want %q", tt.in, got, tt.want)

@@ -1,0 +1,129 @@
+package console_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// The secrets of a destination beyond its shared secret — static header values and the
+// credentials of webhook URLs — are write-only in the console (docs/console.md#secrets).
+
+const (
+	maskedURL  = "https://" + schemas.Mask + ":" + schemas.Mask + "@a.example.com/x?token=" + schemas.Mask + "&team=" + schemas.Mask
+	realURL    = "https://svc:pw-0123456789abcdef@a.example.com/x?token=tok-0123456789abcdef&team=growth"
+	realAuth   = "Bearer tok-abcdefghijklmnop88"
+	maskedAuth = "Bearer " + schemas.Mask + "88"
+)
+
+// webhookOf is webhook i of a destination's answer.
+func webhookOf(t testing.TB, d map[string]any, i int) map[string]any {
+	t.Helper()
+	whs, _ := d["settings"].(map[string]any)["webhooks"].([]any)
+	if len(whs) <= i {
+		t.Fatalf("no webhook %d in %v", i, d)
+	}
+	return whs[i].(map[string]any)
+}
+
+// TestDestinationSecretsMasked: static header values and URL credentials are answered masked;
+// a write that sends a masked value back keeps the stored secret; a masked value that matches
+// no stored one is a 400 naming the field; the export gives references that apply back with no
+// change.
+func TestDestinationSecretsMasked(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "crm", "type": "webhooks", "sources": []string{"web"},
+		"settings": map[string]any{"webhooks": []map[string]any{
+			{"url": realURL, "headers": map[string]string{"Authorization": realAuth, "X-Team": "growth"}},
+			{"url": "https://b.example.com/plain"},
+		}}})
+	expect(t, r, http.StatusCreated)
+	wh := webhookOf(t, r.Data(t), 0)
+	hdrs := wh["headers"].(map[string]any)
+	if wh["url"] != maskedURL || hdrs["Authorization"] != maskedAuth || hdrs["X-Team"] != schemas.Mask {
+		t.Fatalf("the create answer's webhook: %v", wh)
+	}
+	if u := webhookOf(t, r.Data(t), 1)["url"]; u != "https://b.example.com/plain" {
+		t.Errorf("a URL without credentials is answered as it is: got %v", u)
+	}
+	stored := func() *schemas.Destination {
+		d, _ := h.env.Store.Snapshot().DestinationByID("crm")
+		return d
+	}
+
+	// Sending the answer back (the settings as read) changes nothing that is secret.
+	got := h.do(http.MethodGet, "/v1/destinations/crm", nil)
+	expect(t, got, http.StatusOK)
+	settings := got.Data(t)["settings"].(map[string]any)
+	settings["webhooks"].([]any)[0].(map[string]any)["headers"].(map[string]any)["X-Team"] = "growth-2"
+	expect(t, h.do(http.MethodPatch, "/v1/destinations/crm", map[string]any{"name": "CRM", "settings": settings}), http.StatusOK)
+	if d := stored(); d.Settings.Webhooks[0].URL != realURL || d.Settings.Webhooks[0].Headers["Authorization"] != realAuth ||
+		d.Settings.Webhooks[0].Headers["X-Team"] != "growth-2" || d.Name != "CRM" {
+		t.Fatalf("after a patch that echoes the masks: %+v", d.Settings.Webhooks[0])
+	}
+	// The webhooks reordered: a masked value is matched by header name and mask, a URL by mask.
+	swapped := []any{map[string]any{"url": "https://b.example.com/plain"},
+		map[string]any{"url": maskedURL, "headers": map[string]any{"Authorization": maskedAuth, "X-Team": "growth-3"}}}
+	expect(t, h.do(http.MethodPatch, "/v1/destinations/crm", map[string]any{"settings": map[string]any{"webhooks": swapped}}), http.StatusOK)
+	if d := stored(); d.Settings.Webhooks[1].URL != realURL || d.Settings.Webhooks[1].Headers["Authorization"] != realAuth {
+		t.Fatalf("after reordering: %+v", d.Settings.Webhooks)
+	}
+
+	// A masked value that is no stored value's mask is refused, naming the field.
+	for _, tt := range []struct {
+		name    string
+		webhook map[string]any
+		field   string
+	}{
+		{"header", map[string]any{"url": maskedURL, "headers": map[string]any{"Authorization": "Bearer " + schemas.Mask + "zz"}}, `settings.webhooks[0].headers["Authorization"]`},
+		{"header of another name", map[string]any{"url": maskedURL, "headers": map[string]any{"X-Other": maskedAuth}}, `settings.webhooks[0].headers["X-Other"]`},
+		{"url", map[string]any{"url": "https://" + schemas.Mask + "@other.example.com/"}, "settings.webhooks[0].url"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.do(http.MethodPatch, "/v1/destinations/crm", map[string]any{"settings": map[string]any{"webhooks": []any{tt.webhook}}})
+			expect(t, r, http.StatusBadRequest)
+			if m := r.JSON(t); m["field"] != tt.field || !strings.Contains(m["message"].(string), "masked") {
+				t.Fatalf("got %s, want field %s and a message about the mask", r.Body, tt.field)
+			}
+		})
+	}
+	r = h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "copy", "type": "webhooks", "sources": []string{"web"},
+		"settings": map[string]any{"webhooks": []map[string]any{{"url": maskedURL}}}})
+	if expect(t, r, http.StatusBadRequest); r.JSON(t)["field"] != "settings.webhooks[0].url" {
+		t.Fatalf("creating with a masked URL: %s", r.Body)
+	}
+
+	// The export: references, not secrets; applying it back changes nothing and keeps them.
+	exp := h.do(http.MethodGet, "/v1/config", nil)
+	expect(t, exp, http.StatusOK)
+	for _, s := range []string{"pw-0123456789abcdef", "tok-0123456789abcdef", "tok-abcdefghijklmnop88", "growth-3"} {
+		if strings.Contains(string(exp.Body), s) {
+			t.Fatalf("the export holds %q:\n%s", s, exp.Body)
+		}
+	}
+	if strings.Count(string(exp.Body), ": hmac-sha256:") != 3 || !strings.Contains(string(exp.Body), "# https://xxxxx:xxxxx@a.example.com/x?") {
+		t.Fatalf("want 3 references (the URL, 2 header values) and the redacted URL beside its reference:\n%s", exp.Body)
+	}
+	put := h.do(http.MethodPut, "/v1/config", string(exp.Body), "Content-Type", "application/yaml")
+	expect(t, put, http.StatusOK)
+	if changes := put.Data(t)["changes"].([]any); len(changes) != 0 {
+		t.Fatalf("applying the export: %v, want no change", changes)
+	}
+	if d := stored(); d.Settings.Webhooks[1].URL != realURL || d.Settings.Webhooks[1].Headers["Authorization"] != realAuth || d.Settings.Webhooks[1].Headers["X-Team"] != "growth-3" {
+		t.Fatalf("after applying the export: %+v", d.Settings.Webhooks)
+	}
+	// A reference with one digit changed names no secret of the destination.
+	i := strings.Index(string(exp.Body), ": hmac-sha256:") + len(": hmac-sha256:")
+	c := "0"
+	if exp.Body[i] == '0' {
+		c = "1"
+	}
+	tampered := string(exp.Body[:i]) + c + string(exp.Body[i+1:])
+	r = h.do(http.MethodPut, "/v1/config?dryRun=true", tampered, "Content-Type", "application/yaml")
+	if expect(t, r, http.StatusBadRequest); !strings.Contains(r.JSON(t)["message"].(string), "refers to a secret this destination does not have") {
+		t.Fatalf("a reference to another secret: %s", r.Body)
+	}
+	h.secretsNowhere(t, []string{"pw-0123456789abcdef", "tok-0123456789abcdef", "tok-abcdefghijklmnop88", "svc:"})
+}
