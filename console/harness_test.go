@@ -36,7 +36,7 @@ type harness struct {
 	// envLogs are the log lines of the Env (its config store, the config file's apply) at the
 	// Env's level.
 	envLogs *servicetest.Buffer
-	stop func()
+	stop    func()
 	// answers are every answer of do and doAs, by "METHOD path", for scans for secrets.
 	answers []answer
 }
