@@ -2,12 +2,18 @@ package console_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/console"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -202,4 +208,145 @@ func mustJSON(t testing.TB, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The ten secrets of TestSecretsNowhere: five in a destination of a config file, five in one
+// created through the API.
+const (
+	fileHeader   = "fhdr-0001-abcdefghij"
+	filePassword = "fpass-0002-klmnop"
+	fileQuery    = "fquery-0003-qrstuv"
+	fileShared   = "fshared-0004-wxyz"
+	filePrevious = "fprev-0005-abcdef"
+	apiHeader    = "ahdr-0006-ghijklmnop"
+	apiUser      = "auser-0007-qrstuv"
+	apiQuery     = "aquery-0008-wxyzab"
+	apiShared    = "ashared-0009-cdef"
+	apiPrevious  = "aprev-0010-ghijkl"
+)
+
+// TestSecretsNowhere plants ten distinct secrets — static header values, URL user info and
+// passwords, URL query tokens, shared and previous shared secrets — in a destination of a
+// config file and one created through the API, with CONFIG_ENCRYPTION_KEY set, then searches
+// every surface: every API answer (lists, reads, the create and update answers, the export and
+// its dry-run apply, attempts of a destination and of a message, stats, the DLQ, the event
+// tester), every page of the UI (the sign-in page, then signed in), the console's and the
+// config store's logs, and every record of tributary.config. None holds any of them, while the
+// stored destinations still hold them all (the deliverer sends the real values).
+func TestSecretsNowhere(t *testing.T) {
+	secrets := []string{fileHeader, filePassword, fileQuery, fileShared, filePrevious, apiHeader, apiUser, apiQuery, apiShared, apiPrevious}
+	h := newHarnessWith(t, servicetest.Options{ConfigEncryptionKey: testEncryptionKey, LogLevel: zerolog.InfoLevel},
+		func(c *console.Config) { c.TestTimeout = 300 * time.Millisecond })
+	fileURL := "https://fuser:" + filePassword + "@file.example.com/in?token=" + fileQuery
+	apiURL := "https://" + apiUser + "@api.example.com/in?team=growth&key=" + apiQuery
+	path := filepath.Join(t.TempDir(), "secrets.yaml")
+	file := fmt.Sprintf(`sources: [{id: shop, writeKey: wk_test_shop_0123456789}]
+destinations:
+  - id: file-secrets
+    type: webhooks
+    sources: [shop]
+    settings:
+      webhooks:
+        - url: %q
+          headers: {Authorization: "Bearer %s"}
+      sharedSecret: %s
+      previousSharedSecret: %s
+`, fileURL, fileHeader, fileShared, filePrevious)
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := platform.ApplyConfigFile(h.env.Ctx, h.env.Kafka, schemas.TopicConfig, path, platform.ApplyOptions{}, h.env.Logger); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "api-secrets", "type": "webhooks", "sources": []string{"web"},
+		"settings": map[string]any{"webhooks": []map[string]any{{"url": apiURL, "headers": map[string]string{"X-Api-Key": apiHeader}}},
+			"sharedSecret": apiShared, "previousSharedSecret": apiPrevious}}), http.StatusCreated)
+	if _, err := h.env.Store.WaitFor(h.env.Ctx, func(s *platform.Snapshot) bool { _, ok := s.DestinationByID("file-secrets"); return ok }); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, h.do(http.MethodPatch, "/v1/destinations/api-secrets", map[string]any{"name": "API"}), http.StatusOK)
+
+	// Deliveries, as the deliverer reports them (here with the URLs unredacted: the console
+	// must not rely on the deliverer alone), and a dead letter of each.
+	now := time.Now().UTC()
+	for i, d := range []struct{ id, url string }{{"file-secrets", fileURL}, {"api-secrets", apiURL}} {
+		msg := fmt.Sprintf("m-secret-%d", i)
+		b, _ := json.Marshal(map[string]any{"destinationId": d.id, "messageId": msg, "url": d.url, "attempt": 1, "status": 500,
+			"latencyMs": 3, "errorClass": "status_5xx", "error": "HTTP 500", "at": schemas.FormatTimestamp(now)})
+		h.env.Produce(&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte(d.id), Value: b},
+			&kgo.Record{Topic: schemas.TopicDLQ, Key: []byte(d.id + ":u1"), Value: []byte(`{"type":"track","event":"E","userId":"u1"}`),
+				Headers: []kgo.RecordHeader{{Key: schemas.HeaderDestinationID, Value: []byte(d.id)}, {Key: schemas.HeaderMessageID, Value: []byte(msg)},
+					{Key: schemas.HeaderReason, Value: []byte("retries exhausted")}, {Key: schemas.HeaderLastStatus, Value: []byte("500")},
+					{Key: schemas.HeaderLastError, Value: []byte("HTTP 500")}, {Key: schemas.HeaderAttempt, Value: []byte("8")},
+					{Key: schemas.HeaderURL, Value: []byte(d.url)}}})
+	}
+	seqs := map[string]string{}
+	for _, id := range []string{"file-secrets", "api-secrets"} {
+		oasUntil(t, "the attempt of "+id, func() bool {
+			list, _ := h.do(http.MethodGet, "/v1/destinations/"+id+"/attempts", nil).JSON(t)["data"].([]any)
+			if len(list) == 0 {
+				return false
+			}
+			seqs[id] = list[0].(map[string]any)["id"].(string)
+			return true
+		})
+		oasUntil(t, "the dead letter of "+id, func() bool {
+			list, _ := h.do(http.MethodGet, "/v1/destinations/"+id+"/dlq", nil).JSON(t)["data"].([]any)
+			return len(list) == 1
+		})
+		h.do(http.MethodGet, "/v1/destinations/"+id, nil)
+		h.do(http.MethodGet, "/v1/destinations/"+id+"/stats", nil)
+		h.do(http.MethodPost, "/v1/destinations/"+id+"/test", nil)
+	}
+	h.do(http.MethodGet, "/v1/messages/m-secret-0/attempts", nil)
+	h.do(http.MethodGet, "/v1/messages/m-secret-1/attempts", nil)
+	h.do(http.MethodGet, "/v1/destinations", nil)
+	exp := h.do(http.MethodGet, "/v1/config", nil)
+	expect(t, h.do(http.MethodPut, "/v1/config?dryRun=true", string(exp.Body), "Content-Type", "application/yaml"), http.StatusOK)
+	if len(h.answers) < 17 {
+		t.Fatalf("only %d answers searched", len(h.answers))
+	}
+	h.secretsNowhere(t, secrets)
+
+	// Every page of the UI: the sign-in page, then signed in.
+	if p := h.newBrowser(t, false).get("/signin"); p.Status != http.StatusOK || strings.Contains(p.Body, apiShared) {
+		t.Errorf("GET /signin: %d", p.Status)
+	}
+	b := h.signIn(t)
+	pages := []string{"/", "/sources", "/sources/web", "/sources/shop", "/destinations", "/settings", "/settings/export", "/audiences", "/deletions",
+		"/destinations/file-secrets", "/destinations/api-secrets",
+		"/destinations/file-secrets/attempts/" + seqs["file-secrets"], "/destinations/api-secrets/attempts/" + seqs["api-secrets"]}
+	for _, p := range pages {
+		page := b.get(p)
+		if page.Status != http.StatusOK {
+			t.Errorf("GET %s: %d", p, page.Status)
+		}
+		for _, s := range secrets {
+			if strings.Contains(page.Body, s) {
+				t.Errorf("the page %s holds the secret %s", p, s)
+			}
+		}
+	}
+	page := b.get("/destinations/api-secrets/attempts/" + seqs["api-secrets"])
+	page.contains(t, http.StatusOK, "<code>X-Api-Key</code></td><td class=\"url\"><code>"+schemas.Mask+"op</code>")
+
+	// At rest: no record of tributary.config, old or new, holds one.
+	r := h.env.Reader(schemas.TopicConfig)
+	for _, rec := range r.WaitFor(4, 10*time.Second) {
+		for _, s := range secrets {
+			if strings.Contains(string(rec.Value), s) {
+				t.Errorf("record %s at offset %d holds the secret %s", rec.Key, rec.Offset, s)
+			}
+		}
+	}
+	h.secretsNowhere(t, secrets) // the logs again, after the pages
+
+	// The deliverer still gets the real values.
+	snap := h.env.Store.Snapshot()
+	fd, _ := snap.DestinationByID("file-secrets")
+	ad, _ := snap.DestinationByID("api-secrets")
+	if fd.Settings.Webhooks[0].URL != fileURL || fd.Settings.Webhooks[0].Headers["Authorization"] != "Bearer "+fileHeader || fd.Settings.PreviousSharedSecret != filePrevious ||
+		ad.Settings.Webhooks[0].URL != apiURL || ad.Settings.Webhooks[0].Headers["X-Api-Key"] != apiHeader || ad.Settings.SharedSecret != apiShared {
+		t.Errorf("the stored destinations lost a secret: %+v %+v", fd.Settings, ad.Settings)
+	}
 }
