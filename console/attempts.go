@@ -212,7 +212,7 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			if err != nil {
 				at = r.Timestamp
 			}
-			batch = append(batch, attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: rec.URL,
+			batch = append(batch, attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
 				Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: rec.ErrorClass, Error: rec.Error, Test: rec.Test})
 		},
 		polled: func() {

@@ -21,9 +21,11 @@ import (
 
 // GET /v1/config exports the whole config as a config file (docs/configuration.md), for Git;
 // PUT /v1/config applies such a file. Write keys are exported as writeKeyHash (the form at rest);
-// a shared secret as "hmac-sha256:<hex>", an HMAC under a key derived from the console token
-// (secretRef): not a plain hash, which a weak secret in a Git repository would give away to a
-// dictionary. Applying the file back keeps a secret whose reference it gives.
+// a destination's other secrets — shared secrets, static header values, URLs with credentials
+// (the URL redacted in a comment beside it) — as "hmac-sha256:<hex>", an HMAC under a key
+// derived from the console token (secretRef): not a plain hash, which a weak secret in a Git
+// repository would give away to a dictionary. Applying the file back keeps a secret whose
+// reference it gives (keepSecrets, secrets.go).
 
 // secretRefPrefix starts the export's reference to a shared secret.
 const secretRefPrefix = "hmac-sha256:"
@@ -40,9 +42,11 @@ func (s *Service) secretRef(secret string) string {
 }
 
 // exportedConfig is the config of snap, as a file would hold it: no origins, write keys as
-// their hashes, shared secrets as references.
-func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) *schemas.Config {
-	cfg := configOf(snap, schemas.ConfigObject{})
+// their hashes, a destination's secrets as references; comments maps a URL's reference to the
+// URL redacted (configYAML writes it beside the reference).
+func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) (cfg *schemas.Config, comments map[string]string) {
+	cfg = configOf(snap, schemas.ConfigObject{})
+	comments = map[string]string{}
 	for i := range cfg.Sources {
 		src := &cfg.Sources[i]
 		src.WriteKeyHash, src.WriteKey, src.Origin = src.KeyHash(), "", ""
@@ -56,12 +60,7 @@ func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) *schema
 		if d.Sources == nil {
 			d.Sources = []string{}
 		}
-		if d.Settings.SharedSecret != "" {
-			d.Settings.SharedSecret = s.secretRef(d.Settings.SharedSecret)
-		}
-		if d.Settings.PreviousSharedSecret != "" {
-			d.Settings.PreviousSharedSecret = s.secretRef(d.Settings.PreviousSharedSecret)
-		}
+		s.exportSecrets(d, comments)
 	}
 	for i := range cfg.Audiences {
 		cfg.Audiences[i].Origin = ""
@@ -69,11 +68,12 @@ func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) *schema
 	for i := range cfg.ComputedTraits {
 		cfg.ComputedTraits[i].Origin = ""
 	}
-	return cfg
+	return cfg, comments
 }
 
-// configYAML writes cfg as YAML with the field names and order of its JSON form.
-func configYAML(cfg *schemas.Config, comment string) ([]byte, error) {
+// configYAML writes cfg as YAML with the field names and order of its JSON form, comment at
+// its head, and lineComments[v] beside every scalar v.
+func configYAML(cfg *schemas.Config, comment string, lineComments map[string]string) ([]byte, error) {
 	j, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -85,6 +85,9 @@ func configYAML(cfg *schemas.Config, comment string) ([]byte, error) {
 	var block func(n *yaml.Node)
 	block = func(n *yaml.Node) {
 		n.Style = 0 // block style and plain scalars where YAML allows them
+		if c, ok := lineComments[n.Value]; ok && n.Kind == yaml.ScalarNode {
+			n.LineComment = c
+		}
 		for _, c := range n.Content {
 			block(c)
 		}
@@ -105,9 +108,11 @@ func configYAML(cfg *schemas.Config, comment string) ([]byte, error) {
 
 func (s *Service) exportConfig(w http.ResponseWriter, _ *http.Request) error {
 	snap := s.deps.Store.Snapshot()
-	out, err := configYAML(s.exportedConfig(snap, s.now()),
+	cfg, comments := s.exportedConfig(snap, s.now())
+	out, err := configYAML(cfg,
 		"Tributary config exported by the console at "+schemas.FormatTimestamp(s.now())+".\n"+
-			"Write keys are their hashes, shared secrets references (hmac-sha256:): PUT /v1/config keeps the secret a reference names.")
+			"Write keys are their hashes; shared secrets, header values and URLs with credentials references (hmac-sha256:);\n"+
+			"applying it with PUT /v1/config keeps the secret a reference names.", comments)
 	if err != nil {
 		return err
 	}
@@ -140,41 +145,6 @@ func fileErrors(err error) error {
 	return ae
 }
 
-// keepSecrets replaces, in the file's destinations, a shared secret given as the hash of the
-// current one by the current secret; a reference to another secret is an error.
-func (s *Service) keepSecrets(cfg *schemas.Config, snap *platform.Snapshot) error {
-	for i := range cfg.Destinations {
-		d := &cfg.Destinations[i]
-		var cur *schemas.Destination
-		if c, ok := snap.DestinationByID(d.ID); ok {
-			cur = c
-		}
-		for _, f := range []struct {
-			name string
-			v    *string
-		}{{"sharedSecret", &d.Settings.SharedSecret}, {"previousSharedSecret", &d.Settings.PreviousSharedSecret}} {
-			if !strings.HasPrefix(*f.v, secretRefPrefix) || len(*f.v) != len(secretRefPrefix)+64 {
-				continue
-			}
-			matched := false
-			if cur != nil {
-				for _, secret := range []string{cur.Settings.SharedSecret, cur.Settings.PreviousSharedSecret} {
-					if secret != "" && hmac.Equal([]byte(s.secretRef(secret)), []byte(*f.v)) {
-						*f.v, matched = secret, true
-						break
-					}
-				}
-			}
-			if !matched {
-				path := fmt.Sprintf("destinations[%d].settings.%s", i, f.name)
-				return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: path,
-					Message: path + ": refers to a secret this destination does not have (an export from another install, or from before CONSOLE_TOKEN changed?): give the secret itself"}
-			}
-		}
-	}
-	return nil
-}
-
 func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -194,7 +164,7 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	snap := s.deps.Store.Snapshot()
-	if err := s.keepSecrets(cfg, snap); err != nil {
+	if err := s.keepSecrets(cfg, func(id string) *schemas.Destination { d, _ := snap.DestinationByID(id); return d }); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -233,6 +203,10 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case !exists:
 			changes = append(changes, change{Key: rec.Key, Action: "create"})
+		case len(fields) == 0 && !byFile && snap.NeedsSealing(next.Kind, next.ID):
+			// Unchanged, but its secrets are in clear or under an older key: written again
+			// (docs/configuration.md#secrets-at-rest).
+			changes = append(changes, change{Key: rec.Key, Action: "update", Fields: []string{"secrets encrypted with key " + s.keys.KeyIDs()[0]}})
 		case len(fields) == 0:
 			continue // unchanged (a file's object stays the file's)
 		case byFile && !takeOver:

@@ -33,7 +33,10 @@ type harness struct {
 	srv  *httptest.Server
 	reg  *prometheus.Registry
 	logs *servicetest.Buffer // every log line of the console
-	stop func()
+	// envLogs are the log lines of the Env (its config store, the config file's apply) at the
+	// Env's level.
+	envLogs *servicetest.Buffer
+	stop    func()
 	// answers are every answer of do and doAs, by "METHOD path", for scans for secrets.
 	answers []answer
 }
@@ -55,7 +58,7 @@ func (h *harness) secretsNowhere(t testing.TB, secrets []string, allowed ...stri
 		}
 	}
 	for _, s := range secrets {
-		if strings.Contains(h.logs.String(), s) {
+		if strings.Contains(h.logs.String(), s) || strings.Contains(h.envLogs.String(), s) {
 			t.Errorf("a log line holds a secret")
 		}
 	}
@@ -78,10 +81,21 @@ destinations:
         - url: http://127.0.0.1:9/file
 `
 
+// testEncryptionKey is a CONFIG_ENCRYPTION_KEY of the tests (key id k1).
+const testEncryptionKey = "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="
+
 // newHarness starts a console; mod may change its config.
 func newHarness(t testing.TB, mod func(*console.Config)) *harness {
 	t.Helper()
-	env := servicetest.New(t, servicetest.Options{})
+	return newHarnessWith(t, servicetest.Options{}, mod)
+}
+
+// newHarnessWith is newHarness on an Env of o (its CONFIG_ENCRYPTION_KEY, its log level).
+func newHarnessWith(t testing.TB, o servicetest.Options, mod func(*console.Config)) *harness {
+	t.Helper()
+	envLogs := &servicetest.Buffer{}
+	o.LogWriter = envLogs
+	env := servicetest.New(t, o)
 	// Applied as a config file is: its objects are the file's (origin file:base.yaml).
 	path := filepath.Join(t.TempDir(), "base.yaml")
 	if err := os.WriteFile(path, []byte(baseConfig), 0o600); err != nil {
@@ -93,13 +107,15 @@ func newHarness(t testing.TB, mod func(*console.Config)) *harness {
 	if _, err := env.Store.WaitFor(env.Ctx, func(s *platform.Snapshot) bool { _, ok := s.DestinationByID("file-hooks"); return ok }); err != nil {
 		t.Fatal(err)
 	}
-	return startConsole(t, env, mod)
+	h := startConsole(t, env, mod)
+	h.envLogs = envLogs
+	return h
 }
 
 // startConsole starts a console on env and waits until it is ready.
 func startConsole(t testing.TB, env *servicetest.Env, mod func(*console.Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, env: env, reg: prometheus.NewRegistry(), logs: &servicetest.Buffer{}}
+	h := &harness{t: t, env: env, reg: prometheus.NewRegistry(), logs: &servicetest.Buffer{}, envLogs: &servicetest.Buffer{}}
 	cfg := console.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Token = testToken

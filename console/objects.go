@@ -525,6 +525,11 @@ func (s *Service) updateObject(ctx context.Context, kind schemas.ConfigKind, id 
 	if err != nil {
 		return nil, err
 	}
+	if next.Destination != nil {
+		if err := unmaskSecrets(cur.Destination, next.Destination); err != nil {
+			return nil, err
+		}
+	}
 	next.SetOrigin(schemas.OriginConsole)
 	cfg := configOf(snap, next)
 	if err := cfg.Validate(); err != nil {
@@ -543,8 +548,13 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request, o schemas.Confi
 }
 
 // checkNew validates a new object against the current config without writing it (409 when its
-// id is taken): the UI's step-by-step validation.
+// id is taken): the UI's step-by-step validation. A new destination may hold no masked value.
 func (s *Service) checkNew(o schemas.ConfigObject) error {
+	if o.Destination != nil {
+		if err := unmaskSecrets(nil, o.Destination); err != nil {
+			return err
+		}
+	}
 	snap := s.deps.Store.Snapshot()
 	if _, exists := lookup(snap, o.Kind, o.ID); exists && o.ID != "" {
 		return &apiError{Status: http.StatusConflict, Code: codeConflict, Field: "id",
@@ -624,7 +634,8 @@ func (s *Service) answerObject(w http.ResponseWriter, snap *platform.Snapshot, k
 
 // view is the API's form of an object: its config fields without secrets, its origin and its
 // version. Sources show no write key (only at creation and rotation); destinations show
-// hasSharedSecret instead of the secret.
+// hasSharedSecret instead of the secret, and their header values and URL credentials masked
+// (secrets.go).
 func view(snap *platform.Snapshot, o schemas.ConfigObject, now time.Time) map[string]any {
 	m, err := objectJSON(o)
 	if err != nil {
@@ -648,6 +659,7 @@ func view(snap *platform.Snapshot, o schemas.ConfigObject, now time.Time) map[st
 			delete(st, "previousSharedSecret")
 			st["hasSharedSecret"] = o.Destination.Settings.SharedSecret != ""
 			st["hasPreviousSharedSecret"] = o.Destination.Settings.PreviousSharedSecret != ""
+			maskWebhooks(st, o.Destination)
 		}
 	}
 	m["origin"] = o.Origin()
@@ -782,7 +794,8 @@ func (s *Service) rotateKey(w http.ResponseWriter, r *http.Request) error {
 // Destinations.
 
 // updateDestination applies a merge patch; the settings' read-only fields (hasSharedSecret)
-// are ignored, and a secret left out of the patch is kept.
+// are ignored, a secret left out of the patch is kept, and so is a header value or URL sent
+// back masked as it was read (unmaskSecrets).
 func (s *Service) updateDestination(w http.ResponseWriter, r *http.Request) error {
 	patch, err := decodePatch(w, r)
 	if err != nil {

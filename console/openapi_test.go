@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -288,7 +289,7 @@ func oasField(t testing.TB, r response) string {
 
 // TestOpenAPI: every route, its successes and main errors, through the validating client.
 func TestOpenAPI(t *testing.T) {
-	h := newHarness(t, func(c *console.Config) { c.TestTimeout = 500 * time.Millisecond })
+	h := newHarnessWith(t, servicetest.Options{ConfigEncryptionKey: testEncryptionKey}, func(c *console.Config) { c.TestTimeout = 500 * time.Millisecond })
 	c := newOASClient(t, h)
 
 	// Every operation: 401 without the token or with another one, and, with the token, an
@@ -526,6 +527,7 @@ func TestOpenAPI(t *testing.T) {
 	exported := c.ok(200, "GET", "/v1/config", nil)
 	c.ok(200, "PUT", "/v1/config?dryRun=true", string(exported.Body), "Content-Type", "application/yaml")
 	c.ok(200, "PUT", "/v1/config", string(exported.Body), "Content-Type", "application/yaml")
+	c.ok(200, "POST", "/v1/config/reencrypt", nil)
 	c.ok(200, "PUT", "/v1/config?dryRun=true", `{"sources":[{"id":"web","writeKeyHash":"sha256:`+strings.Repeat("0", 64)+`"}]}`)
 	// (web was taken over above; file-hooks is still the file's, and needs web.)
 	fileHooks := `{"sources":[{"id":"web","writeKey":"wk_test_web_0123456789"}],"destinations":[{"id":"file-hooks","type":"webhooks","name":"Changed","sources":["web"],"settings":{"webhooks":[{"url":"http://127.0.0.1:9/file"}]}}]}`

@@ -369,6 +369,7 @@ func (s *Service) routes() http.Handler {
 	h("GET /v1/openapi.yaml", s.openAPISpec)
 	h("GET /v1/config", s.exportConfig)
 	h("PUT /v1/config", s.importConfig)
+	h("POST /v1/config/reencrypt", s.reencryptConfig)
 
 	h("POST /v1/regulations", s.createRegulation)
 	h("GET /v1/regulations", s.listRegulations)

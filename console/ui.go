@@ -330,6 +330,7 @@ func (u *ui) routes(mux *http.ServeMux) {
 	u.deletionPages(pg)
 	pg("GET /settings", u.settings)
 	pg("GET /settings/export", u.exportYAML)
+	pg("POST /settings/reencrypt", u.reencrypt)
 	mux.Handle("/", u.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		u.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Error: "There is no page " + r.URL.Path + "."})
 	}))

@@ -450,7 +450,7 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 	data := &destinationData{D: d, Version: snap.Revision(schemas.ConfigKindDestination, id), ManagedByFile: strings.HasPrefix(d.Origin, schemas.OriginFilePrefix),
 		Window: "1h", Statuses: statusFilters, TestTypes: testTypes, TestType: schemas.TypeTrack, KeptPerURL: u.s.cfg.AttemptsPerDestination}
 	for _, wh := range d.Settings.Webhooks {
-		data.URLs = append(data.URLs, wh.URL)
+		data.URLs = append(data.URLs, schemas.MaskURL(wh.URL)) // credentials are write-only (secrets.go)
 	}
 	window, step := time.Hour, time.Minute
 	if q.Get("window") == "24h" {
@@ -502,7 +502,9 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 	return data, nil
 }
 
-// editForm is the edit form filled with the destination's settings (never its secret).
+// editForm is the edit form filled with the destination's settings: never its shared secret,
+// and its URLs and header values masked (saving a masked value keeps the stored one:
+// unmaskSecrets).
 func (u *ui) editForm(d *schemas.Destination, version int64) *destForm {
 	f := u.newDestForm("edit-")
 	f.Editing, f.ID, f.Name, f.Version, f.Origin = true, d.ID, d.Name, version, d.Origin
@@ -518,10 +520,10 @@ func (u *ui) editForm(d *schemas.Destination, version int64) *destForm {
 		if i >= len(f.Hooks) {
 			break
 		}
-		f.Hooks[i].URL = wh.URL
+		f.Hooks[i].URL = schemas.MaskURL(wh.URL)
 		var lines []string
 		for _, name := range sortedKeys(wh.Headers) {
-			lines = append(lines, name+": "+wh.Headers[name])
+			lines = append(lines, name+": "+schemas.MaskSecret(wh.Headers[name]))
 		}
 		f.Hooks[i].Headers = strings.Join(lines, "\n")
 	}
@@ -756,7 +758,7 @@ func (u *ui) destinationAttempt(w http.ResponseWriter, r *http.Request) {
 	for _, wh := range d.Settings.Webhooks {
 		if schemas.RedactURL(wh.URL) == a.URL || wh.URL == a.URL {
 			for _, name := range sortedKeys(wh.Headers) {
-				data.Headers = append(data.Headers, [2]string{name, wh.Headers[name]})
+				data.Headers = append(data.Headers, [2]string{name, schemas.MaskSecret(wh.Headers[name])})
 				data.Static++
 			}
 			break

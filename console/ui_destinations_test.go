@@ -241,7 +241,7 @@ func TestUIDestinationPage(t *testing.T) {
 	expectDestPage(t, a, http.StatusOK, "<code>POST http://127.0.0.1:9/signed</code>", "<code>Tributary/1.0</code>", "<code>application/json</code>",
 		"<code>X-Message-Id</code></td><td class=\"url\"><code>m-ui-1</code>",
 		"<code>X-Signature</code></td><td class=\"url\"><code>"+schemas.XSignature("sign-me-0123", wantBody)+"</code>",
-		"<code>Authorization</code></td><td class=\"url\"><code>Bearer abc</code>",
+		"<code>Authorization</code></td><td class=\"url\"><code>Bearer "+schemas.Mask+"</code>", // masked (docs/console.md#secrets)
 		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
 	gone := b.get("/destinations/signed/attempts/" + seqOf(p.Body, "m-gone"))
 	expectDestPage(t, gone, http.StatusOK, "The body is no longer in the console&#39;s memory (it keeps the last 100 events per source).",
@@ -271,20 +271,22 @@ func TestUIDestinationPage(t *testing.T) {
 	expectDestPage(t, b.post("/destinations/file-hooks/enabled", url.Values{"enabled": {"false"}}), http.StatusConflict, "is managed by file:base.yaml")
 	expectDestPage(t, b.post("/destinations/signed/enabled", url.Values{"enabled": {"false"}, "version": {"1"}}), http.StatusConflict, "read it again and re-apply your change")
 
-	// The edit form: a bad URL next to its input; then saved, the secret kept.
+	// The edit form: a bad URL next to its input; then saved, the secret kept, and the header
+	// value, shown masked and posted back masked, kept too.
 	p = b.get("/destinations/signed")
 	version := regexp.MustCompile(`name="version" value="(\d+)"`).FindStringSubmatch(p.Body)[1]
-	expectDestPage(t, p, http.StatusOK, `<label for="edit-url0">URL 1</label>`, `value="http://127.0.0.1:9/signed"`, "Authorization: Bearer abc", "leave this empty to keep it")
-	if strings.Contains(p.Body, "sign-me-0123") {
+	expectDestPage(t, p, http.StatusOK, `<label for="edit-url0">URL 1</label>`, `value="http://127.0.0.1:9/signed"`, "Authorization: Bearer "+schemas.Mask, "leave this empty to keep it")
+	if strings.Contains(p.Body, "sign-me-0123") || strings.Contains(p.Body, "Bearer abc") {
 		t.Fatal("the page shows the secret")
 	}
-	edit := url.Values{"version": {version}, "name": {"Signed hooks"}, "sources": {"web"}, "url0": {"http://127.0.0.1:9/signed"}, "headers0": {"Authorization: Bearer abc"}, "url1": {"nope"}}
+	edit := url.Values{"version": {version}, "name": {"Signed hooks"}, "sources": {"web"}, "url0": {"http://127.0.0.1:9/signed"}, "headers0": {"Authorization: Bearer " + schemas.Mask}, "url1": {"nope"}}
 	expectDestPage(t, b.post("/destinations/signed/edit", edit), http.StatusBadRequest,
 		destFieldErr("edit-url1", `must be an absolute http or https URL with a host, got "nope"`), "The destination was not saved")
 	edit.Set("url1", "http://127.0.0.1:9/second")
 	expectDestPage(t, b.post("/destinations/signed/edit", edit), http.StatusOK, "Destination signed saved.")
 	d, _ := h.env.Store.Snapshot().DestinationByID("signed")
-	if d.Name != "Signed hooks" || len(d.Settings.Webhooks) != 2 || d.Settings.Webhooks[1].URL != "http://127.0.0.1:9/second" || d.Settings.SharedSecret != "sign-me-0123" {
+	if d.Name != "Signed hooks" || len(d.Settings.Webhooks) != 2 || d.Settings.Webhooks[1].URL != "http://127.0.0.1:9/second" || d.Settings.SharedSecret != "sign-me-0123" ||
+		d.Settings.Webhooks[0].Headers["Authorization"] != "Bearer abc" {
 		t.Fatalf("after edit: %+v", d)
 	}
 	expectDestPage(t, b.post("/destinations/signed/edit", edit), http.StatusConflict, "read it again and re-apply your change")

@@ -183,9 +183,10 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // TestEndToEndSecretsAtRest runs the stack with CONFIG_ENCRYPTION_KEY set: on
-// tributary.config the destination's shared secret and header value are encrypted, and the
-// webhook still arrives signed with that secret and carrying that header — the services read
-// them decrypted (docs/configuration.md#secrets-at-rest).
+// tributary.config the destination's shared secret, header value and URL (it carries a token)
+// are encrypted, and the webhook still arrives at that URL, signed with that secret and
+// carrying that header — the services read them decrypted
+// (docs/configuration.md#secrets-at-rest).
 func TestEndToEndSecretsAtRest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole stack")
@@ -194,12 +195,15 @@ func TestEndToEndSecretsAtRest(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	key := "e2e:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
-	st := startStack(t, srv.URL+"/segment", func(c *devstack.Config) { c.Kafka.ConfigEncryptionKey = key })
+	st := startStack(t, srv.URL+"/segment?token=e2e-url-tok", func(c *devstack.Config) { c.Kafka.ConfigEncryptionKey = key })
 
 	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","messageId":"e2e-sealed"}`)
 	reqs, bodies := rc.wait(t, 1)
 	if !schemas.VerifyXSignature("e2e-secret", bodies[0], reqs[0].Header.Get("X-Signature")) || reqs[0].Header.Get("X-Team") != "growth" {
 		t.Errorf("the webhook is not signed with the decrypted secret or lacks the decrypted header: %v", reqs[0].Header)
+	}
+	if got := reqs[0].URL.Query().Get("token"); got != "e2e-url-tok" {
+		t.Errorf("the webhook arrived with token %q, want the decrypted URL's e2e-url-tok", got)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -221,10 +225,10 @@ func TestEndToEndSecretsAtRest(t *testing.T) {
 	switch {
 	case stored == nil:
 		t.Fatal("destination/hooks not found on tributary.config")
-	case bytes.Contains(stored, []byte("e2e-secret")) || bytes.Contains(stored, []byte("growth")):
+	case bytes.Contains(stored, []byte("e2e-secret")) || bytes.Contains(stored, []byte("growth")) || bytes.Contains(stored, []byte("e2e-url-tok")):
 		t.Errorf("tributary.config holds a secret in clear: %s", stored)
-	case bytes.Count(stored, []byte(`"enc:v1:e2e:`)) != 2:
-		t.Errorf("want the secret and the header value encrypted with key e2e: %s", stored)
+	case bytes.Count(stored, []byte(`"enc:v1:e2e:`)) != 3:
+		t.Errorf("want the secret, the header value and the URL encrypted with key e2e: %s", stored)
 	}
 }
 

@@ -143,6 +143,57 @@ func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path strin
 	return changes, nil
 }
 
+// ReencryptConfig writes again, encrypted with the first key of CONFIG_ENCRYPTION_KEY, every
+// object of the config topic whose record holds a secret in clear or encrypted with another
+// key (schemas.NeedsSealing), whatever its origin (a config file's or the console's); each
+// keeps its origin and content. It returns the changes, once Kafka acknowledged them (with
+// dryRun, only the changes). Without a key it is an error. `tributary-init reencrypt` runs it
+// (docs/configuration.md#secrets-at-rest); the console's POST /v1/config/reencrypt does the same
+// through its own writes. The records written before stay in the topic until compaction
+// removes them.
+func ReencryptConfig(ctx context.Context, kafka KafkaSettings, topic string, dryRun bool, logger zerolog.Logger) ([]ConfigChange, error) {
+	keys, err := kafka.ConfigKeyring()
+	if err != nil {
+		return nil, err
+	}
+	if keys == nil {
+		return nil, errors.New("re-encrypting the config: CONFIG_ENCRYPTION_KEY is not set: set it (docs/configuration.md#secrets-at-rest)")
+	}
+	current, err := readConfigTopic(ctx, kafka, topic, keys, logger)
+	if err != nil {
+		return nil, fmt.Errorf("re-encrypting the config: reading %s: %w", topic, err)
+	}
+	var changes []ConfigChange
+	var out []schemas.ConfigRecord
+	for _, key := range slicesSortedKeys(current) {
+		cur := current[key]
+		if cur.obj.Destination == nil || !schemas.NeedsSealing(schemas.ConfigRecord{Key: key, Value: cur.raw}, keys) {
+			continue
+		}
+		rec, err := cur.obj.Destination.Record()
+		if err == nil {
+			rec, err = schemas.SealConfigRecord(rec, keys)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("re-encrypting the config: %w", err)
+		}
+		out = append(out, rec)
+		changes = append(changes, ConfigChange{Key: key, Action: "update", Fields: []string{"secrets encrypted with key " + keys.KeyIDs()[0]}})
+	}
+	if dryRun || len(out) == 0 {
+		return changes, nil
+	}
+	cl, err := NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	if err := ProduceConfigRecords(ctx, cl, topic, out...); err != nil {
+		return nil, fmt.Errorf("re-encrypting the config: %w", err)
+	}
+	return changes, nil
+}
+
 // currentObject is one object of the config topic as it is: decoded, and its raw value.
 type currentObject struct {
 	obj schemas.ConfigObject

@@ -1,7 +1,9 @@
 package platform_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -129,5 +131,80 @@ func TestDeclarativeConfig(t *testing.T) {
 	snap = waitVisible(t, store, "d3 deleted", func(sn *platform.Snapshot) bool { _, ok := sn.DestinationByID("d3"); return !ok })
 	if _, ok := snap.DestinationByID("from-console"); !ok {
 		t.Error("make run's apply deleted the console's destination")
+	}
+}
+
+// TestReencryptConfig: with CONFIG_ENCRYPTION_KEY turned on, ReencryptConfig rewrites every
+// destination whose secrets are in clear or under another key than the first — a file's and
+// the console's alike, each keeping its origin — and a running config store says which objects
+// still need it (Snapshot.NeedsSealing); a second run, and a dry run after it, change nothing.
+func TestReencryptConfig(t *testing.T) {
+	s := platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 3}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, adm := newClient(t, s)
+	topic := kafkatest.UniqueTopic(t, "config")
+	if err := platform.EnsureTopics(ctx, adm, -1, []platform.TopicSpec{{Name: topic, Partitions: 1, Compact: true}}); err != nil {
+		t.Fatal(err)
+	}
+	// In clear: a file's destination (with a URL that carries a token) and the console's.
+	file := writeConfig(t, t.TempDir(), "secrets.yaml", secretsConfig)
+	if _, err := platform.ApplyConfigFile(ctx, s, topic, file, platform.ApplyOptions{}, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	console := &schemas.Destination{ID: "console-hooks", Type: schemas.DestinationTypeWebhooks, Sources: []string{"web"}, Origin: schemas.OriginConsole,
+		Settings: schemas.DestinationSettings{Webhooks: []schemas.Webhook{{URL: "https://u:console-pw@four.example.com/?token=console-tok"}}, SharedSecret: "console-s3cret"}}
+	rec, err := console.Record()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := platform.ProduceConfigRecords(ctx, cl, topic, rec); err != nil {
+		t.Fatal(err)
+	}
+	withKey := s
+	withKey.ConfigEncryptionKey = "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{42}, 32))
+	store, _ := runStore(t, withKey, topic, zerolog.Nop())
+	snap := store.Snapshot()
+	if !snap.NeedsSealing(schemas.ConfigKindDestination, "signed-hooks") || !snap.NeedsSealing(schemas.ConfigKindDestination, "console-hooks") ||
+		snap.NeedsSealing(schemas.ConfigKindDestination, "plain-hooks") || snap.NeedsSealing(schemas.ConfigKindSource, "web") {
+		t.Fatal("NeedsSealing: want the two destinations with secrets in clear, and nothing else")
+	}
+
+	changes, err := platform.ReencryptConfig(ctx, withKey, topic, true, zerolog.Nop())
+	if got, want := changeList(changes), "update destination/console-hooks: secrets encrypted with key k1; update destination/signed-hooks: secrets encrypted with key k1"; err != nil || got != want {
+		t.Fatalf("dry run: %s (%v), want %s", got, err, want)
+	}
+	changes, err = platform.ReencryptConfig(ctx, withKey, topic, false, zerolog.Nop())
+	if got, want := changeList(changes), "update destination/console-hooks: secrets encrypted with key k1; update destination/signed-hooks: secrets encrypted with key k1"; err != nil || got != want {
+		t.Fatalf("ReencryptConfig: %s (%v), want %s", got, err, want)
+	}
+	raw := rawConfig(t, ctx, s, topic)
+	for k, v := range raw {
+		for _, secret := range append(secretsInConfig, "console-pw", "console-tok", "console-s3cret") {
+			if bytes.Contains(v, []byte(secret)) {
+				t.Errorf("record %s holds %q in clear: %s", k, secret, v)
+			}
+		}
+	}
+	if _, err := store.WaitFor(ctx, func(sn *platform.Snapshot) bool {
+		return !sn.NeedsSealing(schemas.ConfigKindDestination, "signed-hooks") && !sn.NeedsSealing(schemas.ConfigKindDestination, "console-hooks")
+	}); err != nil {
+		t.Fatal("the store still says the records need sealing")
+	}
+	snap = store.Snapshot()
+	if d, _ := snap.DestinationByID("signed-hooks"); d.Origin != "file:secrets.yaml" || d.Settings.SharedSecret != "s3cret-now" {
+		t.Errorf("the file's destination after re-encryption: %+v", d)
+	}
+	if d, _ := snap.DestinationByID("console-hooks"); d.Origin != schemas.OriginConsole || d.Settings.Webhooks[0].URL != "https://u:console-pw@four.example.com/?token=console-tok" {
+		t.Errorf("the console's destination after re-encryption: %+v", d)
+	}
+	if changes, err := platform.ReencryptConfig(ctx, withKey, topic, false, zerolog.Nop()); err != nil || len(changes) != 0 {
+		t.Errorf("again: %s (%v), want no change", changeList(changes), err)
+	}
+	if changes, err := platform.ApplyConfigFile(ctx, withKey, topic, file, platform.ApplyOptions{DryRun: true}, zerolog.Nop()); err != nil || len(changes) != 0 {
+		t.Errorf("the file after re-encryption: %s (%v), want no change", changeList(changes), err)
+	}
+	if _, err := platform.ReencryptConfig(ctx, s, topic, false, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "CONFIG_ENCRYPTION_KEY") {
+		t.Errorf("without a key: %v, want an error naming CONFIG_ENCRYPTION_KEY", err)
 	}
 }

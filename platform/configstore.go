@@ -74,6 +74,7 @@ type Snapshot struct {
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
 	revisions    map[string]int64
+	unsealed     map[string]bool
 	stale        chan struct{}
 }
 
@@ -119,6 +120,15 @@ func (s *Snapshot) SourceByKeyHash(hash string) (*schemas.Source, bool) {
 // the object does not exist. The console answers it as the object's "version".
 func (s *Snapshot) Revision(kind schemas.ConfigKind, id string) int64 {
 	return s.revisions[schemas.ConfigObject{Kind: kind, ID: id}.Key()]
+}
+
+// NeedsSealing reports whether the record of one object holds a secret in clear, or encrypted
+// with another key than the first of CONFIG_ENCRYPTION_KEY (schemas.NeedsSealing): written
+// before the key was set or before a rotation. Re-encrypting the config (the console's
+// POST /v1/config/reencrypt, `tributary-init reencrypt`) writes such objects again
+// (docs/configuration.md#secrets-at-rest). Without a key it is always false.
+func (s *Snapshot) NeedsSealing(kind schemas.ConfigKind, id string) bool {
+	return s.unsealed[schemas.ConfigObject{Kind: kind, ID: id}.Key()]
 }
 
 // DestinationByID returns the destination with this id.
@@ -174,6 +184,7 @@ type configState struct {
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
 	revisions    map[string]int64 // object key → 1 + offset of its record
+	unsealed     map[string]bool  // object keys whose record needs sealing (Snapshot.NeedsSealing)
 }
 
 func (st *configState) apply(o schemas.ConfigObject) {
@@ -231,6 +242,7 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 		audiences:    maps.Clone(st.audiences),
 		traits:       maps.Clone(st.traits),
 		revisions:    maps.Clone(st.revisions),
+		unsealed:     maps.Clone(st.unsealed),
 		stale:        make(chan struct{}),
 	}
 	for _, src := range sortedValues(st.sources) {
@@ -307,6 +319,7 @@ func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts .
 			audiences:    map[string]*schemas.Audience{},
 			traits:       map[string]*schemas.ComputedTrait{},
 			revisions:    map[string]int64{},
+			unsealed:     map[string]bool{},
 		},
 	}
 	cs.reader, err = NewTopicReader(TopicReaderConfig{
@@ -385,10 +398,14 @@ func (cs *ConfigStore) apply(r *kgo.Record) {
 		}
 	}
 	cs.state.apply(o)
+	delete(cs.state.unsealed, o.Key())
 	if o.Deleted() {
 		delete(cs.state.revisions, o.Key())
 	} else {
 		cs.state.revisions[o.Key()] = r.Offset + 1
+		if schemas.NeedsSealing(schemas.ConfigRecord{Key: o.Key(), Value: r.Value}, cs.keys) {
+			cs.state.unsealed[o.Key()] = true
+		}
 	}
 }
 

@@ -44,7 +44,7 @@ type KafkaSettings struct {
 	// ConfigEncryptionKey encrypts the destinations' secrets on tributary.config and decrypts
 	// them when it is read (CONFIG_ENCRYPTION_KEY; schemas.ParseKeyring). Every process that
 	// writes or reads the topic needs the same value.
-	ConfigEncryptionKey string `env:"CONFIG_ENCRYPTION_KEY" secret:"true" doc:"'<key id>:<base64 of 32 bytes>', comma-separated, the first encrypting: shared secrets and static header values are stored AES-256-GCM encrypted in 'tributary.config'; every service needs it ([configuration.md](configuration.md#secrets-at-rest))"`
+	ConfigEncryptionKey string `env:"CONFIG_ENCRYPTION_KEY" secret:"true" doc:"'<key id>:<base64 of 32 bytes>', comma-separated, the first encrypting: shared secrets, static header values and webhook URLs with credentials are stored AES-256-GCM encrypted in 'tributary.config'; every service needs it ([configuration.md](configuration.md#secrets-at-rest))"`
 }
 
 // ConfigKeyring returns the keys of ConfigEncryptionKey; nil when it is empty.

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -44,4 +45,81 @@ func RedactURL(raw string) string {
 	}
 	u.Fragment, u.RawFragment = "", ""
 	return u.String()
+}
+
+// Mask stands for the hidden part of a secret where the console shows one (docs/console.md#secrets):
+// MaskSecret and MaskURL put it in place of the secret. A value holding it is a masked value,
+// never a real one, to the console's API (IsMasked).
+const Mask = "••••"
+
+// maskTail is the length from which a masked secret shows its last two characters.
+const maskTail = 16
+
+// authSchemes are the authorization schemes MaskSecret keeps in clear ("Bearer ••••88").
+var authSchemes = []string{"basic", "bearer", "bot", "digest", "token", "apikey", "key", "sso-key", "oauth"}
+
+// MaskSecret is how the console shows a secret, a static header value above all: the mask,
+// after an authorization scheme such as "Bearer " when the value starts with one, and followed
+// by the value's last two characters when the secret is at least 16 characters long — enough
+// to tell two tokens apart, never enough to guess one. An empty value stays empty.
+func MaskSecret(v string) string {
+	if v == "" {
+		return ""
+	}
+	prefix, rest := "", v
+	if scheme, token, ok := strings.Cut(v, " "); ok && token != "" && slices.Contains(authSchemes, strings.ToLower(scheme)) {
+		prefix, rest = scheme+" ", token
+	}
+	if r := []rune(rest); len(r) >= maskTail {
+		return prefix + Mask + string(r[len(r)-2:])
+	}
+	return prefix + Mask
+}
+
+// MaskURL is how the console shows a webhook URL: as RedactURL, with Mask for the user name,
+// the password and every query value (a query part without "=" is masked whole), keeping the
+// order of the query; a fragment is then dropped. A URL with neither user info nor a query is
+// shown as it is; one that does not parse is RedactURL's form.
+func MaskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return RedactURL(raw)
+	}
+	if u.User == nil && u.RawQuery == "" {
+		return raw
+	}
+	var b strings.Builder
+	b.WriteString(u.Scheme + "://")
+	if u.User != nil {
+		b.WriteString(Mask)
+		if _, ok := u.User.Password(); ok {
+			b.WriteString(":" + Mask)
+		}
+		b.WriteString("@")
+	}
+	b.WriteString(u.Host + u.EscapedPath())
+	if u.RawQuery != "" {
+		b.WriteString("?")
+		for i, part := range strings.Split(u.RawQuery, "&") {
+			if i > 0 {
+				b.WriteString("&")
+			}
+			if key, _, ok := strings.Cut(part, "="); ok {
+				b.WriteString(key + "=" + Mask)
+			} else if part != "" {
+				b.WriteString(Mask)
+			}
+		}
+	}
+	return b.String()
+}
+
+// IsMasked reports whether v holds the mask: a value the console showed, sent back.
+func IsMasked(v string) bool { return strings.Contains(v, Mask) }
+
+// URLHasCredentials reports whether a webhook URL may carry a credential: user info or a
+// query (RedactURL hides both). Such a URL is a secret at rest (secretbox.go).
+func URLHasCredentials(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.User != nil || u.RawQuery != "")
 }

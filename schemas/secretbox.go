@@ -15,8 +15,9 @@ import (
 )
 
 // Secrets at rest (docs/configuration.md#secrets-at-rest). With CONFIG_ENCRYPTION_KEY set, the
-// secrets of a destination — sharedSecret, previousSharedSecret and every static header value
-// — are written to TopicConfig encrypted, each as
+// secrets of a destination — sharedSecret, previousSharedSecret, every static header value and
+// every webhook URL that may carry a credential (user info or a query, URLHasCredentials) —
+// are written to TopicConfig encrypted, each as
 //
 //	enc:v1:<key id>:<base64url of nonce ‖ AES-256-GCM ciphertext ‖ tag>
 //
@@ -135,8 +136,8 @@ func (k *Keyring) open(aad, value string) (string, error) {
 }
 
 // secretFields calls f with the path and a pointer of every secret of d, in a fixed order:
-// sharedSecret, previousSharedSecret, each static header value (webhook by webhook, names
-// sorted). It stops at f's first error, so that error is always the same one.
+// sharedSecret, previousSharedSecret, then webhook by webhook its URL when it carries
+// credentials (or is encrypted already) and each static header value (names sorted). It stops at f's first error, so that error is always the same one.
 func (d *Destination) secretFields(f func(path string, v *string) error) error {
 	s := &d.Settings
 	for _, secret := range [...]struct {
@@ -150,6 +151,11 @@ func (d *Destination) secretFields(f func(path string, v *string) error) error {
 		}
 	}
 	for i := range s.Webhooks {
+		if u := &s.Webhooks[i].URL; strings.HasPrefix(*u, EncryptedPrefix) || URLHasCredentials(*u) {
+			if err := f(fmt.Sprintf("settings.webhooks[%d].url", i), u); err != nil {
+				return err
+			}
+		}
 		for _, name := range slices.Sorted(maps.Keys(s.Webhooks[i].Headers)) {
 			v := s.Webhooks[i].Headers[name]
 			if err := f(fmt.Sprintf("settings.webhooks[%d].headers.%s", i, name), &v); err != nil {
@@ -162,7 +168,8 @@ func (d *Destination) secretFields(f func(path string, v *string) error) error {
 }
 
 // SealConfigRecord returns rec with its secrets encrypted by k (see the package's Secrets at
-// rest): a destination record's sharedSecret, previousSharedSecret and static header values.
+// rest): a destination record's sharedSecret, previousSharedSecret, static header values and
+// URLs with credentials.
 // Other records, tombstones, and every record when k is nil, are returned as they are.
 func SealConfigRecord(rec ConfigRecord, k *Keyring) (ConfigRecord, error) {
 	if k == nil || len(rec.Value) == 0 || !strings.HasPrefix(rec.Key, ConfigKeyDestination) {

@@ -216,3 +216,91 @@ func TestEncryptedValueFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigURLCredentialsAtRest: a webhook URL with user info or a query is a secret at rest
+// (encrypted whole, decoded back, resealed on rotation); a URL without either stays readable.
+func TestConfigURLCredentialsAtRest(t *testing.T) {
+	keys, err := ParseKeyring("k2026:" + testKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Destination{ID: "crm", Type: DestinationTypeWebhooks, Sources: []string{"web"},
+		Settings: DestinationSettings{Webhooks: []Webhook{
+			{URL: "https://svc-user:pa55-word@hooks.example.com/a"},
+			{URL: "https://hooks.example.com/b?token=tok-in-query&team=growth"},
+			{URL: "https://hooks.example.com/plain/path"},
+		}}}
+	rec, err := d.Record()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !NeedsSealing(rec, keys) {
+		t.Error("a plain record whose URLs carry credentials must need sealing")
+	}
+	sealed, err := SealConfigRecord(rec, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"svc-user", "pa55-word", "tok-in-query", "hooks.example.com/a", "hooks.example.com/b"} {
+		if bytes.Contains(sealed.Value, []byte(s)) {
+			t.Errorf("the sealed record holds %q in clear: %s", s, sealed.Value)
+		}
+	}
+	if !bytes.Contains(sealed.Value, []byte(`"https://hooks.example.com/plain/path"`)) {
+		t.Errorf("a URL without credentials must stay readable: %s", sealed.Value)
+	}
+	if NeedsSealing(sealed, keys) {
+		t.Error("a sealed record needs no sealing")
+	}
+	obj, err := DecodeConfigRecordWith(sealed.Key, sealed.Value, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wh := range obj.Destination.Settings.Webhooks {
+		if wh.URL != d.Settings.Webhooks[i].URL {
+			t.Errorf("webhook %d decoded as %q, want %q", i, wh.URL, d.Settings.Webhooks[i].URL)
+		}
+	}
+	both, _ := ParseKeyring("k2027:" + testKey(2) + ",k2026:" + testKey(1))
+	if !NeedsSealing(sealed, both) {
+		t.Error("a URL sealed with the old key must need sealing once a new key is first")
+	}
+}
+
+// TestMasks: the console's masks show at most the last two characters of a long secret (and
+// an authorization scheme), never a short one; a URL's user info and query values are masked.
+func TestMasks(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", ""},
+		{"Bearer sk_live_0123456789abcdef88", "Bearer " + Mask + "88"},
+		{"bearer short", "bearer " + Mask},
+		{"0123456789abcdefXY", Mask + "XY"},
+		{"growth", Mask},
+		{"two words but no scheme 0123456789", Mask + "89"},
+	} {
+		if got := MaskSecret(tt.in); got != tt.want {
+			t.Errorf("MaskSecret(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if tt.in != "" && !IsMasked(MaskSecret(tt.in)) {
+			t.Errorf("IsMasked(MaskSecret(%q)) = false", tt.in)
+		}
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"https://hooks.example.com/a", "https://hooks.example.com/a"},
+		{"https://u:p@hooks.example.com/a?token=abc&team=x", "https://" + Mask + ":" + Mask + "@hooks.example.com/a?token=" + Mask + "&team=" + Mask},
+		{"https://only-user@hooks.example.com/", "https://" + Mask + "@hooks.example.com/"},
+		{"https://hooks.example.com/b?bare-token", "https://hooks.example.com/b?" + Mask},
+		{"https://hooks.example.com/c#frag", "https://hooks.example.com/c#frag"},
+		{"https://hooks.example.com/c?t=1#frag", "https://hooks.example.com/c?t=" + Mask},
+	} {
+		if got := MaskURL(tt.in); got != tt.want {
+			t.Errorf("MaskURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if IsMasked("Bearer plain") || IsMasked("https://hooks.example.com/a") {
+		t.Error("IsMasked: true for a value without the mask")
+	}
+	if !URLHasCredentials("https://u@h/") || !URLHasCredentials("https://h/?t=1") || URLHasCredentials("https://h/p") {
+		t.Error("URLHasCredentials")
+	}
+}

@@ -12,6 +12,7 @@ package servicetest
 
 import (
 	"context"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,11 @@ type Options struct {
 	// Closable starts a broker the test can stop while services use it (Env.CloseBroker);
 	// it has no effect with Virtual.
 	Closable bool
+	// ConfigEncryptionKey is Env.Kafka's CONFIG_ENCRYPTION_KEY (the config store's keys);
+	// "": none.
+	ConfigEncryptionKey string
+	// LogWriter also receives every line of Env.Logger (a test that searches the logs).
+	LogWriter io.Writer
 }
 
 // Env is a broker with every default topic, a tenant config and a running config store. Its
@@ -91,7 +97,11 @@ func New(t testing.TB, o Options) *Env {
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 10 * time.Second
 	}
-	e := &Env{T: t, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(o.LogLevel)}
+	var w io.Writer = zerolog.NewTestWriter(t)
+	if o.LogWriter != nil {
+		w = io.MultiWriter(w, o.LogWriter)
+	}
+	e := &Env{T: t, Logger: zerolog.New(w).Level(o.LogLevel)}
 	var brokers []string
 	if o.Virtual {
 		brokers, e.Network = kafkatest.Virtual(t)
@@ -101,7 +111,7 @@ func New(t testing.TB, o Options) *Env {
 	} else {
 		brokers = kafkatest.Embedded(t)
 	}
-	e.Kafka = platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: o.Partitions}
+	e.Kafka = platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: o.Partitions, ConfigEncryptionKey: o.ConfigEncryptionKey}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // after the store and the client below (cleanups run last in, first out)
 	e.Ctx = ctx

@@ -15,7 +15,10 @@
 // The config is declarative: the file's objects are written with its origin, and the objects
 // of that origin the file no longer lists are deleted. `tributary-init validate FILE` checks a
 // file without a broker; `diff FILE` prints what applying it would change; `apply FILE`
-// applies it (topics must exist) and prints the changes.
+// applies it (topics must exist) and prints the changes. `reencrypt` writes again, with the
+// first key of CONFIG_ENCRYPTION_KEY, every destination whose secrets are still in clear or
+// under an older key, whatever manages it (`reencrypt --dry-run` lists them):
+// docs/configuration.md#secrets-at-rest.
 package main
 
 import (
@@ -48,12 +51,22 @@ func main() {
 	}
 }
 
+// usage is the error of a command line tributary-init does not know.
+const usage = "usage: tributary-init [validate|diff|apply FILE | reencrypt [--dry-run]] (no argument: create the topics and apply CONFIG_FILE)"
+
 // configCommand runs `tributary-init validate|diff|apply FILE`: validate needs no broker; diff
 // prints what applying the file would change; apply applies it and prints what changed
-// (docs/configuration.md#declarative-config).
+// (docs/configuration.md#declarative-config). `reencrypt [--dry-run]` re-encrypts the config
+// (reencrypt).
 func configCommand(args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "reencrypt" {
+		if len(args) > 2 || (len(args) == 2 && args[1] != "--dry-run") {
+			return errors.New(usage)
+		}
+		return reencrypt(len(args) == 2, out)
+	}
 	if len(args) != 2 || !slices.Contains([]string{"validate", "diff", "apply"}, args[0]) {
-		return fmt.Errorf("usage: tributary-init [validate|diff|apply FILE] (no argument: create the topics and apply CONFIG_FILE)")
+		return errors.New(usage)
 	}
 	verb, file := args[0], args[1]
 	cfg, err := schemas.LoadConfigFile(file)
@@ -90,6 +103,43 @@ func configCommand(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "%s: %d changes to apply (tributary-init apply %s)\n", file, len(changes), file)
 	default:
 		fmt.Fprintf(out, "%s: %d changes applied\n", file, len(changes))
+	}
+	return nil
+}
+
+// reencrypt runs platform.ReencryptConfig on tributary.config and prints what it changed (or,
+// with dryRun, would change).
+func reencrypt(dryRun bool, out io.Writer) error {
+	s, err := platform.InitSettingsFromEnv()
+	if err != nil {
+		return err
+	}
+	keys, err := s.Kafka.ConfigKeyring()
+	if err != nil {
+		return err
+	}
+	logger, err := platform.NewLogger("warn", os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := platform.SignalContext(context.Background())
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	changes, err := platform.ReencryptConfig(ctx, s.Kafka, schemas.TopicConfig, dryRun, logger)
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		fmt.Fprintln(out, c.String())
+	}
+	switch {
+	case len(changes) == 0:
+		fmt.Fprintf(out, "nothing to re-encrypt: every secret is encrypted with key %s\n", keys.KeyIDs()[0])
+	case dryRun:
+		fmt.Fprintf(out, "%d objects to re-encrypt (tributary-init reencrypt)\n", len(changes))
+	default:
+		fmt.Fprintf(out, "%d objects re-encrypted with key %s; the records they replace stay in %s until compaction (docs/configuration.md#secrets-at-rest)\n", len(changes), keys.KeyIDs()[0], schemas.TopicConfig)
 	}
 	return nil
 }

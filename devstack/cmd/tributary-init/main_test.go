@@ -45,3 +45,38 @@ func TestConfigCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestReencryptCommand: `reencrypt --dry-run` lists the destinations still in clear and writes
+// nothing; `reencrypt` rewrites them (a file's and the console's alike) with the first key,
+// after which both say there is nothing to do; without the key it fails, naming the variable.
+func TestReencryptCommand(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "my.yaml")
+	if err := os.WriteFile(file, []byte("sources: [{id: web, writeKey: wk}]\ndestinations:\n  - {id: hooks, type: webhooks, sources: [web], settings: {webhooks: [{url: \"https://h.example.com/?token=tok-1\"}], sharedSecret: s3cret}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := servicetest.New(t, servicetest.Options{})
+	t.Setenv("KAFKA_BROKERS", strings.Join(e.Kafka.Brokers, ","))
+	var out bytes.Buffer
+	if err := configCommand([]string{"apply", file}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := configCommand([]string{"reencrypt"}, &out); err == nil || !strings.Contains(err.Error(), "CONFIG_ENCRYPTION_KEY") {
+		t.Fatalf("reencrypt without a key: %v", err)
+	}
+	t.Setenv("CONFIG_ENCRYPTION_KEY", "k1:"+strings.Repeat("A", 43)+"=")
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reencrypt", "--dry-run"}, "update destination/hooks: secrets encrypted with key k1\n1 objects to re-encrypt (tributary-init reencrypt)"},
+		{[]string{"reencrypt"}, "update destination/hooks: secrets encrypted with key k1\n1 objects re-encrypted with key k1"},
+		{[]string{"reencrypt", "--dry-run"}, "nothing to re-encrypt: every secret is encrypted with key k1"},
+		{[]string{"diff", file}, file + ": no changes"},
+	} {
+		out.Reset()
+		if err := configCommand(step.args, &out); err != nil || !strings.Contains(out.String(), step.want) {
+			t.Fatalf("%v: %v\n%s\nwant %q", step.args, err, out.String(), step.want)
+		}
+	}
+}
