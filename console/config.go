@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
+
+	passwordvalidator "github.com/wagslane/go-password-validator"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -92,6 +95,35 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	return c, errors.Join(err, c.Validate())
 }
 
+// Token strength (docs/security.md#the-console-token): at least minTokenLength characters,
+// minTokenDistinct distinct ones, and an estimated minTokenBits bits of entropy, so that a
+// token made by hand ("aaaaaaaaaaaaaaaa", "1234567890123456") is refused.
+const (
+	minTokenLength   = 16
+	minTokenDistinct = 6
+	minTokenBits     = 64
+)
+
+// checkTokenStrength returns an error naming CONSOLE_TOKEN, never showing the token, when it is
+// too short or too guessable. The entropy is estimated as go-password-validator does: the
+// length, less the repeats and the runs of a sequence (digits, the alphabet, keyboard rows),
+// times the bits of the character classes used.
+func checkTokenStrength(token string) error {
+	const how = "generate one with `openssl rand -hex 32`"
+	if n := utf8.RuneCountInString(token); n < minTokenLength {
+		return fmt.Errorf("CONSOLE_TOKEN: must be at least %d characters, got %d: %s", minTokenLength, n, how)
+	}
+	distinct := map[rune]bool{}
+	for _, r := range token {
+		distinct[r] = true
+	}
+	if bits := passwordvalidator.GetEntropy(token); len(distinct) < minTokenDistinct || bits < minTokenBits {
+		return fmt.Errorf("CONSOLE_TOKEN: too easy to guess (about %.0f bits, %d distinct characters; at least %d bits and %d distinct characters are required): %s",
+			bits, len(distinct), minTokenBits, minTokenDistinct, how)
+	}
+	return nil
+}
+
 // Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
@@ -101,8 +133,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Token == "":
 		errs = append(errs, errors.New("CONSOLE_TOKEN: required: the bearer token of the admin API (e.g. CONSOLE_TOKEN=$(openssl rand -hex 32)); `make run` generates one"))
-	case len(c.Token) < 16:
-		errs = append(errs, fmt.Errorf("CONSOLE_TOKEN: must be at least 16 characters, got %d", len(c.Token)))
+	default:
+		if err := checkTokenStrength(c.Token); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic} {
 		if t == "" {
