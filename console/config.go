@@ -32,6 +32,7 @@ type Config struct {
 	// Topic names; tests on a shared broker override them.
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
+	SessionsTopic                                                                 string
 	// DelivererGroup is the deliverer's consumer group: its lag on the retry tiers is the
 	// overview's backlog.
 	DelivererGroup string
@@ -72,6 +73,7 @@ func DefaultConfig() Config {
 		DeliveriesTopic:        schemas.TopicDeliveries,
 		DLQTopic:               schemas.TopicDLQ,
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
+		SessionsTopic:          schemas.TopicSessions,
 		DelivererGroup:         "tributary-deliverer",
 		AttemptsPerDestination: 1000,
 		DLQPerDestination:      10000,
@@ -138,7 +140,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic} {
+	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic} {
 		if t == "" {
 			errs = append(errs, errors.New("console topics: names must not be empty"))
 			break

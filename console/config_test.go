@@ -72,9 +72,9 @@ func TestWeakConsoleTokenRefused(t *testing.T) {
 		}
 	}
 	for _, good := range []string{
-		"3f9c2a7be41d08c5",                  // openssl rand -hex 8
-		"b5Jq0xY2kZr9Tw1m",                  // 16 of base64
-		"ct_4be0c1f2d5a6e7b8c9d0a1b2c3d4e5f6a7b8c9d0e1f2a3b4", // make run's
+		"3f9c2a7be41d08c5", // openssl rand -hex 8
+		"b5Jq0xY2kZr9Tw1m", // 16 of base64
+		"ct_4be0c1f2d5a6e7b8c9d0a1b2c3d4e5f6a7b8c9d0e1f2a3b4",                // make run's
 		"3d1f0b5e8a9c2d4f6e7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f", // openssl rand -hex 32
 		"another-token-0123456789",
 	} {

@@ -71,6 +71,7 @@ type Service struct {
 	events      *eventLog
 	regulations *regulationLog
 	dlq         *dlqView
+	sessions    *sessionView
 	tiers       tierLag  // the retry tiers' backlog, read in the background
 	replays     sync.Map // destination id → *sync.Mutex: one DLQ replay at a time
 	metrics     *metrics
@@ -112,6 +113,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.events = newEventLog(cfg.RecentEvents)
 	s.regulations = newRegulationLog()
 	s.dlq = newDLQView(cfg.DLQPerDestination)
+	s.sessions = newSessionView()
 	if s.ui, err = newUI(s); err != nil {
 		return nil, err
 	}
@@ -143,11 +145,12 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runEvents),
 		platform.RunnerFunc(s.runRegulations),
 		platform.RunnerFunc(s.runDLQView),
+		platform.RunnerFunc(s.runSessions),
 		platform.RunnerFunc(s.runTierLag),
 		platform.RunnerFunc(s.runPrune),
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
-		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.deps.Store.Ready()} {
+		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.sessions.ready, s.deps.Store.Ready()} {
 			select {
 			case <-ch:
 			case <-ctx.Done():
