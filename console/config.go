@@ -29,6 +29,15 @@ type Config struct {
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
 	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...'); the console refuses to start without it. 'make run' uses it when set, else generates one, keeps it in 'DATA_DIR/console-token' and prints it"`
 
+	// MaxStreams bounds the live event streams open on the console (CONSOLE_MAX_STREAMS).
+	MaxStreams int `env:"CONSOLE_MAX_STREAMS" doc:"most live event streams (the source debugger's Server-Sent Events, UI and API together) the console keeps open; one more is refused with 429 ([console.md](console.md#live-stream-limits))"`
+	// MaxStreamsPerSession bounds the live streams of one UI session, and those of the API's
+	// callers together (CONSOLE_MAX_STREAMS_PER_SESSION).
+	MaxStreamsPerSession int `env:"CONSOLE_MAX_STREAMS_PER_SESSION" doc:"most live event streams of one signed-in browser session, and of the admin API's callers together (they share 'CONSOLE_TOKEN'); one more is refused"`
+	// StreamWriteTimeout bounds each write to a live stream: a client that stops reading is
+	// dropped after it.
+	StreamWriteTimeout time.Duration
+
 	// Topic names; tests on a shared broker override them.
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
@@ -82,6 +91,9 @@ func DefaultConfig() Config {
 		EventsBackfill:         2000,
 		MaxKeyOverlap:          30 * 24 * time.Hour,
 		TestTimeout:            15 * time.Second,
+		MaxStreams:             100,
+		MaxStreamsPerSession:   5,
+		StreamWriteTimeout:     10 * time.Second,
 		ShutdownTimeout:        platform.DefaultShutdownGrace,
 	}
 }
@@ -152,7 +164,13 @@ func (c *Config) Validate() error {
 	if c.StatsWindow < time.Hour {
 		errs = append(errs, fmt.Errorf("console stats window: must be at least 1h, got %s", c.StatsWindow))
 	}
-	if c.TestTimeout <= 0 || c.MaxKeyOverlap < 0 {
+	if c.MaxStreams < 1 {
+		errs = append(errs, fmt.Errorf("CONSOLE_MAX_STREAMS: must be at least 1, got %d", c.MaxStreams))
+	}
+	if c.MaxStreamsPerSession < 1 {
+		errs = append(errs, fmt.Errorf("CONSOLE_MAX_STREAMS_PER_SESSION: must be at least 1, got %d", c.MaxStreamsPerSession))
+	}
+	if c.TestTimeout <= 0 || c.MaxKeyOverlap < 0 || c.StreamWriteTimeout <= 0 {
 		errs = append(errs, errors.New("console timeouts: must be positive"))
 	}
 	if c.ShutdownTimeout <= 0 {

@@ -72,6 +72,7 @@ type Service struct {
 	regulations *regulationLog
 	dlq         *dlqView
 	sessions    *sessionView
+	streams     *streamLimits
 	tiers       tierLag  // the retry tiers' backlog, read in the background
 	replays     sync.Map // destination id → *sync.Mutex: one DLQ replay at a time
 	metrics     *metrics
@@ -114,6 +115,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.regulations = newRegulationLog()
 	s.dlq = newDLQView(cfg.DLQPerDestination)
 	s.sessions = newSessionView()
+	s.streams = newStreamLimits(cfg.MaxStreams, cfg.MaxStreamsPerSession)
 	if s.ui, err = newUI(s); err != nil {
 		return nil, err
 	}
@@ -198,6 +200,8 @@ const (
 	codeInternal      = "internal"
 	codeMethod        = "method_not_allowed"
 	codeTooLarge      = "too_large"
+	// codeTooManyStreams refuses a live stream beyond the stream limits (429).
+	codeTooManyStreams = "too_many_streams"
 )
 
 func errInvalid(field, format string, args ...any) *apiError {

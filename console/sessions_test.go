@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,16 @@ func TestTokenChangeSignsEveryoneOut(t *testing.T) {
 	if p := user.as(b).get("/"); p.Status != http.StatusSeeOther {
 		t.Errorf("a session of the old token: %d, want the sign-in", p.Status)
 	}
+}
+
+// TestSignOutEndsLiveStream: a live stream of the UI ends when its session is signed out.
+func TestSignOutEndsLiveStream(t *testing.T) {
+	h := newHarness(t, nil)
+	user := h.signIn(t)
+	s := openStream(t, user.as(h).c, h.srv.URL+"/sources/web/live", "")
+	if !strings.Contains(s.first, ": watching source web") {
+		t.Fatalf("the stream: %d %q", s.status, s.first)
+	}
+	user.post("/signout", nil)
+	waitFor(t, 2*time.Second, "the signed-out session's stream to end", func() bool { return h.liveStreams(t) == 0 })
 }
