@@ -27,7 +27,7 @@ type Config struct {
 	// service reads it; documented there).
 	AudiencesToken string `env:"AUDIENCES_TOKEN"`
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
-	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...'); the console refuses to start without it. 'make run' uses it when set, else generates one, keeps it in 'DATA_DIR/console-token' and prints it"`
+	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...') and the web UI's sign-in; the console refuses to start without it, or with a weak one (under 16 characters or about 64 bits: 'openssl rand -hex 32' makes a good one). 'make run' uses it when set, else generates one and keeps it in 'DATA_DIR/console-token' (mode 0600), whose path it prints"`
 
 	// MaxStreams bounds the live event streams open on the console (CONSOLE_MAX_STREAMS).
 	MaxStreams int `env:"CONSOLE_MAX_STREAMS" doc:"most live event streams (the source debugger's Server-Sent Events, UI and API together) the console keeps open; one more is refused with 429 ([console.md](console.md#live-stream-limits))"`

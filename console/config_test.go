@@ -18,16 +18,21 @@ func TestConfigFromEnviron(t *testing.T) {
 		Required:    map[string]string{"CONSOLE_TOKEN": def.Token},
 		Default:     def,
 		Every: map[string]string{
-			"CONSOLE_ADDR":     "0.0.0.0:8090",
-			"CONSOLE_TOKEN":    "another-token-0123456789",
-			"SHUTDOWN_TIMEOUT": "3s",
+			"CONSOLE_ADDR":                    "0.0.0.0:8090",
+			"CONSOLE_TOKEN":                   "another-token-0123456789",
+			"CONSOLE_MAX_STREAMS":             "50",
+			"CONSOLE_MAX_STREAMS_PER_SESSION": "3",
+			"SHUTDOWN_TIMEOUT":                "3s",
 		},
 		Want: func(c *console.Config) {
 			c.Addr, c.Token, c.ShutdownTimeout = "0.0.0.0:8090", "another-token-0123456789", 3*time.Second
+			c.MaxStreams, c.MaxStreamsPerSession = 50, 3
 		},
 		Bad: map[string][]string{
-			"CONSOLE_TOKEN":    {"short"},
-			"SHUTDOWN_TIMEOUT": {"0s", "x"},
+			"CONSOLE_TOKEN":                   {"short", "aaaaaaaaaaaaaaaa"},
+			"CONSOLE_MAX_STREAMS":             {"0", "x"},
+			"CONSOLE_MAX_STREAMS_PER_SESSION": {"0", "-1"},
+			"SHUTDOWN_TIMEOUT":                {"0s", "x"},
 		},
 		Unusable:      func(c *console.Config) { c.Addr, c.Token, c.ShutdownTimeout = "", "", 0 },
 		Validate:      (*console.Config).Validate,
