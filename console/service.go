@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -308,13 +307,11 @@ func jsonErrorMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN>,
-// compared in constant time.
+// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN> (the
+// scheme in any case), compared in constant time (platform.BearerMatches).
 func (s *Service) authorized(next http.Handler) http.Handler {
-	want := []byte(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), want) != 1 {
+		if !platform.BearerMatches(r, s.cfg.Token) {
 			s.metrics.unauthorized.Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tributary-console"`)
 			writeJSON(w, http.StatusUnauthorized, &apiError{Code: codeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <CONSOLE_TOKEN>"})
