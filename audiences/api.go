@@ -3,7 +3,6 @@ package audiences
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -52,9 +52,8 @@ func (s *Service) Handler() http.Handler {
 	if s.cfg.Token == "" {
 		return mux
 	}
-	want := []byte("Bearer " + s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if !platform.BearerMatches(r, s.cfg.Token) { // "bearer" in any case, as the console takes it
 			w.Header().Set("WWW-Authenticate", `Bearer realm="audiences"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (AUDIENCES_TOKEN)")
 			return

@@ -375,6 +375,19 @@ func TestProfileAPI(t *testing.T) {
 	if code := get(t, svc, "/v1/profiles/u01", "wrong", nil); code != http.StatusUnauthorized {
 		t.Errorf("wrong token: %d", code)
 	}
+	// The scheme in any case (RFC 7235), as the console's API takes it.
+	for _, scheme := range []string{"bearer", "BEARER"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+"/v1/profiles/nobody", nil)
+		req.Header.Set("Authorization", scheme+" s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("Authorization: %s <token>: %d, want 404 (let in, no such profile)", scheme, resp.StatusCode)
+		}
+	}
 	if code := get(t, svc, "/healthz", "", nil); code != http.StatusOK {
 		t.Errorf("/healthz without a token: %d", code)
 	}

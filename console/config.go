@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
+
+	passwordvalidator "github.com/wagslane/go-password-validator"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -24,11 +27,21 @@ type Config struct {
 	// service reads it; documented there).
 	AudiencesToken string `env:"AUDIENCES_TOKEN"`
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
-	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...'); the console refuses to start without it. 'make run' uses it when set, else generates one, keeps it in 'DATA_DIR/console-token' and prints it"`
+	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...') and the web UI's sign-in; the console refuses to start without it, or with a weak one (under 16 characters or about 64 bits: 'openssl rand -hex 32' makes a good one). 'make run' uses it when set, else generates one and keeps it in 'DATA_DIR/console-token' (mode 0600), whose path it prints"`
+
+	// MaxStreams bounds the live event streams open on the console (CONSOLE_MAX_STREAMS).
+	MaxStreams int `env:"CONSOLE_MAX_STREAMS" doc:"most live event streams (the source debugger's Server-Sent Events, UI and API together) the console keeps open; one more is refused with 429 ([console.md](console.md#live-stream-limits))"`
+	// MaxStreamsPerSession bounds the live streams of one UI session, and those of the API's
+	// callers together (CONSOLE_MAX_STREAMS_PER_SESSION).
+	MaxStreamsPerSession int `env:"CONSOLE_MAX_STREAMS_PER_SESSION" doc:"most live event streams of one signed-in browser session, and of the admin API's callers together (they share 'CONSOLE_TOKEN'); one more is refused"`
+	// StreamWriteTimeout bounds each write to a live stream: a client that stops reading is
+	// dropped after it.
+	StreamWriteTimeout time.Duration
 
 	// Topic names; tests on a shared broker override them.
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
+	SessionsTopic                                                                 string
 	// DelivererGroup is the deliverer's consumer group: its lag on the retry tiers is the
 	// overview's backlog.
 	DelivererGroup string
@@ -69,6 +82,7 @@ func DefaultConfig() Config {
 		DeliveriesTopic:        schemas.TopicDeliveries,
 		DLQTopic:               schemas.TopicDLQ,
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
+		SessionsTopic:          schemas.TopicSessions,
 		DelivererGroup:         "tributary-deliverer",
 		AttemptsPerDestination: 1000,
 		DLQPerDestination:      10000,
@@ -77,6 +91,9 @@ func DefaultConfig() Config {
 		EventsBackfill:         2000,
 		MaxKeyOverlap:          30 * 24 * time.Hour,
 		TestTimeout:            15 * time.Second,
+		MaxStreams:             100,
+		MaxStreamsPerSession:   5,
+		StreamWriteTimeout:     10 * time.Second,
 		ShutdownTimeout:        platform.DefaultShutdownGrace,
 	}
 }
@@ -92,6 +109,35 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	return c, errors.Join(err, c.Validate())
 }
 
+// Token strength (docs/security.md#the-console-token): at least minTokenLength characters,
+// minTokenDistinct distinct ones, and an estimated minTokenBits bits of entropy, so that a
+// token made by hand ("aaaaaaaaaaaaaaaa", "1234567890123456") is refused.
+const (
+	minTokenLength   = 16
+	minTokenDistinct = 6
+	minTokenBits     = 64
+)
+
+// checkTokenStrength returns an error naming CONSOLE_TOKEN, never showing the token, when it is
+// too short or too guessable. The entropy is estimated as go-password-validator does: the
+// length, less the repeats and the runs of a sequence (digits, the alphabet, keyboard rows),
+// times the bits of the character classes used.
+func checkTokenStrength(token string) error {
+	const how = "generate one with `openssl rand -hex 32`"
+	if n := utf8.RuneCountInString(token); n < minTokenLength {
+		return fmt.Errorf("CONSOLE_TOKEN: must be at least %d characters, got %d: %s", minTokenLength, n, how)
+	}
+	distinct := map[rune]bool{}
+	for _, r := range token {
+		distinct[r] = true
+	}
+	if bits := passwordvalidator.GetEntropy(token); len(distinct) < minTokenDistinct || bits < minTokenBits {
+		return fmt.Errorf("CONSOLE_TOKEN: too easy to guess (about %.0f bits, %d distinct characters; at least %d bits and %d distinct characters are required): %s",
+			bits, len(distinct), minTokenBits, minTokenDistinct, how)
+	}
+	return nil
+}
+
 // Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
@@ -101,10 +147,12 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Token == "":
 		errs = append(errs, errors.New("CONSOLE_TOKEN: required: the bearer token of the admin API (e.g. CONSOLE_TOKEN=$(openssl rand -hex 32)); `make run` generates one"))
-	case len(c.Token) < 16:
-		errs = append(errs, fmt.Errorf("CONSOLE_TOKEN: must be at least 16 characters, got %d", len(c.Token)))
+	default:
+		if err := checkTokenStrength(c.Token); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic} {
+	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic} {
 		if t == "" {
 			errs = append(errs, errors.New("console topics: names must not be empty"))
 			break
@@ -116,7 +164,13 @@ func (c *Config) Validate() error {
 	if c.StatsWindow < time.Hour {
 		errs = append(errs, fmt.Errorf("console stats window: must be at least 1h, got %s", c.StatsWindow))
 	}
-	if c.TestTimeout <= 0 || c.MaxKeyOverlap < 0 {
+	if c.MaxStreams < 1 {
+		errs = append(errs, fmt.Errorf("CONSOLE_MAX_STREAMS: must be at least 1, got %d", c.MaxStreams))
+	}
+	if c.MaxStreamsPerSession < 1 {
+		errs = append(errs, fmt.Errorf("CONSOLE_MAX_STREAMS_PER_SESSION: must be at least 1, got %d", c.MaxStreamsPerSession))
+	}
+	if c.TestTimeout <= 0 || c.MaxKeyOverlap < 0 || c.StreamWriteTimeout <= 0 {
 		errs = append(errs, errors.New("console timeouts: must be positive"))
 	}
 	if c.ShutdownTimeout <= 0 {

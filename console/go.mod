@@ -11,6 +11,7 @@ require (
 	github.com/tributary-cdp/tributary/schemas v0.0.0
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
+	github.com/wagslane/go-password-validator v0.3.0
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 )

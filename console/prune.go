@@ -23,6 +23,7 @@ func (s *Service) runPrune(ctx context.Context) error {
 }
 
 func (s *Service) prune() {
+	s.sessions.prune(s.now())
 	snap := s.deps.Store.Snapshot()
 	if snap.Version() == 0 {
 		return // not loaded: everything would look deleted

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +70,8 @@ type Service struct {
 	events      *eventLog
 	regulations *regulationLog
 	dlq         *dlqView
+	sessions    *sessionView
+	streams     *streamLimits
 	tiers       tierLag  // the retry tiers' backlog, read in the background
 	replays     sync.Map // destination id → *sync.Mutex: one DLQ replay at a time
 	metrics     *metrics
@@ -112,6 +113,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.events = newEventLog(cfg.RecentEvents)
 	s.regulations = newRegulationLog()
 	s.dlq = newDLQView(cfg.DLQPerDestination)
+	s.sessions = newSessionView()
+	s.streams = newStreamLimits(cfg.MaxStreams, cfg.MaxStreamsPerSession)
 	if s.ui, err = newUI(s); err != nil {
 		return nil, err
 	}
@@ -143,11 +146,12 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runEvents),
 		platform.RunnerFunc(s.runRegulations),
 		platform.RunnerFunc(s.runDLQView),
+		platform.RunnerFunc(s.runSessions),
 		platform.RunnerFunc(s.runTierLag),
 		platform.RunnerFunc(s.runPrune),
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
-		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.deps.Store.Ready()} {
+		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.sessions.ready, s.deps.Store.Ready()} {
 			select {
 			case <-ch:
 			case <-ctx.Done():
@@ -195,6 +199,8 @@ const (
 	codeInternal      = "internal"
 	codeMethod        = "method_not_allowed"
 	codeTooLarge      = "too_large"
+	// codeTooManyStreams refuses a live stream beyond the stream limits (429).
+	codeTooManyStreams = "too_many_streams"
 )
 
 func errInvalid(field, format string, args ...any) *apiError {
@@ -301,13 +307,11 @@ func jsonErrorMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN>,
-// compared in constant time.
+// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN> (the
+// scheme in any case), compared in constant time (platform.BearerMatches).
 func (s *Service) authorized(next http.Handler) http.Handler {
-	want := []byte(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), want) != 1 {
+		if !platform.BearerMatches(r, s.cfg.Token) {
 			s.metrics.unauthorized.Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tributary-console"`)
 			writeJSON(w, http.StatusUnauthorized, &apiError{Code: codeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <CONSOLE_TOKEN>"})

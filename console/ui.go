@@ -25,7 +25,8 @@ import (
 // binary, a little hand-written JavaScript (ui/static/app.js) for what a page does live, no
 // third-party asset. Sign-in takes the console token and sets a session cookie (HttpOnly,
 // SameSite=Strict), signed with a key derived from the token, so that every replica accepts it
-// and changing the token signs everyone out. Every form carries a CSRF token bound to the
+// and changing the token signs everyone out; signing out revokes the session on every replica
+// through tributary.sessions (sessions.go, docs/console.md#sessions). Every form carries a CSRF token bound to the
 // session; every page is served with a strict Content-Security-Policy (no inline script or
 // style).
 
@@ -53,7 +54,8 @@ type ui struct {
 
 // session is a signed-in browser.
 type session struct {
-	nonce   []byte
+	id      []byte // random, 16 bytes: what a revocation names (by its hash, sessionKey)
+	key     string // sessionKey(id)
 	expires time.Time
 	csrf    string
 }
@@ -119,7 +121,12 @@ func (u *ui) session(r *http.Request) *session {
 	if !u.s.now().Before(expires) {
 		return nil
 	}
-	return &session{nonce: payload[8:], expires: expires, csrf: enc.EncodeToString(u.sign([]byte("csrf"), payload[8:]))}
+	id := payload[8:]
+	key := sessionKey(id)
+	if !u.s.sessions.valid(key) {
+		return nil // signed out (on this console or another)
+	}
+	return &session{id: id, key: key, expires: expires, csrf: enc.EncodeToString(u.sign([]byte("csrf"), id))}
 }
 
 // secure reports whether the browser reached the console over HTTPS (directly or through a
@@ -222,9 +229,19 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// signOut ends the session (a form with the CSRF token).
+// signOut ends the session (a form with the CSRF token): it revokes it on every console
+// (tributary.sessions) before it drops the cookie; if Kafka does not take the revocation, the
+// session stays (and says so), so that the user can try again rather than believe it ended.
 func (u *ui) signOut(w http.ResponseWriter, r *http.Request) {
 	headers(w)
+	if sess := u.session(r); sess != nil {
+		if err := u.s.revokeSession(r.Context(), sess); err != nil {
+			u.s.logger.Error().Err(err).Msg("signing out failed")
+			u.render(w, r, http.StatusServiceUnavailable, "error", page{Title: "Sign-out failed",
+				Error: "Signing out failed: the console could not record it (Kafka did not answer), so your session is still valid. Try again in a moment."})
+			return
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }

@@ -22,13 +22,25 @@ func (u *ui) sourcePages(pg func(string, http.HandlerFunc)) {
 	pg("POST /sources/{id}/rotate", u.rotateSource)
 	pg("POST /sources/{id}/delete", u.deleteSource)
 	pg("GET /sources/{id}/live", func(w http.ResponseWriter, r *http.Request) {
-		// The stream ends when the session does (EventSource reconnects, and is sent to sign in).
-		if sess := u.session(r); sess != nil {
-			ctx, cancel := context.WithDeadline(r.Context(), sess.expires)
-			defer cancel()
-			r = r.WithContext(ctx)
+		// The stream ends when the session does, by expiry or sign-out (EventSource reconnects,
+		// and is sent to sign in); it counts against the session's stream limit.
+		sess := u.session(r)
+		if sess == nil { // signed out since signedIn looked
+			http.Error(w, "sign in first", http.StatusUnauthorized)
+			return
 		}
-		if err := u.s.liveEvents(w, r); err != nil {
+		ctx, cancel := context.WithDeadline(r.Context(), sess.expires)
+		defer cancel()
+		revoked, stop := u.s.sessions.watch(sess.key)
+		defer stop()
+		go func() {
+			select {
+			case <-revoked:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if err := u.s.streamEvents(w, r.WithContext(ctx), "session:"+sess.key, true); err != nil {
 			u.fail(w, r, err)
 		}
 	})

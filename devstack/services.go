@@ -127,10 +127,14 @@ func (s *Stack) addServices(ctx context.Context) error {
 const consoleTokenFile = "console-token"
 
 // consoleToken returns the console token of dataDir: the one generated before, else a new
-// random one, written (mode 0600) for the next start.
+// random one, written (mode 0600) for the next start. make run never prints it (stderr is where
+// logs are collected): it says where the file is.
 func consoleToken(dataDir string) (string, error) {
 	path := filepath.Join(dataDir, consoleTokenFile)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		if err := os.Chmod(path, 0o600); err != nil { // only its owner reads it
+			return "", fmt.Errorf("console token: %w", err)
+		}
 		return strings.TrimSpace(string(b)), nil
 	}
 	raw := make([]byte, 24)

@@ -86,6 +86,7 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 		retention  string // "" when not checked (compacted topics)
 	}{
 		{schemas.TopicConfig, 1, "compact", ""},
+		{schemas.TopicSessions, 1, "compact,delete", "86400000"},
 		{schemas.TopicAudiencesState, 3, "compact", ""},
 		{schemas.TopicAudiencesRepartition, 3, "delete", "604800000"},
 		{schemas.TopicSuppressions, 3, "compact", ""},

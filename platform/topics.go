@@ -22,7 +22,8 @@ type TopicSpec struct {
 	// topic to it, never lowers it.
 	Partitions int32
 	// Retention is retention.ms: 0 keeps the broker default, -1 keeps records forever.
-	// It does not apply to compacted topics.
+	// On a compacted topic, a positive Retention also deletes records older than it
+	// (cleanup.policy=compact,delete); 0 keeps the latest record of each key forever.
 	Retention time.Duration
 	// Compact sets cleanup.policy=compact (keep the latest record per key; tombstones
 	// delete) instead of delete.
@@ -44,6 +45,9 @@ const (
 	RetentionLong = 30 * day
 	// RetentionDedupe keeps the router's de-duplication log: the longest DEDUPE_WINDOW.
 	RetentionDedupe = time.Hour
+	// RetentionSessions keeps the console's session revocations for twice a session's life
+	// (12 h, docs/console.md#sessions): a revocation is useless once its session has expired.
+	RetentionSessions = day
 )
 
 // DefaultTopics returns every topic of docs/topics.md, each with its partition count, retention and
@@ -52,6 +56,7 @@ const (
 //
 //	topic                      partitions  cleanup  retention
 //	tributary.config           1           compact  (forever: latest per key)
+//	tributary.sessions         1           compact  1 day (compact,delete; 1-hour segments)
 //	audiences.state            partitions  compact  (forever: latest per key)
 //	audiences.repartition      partitions  delete   7 days
 //	tracking.suppressions      partitions  compact  (forever: latest per key)
@@ -72,6 +77,7 @@ const (
 func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec {
 	specs := []TopicSpec{
 		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
+		{Name: schemas.TopicSessions, Partitions: 1, Compact: true, Retention: RetentionSessions, Segment: time.Hour},
 		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true},
 		{Name: schemas.TopicAudiencesRepartition, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicSuppressions, Partitions: partitions, Compact: true},
@@ -99,14 +105,17 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 }
 
 // Configs returns the topic configs the spec creates the topic with: cleanup.policy, and
-// retention.ms unless Retention is 0 or the topic is compacted.
+// retention.ms unless Retention is 0 (or negative on a compacted topic).
 func (s TopicSpec) Configs() map[string]*string {
 	policy := "delete"
-	if s.Compact {
+	switch {
+	case s.Compact && s.Retention > 0:
+		policy = "compact,delete"
+	case s.Compact:
 		policy = "compact"
 	}
 	cfg := map[string]*string{"cleanup.policy": &policy}
-	if !s.Compact && s.Retention != 0 {
+	if (!s.Compact && s.Retention != 0) || (s.Compact && s.Retention > 0) {
 		ms := "-1"
 		if s.Retention > 0 {
 			ms = strconv.FormatInt(s.Retention.Milliseconds(), 10)

@@ -47,6 +47,10 @@ const (
 	// (profile merges, events of a merged id, deletion requests re-keyed by user, sync
 	// ticks); it has as many partitions as tracking.events (docs/audiences.md#merging-profiles).
 	TopicAudiencesRepartition = "audiences.repartition"
+	// TopicSessions carries the console's signed-out sessions: one SessionRevocation per
+	// session, keyed by the hash of its id; compacted, and kept only as long as a session lives
+	// (docs/topics.md#tributarysessions).
+	TopicSessions = "tributary.sessions"
 
 	// RetryTopicPrefix starts the name of every retry tier topic: webhooks.retry.<delay>.
 	RetryTopicPrefix = "webhooks.retry."

@@ -168,8 +168,9 @@ func TestDockerfileClassicBuilder(t *testing.T) {
 // docker-compose.yml: CONSOLE_AUDIENCES_URL is the audiences service's profile API on the
 // compose network (the port its AUDIENCES_ADDR listens on), CONSOLE_INGEST_URL is the tracking
 // API as clients on the host reach it (a port ingest publishes, to the port its INGEST_ADDR
-// listens on), and the console has the audiences service's AUDIENCES_TOKEN (both none, or the
-// same).
+// listens on), the console has the audiences service's AUDIENCES_TOKEN (both none, or the
+// same), and CONSOLE_TOKEN is the user's, required (${CONSOLE_TOKEN:?...}), never a default that
+// every copy of the file shares (docs/security.md#the-console-token).
 func TestComposeConsoleEnv(t *testing.T) {
 	root := repoRoot(t)
 	df := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
@@ -214,6 +215,9 @@ func TestComposeConsoleEnv(t *testing.T) {
 	}
 	if got := get("CONSOLE_INGEST_URL"); !slices.Contains(published, got) {
 		t.Errorf("service console: CONSOLE_INGEST_URL %q, want the URL of ingest's published tracking API (%v)", got, published)
+	}
+	if got := get("CONSOLE_TOKEN"); got != composeRequired["CONSOLE_TOKEN"] {
+		t.Errorf("service console: CONSOLE_TOKEN %q is a default of the file; want ${CONSOLE_TOKEN:?...}, the user's own", got)
 	}
 	a, c := env("audiences")["AUDIENCES_TOKEN"], console["AUDIENCES_TOKEN"]
 	if (a == nil) != (c == nil) || (a != nil && *a != *c) {

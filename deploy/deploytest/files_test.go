@@ -218,10 +218,21 @@ type composeService struct {
 // else the default.
 var defaultInterpolation = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}$]*)\}`)
 
+// requiredInterpolation is compose's ${NAME:?message}: the variable from the shell (or .env),
+// else compose stops with the message.
+var requiredInterpolation = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):\?[^}$]*\}`)
+
+// composeRequired are the values the tests give the variables docker-compose.yml requires
+// (${NAME:?message}), as a user does in the shell or in .env.
+var composeRequired = map[string]string{
+	"CONSOLE_TOKEN": "9c4e1f7a2b6d0e3c8f5a1d7b4e2c9f6a0b3d8e5c1f7a4b2d", // openssl rand -hex 24
+}
+
 // parseCompose reads docker-compose.yml. It supports the forms the file uses (mapping
-// environment, list command, long depends_on). Of interpolation it supports ${NAME:-default}
-// only, read as its default (what compose does when NAME is not set); any other form fails,
-// since the topology test would not reproduce it.
+// environment, list command, long depends_on). Of interpolation it supports ${NAME:-default},
+// read as its default (what compose does when NAME is not set), and ${NAME:?message}, read as
+// composeRequired's value (a name it lacks fails); any other form fails, since the topology
+// test would not reproduce it.
 func parseCompose(t testing.TB, path string) *composeFile {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -229,6 +240,14 @@ func parseCompose(t testing.TB, path string) *composeFile {
 		t.Fatal(err)
 	}
 	data := defaultInterpolation.ReplaceAll(raw, []byte("$1"))
+	data = requiredInterpolation.ReplaceAllFunc(data, func(m []byte) []byte {
+		name := string(requiredInterpolation.FindSubmatch(m)[1])
+		v, ok := composeRequired[name]
+		if !ok {
+			t.Fatalf("%s: requires %s (${%s:?...}): give it a value in composeRequired", path, name, name)
+		}
+		return []byte(v)
+	})
 	if strings.Contains(string(data), "$") {
 		t.Fatalf("%s: uses $ interpolation other than ${NAME:-default}, which deploy/deploytest does not reproduce", path)
 	}

@@ -77,7 +77,16 @@ function startLive(list) {
   }
   const es = new EventSource(list.dataset.stream);
   es.addEventListener("open", () => { status.textContent = "Live: new events appear at the top."; });
-  es.addEventListener("error", () => { status.textContent = "Reconnecting…"; });
+  es.addEventListener("error", () => { if (es.readyState !== EventSource.CLOSED) status.textContent = "Reconnecting…"; });
+  // Beyond the console's stream limits (docs/console.md#live-stream-limits) the stream is one
+  // "refused" event: show why and stop reconnecting.
+  es.addEventListener("refused", (m) => {
+    es.close();
+    let msg = "The console refused the live stream.";
+    try { msg = JSON.parse(m.data).message || msg; } catch (e) { /* keep the default */ }
+    status.textContent = "Not live: " + msg + " Reload the page to try again.";
+    status.classList.add("error");
+  });
   for (const kind of ["accepted", "rejected"]) {
     es.addEventListener(kind, (m) => { try { show(JSON.parse(m.data)); } catch (e) { /* ignore */ } });
   }

@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -43,16 +44,30 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	token, generated := stack.ConsoleToken()
-	if generated {
-		// make run's own token, kept in DATA_DIR: printed so that a newcomer can use the API.
-		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  sign in with the token %s (the API's Bearer token too)\n  the token was generated for %s and is kept in %s; set CONSOLE_TOKEN to choose your own\n\n",
-			stack.ConsoleAddr(), token, cfg.DataDir, filepath.Join(cfg.DataDir, "console-token"))
-	} else {
-		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  sign in with CONSOLE_TOKEN (the API's Bearer token too)\n\n", stack.ConsoleAddr())
-	}
+	printConsoleBanner(os.Stderr, stack, cfg.DataDir)
 	logger.Info().Str("version", platform.Version).Msg("tributary is running; Ctrl-C stops it")
 	err = stack.Run(ctx)
 	logger.Info().Msg("tributary stopped")
 	return err
+}
+
+// consoleInfo is what the start-up banner says of the console: *devstack.Stack.
+type consoleInfo interface {
+	ConsoleAddr() string
+	ConsoleToken() (token string, generated bool)
+}
+
+var _ consoleInfo = (*devstack.Stack)(nil)
+
+// printConsoleBanner tells where the console is and where its token is, never the token itself:
+// stderr is where logs are collected (docs/security.md#the-console-token).
+func printConsoleBanner(w io.Writer, stack consoleInfo, dataDir string) {
+	if _, generated := stack.ConsoleToken(); generated {
+		file := filepath.Join(dataDir, "console-token")
+		fmt.Fprintf(w, "\nconsole: http://%s  sign in with the token in %s (cat %s; the API's Bearer token too)\n"+
+			"  the token was generated for %s (mode 0600); set CONSOLE_TOKEN to choose your own\n\n",
+			stack.ConsoleAddr(), file, file, dataDir)
+		return
+	}
+	fmt.Fprintf(w, "\nconsole: http://%s  sign in with CONSOLE_TOKEN (the API's Bearer token too)\n\n", stack.ConsoleAddr())
 }
