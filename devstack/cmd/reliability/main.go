@@ -284,12 +284,16 @@ func scenarios(o options) []scenario {
 `, rcv.url("/hang"), sharedSecret, rcv.url("/slow"), sharedSecret))
 			},
 			during: func(ctx context.Context, e *env) { sleep(ctx, d(10*time.Second, 60*time.Second)) }},
-		{name: "hostile", fault: "malformed JSON, random bytes, gzip bombs, 600 KB bodies, wrong keys, invalid UTF-8, slow bodies",
+		{name: "hostile", fault: "malformed JSON, random bytes, gzip bombs, 600 KB bodies, wrong keys, invalid UTF-8, slow bodies, a replay by message id repeated",
+			config: func(rcv *receiver) string { return withReplays(defaultConfig(rcv), rcv) },
 			during: func(ctx context.Context, e *env) {
 				a := newAttacker(e.st.ingestURL, e.load)
 				actx, cancel := context.WithTimeout(ctx, d(10*time.Second, 60*time.Second))
 				defer cancel()
+				replayed := make(chan struct{})
+				go func() { defer close(replayed); replayOnce(ctx, e) }()
 				a.run(actx, int(d(100, 300)))
+				<-replayed
 				s, ok := a.summary()
 				e.note("%s", s)
 				if !ok {
