@@ -176,7 +176,7 @@ func (s *Service) keepSecrets(cfg *schemas.Config, snap *platform.Snapshot) erro
 }
 
 func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r)
+	body, err := readBodyLimit(w, r, maxImportBody)
 	if err != nil {
 		return err
 	}

@@ -105,6 +105,11 @@ const (
 // MaxWebhooks is the most webhook entries one destination may have (docs/configuration.md#destination).
 const MaxWebhooks = 5
 
+// MaxHeaderValueBytes is the longest value a webhook entry's static header may have, in bytes
+// (docs/configuration.md#destination): receivers' servers refuse longer header lines (nginx
+// at 8 KB), and the destination's record on tributary.config must fit in one Kafka record.
+const MaxHeaderValueBytes = 8 << 10
+
 // DestinationTypeWebhooks is the only destination type; IntegrationWebhooks is its key in a
 // message's integrations object (docs/routing.md#integrations-switches).
 const (

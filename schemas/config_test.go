@@ -161,6 +161,7 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_header_reserved.yaml", `12: destinations[0].settings.webhooks[0].headers["content-type"]: is set by Tributary on every request and cannot be configured` + "\n" +
 			`13: destinations[0].settings.webhooks[0].headers["X-Signature"]: is set by Tributary on every request and cannot be configured`},
 		{"bad_header_value.yaml", `12: destinations[0].settings.webhooks[0].headers["X-Token"]: value must not contain control characters such as CR or LF`},
+		{"bad_header_value_long.yaml", `12: destinations[0].settings.webhooks[0].headers["X-Token"]: value is 8193 bytes, more than the 8192 allowed`},
 		{"bad_header_case_repeat.yaml", `13: destinations[0].settings.webhooks[0].headers["x-team"]: repeats header "X-Team" (header names ignore case)`},
 		{"bad_missing_source.yaml", `7: destinations[0].sources[1]: unknown source "mobile"`},
 		{"bad_destination_source_twice.yaml", `7: destinations[0].sources[1]: source "web" is listed twice`},

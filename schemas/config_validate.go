@@ -286,6 +286,8 @@ func (w *Webhook) check(v *validator, p string) {
 		switch value := w.Headers[name]; {
 		case !validHeaderValue(value):
 			v.addf(kp, "value must not contain control characters such as CR or LF")
+		case len(value) > MaxHeaderValueBytes:
+			v.addf(kp, "value is %d bytes, more than the %d allowed", len(value), MaxHeaderValueBytes)
 		case strings.HasPrefix(value, EncryptedPrefix):
 			v.addf(kp, "value %s", encryptedInConfig)
 		}
