@@ -1,10 +1,14 @@
 package ingest
 
 import (
+	"context"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tributary-cdp/tributary/platform"
 )
 
 // INGEST_MAX_IN_FLIGHT: a request beyond the bound is shed with 503 and Retry-After at once;
@@ -47,5 +51,31 @@ func TestRejectedRecordKeepsNoWriteKey(t *testing.T) {
 	r := consume(t, h.brokers, "tracking.rejected", 1)[0]
 	if strings.Contains(string(r.Value), testKey) || !strings.Contains(string(r.Value), `"_metadata":{"x":1}`) {
 		t.Fatalf("rejected value %s", r.Value)
+	}
+}
+
+// TestOversizedHeaders: headers over platform.DefaultMaxHeaderBytes are answered 431 by
+// ingest's own server (docs/ingest.md#limits), a 3 MB header value included, never a 500.
+func TestOversizedHeaders(t *testing.T) {
+	h := newHarness(t)
+	if err := h.svc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.svc.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	for _, size := range []int{platform.DefaultMaxHeaderBytes + 8<<10, 3 << 20} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h.svc.Addr()+"/v1/track", strings.NewReader(`{"type":"track","event":"E","userId":"u"}`))
+		req.SetBasicAuth(testKey, "")
+		req.Header.Set("X-Big", strings.Repeat("h", size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("a %d-byte header: %v", size, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("a %d-byte header: %d, want 431", size, resp.StatusCode)
+		}
 	}
 }
