@@ -537,6 +537,10 @@ func (s *Service) previewAudience(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPreviewBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", maxPreviewBody))
+			return
+		}
 		writeError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON object {\"rule\": {...}, \"now\": \"<timestamp>\"}: "+err.Error())
 		return
 	}

@@ -141,6 +141,21 @@ func TestPreview(t *testing.T) {
 			t.Errorf("%s: %d %+v, want a 400 with %q", body, code, e, want)
 		}
 	}
+	// Over a limit is a 4xx with a message, never a 500 (docs/audiences.md#profile-api): a body
+	// over 1 MiB is 413, headers over platform.DefaultMaxHeaderBytes 431.
+	e = struct{ Code, Message string }{}
+	big := `{"rule":{"trait":"plan","equals":"` + strings.Repeat("p", 3<<20) + `"}}`
+	if code := post(t, svc, "/v1/audiences/preview", "s3cret", big, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || !strings.Contains(e.Message, "1048576") {
+		t.Errorf("a 3 MB body: %d %+v, want a 413 too_large", code, e)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+"/v1/profiles/u1", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("X-Big", strings.Repeat("h", 3<<20))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a 3 MB header: %v %v, want 431", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if code := get(t, svc, "/v1/audiences/preview", "s3cret", nil); code == http.StatusOK {
 		t.Errorf("GET /v1/audiences/preview: %d", code)
 	}

@@ -146,7 +146,7 @@ func fileErrors(err error) error {
 }
 
 func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r)
+	body, err := readBodyLimit(w, r, maxImportBody)
 	if err != nil {
 		return err
 	}

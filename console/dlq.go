@@ -13,8 +13,9 @@ import (
 
 // The dead-letter queue of a destination: listed from the console's DLQ view (dlqview.go: the
 // last DLQPerDestination dead letters of each destination, their headers only) and replayed
-// with the deliverer's own library (platform.ReplayDeadLetters). A replayed message's new
-// attempts show in the delivery log.
+// with the deliverer's own library (platform.ReplayDeadLetters), both once per message: a
+// message's newest dead letter stands for it (docs/console.md#replay-the-dead-letter-queue). A
+// replayed message's new attempts show in the delivery log.
 
 func (s *Service) replayTopics() platform.ReplayTopics {
 	return platform.ReplayTopics{DLQ: s.cfg.DLQTopic, Deliveries: s.cfg.DeliveriesTopic, Replayed: s.cfg.DLQReplayedTopic}
@@ -33,8 +34,8 @@ type deadLetterView struct {
 	URL            string `json:"url,omitempty"`
 }
 
-// listDLQ answers the destination's dead letters, newest first; replayed ones only with
-// ?replayed=true; ?cursor= and ?limit= (100) page.
+// listDLQ answers the destination's dead-lettered messages (each by its newest dead letter),
+// newest first; replayed ones only with ?replayed=true; ?cursor= and ?limit= (100) page.
 func (s *Service) listDLQ(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, ok := s.deps.Store.Snapshot().DestinationByID(id); !ok {
@@ -86,8 +87,9 @@ func (s *Service) deadLetters(_ context.Context, id string, again bool) ([]deadL
 	return out, nil
 }
 
-// replayRequest is the body of POST /v1/destinations/{id}/dlq/replay: every dead letter not
-// replayed yet, or those listed; to the destination's webhooks, or to url.
+// replayRequest is the body of POST /v1/destinations/{id}/dlq/replay: every message not
+// replayed yet, or those listed (each once, by its newest dead letter); to the destination's
+// webhooks, or to url.
 type replayRequest struct {
 	MessageIDs []string `json:"messageIds"`
 	URL        string   `json:"url"`
@@ -140,7 +142,7 @@ func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]s
 	for _, d := range done {
 		ids = append(ids, d.MessageID)
 		// The view reads the replay marks a moment later; the next list is right at once.
-		s.dlq.dest(id).replayed[d.MarkerKey()] = now
+		s.dlq.mark(d.MarkerKey(), d, now)
 	}
 	s.dlq.mu.Unlock()
 	s.metrics.replayed.Add(float64(len(done)))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,10 +16,11 @@ import (
 )
 
 // dlqView follows webhooks.dlq and its replay marks (webhooks.dlq.replayed): per destination
-// the count of dead letters not replayed yet (the overview), and the last DLQPerDestination
-// dead letters' headers, newest last (the DLQ lists of the API and the UI), so that no page
-// reads the DLQ topic. Replaying still reads the topic (platform.ReplayDeadLetters): it needs the
-// bodies.
+// the count of messages not replayed yet (the overview), and the last DLQPerDestination dead
+// letters' headers, newest last (the DLQ lists of the API and the UI), so that no page reads the
+// DLQ topic. A message's newest dead letter stands for it (platform.DeadLetter.MessageKey): a
+// replay that failed again dead-letters the message anew, and the view counts and lists it
+// once. Replaying still reads the topic (platform.ReplayDeadLetters): it needs the bodies.
 type dlqView struct {
 	mu    sync.Mutex
 	max   int
@@ -27,8 +30,13 @@ type dlqView struct {
 
 // destDLQ is one destination's part of the view.
 type destDLQ struct {
-	total    int                  // dead letters read
-	replayed map[string]time.Time // replay marks by "partition:offset" (the last replay)
+	// newest is where each message's newest dead letter read is, by MessageKey (a position,
+	// not the dead letter: the view holds one per message of the whole DLQ).
+	newest map[string]dlqPos
+	// replayed holds the replay marks by "partition:offset" (the last replay) that may still
+	// matter: a mark of a dead letter superseded by a newer one is dropped.
+	replayed map[string]time.Time
+	pending  int // messages whose newest dead letter is not marked replayed
 	last     []platform.DeadLetter
 }
 
@@ -39,13 +47,79 @@ func newDLQView(max int) *dlqView {
 func (c *dlqView) dest(id string) *destDLQ {
 	d := c.dests[id]
 	if d == nil {
-		d = &destDLQ{replayed: map[string]time.Time{}}
+		d = &destDLQ{newest: map[string]dlqPos{}, replayed: map[string]time.Time{}}
 		c.dests[id] = d
 	}
 	return d
 }
 
-// pending returns the destination's dead letters not replayed yet.
+// dlqPos is where a dead letter is in webhooks.dlq, and when it was written.
+type dlqPos struct {
+	partition int32
+	offset    int64
+	at        time.Time
+}
+
+func posOf(dl platform.DeadLetter) dlqPos { return dlqPos{dl.Partition, dl.Offset, dl.At} }
+
+func (p dlqPos) deadLetter() platform.DeadLetter {
+	return platform.DeadLetter{Partition: p.partition, Offset: p.offset, At: p.at}
+}
+
+func (p dlqPos) markerKey() string { return p.deadLetter().MarkerKey() }
+
+// add records a dead letter read; called with mu held.
+func (c *dlqView) add(dl platform.DeadLetter) {
+	d := c.dest(dl.DestinationID)
+	k := dl.MessageKey()
+	if cur, ok := d.newest[k]; ok {
+		if !dl.Supersedes(cur.deadLetter()) {
+			delete(d.replayed, dl.MarkerKey()) // read late; superseded already
+			return
+		}
+		if d.replayed[cur.markerKey()].IsZero() {
+			d.pending--
+		}
+		delete(d.replayed, cur.markerKey())
+	}
+	d.newest[k] = posOf(dl)
+	if d.replayed[dl.MarkerKey()].IsZero() {
+		d.pending++
+	}
+	if len(d.last) == c.max {
+		d.last = slices.Delete(d.last, 0, 1)
+	}
+	d.last = append(d.last, dl)
+}
+
+// mark records a replay mark of the dead letter with marker key key, of message msg (a dead
+// letter with these destination and message ids); called with mu held.
+func (c *dlqView) mark(key string, msg platform.DeadLetter, at time.Time) {
+	d := c.dest(msg.DestinationID)
+	cur, ok := d.newest[msg.MessageKey()]
+	newest := ok && cur.markerKey() == key
+	if ok && !newest {
+		if p, o, ok := splitMarkerKey(key); ok && p == cur.partition && o < cur.offset {
+			return // of a dead letter superseded already
+		}
+	}
+	if newest && d.replayed[key].IsZero() {
+		d.pending--
+	}
+	if at.After(d.replayed[key]) {
+		d.replayed[key] = at
+	}
+}
+
+// splitMarkerKey reads a marker key "partition:offset".
+func splitMarkerKey(key string) (int32, int64, bool) {
+	ps, os, ok := strings.Cut(key, ":")
+	p, err1 := strconv.ParseInt(ps, 10, 32)
+	o, err2 := strconv.ParseInt(os, 10, 64)
+	return int32(p), o, ok && err1 == nil && err2 == nil
+}
+
+// pending returns the destination's messages not replayed yet.
 func (c *dlqView) pending(dest string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,11 +127,11 @@ func (c *dlqView) pending(dest string) int {
 	if d == nil {
 		return 0
 	}
-	return max(0, d.total-len(d.replayed))
+	return d.pending
 }
 
-// list returns the destination's last dead letters, newest first, with when each was replayed;
-// those replayed before only with again.
+// list returns the messages of the destination's last dead letters, newest first, each once (its
+// newest dead letter) with when it was replayed; those replayed before only with again.
 func (c *dlqView) list(dest string, again bool) []platform.DeadLetter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -65,8 +139,11 @@ func (c *dlqView) list(dest string, again bool) []platform.DeadLetter {
 	if d == nil {
 		return nil
 	}
-	out := make([]platform.DeadLetter, 0, len(d.last))
+	out := make([]platform.DeadLetter, 0, min(len(d.last), len(d.newest)))
 	for _, dl := range slices.Backward(d.last) {
+		if n := d.newest[dl.MessageKey()]; n.partition != dl.Partition || n.offset != dl.Offset {
+			continue // superseded by a newer dead letter of the message
+		}
 		dl.ReplayedAt = d.replayed[dl.MarkerKey()]
 		if again || dl.ReplayedAt.IsZero() {
 			out = append(out, dl)
@@ -86,20 +163,14 @@ func (s *Service) runDLQView(ctx context.Context) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if r.Topic == s.cfg.DLQTopic {
-				dl := platform.DeadLetterOf(r)
-				if dl.DestinationID == "" {
-					return
+				if dl := platform.DeadLetterOf(r); dl.DestinationID != "" {
+					c.add(dl)
 				}
-				d := c.dest(dl.DestinationID)
-				d.total++
-				if len(d.last) == c.max {
-					d.last = slices.Delete(d.last, 0, 1)
-				}
-				d.last = append(d.last, dl)
 				return
 			}
 			var m struct {
 				DestinationID string `json:"destinationId"`
+				MessageID     string `json:"messageId"`
 				ReplayedAt    string `json:"replayedAt"`
 			}
 			if len(r.Value) == 0 || json.Unmarshal(r.Value, &m) != nil || m.DestinationID == "" {
@@ -109,7 +180,12 @@ func (s *Service) runDLQView(ctx context.Context) error {
 			if err != nil {
 				at = r.Timestamp
 			}
-			c.dest(m.DestinationID).replayed[string(r.Key)] = at
+			msg := platform.DeadLetter{DestinationID: m.DestinationID, MessageID: m.MessageID}
+			if m.MessageID == "" { // a dead letter without a message id stands alone
+				p, o, _ := splitMarkerKey(string(r.Key))
+				msg.Partition, msg.Offset = p, o
+			}
+			c.mark(string(r.Key), msg, at)
 		},
 	})
 }

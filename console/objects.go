@@ -372,6 +372,9 @@ func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject
 		if err != nil {
 			return nil, err
 		}
+		if n := len(rec.Key) + len(rec.Value); n > maxRecordBytes {
+			return nil, errTooLarge("%s %s is %d bytes as stored in %s, more than the %d bytes of a record: make it smaller", o.Kind, o.ID, n, s.cfg.ConfigTopic, maxRecordBytes)
+		}
 		recs = append(recs, &kgo.Record{Topic: s.cfg.ConfigTopic, Key: []byte(rec.Key), Value: rec.Value})
 	}
 	if err := s.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {

@@ -226,8 +226,8 @@ func (s *Service) submitRegulation(ctx context.Context, req regulationRequest) (
 	subjects := make([]string, 0, len(req.SubjectIDs))
 	seen := make(map[string]bool, len(req.SubjectIDs))
 	for i, id := range req.SubjectIDs {
-		if id == "" {
-			return "", errInvalid(fmt.Sprintf("subjectIds[%d]", i), "subjectIds[%d]: must not be empty", i)
+		if err := schemas.CheckSubjectID(id); err != nil {
+			return "", errInvalid(fmt.Sprintf("subjectIds[%d]", i), "subjectIds[%d]: %v", i, err)
 		}
 		if !seen[id] {
 			seen[id] = true
@@ -240,6 +240,8 @@ func (s *Service) submitRegulation(ctx context.Context, req regulationRequest) (
 			return "", errInvalid(fmt.Sprintf("sourceIds[%d]", i), "sourceIds[%d]: no source %q", i, id)
 		}
 	}
+	// Each subject's record carries the source ids: once each keeps it small.
+	req.SourceIDs = dedupe(req.SourceIDs)
 	id := uuid.NewString()
 	now := s.now().UTC().Truncate(time.Millisecond) // as read back from requestedAt
 	recs := make([]*kgo.Record, len(subjects))
@@ -267,6 +269,18 @@ func (s *Service) submitRegulation(ctx context.Context, req regulationRequest) (
 	s.metrics.regulations.WithLabelValues(req.RegulationType).Inc()
 	s.logger.Info().Str("regulation", id).Str("type", req.RegulationType).Int("subjects", len(subjects)).Msg("regulation created")
 	return id, nil
+}
+
+// dedupe returns ids without repeats, in their first order.
+func dedupe(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		if seen[id] {
+			return true
+		}
+		seen[id] = true
+		return false
+	})
 }
 
 func (s *Service) listRegulations(w http.ResponseWriter, r *http.Request) error {

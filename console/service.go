@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -234,9 +235,13 @@ func writeData(w http.ResponseWriter, status int, v any) {
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		if r.Context().Err() != nil {
+		switch {
+		case kafkaTooLarge(err) != nil:
+			s.logger.Warn().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("a write was larger than Kafka takes")
+			ae = kafkaTooLarge(err)
+		case r.Context().Err() != nil:
 			ae = &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "the request was cancelled"}
-		} else {
+		default:
 			s.logger.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("request failed")
 			ae = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error: see the console's log"}
 		}
@@ -247,20 +252,50 @@ func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, ae.Status, ae)
 }
 
-// maxBody bounds a request body (a whole config file included).
-const maxBody = 4 << 20
+// Request limits (docs/console.md#request-limits).
+const (
+	// maxBody bounds an API request body.
+	maxBody = 1 << 20
+	// maxImportBody bounds the body of a config import (a whole config file) and of a form of
+	// the web UI (its settings page imports one).
+	maxImportBody = 4 << 20
+	// maxRecordBytes bounds the key and value of one record the console writes to Kafka: an
+	// object of the config (a request body under maxBody can still make a larger one:
+	// secrets are sealed, headers repeat per webhook). franz-go's default batch limit is
+	// 1,000,012 bytes and Kafka's default max.message.bytes 1,048,588; the rest is the batch's
+	// own bytes.
+	maxRecordBytes = 990_000
+)
 
 // readBody reads the request body, at most maxBody bytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	return readBodyLimit(w, r, maxBody)
+}
+
+// readBodyLimit reads the request body, at most limit bytes: more is 413.
+func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Message: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
+		return nil, errTooLarge("the body is larger than %d bytes", limit)
 	case err != nil:
 		return nil, errInvalid("", "reading the body: %v", err)
 	}
 	return b, nil
+}
+
+// kafkaTooLarge is the answer to a write Kafka refused as too large (413), nil for another
+// error: a last resort, since every write checks its size first (maxRecordBytes).
+func kafkaTooLarge(err error) *apiError {
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		return errTooLarge("the request makes a Kafka record larger than the broker takes: make it smaller")
+	}
+	return nil
+}
+
+func errTooLarge(format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Message: fmt.Sprintf(format, args...)}
 }
 
 // decodeJSON decodes a JSON body strictly (unknown fields are errors) into v; an empty body

@@ -280,7 +280,7 @@ func (u *ui) signedIn(next http.HandlerFunc) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			r.Body = http.MaxBytesReader(w, r.Body, maxImportBody)
 			if err := r.ParseForm(); err != nil {
 				u.render(w, r, http.StatusBadRequest, "error", page{Title: "Bad request", Error: "The form could not be read: " + err.Error()})
 				return
@@ -298,8 +298,10 @@ func (u *ui) signedIn(next http.HandlerFunc) http.Handler {
 func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		u.s.logger.Error().Err(err).Str("path", r.URL.Path).Msg("page failed")
-		ae = &apiError{Status: http.StatusInternalServerError, Message: "Something failed: see the console's log."}
+		if ae = kafkaTooLarge(err); ae == nil {
+			u.s.logger.Error().Err(err).Str("path", r.URL.Path).Msg("page failed")
+			ae = &apiError{Status: http.StatusInternalServerError, Message: "Something failed: see the console's log."}
+		}
 	}
 	u.render(w, r, ae.Status, "error", page{Title: http.StatusText(ae.Status), Error: ae.Message})
 }

@@ -2,6 +2,7 @@ package deliverer_test
 
 import (
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,5 +143,51 @@ func TestReplayToAnotherURL(t *testing.T) {
 		if hdr(r, "reason") != "invalid_url" || hdr(r, "message-id") != "a3" {
 			t.Errorf("dead letter of a bad url header: %v", r.Headers)
 		}
+	}
+}
+
+// Replaying one message by id to a failing URL again and again, then to a good one, sends it
+// once each time and delivers exactly one copy: each failed replay dead-letters the message
+// anew, and the next replay takes that newest dead letter alone
+// (docs/delivery.md#dead-letters-and-replay). Before, every replay took every dead letter of
+// the id, and the copies doubled (1, 2, 4, then 8 delivered).
+func TestReplayByMessageIDOnce(t *testing.T) {
+	failing := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
+	good := newReceiver(t, nil)
+	h := newHarness(t, "1s", destYAML(dest("a", []string{failing.URL}, "")))
+	dlq := h.reader(schemas.TopicDLQ)
+	h.run(h.config())
+	h.send("a", "amp-1")
+	dlq.waitFor(1, 10*time.Second)
+
+	byID := platform.ReplayFilter{DestinationID: "a", MessageIDs: []string{"amp-1"}, Again: true} // as the console replays listed ids
+	var counts []int
+	for i := range 3 {
+		got, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, byID, platform.ReplayOptions{URL: failing.URL + "/again"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, len(got))
+		dlq.waitFor(2+i, 10*time.Second) // refused (410) at once: dead-lettered anew
+	}
+	got, err := platform.ReplayDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, byID, platform.ReplayOptions{URL: good.URL + "/fixed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts = append(counts, len(got))
+	if !slices.Equal(counts, []int{1, 1, 1, 1}) {
+		t.Errorf("replayed %v, want 1 each time", counts)
+	}
+	good.waitRequests(t, 1, 10*time.Second)
+	time.Sleep(time.Second)
+	if n := len(good.requests()); n != 1 {
+		t.Errorf("the good URL received %d copies, want 1", n)
+	}
+	if n := len(failing.requests()); n != 4 {
+		t.Errorf("the failing URL received %d requests, want 4 (the first delivery and 3 replays)", n)
+	}
+	list, err := platform.ListDeadLetters(h.ctx, h.kafka, h.logger, platform.DefaultReplayTopics, platform.ReplayFilter{Again: true})
+	if err != nil || len(list) != 1 || list[0].MessageID != "amp-1" || list[0].ReplayedAt.IsZero() {
+		t.Errorf("list: %+v (%v), want amp-1 once, replayed", list, err)
 	}
 }

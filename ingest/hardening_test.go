@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -125,5 +126,31 @@ func TestMessageIDThatCannotBeAHeaderRefused(t *testing.T) {
 	}
 	if !strings.HasPrefix(reasons["u"], ctrl+" (found U+0007 at byte 2)") {
 		t.Errorf("batch: tracking.rejected reason %q", reasons["u"])
+	}
+}
+
+// TestOversizedHeaders: headers over platform.DefaultMaxHeaderBytes are answered 431 by
+// ingest's own server (docs/ingest.md#limits), a 3 MB header value included, never a 500.
+func TestOversizedHeaders(t *testing.T) {
+	h := newHarness(t)
+	if err := h.svc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.svc.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	for _, size := range []int{platform.DefaultMaxHeaderBytes + 8<<10, 3 << 20} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h.svc.Addr()+"/v1/track", strings.NewReader(`{"type":"track","event":"E","userId":"u"}`))
+		req.SetBasicAuth(testKey, "")
+		req.Header.Set("X-Big", strings.Repeat("h", size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("a %d-byte header: %v", size, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("a %d-byte header: %d, want 431", size, resp.StatusCode)
+		}
 	}
 }

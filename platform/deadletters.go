@@ -1,9 +1,11 @@
 package platform
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,17 +18,18 @@ import (
 // The dead-letter queue: listing it and replaying it (docs/delivery.md#dead-letters-and-replay).
 // `deliverer dlq list`, `deliverer replay` and the console share this code.
 
-// ReplayFilter selects dead letters to list or replay. Zero fields select everything not
-// replayed yet.
+// ReplayFilter selects the messages of the DLQ to list or replay, each by its newest dead letter
+// (see DeadLetter.MessageKey). Zero fields select every message not replayed yet.
 type ReplayFilter struct {
-	// DestinationID selects one destination's records.
+	// DestinationID selects one destination's messages.
 	DestinationID string
-	// MessageIDs, when not empty, selects only the dead letters whose message id is listed.
+	// MessageIDs, when not empty, selects only the messages whose id is listed.
 	MessageIDs []string
-	// Since and Until bound the time the record was dead-lettered (its Kafka timestamp).
+	// Since and Until bound the time the message's newest dead letter was dead-lettered (its
+	// Kafka timestamp).
 	Since, Until time.Time
-	// Again also selects dead letters replayed before (by default a replayed dead letter is
-	// left alone, so that running the same replay twice sends nothing twice).
+	// Again also selects messages whose newest dead letter was replayed before (by default
+	// such a message is left alone, so that running the same replay twice sends nothing twice).
 	Again bool
 }
 
@@ -87,35 +90,67 @@ type replayMarker struct {
 	DestinationID string `json:"destinationId"`
 	MessageID     string `json:"messageId"`
 	URL           string `json:"url,omitempty"`
+	// SupersededBy is set on the mark of an older dead letter of a replayed message: the marker
+	// key of the newest one, which the replay sent instead.
+	SupersededBy string `json:"supersededBy,omitempty"`
 }
 
-// ListDeadLetters returns the dead letters of the DLQ that match f, oldest first per partition,
-// each with when it was last replayed. It reads both topics to the end offsets it finds (no
-// consumer group: it runs beside the deliverers).
+// A message's dead letters are one (docs/delivery.md#dead-letters-and-replay): each replay of a
+// message that fails again adds a dead letter of it, so the DLQ may hold several records of one
+// (destination, message id). Only the newest stands for the message: it is listed, counted and
+// replayed; the older ones are superseded. A replay marks them replayed beside the one it sends,
+// so that replaying a message by id sends one copy each time, never one per record.
+
+// MessageKey identifies the message a dead letter is of: its destination and message id. A dead
+// letter without a message id stands for itself alone.
+func (d DeadLetter) MessageKey() string {
+	if d.MessageID == "" {
+		return "\x00" + d.markerKey()
+	}
+	return d.DestinationID + "\x00" + d.MessageID
+}
+
+// Supersedes reports whether d is a newer dead letter than old (of the same message): a later
+// offset in the same partition, else a later Kafka timestamp.
+func (d DeadLetter) Supersedes(old DeadLetter) bool {
+	if d.Partition == old.Partition {
+		return d.Offset > old.Offset
+	}
+	if !d.At.Equal(old.At) {
+		return d.At.After(old.At)
+	}
+	return d.Partition > old.Partition
+}
+
+// ListDeadLetters returns the messages of the DLQ that match f, one dead letter per message (its
+// newest: see MessageKey), ordered by partition and offset, each with when it was last replayed.
+// It reads both topics to the end offsets it finds (no consumer group: it runs beside the
+// deliverers).
 func ListDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter) ([]DeadLetter, error) {
 	replayed, err := readMarkers(ctx, kafka, logger, topics.Replayed)
 	if err != nil {
 		return nil, err
 	}
-	var out []DeadLetter
-	matches := f.matcher()
-	err = readDLQ(ctx, kafka, logger, topics.DLQ, func(r *kgo.Record) {
-		d := deadLetter(r)
-		d.ReplayedAt = replayed[d.markerKey()]
-		if matches(d) {
-			out = append(out, d)
-		}
-	}, nil)
-	return out, err
+	msgs, err := readMessages(ctx, kafka, logger, topics.DLQ, f, replayed)
+	if err != nil {
+		return nil, err
+	}
+	return msgs.selected(f), nil
 }
 
-// ReplayDeadLetters re-enqueues the dead letters that match f into the deliveries topic, each
-// with a fresh retry window: attempt 1, first-attempt-at now, and no reason, last-status,
-// last-error, due-at or deferrals headers (nor url, unless o.URL sets it); once Kafka
-// acknowledged them, it marks them replayed (TopicDLQReplayed), so that the next replay leaves
-// them alone unless f.Again. o.DryRun replays nothing and returns what it would replay. It
-// returns what it replayed. A crash between the re-enqueue and the mark replays those again
-// next time (at least once, as every delivery). The DLQ itself is not changed.
+// ReplayDeadLetters re-enqueues the messages of the DLQ that match f into the deliveries topic,
+// each once (its newest dead letter: see MessageKey), with a fresh retry window: attempt 1,
+// first-attempt-at now, and no reason, last-status, last-error, due-at or deferrals headers (nor
+// url, unless o.URL sets it); once Kafka acknowledged them, it marks them replayed
+// (TopicDLQReplayed), and with them the older dead letters of the same messages (superseded), so
+// that the next replay leaves them alone unless f.Again. o.DryRun replays nothing and returns
+// what it would replay. It returns what it replayed. A crash between the re-enqueue and the mark
+// replays those again next time (at least once, as every delivery). The DLQ itself is not
+// changed.
+//
+// It reads the DLQ twice: once for the headers, to find each message's newest dead letter, then
+// for the bodies of those it replays, a poll at a time, so that its memory does not grow with
+// the bodies of the DLQ.
 func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topics ReplayTopics, f ReplayFilter, o ReplayOptions) ([]DeadLetter, error) {
 	if o.URL != "" {
 		if err := schemas.CheckWebhookURL(o.URL); err != nil {
@@ -126,6 +161,18 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 	if err != nil {
 		return nil, err
 	}
+	msgs, err := readMessages(ctx, kafka, logger, topics.DLQ, f, replayed)
+	if err != nil {
+		return nil, err
+	}
+	chosen := msgs.selected(f)
+	if o.DryRun || len(chosen) == 0 {
+		return chosen, nil
+	}
+	want := make(map[string]bool, len(chosen))
+	for _, d := range chosen {
+		want[d.markerKey()] = true
+	}
 	producer, err := NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
@@ -134,26 +181,29 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 	now := time.Now()
 	nowText := schemas.FormatTimestamp(now)
 	var done, batch []DeadLetter
-	matches := f.matcher()
 	apply := func(r *kgo.Record) {
-		d := deadLetter(r)
-		d.ReplayedAt = replayed[d.markerKey()]
-		if matches(d) {
+		if d := deadLetter(r); want[d.markerKey()] {
+			delete(want, d.markerKey()) // once, even if the topic were read twice
 			batch = append(batch, d)
 		}
 	}
-	// Each poll's matches are re-enqueued, then marked, before the next poll.
+	// Each poll's messages are re-enqueued, then marked, before the next poll.
 	polled := func(bool) error {
-		if len(batch) == 0 || o.DryRun {
-			done, batch = append(done, batch...), batch[:0]
+		if len(batch) == 0 {
 			return nil
 		}
 		out := make([]*kgo.Record, 0, len(batch))
 		marks := make([]*kgo.Record, 0, len(batch))
+		mark := func(key string, d DeadLetter, supersededBy string) {
+			v, _ := json.Marshal(replayMarker{ReplayedAt: nowText, DestinationID: d.DestinationID, MessageID: d.MessageID, URL: schemas.RedactURL(o.URL), SupersededBy: supersededBy})
+			marks = append(marks, &kgo.Record{Topic: topics.Replayed, Key: []byte(key), Value: v})
+		}
 		for _, d := range batch {
 			out = append(out, redelivery(d.record, topics.Deliveries, nowText, o.URL))
-			mark, _ := json.Marshal(replayMarker{ReplayedAt: nowText, DestinationID: d.DestinationID, MessageID: d.MessageID, URL: schemas.RedactURL(o.URL)})
-			marks = append(marks, &kgo.Record{Topic: topics.Replayed, Key: []byte(d.markerKey()), Value: mark})
+			mark(d.markerKey(), d, "")
+			for _, older := range msgs.older[d.MessageKey()] {
+				mark(older, d, d.markerKey())
+			}
 		}
 		if err := producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
 			return fmt.Errorf("producing to %s: %w", topics.Deliveries, err)
@@ -163,12 +213,62 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 		}
 		for i := range batch {
 			batch[i].ReplayedAt = now
+			batch[i].record = nil
 		}
 		done, batch = append(done, batch...), batch[:0]
 		return nil
 	}
 	err = readDLQ(ctx, kafka, logger, topics.DLQ, apply, polled)
 	return done, err
+}
+
+// messages are the DLQ's messages, as readMessages found them.
+type messages struct {
+	// newest is each message's newest dead letter (headers only), by MessageKey.
+	newest map[string]DeadLetter
+	// older lists, by MessageKey, the marker keys of the message's older dead letters that are
+	// not marked replayed: a replay marks them superseded.
+	older map[string][]string
+}
+
+// readMessages reads the DLQ's headers and returns its messages of f's destination and message
+// ids (f's other fields apply to each message's newest dead letter: see selected).
+func readMessages(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topic string, f ReplayFilter, replayed map[string]time.Time) (messages, error) {
+	m := messages{newest: map[string]DeadLetter{}, older: map[string][]string{}}
+	ids := f.ids()
+	err := readDLQ(ctx, kafka, logger, topic, func(r *kgo.Record) {
+		d := DeadLetterOf(r)
+		if (f.DestinationID != "" && d.DestinationID != f.DestinationID) || (ids != nil && !ids[d.MessageID]) {
+			return
+		}
+		d.ReplayedAt = replayed[d.markerKey()]
+		k := d.MessageKey()
+		cur, ok := m.newest[k]
+		if ok && !d.Supersedes(cur) {
+			cur, d = d, cur // d is the older one
+		}
+		if ok && cur.ReplayedAt.IsZero() {
+			m.older[k] = append(m.older[k], cur.markerKey())
+		}
+		m.newest[k] = d
+	}, nil)
+	return m, err
+}
+
+// selected returns the messages whose newest dead letter passes f, ordered by partition and
+// offset.
+func (m messages) selected(f ReplayFilter) []DeadLetter {
+	matches := f.matcher()
+	var out []DeadLetter
+	for _, d := range m.newest {
+		if matches(d) {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b DeadLetter) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	return out
 }
 
 // redelivery is a dead letter as a new webhooks.deliveries record; url, when set, is its
@@ -282,14 +382,20 @@ func readDLQ(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, to
 
 // matcher returns f's test of a dead letter.
 func (f ReplayFilter) matcher() func(DeadLetter) bool {
-	var ids map[string]bool
-	if len(f.MessageIDs) > 0 {
-		ids = make(map[string]bool, len(f.MessageIDs))
-		for _, id := range f.MessageIDs {
-			ids[id] = true
-		}
-	}
+	ids := f.ids()
 	return func(d DeadLetter) bool { return f.matches(d, ids) }
+}
+
+// ids returns the set of f.MessageIDs; nil: no such filter.
+func (f ReplayFilter) ids() map[string]bool {
+	if len(f.MessageIDs) == 0 {
+		return nil
+	}
+	ids := make(map[string]bool, len(f.MessageIDs))
+	for _, id := range f.MessageIDs {
+		ids[id] = true
+	}
+	return ids
 }
 
 // matches reports whether d passes f; ids is the set of f.MessageIDs (nil: no such filter).

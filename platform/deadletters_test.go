@@ -3,6 +3,7 @@ package platform_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,86 @@ func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
 				t.Fatalf("ReplayDeadLetters: %d replayed (%v), want %d and no error", len(got), err, tt.want)
 			}
 		})
+	}
+}
+
+// A message's dead letters are one: replaying a message takes only its newest dead letter and
+// marks the older ones superseded, whatever the DLQ holds for it (each failed replay adds a
+// dead letter), so that replaying one message by id again and again sends one copy each time;
+// the list shows one entry per message. docs/delivery.md#dead-letters-and-replay.
+func TestReplayOncePerMessage(t *testing.T) {
+	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
+	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 1, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed); err != nil {
+		t.Fatal(err)
+	}
+	topics := platform.DefaultReplayTopics
+	n := 0 // dead letters written
+	dead := func(dest, id string) {
+		t.Helper()
+		n++
+		r := &kgo.Record{Topic: schemas.TopicDLQ, Key: []byte(dest + ":u-" + id), Value: []byte(`{"messageId":"` + id + `","n":` + strconv.Itoa(n) + `}`),
+			Headers: []kgo.RecordHeader{{Key: schemas.HeaderDestinationID, Value: []byte(dest)}, {Key: schemas.HeaderMessageID, Value: []byte(id)},
+				{Key: schemas.HeaderReason, Value: []byte("status_4xx")}}}
+		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replay := func(f platform.ReplayFilter) []platform.DeadLetter {
+		t.Helper()
+		got, err := platform.ReplayDeadLetters(t.Context(), kafka, logger, topics, f, platform.ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	byID := platform.ReplayFilter{DestinationID: "d", MessageIDs: []string{"amp-1"}, Again: true} // as the console replays listed ids
+	dead("d", "amp-1")
+	sent := 0
+	for i := range 4 {
+		got := replay(byID)
+		if len(got) != 1 || got[0].MessageID != "amp-1" {
+			t.Fatalf("replay %d of amp-1: %+v, want 1", i+1, got)
+		}
+		sent++
+		dead("d", "amp-1") // the replayed copy failed again: the deliverer dead-letters it anew
+	}
+	if recs := readAll(t, kafka, logger, schemas.TopicDeliveries, sent); len(recs) != sent {
+		t.Fatalf("re-enqueued %d, want %d", len(recs), sent)
+	}
+	// Each replay took the newest dead letter: the n-th body.
+	for i, r := range readAll(t, kafka, logger, schemas.TopicDeliveries, sent) {
+		if want := `"n":` + strconv.Itoa(i+1) + `}`; !strings.HasSuffix(string(r.Value), want) {
+			t.Errorf("replay %d re-enqueued %s, want the newest dead letter (%s)", i+1, r.Value, want)
+		}
+	}
+	// One entry per message: the newest, not replayed yet.
+	list, err := platform.ListDeadLetters(t.Context(), kafka, logger, topics, platform.ReplayFilter{Again: true})
+	if err != nil || len(list) != 1 || !list[0].ReplayedAt.IsZero() || list[0].Offset != int64(n-1) {
+		t.Fatalf("list: %+v (%v), want amp-1's newest dead letter alone, not replayed", list, err)
+	}
+
+	// Two dead letters of one message neither replayed (it was dead-lettered twice), one of
+	// another, one of the same message id at another destination: "replay all" sends 3.
+	dead("d", "twice")
+	dead("d", "twice")
+	dead("d", "solo")
+	dead("e", "twice")
+	if got := replay(platform.ReplayFilter{DestinationID: "d"}); len(got) != 3 {
+		t.Fatalf("replay of d: %+v, want amp-1, twice and solo once each", got)
+	}
+	if got := replay(platform.ReplayFilter{}); len(got) != 1 || got[0].DestinationID != "e" {
+		t.Fatalf("replay of the rest: %+v, want e's twice", got)
+	}
+	if got := replay(platform.ReplayFilter{}); len(got) != 0 {
+		t.Fatalf("a replay of everything once more: %+v, want nothing", got)
+	}
+	list, err = platform.ListDeadLetters(t.Context(), kafka, logger, topics, platform.ReplayFilter{Again: true})
+	if err != nil || len(list) != 4 {
+		t.Fatalf("list -all: %+v (%v), want 4 messages", list, err)
+	}
+	for _, d := range list {
+		if d.ReplayedAt.IsZero() {
+			t.Errorf("%s/%s not replayed: %+v", d.DestinationID, d.MessageID, d)
+		}
 	}
 }

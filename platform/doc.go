@@ -19,7 +19,8 @@
 //     [RetryUntil] is the one retry-until-acknowledged loop.
 //   - The dead-letter queue: [ListDeadLetters] and [ReplayDeadLetters] (filtered by
 //     [ReplayFilter], optionally to another URL: [ReplayOptions]) list and replay webhooks.dlq
-//     for `deliverer dlq list`, `deliverer replay` and the console.
+//     for `deliverer dlq list`, `deliverer replay` and the console, once per message: a
+//     message's newest dead letter stands for it ([DeadLetter.MessageKey]).
 //   - Logging: [NewLogger] (LOG_LEVEL; JSON, or pretty on a terminal).
 //   - HTTP: [HTTPServer] serves /healthz, /readyz, Prometheus /metrics and the service's own
 //     handler with hardened timeouts, and drains in-flight requests on shutdown; [Health]

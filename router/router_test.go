@@ -244,12 +244,15 @@ func testRouterDeletionNoticesAndSuppression(t *testing.T) {
 		}
 	}
 
-	// An invalid request is counted and skipped; the next one still works.
+	// An invalid request is counted and skipped; the next one still works. A user id with a
+	// control character, or longer than schemas.MaxSubjectIDBytes, is invalid.
 	del(`{"userId":"u9","kind":"FORGET"}`)
+	del(`{"userId":"u9\n"}`)
+	del(`{"userId":"` + strings.Repeat("u", schemas.MaxSubjectIDBytes+1) + `"}`)
 	del(`{"userId":"u9","requestId":"r4","sourceIds":["app"]}`)
 	got = out.waitFor(9, 15*time.Second)
-	if n := counter(t, reg, "tributary_router_deletion_requests_total", "kind", "invalid"); n != 1 {
-		t.Fatalf("invalid deletion requests %v, want 1", n)
+	if n := counter(t, reg, "tributary_router_deletion_requests_total", "kind", "invalid"); n != 3 {
+		t.Fatalf("invalid deletion requests %v, want 3", n)
 	}
 	if len(got) != 9 {
 		t.Fatalf("%d deliveries in all, want 9 (nothing routed twice across the restart)", len(got))

@@ -3,8 +3,11 @@ package schemas
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Deletion request kinds, after Segment's regulation types. A request without a kind is
@@ -20,6 +23,27 @@ const (
 	// KindUnsuppress lifts a suppression; it sends no notices.
 	KindUnsuppress = "UNSUPPRESS"
 )
+
+// MaxSubjectIDBytes is the longest user id a deletion request (a regulation's subject) may
+// name, in bytes.
+const MaxSubjectIDBytes = 1024
+
+// CheckSubjectID reports what is wrong with the user id of a deletion request: empty, longer
+// than MaxSubjectIDBytes, or holding a control character (Unicode Cc: C0 controls such as
+// CR, LF and tab, DEL, C1 controls), which would forge lines in logs and notices. The console
+// refuses such a subject id, and the router and audiences skip a tracking.deletions record
+// with one (docs/topics.md#trackingdeletions).
+func CheckSubjectID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("must not be empty")
+	case len(id) > MaxSubjectIDBytes:
+		return fmt.Errorf("at most %d bytes, got %d", MaxSubjectIDBytes, len(id))
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return errors.New("must not contain control characters")
+	}
+	return nil
+}
 
 // DeletionRequest is the value of one tracking.deletions record, keyed by userId: a request to
 // forget (and optionally suppress) one user. The console writes them; so may any producer.
@@ -50,8 +74,8 @@ func DecodeDeletionRequest(data []byte) (*DeletionRequest, time.Time, error) {
 	if dec.More() {
 		return nil, time.Time{}, fmt.Errorf("deletion request: data after the JSON object")
 	}
-	if r.UserID == "" {
-		return nil, time.Time{}, fmt.Errorf("deletion request: userId: required")
+	if err := CheckSubjectID(r.UserID); err != nil {
+		return nil, time.Time{}, fmt.Errorf("deletion request: userId: %w", err)
 	}
 	switch r.Kind {
 	case "":

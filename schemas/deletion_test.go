@@ -17,6 +17,9 @@ func TestDecodeDeletionRequest(t *testing.T) {
 	if want := time.Date(2026, 1, 2, 2, 4, 5, 678e6, time.UTC); !at.Equal(want) {
 		t.Fatalf("requestedAt = %v, want %v", at, want)
 	}
+	if r, _, err := DecodeDeletionRequest([]byte(`{"userId":"` + strings.Repeat("ü", MaxSubjectIDBytes/2) + `"}`)); err != nil || len(r.UserID) != MaxSubjectIDBytes {
+		t.Fatalf("a %d-byte user id: %v", MaxSubjectIDBytes, err)
+	}
 	r, at, err = DecodeDeletionRequest([]byte(`{"userId":"u1"}`))
 	if err != nil || r.Kind != KindDeleteOnly || !r.Deletes() || r.Suppresses() || !at.IsZero() {
 		t.Fatalf("default kind: %+v %v %v", r, at, err)
@@ -33,10 +36,14 @@ func TestDecodeDeletionRequest(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		`{"kind":"DELETE_ONLY"}`:                   "userId: required",
-		`{"userId":"u","kind":"delete"}`:           `kind: "delete" is not one of`,
-		`{"userId":"u","sourceID":["web"]}`:        `unknown field "sourceID"`,
-		`{"userId":"u","requestedAt":"yesterday"}`: "requestedAt",
+		`{"kind":"DELETE_ONLY"}`:                                        "userId: must not be empty",
+		`{"userId":"u","kind":"delete"}`:                                `kind: "delete" is not one of`,
+		`{"userId":"u","sourceID":["web"]}`:                             `unknown field "sourceID"`,
+		`{"userId":"u","requestedAt":"yesterday"}`:                      "requestedAt",
+		`{"userId":"u\n2"}`:                                             "userId: must not contain control characters",
+		`{"userId":"u\u0000"}`:                                          "userId: must not contain control characters",
+		`{"userId":"u\u0085"}`:                                          "userId: must not contain control characters",
+		`{"userId":"` + strings.Repeat("u", MaxSubjectIDBytes+1) + `"}`: "userId: at most 1024 bytes",
 		`not json`:          "deletion request",
 		`{"userId":"u"} {}`: "data after",
 	} {

@@ -289,8 +289,9 @@ func scenarios(o options) []scenario {
 `, rcv.url("/hang"), sharedSecret, rcv.url("/slow"), sharedSecret))
 			},
 			during: func(ctx context.Context, e *env) { sleep(ctx, d(10*time.Second, 60*time.Second)) }},
-		{name: "hostile", fault: "malformed JSON, random bytes, gzip bombs, 600 KB bodies, wrong keys, invalid UTF-8, slow bodies, poison messageIds",
+		{name: "hostile", fault: "malformed JSON, random bytes, gzip bombs, 600 KB bodies, wrong keys, invalid UTF-8, slow bodies, poison messageIds, a replay by message id repeated",
 			maxP99: time.Second,
+			config: func(rcv *receiver) string { return withReplays(defaultConfig(rcv), rcv) },
 			during: func(ctx context.Context, e *env) {
 				a := newAttacker(e.st.ingestURL, e.load)
 				p, err := newPoisoner(e.st.ingestURL, e.st.broker.addr(), e.load)
@@ -304,6 +305,7 @@ func scenarios(o options) []scenario {
 				metrics, scraper := e.st.delivererMetrics(), &http.Client{Timeout: 5 * time.Second}
 				var wg sync.WaitGroup
 				wg.Go(func() { p.run(actx) })
+				wg.Go(func() { replayOnce(ctx, e) })
 				breakersSeen := 0.0
 				wg.Go(func() { // a breaker that opens holds back every legitimate delivery to its host
 					for actx.Err() == nil {

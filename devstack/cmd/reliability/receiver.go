@@ -86,6 +86,9 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case "/hang":
 		<-req.Context().Done()
 		return
+	case "/gone": // refused for good: dead-lettered at once (the hostile scenario's replay check)
+		w.WriteHeader(http.StatusGone)
+		return
 	case "/slow":
 		select {
 		case <-time.After(4 * time.Second):
