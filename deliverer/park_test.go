@@ -1,0 +1,97 @@
+package deliverer_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// TestDeadEndpointRecordsWaitWithoutRewrites (docs/delivery.md#parked-records-wait-for-their-endpoint):
+// a record refused by an open breaker used to be deferred to a tier unsent, and again each time
+// it came due with the breaker still open — with tiers of at most 30 s, a dead endpoint's record
+// was written to a tier every 30 s until its window ended (9.3 writes per record over 7.5
+// minutes). Now a tier record behind an open breaker waits in memory, uncommitted, until the
+// breaker lets a request through: one deferral, then no more writes. Everything still reaches the
+// DLQ (nothing lost) within the window, and a healthy endpoint's retries in the same tier
+// partitions are not held back by the parked records.
+//
+// It runs in virtual time (testing/synctest): four minutes of it take seconds.
+func TestDeadEndpointRecordsWaitWithoutRewrites(t *testing.T) {
+	synctest.Test(t, testDeadEndpointRecordsWaitWithoutRewrites)
+}
+
+func testDeadEndpointRecordsWaitWithoutRewrites(t *testing.T) {
+	const window = 3 * time.Minute
+	h := newVirtualHarness(t, "1s,2s,5s,10s,20s,30s", destYAML(
+		dest("dead", []string{"http://localhost:9101/hook"}, ""),
+		dest("flaky", []string{"http://localhost:9102/hook"}, ""),
+	))
+	h.env.VirtualReceiver(9101, func(_ int, r *http.Request, _ http.ResponseWriter) { <-r.Context().Done() }) // never answers
+	var mu sync.Mutex
+	seen := map[string][]time.Time{}
+	h.env.VirtualReceiver(9102, func(_ int, r *http.Request, w http.ResponseWriter) {
+		id := r.Header.Get("X-Message-Id")
+		mu.Lock()
+		defer mu.Unlock()
+		seen[id] = append(seen[id], time.Now())
+		if len(seen[id]) == 1 {
+			w.WriteHeader(http.StatusRequestTimeout) // retried through the 1 s tier; not a failure of the host
+		}
+	})
+	cfg := h.config()
+	cfg.RetryWindow = window
+	reg, _ := h.run(cfg)
+	dlq := h.reader(schemas.TopicDLQ)
+
+	const perSecond, seconds = 2, 90
+	for i := range seconds {
+		ids := messageIDs(i*perSecond, (i+1)*perSecond)
+		h.send("dead", ids...)
+		h.send("flaky", ids...)
+		time.Sleep(time.Second)
+	}
+	const n = perSecond * seconds
+	letters := dlq.waitFor(n, window+time.Minute)
+	time.Sleep(5 * time.Second) // anything written late would show now
+
+	writes := counter(t, reg, "tributary_deliverer_retried_total", "destination", "dead")
+	t.Logf("dead endpoint: %d records, %.0f tier writes (%.2f per record), %.0f POSTs, %.0f dead letters",
+		n, writes, writes/n, counter(t, reg, "tributary_deliverer_attempts_total", "destination", "dead"), counter(t, reg, "tributary_deliverer_dlq_total", "destination", "dead"))
+	if writes/n > 2 {
+		t.Errorf("%.0f tier writes for %d records of a dead endpoint: %.2f per record, want at most 2", writes, n, writes/n)
+	}
+	dead := map[string]bool{}
+	for _, r := range letters {
+		if hdr(r, schemas.HeaderDestinationID) != "dead" {
+			t.Errorf("dead letter of %s (%s)", hdr(r, schemas.HeaderDestinationID), hdr(r, schemas.HeaderReason))
+			continue
+		}
+		dead[hdr(r, schemas.HeaderMessageID)] = true
+		first, err := schemas.ParseTimestamp(hdr(r, schemas.HeaderFirstAttemptAt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No attempt starts after the window: a breaker's trial started just before its end
+		// is dead-lettered when its POST times out (DELIVERY_TIMEOUT, 5 s).
+		if late := r.Timestamp.Sub(first.Add(window)); late > cfg.Timeout+time.Second {
+			t.Errorf("%s dead-lettered %v after its window ended (%s)", hdr(r, schemas.HeaderMessageID), late, hdr(r, schemas.HeaderReason))
+		}
+	}
+	if len(dead) != n {
+		t.Errorf("%d of the dead endpoint's %d records dead-lettered, want all", len(dead), n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range messageIDs(0, n) {
+		switch at := seen[id]; {
+		case len(at) != 2:
+			t.Errorf("flaky endpoint got %s %d times, want twice (a 408, then the retry)", id, len(at))
+		case at[1].Sub(at[0]) > 2*time.Second:
+			t.Errorf("the retry of %s came %v after its 408: held back beside the dead endpoint's records (tier 1 s)", id, at[1].Sub(at[0]))
+		}
+	}
+}
