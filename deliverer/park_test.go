@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -19,12 +21,23 @@ import (
 // DLQ (nothing lost) within the window, and a healthy endpoint's retries in the same tier
 // partitions are not held back by the parked records.
 //
+// With a small MaxPollRecords, parked records are handed on to a tier once their partition moved
+// that far past them (the bound on what a parked record keeps uncommitted): more writes then,
+// but the same guarantees.
+//
 // It runs in virtual time (testing/synctest): four minutes of it take seconds.
 func TestDeadEndpointRecordsWaitWithoutRewrites(t *testing.T) {
-	synctest.Test(t, testDeadEndpointRecordsWaitWithoutRewrites)
+	t.Run("parked", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { testDeadEndpointRecordsWait(t, 0, 2) })
+	})
+	t.Run("parked records handed on past MaxPollRecords", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { testDeadEndpointRecordsWait(t, 5, 0) })
+	})
 }
 
-func testDeadEndpointRecordsWaitWithoutRewrites(t *testing.T) {
+// testDeadEndpointRecordsWait runs the scenario with MaxPollRecords maxPoll (0: the default)
+// and wants at most perRecord tier writes per dead record (0: no bound).
+func testDeadEndpointRecordsWait(t *testing.T, maxPoll int, perRecord float64) {
 	const window = 3 * time.Minute
 	h := newVirtualHarness(t, "1s,2s,5s,10s,20s,30s", destYAML(
 		dest("dead", []string{"http://localhost:9101/hook"}, ""),
@@ -44,6 +57,9 @@ func testDeadEndpointRecordsWaitWithoutRewrites(t *testing.T) {
 	})
 	cfg := h.config()
 	cfg.RetryWindow = window
+	if maxPoll > 0 {
+		cfg.MaxPollRecords = maxPoll
+	}
 	reg, _ := h.run(cfg)
 	dlq := h.reader(schemas.TopicDLQ)
 
@@ -61,8 +77,23 @@ func testDeadEndpointRecordsWaitWithoutRewrites(t *testing.T) {
 	writes := counter(t, reg, "tributary_deliverer_retried_total", "destination", "dead")
 	t.Logf("dead endpoint: %d records, %.0f tier writes (%.2f per record), %.0f POSTs, %.0f dead letters",
 		n, writes, writes/n, counter(t, reg, "tributary_deliverer_attempts_total", "destination", "dead"), counter(t, reg, "tributary_deliverer_dlq_total", "destination", "dead"))
-	if writes/n > 2 {
-		t.Errorf("%.0f tier writes for %d records of a dead endpoint: %.2f per record, want at most 2", writes, n, writes/n)
+	if perRecord > 0 && writes/n > perRecord {
+		t.Errorf("%.0f tier writes for %d records of a dead endpoint: %.2f per record, want at most %.0f", writes, n, writes/n, perRecord)
+	}
+	// Every record finished: the group committed everything it read, tiers included.
+	lags, err := kadm.NewClient(h.cl).Lag(h.ctx, cfg.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lags {
+		if err := l.Error(); err != nil {
+			t.Fatal(err)
+		}
+		for topic, tl := range l.Lag.TotalByTopic() {
+			if tl.Lag != 0 {
+				t.Errorf("%s: %d records not committed once everything was dead-lettered", topic, tl.Lag)
+			}
+		}
 	}
 	dead := map[string]bool{}
 	for _, r := range letters {
