@@ -2,6 +2,7 @@ package deliverer_test
 
 import (
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -125,4 +126,34 @@ func testDeadEndpointRecordsWait(t *testing.T, maxPoll int, perRecord float64) {
 			t.Errorf("the retry of %s came %v after its 408: held back beside the dead endpoint's records (tier 1 s)", id, at[1].Sub(at[0]))
 		}
 	}
+}
+
+// TestMeasureDeadEndpointTierWrites measures what a dead endpoint costs in tier writes with the
+// default settings (RETRY_SCHEDULE, RETRY_WINDOW 4 h, breaker): 2 records a second for 10
+// minutes to an endpoint that never answers, followed until every record is dead-lettered, in
+// virtual time (a minute or two of real time). It only runs when asked
+// (docs/benchmarks.md#a-dead-endpoints-records-tier-writes):
+//
+//	DELIVERER_MEASURE=1 go test -count=1 -run TestMeasureDeadEndpointTierWrites -v ./deliverer/
+func TestMeasureDeadEndpointTierWrites(t *testing.T) {
+	if os.Getenv("DELIVERER_MEASURE") == "" {
+		t.Skip("a measurement: DELIVERER_MEASURE=1 runs it")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newVirtualHarness(t, schemas.DefaultRetrySchedule, destYAML(dest("dead", []string{"http://localhost:9101/hook"}, "")))
+		h.env.VirtualReceiver(9101, func(_ int, r *http.Request, _ http.ResponseWriter) { <-r.Context().Done() })
+		cfg := h.config()
+		reg, _ := h.run(cfg)
+		dlq := h.reader(schemas.TopicDLQ)
+		const perSecond, seconds = 2, 600
+		for i := range seconds {
+			h.send("dead", messageIDs(i*perSecond, (i+1)*perSecond)...)
+			time.Sleep(time.Second)
+		}
+		const n = perSecond * seconds
+		dlq.waitFor(n, cfg.RetryWindow+time.Hour)
+		writes := counter(t, reg, "tributary_deliverer_retried_total", "destination", "dead")
+		t.Logf("%d records to an endpoint that never answers, followed to the DLQ: %.0f tier writes (%.2f per record), %.0f POSTs",
+			n, writes, writes/n, counter(t, reg, "tributary_deliverer_attempts_total", "destination", "dead"))
+	})
 }
