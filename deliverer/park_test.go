@@ -157,3 +157,61 @@ func TestMeasureDeadEndpointTierWrites(t *testing.T) {
 			n, writes, writes/n, counter(t, reg, "tributary_deliverer_attempts_total", "destination", "dead"))
 	})
 }
+
+// TestPausedEndpointRecordsWaitWithoutRewrites: the same for an endpoint that answers 429 with
+// Retry-After for a minute: a tier record that comes due while the endpoint's pause lasts is
+// parked until the pause ends, instead of being deferred again. Every record is delivered once
+// the endpoint takes them, and no request reaches it during a pause it asked for.
+func TestPausedEndpointRecordsWaitWithoutRewrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newVirtualHarness(t, "1s,2s,5s,10s,20s,30s", destYAML(dest("busy", []string{"http://localhost:9103/hook"}, "")))
+		start := time.Now()
+		var mu sync.Mutex
+		delivered := map[string]bool{}
+		var pausedAt, pausedUntil time.Time
+		var during int
+		h.env.VirtualReceiver(9103, func(_ int, r *http.Request, w http.ResponseWriter) {
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			if now.After(pausedAt.Add(100*time.Millisecond)) && now.Before(pausedUntil) { // not one sent beside the 429
+				during++
+			}
+			if now.Sub(start) < time.Minute {
+				pausedAt, pausedUntil = now, now.Add(10*time.Second)
+				w.Header().Set("Retry-After", "10")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			delivered[r.Header.Get("X-Message-Id")] = true
+		})
+		reg, _ := h.run(h.config())
+		const perSecond, seconds = 2, 60
+		for i := range seconds {
+			h.send("busy", messageIDs(i*perSecond, (i+1)*perSecond)...)
+			time.Sleep(time.Second)
+		}
+		const n = perSecond * seconds
+		for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			mu.Lock()
+			got := len(delivered)
+			mu.Unlock()
+			if got == n {
+				break
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		writes := counter(t, reg, "tributary_deliverer_retried_total", "destination", "busy")
+		t.Logf("endpoint paused for a minute: %d records, %.0f tier writes (%.2f per record), %d delivered", n, writes, writes/n, len(delivered))
+		if len(delivered) != n {
+			t.Errorf("%d of %d records delivered", len(delivered), n)
+		}
+		if writes/n > 2 {
+			t.Errorf("%.0f tier writes for %d records of a paused endpoint: %.2f per record, want at most 2", writes, n, writes/n)
+		}
+		if during > 0 {
+			t.Errorf("%d requests during a pause the endpoint asked for", during)
+		}
+	})
+}
