@@ -61,6 +61,11 @@ func (s *Service) park(d delivery, p *pending, dest *schemas.Destination, reason
 	key := strings.Join(units, "\n")
 	s.parkMu.Lock()
 	defer s.parkMu.Unlock()
+	// Checked under parkMu: onLost ends the generation before dropParked, so a record of a
+	// partition revoked meanwhile is either refused here or dropped there.
+	if s.track.genOf(partKey{d.r.Topic, d.r.Partition}) != p.gen {
+		return false
+	}
 	s.parked.byUnits[key] = append(s.parked.byUnits[key], &parkedRec{r: d.r, p: p, reason: reason, deadline: deadline})
 	s.parked.n++
 	return true
