@@ -65,10 +65,11 @@ func (s *Service) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 }
 
 // onLost ends the partitions' generation in the tracker (a record of theirs still being
-// dispatched is no longer tracked, and no new hold is made for them), drops their holds, then
-// resumes them.
+// dispatched is no longer tracked, and no new hold is made for them), drops their holds and
+// parked records, then resumes them.
 func (s *Service) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
 	s.track.drop(lost)
 	s.dropHeld(lost)
+	s.dropParked(lost)
 	cl.ResumeFetchPartitions(lost)
 }

@@ -103,7 +103,11 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	admitted, busy, reason, wait := s.admit(dest, "", now)
 	refuse := func(reason string, wait time.Duration) {
-		s.deferTo(d, p, reason, wait)
+		// A retry-tier record behind an open breaker or a pause waits for its endpoint in
+		// memory (park.go); any other is handed on to a tier unsent.
+		if !s.park(d, p, dest, reason, s.now()) {
+			s.deferTo(d, p, reason, wait)
+		}
 		<-s.sem
 	}
 	if len(admitted) > 0 {

@@ -7,6 +7,8 @@
 // handed on to its next tier or the DLQ and acknowledged there. A slow or dead endpoint never
 // holds back the others: requests run concurrently with a bound per endpoint host and a global
 // bound, and a record whose host is at its bound or whose circuit breaker is open goes to a
-// retry tier instead of blocking its partition. docs/delivery.md describes the behaviour;
+// retry tier instead of blocking its partition; a retry-tier record that comes due while its
+// endpoint's breaker is open waits in memory (parked, uncommitted) instead of being rewritten
+// (docs/delivery.md#parked-records-wait-for-their-endpoint). docs/delivery.md describes the behaviour;
 // docs/receivers.md what receivers see.
 package deliverer

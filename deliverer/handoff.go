@@ -60,11 +60,28 @@ func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError st
 // behind an open breaker) to the tier that covers wait and the record's deferrals: the first
 // deferral waits for the shortest tier, each next one for the next longer tier, so a record of
 // an endpoint that cannot keep up is rewritten a few times (at most once per tier), not every
-// few seconds. Its attempt number is unchanged; RETRY_WINDOW still bounds it (dispatch).
+// few seconds. Its attempt number is unchanged, and RETRY_WINDOW bounds it: a deferral that
+// would come due after the window ends goes to the longest tier that comes due before, or, if
+// none does, to the DLQ at once (it could only be dead-lettered when due).
 func (s *Service) deferTo(d delivery, p *pending, reason string, wait time.Duration) {
-	s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
 	d.deferrals++
-	s.toTier(d, p, d.attempt, s.tierFor(max(wait, deferDelay(s.tierDelays, d.deferrals))), reason, 0)
+	tier := s.tierFor(max(wait, deferDelay(s.tierDelays, d.deferrals)))
+	now, deadline := s.now(), d.firstAttemptAt.Add(s.cfg.RetryWindow)
+	if now.Add(s.tierDelays[tier]).After(deadline) {
+		fit := -1
+		for i, delay := range s.tierDelays {
+			if !now.Add(delay).After(deadline) && (fit < 0 || delay > s.tierDelays[fit]) {
+				fit = i
+			}
+		}
+		if fit < 0 {
+			s.toDLQ(d, p, "retry_window_expired", 0, reason+": no attempt could start within RETRY_WINDOW")
+			return
+		}
+		tier = fit
+	}
+	s.metrics.deferred.WithLabelValues(d.destID, reason).Inc()
+	s.toTier(d, p, d.attempt, tier, reason, 0)
 }
 
 // deferDelay is the delay of the n-th shortest distinct tier (n from 1), or of the longest.

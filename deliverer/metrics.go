@@ -100,7 +100,10 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	paused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_paused_tier_partitions", Help: "Retry-tier partitions paused until their next record is due.",
 	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.held)) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.limit, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused} {
+	parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tributary_deliverer_parked", Help: "Retry-tier records waiting in memory for their endpoint's open breaker or pause to end (not rewritten meanwhile).",
+	}, func() float64 { return float64(s.parkedCount()) })
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.limit, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

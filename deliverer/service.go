@@ -69,6 +69,9 @@ type Service struct {
 	held     map[partKey]*held // tier partitions paused until their next record is due (pause.go)
 	limiters map[string]*destLimiter
 
+	parkMu sync.Mutex
+	parked parking // retry-tier records waiting for their endpoint's breaker or pause (park.go)
+
 	// grace is the context of the work that may outlive the stop signal: POSTs in progress,
 	// hand-offs, the attempt log, the last commits. Run ends it SHUTDOWN_TIMEOUT after its ctx
 	// is done (platform.GraceContext); it is also the Kafka client's context, so every Kafka
@@ -104,7 +107,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "deliverer").Logger(),
 		track: newTracker(), sem: make(chan struct{}, cfg.MaxInFlight), now: deps.Now,
-		held: map[partKey]*held{}, limiters: map[string]*destLimiter{}, isTier: map[string]bool{}}
+		held: map[partKey]*held{}, limiters: map[string]*destLimiter{}, isTier: map[string]bool{},
+		parked: parking{byUnits: map[string][]*parkedRec{}}}
 	s.grace, s.endGrace = context.WithCancel(context.Background())
 	s.tierDelays, s.tierTopics = cfg.tiers()
 	for _, t := range s.tierTopics {
@@ -183,6 +187,7 @@ func (s *Service) Run(ctx context.Context) error {
 	commitCtx, stopCommits := context.WithCancel(s.grace)
 	go func() { defer close(commitsDone); s.commitLoop(commitCtx) }()
 
+	s.spawn(func() { s.parkLoop(ctx) })
 	s.poll(ctx)
 
 	// Stopping: no record is dispatched any more, and no tier partition is resumed.

@@ -137,6 +137,18 @@ func (t *tracker) drop(parts map[string][]int32) {
 	}
 }
 
+// newest is the offset of the last record of partition k added and not yet committed past
+// (false: none).
+func (t *tracker) newest(k partKey) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.parts[k]
+	if ps == nil || len(ps.pending) == 0 {
+		return 0, false
+	}
+	return ps.pending[len(ps.pending)-1].r.Offset, true
+}
+
 // inProgress counts the records not finished.
 func (t *tracker) inProgress() int {
 	t.mu.Lock()

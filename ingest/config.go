@@ -36,7 +36,14 @@ type Config struct {
 	// (INGEST_MAX_IN_FLIGHT_PER_IP): one more is answered 429 with Retry-After. 0: no bound.
 	// Without TrustedProxies it applies to public peers only (a private peer is most likely a
 	// load balancer relaying everyone).
-	MaxInFlightPerIP int `env:"INGEST_MAX_IN_FLIGHT_PER_IP" doc:"requests of one client address ('context.ip') served at once; one more is answered 429 'too_many_requests' with 'Retry-After'; 0: no bound. Without 'INGEST_TRUSTED_PROXIES' only public peers are bounded (a private one is most likely your load balancer)"`
+	MaxInFlightPerIP int `env:"INGEST_MAX_IN_FLIGHT_PER_IP" doc:"requests of one client address ('context.ip') served at once; one more is answered 429 'too_many_requests' with 'Retry-After'; 0: no bound. Without 'INGEST_TRUSTED_PROXIES' it bounds public peers only: a private or loopback peer gets 'INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP'"`
+	// MaxInFlightPerPrivateIP bounds the requests of one private or loopback peer at once when
+	// TrustedProxies is empty (INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP): such a peer is most likely
+	// a load balancer relaying every client, so its bound is larger than MaxInFlightPerIP, but
+	// never more than three quarters of MaxInFlight, so that one private peer's slow bodies
+	// cannot take every slot (docs/ingest.md#behind-a-load-balancer). 0: no bound of its own
+	// (three quarters of MaxInFlight still applies).
+	MaxInFlightPerPrivateIP int `env:"INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP" doc:"without 'INGEST_TRUSTED_PROXIES': requests of one private or loopback peer (most likely your load balancer) served at once, never more than three quarters of 'INGEST_MAX_IN_FLIGHT'; one more is answered 429 'too_many_requests'; 0: only that three-quarter share. Behind a proxy, set 'INGEST_TRUSTED_PROXIES' instead: then every client gets 'INGEST_MAX_IN_FLIGHT_PER_IP'"`
 	// AllowedOrigins for CORS (INGEST_ALLOWED_ORIGINS, comma-separated): exact origins, or
 	// "https://*.example.com" for the subdomains of a host. Empty allows every origin, as
 	// Segment's API does, with "Access-Control-Allow-Origin: *" and no credentials; with a list,
@@ -63,7 +70,9 @@ func DefaultConfig() Config {
 		InboundGroup:     "tributary-ingest-inbound",
 		MaxInFlight:      1024,
 		MaxInFlightPerIP: 256,
-		ShutdownTimeout:  platform.DefaultShutdownGrace,
+		// Three quarters of MaxInFlight: a quarter of the slots stays for the other peers.
+		MaxInFlightPerPrivateIP: 768,
+		ShutdownTimeout:         platform.DefaultShutdownGrace,
 	}
 }
 
@@ -107,8 +116,9 @@ func (c *Config) Validate() error {
 	if c.Addr == "" {
 		errs = append(errs, errors.New("INGEST_ADDR: required"))
 	}
-	if c.MaxInFlight < 0 || c.MaxInFlightPerIP < 0 {
-		errs = append(errs, fmt.Errorf("INGEST_MAX_IN_FLIGHT, INGEST_MAX_IN_FLIGHT_PER_IP: must be 0 (no bound) or more, got %d and %d", c.MaxInFlight, c.MaxInFlightPerIP))
+	if c.MaxInFlight < 0 || c.MaxInFlightPerIP < 0 || c.MaxInFlightPerPrivateIP < 0 {
+		errs = append(errs, fmt.Errorf("INGEST_MAX_IN_FLIGHT, INGEST_MAX_IN_FLIGHT_PER_IP, INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP: must be 0 (no bound) or more, got %d, %d and %d",
+			c.MaxInFlight, c.MaxInFlightPerIP, c.MaxInFlightPerPrivateIP))
 	}
 	if c.ProduceTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("INGEST_PRODUCE_TIMEOUT: must be positive, got %s", c.ProduceTimeout))
@@ -134,4 +144,18 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// privatePeerBound is the bound of one private or loopback peer without trusted proxies:
+// MaxInFlightPerPrivateIP, at most three quarters of MaxInFlight (so a quarter of the slots is
+// always left to the other peers); 0: no bound.
+func (c *Config) privatePeerBound() int {
+	n := c.MaxInFlightPerPrivateIP
+	if c.MaxInFlight > 0 {
+		share := max(1, c.MaxInFlight-c.MaxInFlight/4)
+		if n == 0 || n > share {
+			n = share
+		}
+	}
+	return n
 }

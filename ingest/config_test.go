@@ -23,9 +23,12 @@ func TestConfigFromEnviron(t *testing.T) {
 			"INGEST_DISABLE_INBOUND": "true",
 			"INGEST_MAX_IN_FLIGHT":   "0",
 			"SHUTDOWN_TIMEOUT":       "3s",
+
+			"INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP": "100",
 		},
 		Want: func(c *Config) {
 			c.Addr, c.ProduceTimeout, c.DisableInbound, c.MaxInFlight, c.ShutdownTimeout = ":9", 2*time.Second, true, 0, 3*time.Second
+			c.MaxInFlightPerPrivateIP = 100
 			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")}
 			c.AllowedOrigins = []string{"https://a.example", "https://*.b.example", "http://localhost:3000"}
 			c.PublicURL = "https://track.example.com"
@@ -38,6 +41,8 @@ func TestConfigFromEnviron(t *testing.T) {
 			"INGEST_DISABLE_INBOUND": {"maybe"},
 			"INGEST_MAX_IN_FLIGHT":   {"-1", "many"},
 			"SHUTDOWN_TIMEOUT":       {"0s", "x"},
+
+			"INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP": {"-1", "lots"},
 		},
 		Unusable:      func(c *Config) { c.Addr, c.ProduceTimeout, c.MaxInFlight, c.ShutdownTimeout = "", 0, -1, 0 },
 		Validate:      (*Config).Validate,

@@ -77,15 +77,16 @@ func (s *Service) endpoint(name string, batch bool) http.Handler {
 		default:
 			pool = s.bodyKeyInFlight
 		}
-		if ip := s.clientIP(r); s.perIP != nil && s.capsAddress(ip) {
-			if !s.perIP.acquire(ip) {
+		ip := s.clientIP(r)
+		if lim := s.addressLimit(ip); lim != nil {
+			if !lim.acquire(ip) {
 				closeUnread(w, r)
 				w.Header().Set("Retry-After", "1")
 				writeError(w, &apiError{http.StatusTooManyRequests, "too_many_requests", "too many requests from this address at once; retry"})
 				s.metrics.requests.WithLabelValues(name, "429").Inc()
 				return
 			}
-			defer s.perIP.release(ip)
+			defer lim.release(ip)
 		}
 		if pool != nil {
 			select {
@@ -121,16 +122,21 @@ const (
 	minBodyRate  = 10 << 10
 )
 
-// capsAddress says whether the per-address bound applies to ip. Without INGEST_TRUSTED_PROXIES,
-// a private or loopback peer is most likely a load balancer or an ingress controller relaying
-// every client: bounding it would bound the whole ingest, so only public peers are bounded
-// then. With trusted proxies, ip is the client's own address, always bounded.
-func (s *Service) capsAddress(ip string) bool {
+// addressLimit is the per-address bound of ip (nil: none). Without INGEST_TRUSTED_PROXIES, a
+// private or loopback peer is most likely a load balancer or an ingress controller relaying
+// every client: bounding it like one client would bound the whole ingest, so it gets the larger
+// private-peer bound (INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP, at most three quarters of
+// INGEST_MAX_IN_FLIGHT): its slow bodies cannot take every slot, and the other peers keep a
+// quarter of them. With trusted proxies, ip is the client's own address, always bounded as one
+// client (docs/ingest.md#behind-a-load-balancer).
+func (s *Service) addressLimit(ip string) *ipLimit {
 	if len(s.cfg.TrustedProxies) > 0 {
-		return true
+		return s.perIP
 	}
-	a, err := netip.ParseAddr(ip)
-	return err != nil || !(a.IsPrivate() || a.IsLoopback())
+	if a, err := netip.ParseAddr(ip); err == nil && (a.IsPrivate() || a.IsLoopback()) {
+		return s.perPrivateIP
+	}
+	return s.perIP
 }
 
 // ipLimit counts the requests in progress per client address.

@@ -56,6 +56,9 @@ type Service struct {
 	// cannot be checked before the body is read); nil: no bound.
 	bodyKeyInFlight chan struct{}
 	perIP           *ipLimit // MaxInFlightPerIP; nil: no bound
+	// perPrivateIP bounds each private or loopback peer without trusted proxies
+	// (Config.privatePeerBound); nil: no bound.
+	perPrivateIP *ipLimit
 	// publicURL is Config.PublicURL parsed; nil: settings name the request's own host.
 	publicURL *url.URL
 }
@@ -83,6 +86,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if cfg.MaxInFlightPerIP > 0 {
 		s.perIP = &ipLimit{max: cfg.MaxInFlightPerIP, n: map[string]int{}}
+	}
+	if n := cfg.privatePeerBound(); n > 0 {
+		s.perPrivateIP = &ipLimit{max: n, n: map[string]int{}}
 	}
 	var err error
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {

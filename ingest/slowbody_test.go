@@ -84,16 +84,50 @@ func TestSlowBodiesCannotTakeTheSlots(t *testing.T) {
 			t.Errorf("a request from another address: %d %s, want 200", status, resp)
 		}
 	})
-	t.Run("a private peer without trusted proxies is not bounded", func(t *testing.T) {
-		// It is most likely a load balancer relaying every client: bounding it would bound
-		// the whole ingest.
-		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP = 16, 3 })
+	t.Run("a private peer without trusted proxies gets the larger private bound", func(t *testing.T) {
+		// It is most likely a load balancer relaying every client: bounding it like one client
+		// would bound the whole ingest.
+		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP, c.MaxInFlightPerPrivateIP = 16, 3, 8 })
 		for range 4 {
 			slowBody(t, h, testKey)
 		}
 		settle()
 		if status, resp := h.post("/v1/track", track, basic(testKey)); status != http.StatusOK {
 			t.Errorf("a fifth request from the loopback peer: %d %s, want 200", status, resp)
+		}
+	})
+	t.Run("one private peer's slow bodies leave slots to the others", func(t *testing.T) {
+		// Without INGEST_TRUSTED_PROXIES a private peer used to be unbounded: its slow bodies (a
+		// valid key) took every slot, and every other peer got 503 overloaded. Now it holds at
+		// most INGEST_MAX_IN_FLIGHT_PER_PRIVATE_IP, never more than three quarters of
+		// INGEST_MAX_IN_FLIGHT (here unset: the three-quarter share, 12 of 16).
+		h := newHarness(t, func(c *Config) { c.MaxInFlight, c.MaxInFlightPerIP, c.MaxInFlightPerPrivateIP = 16, 3, 0 })
+		for range 20 {
+			slowBody(t, h, testKey)
+		}
+		settle()
+		if status, resp := h.post("/v1/track", track, basic(testKey)); status != http.StatusTooManyRequests {
+			t.Errorf("one more request from the peer holding 12 slow bodies: %d %s, want 429", status, resp)
+		}
+		other := fromAddress(t, "127.0.0.2")
+		for i := range 4 { // the quarter left to the others
+			if status, resp := postFrom(t, other, h, track, basic(testKey)); status != http.StatusOK {
+				t.Errorf("request %d from another peer beside 20 slow bodies of one private peer: %d %s, want 200", i+1, status, resp)
+			}
+		}
+	})
+	t.Run("the default private bound leaves a quarter of the slots", func(t *testing.T) {
+		c := DefaultConfig()
+		if got, want := c.privatePeerBound(), c.MaxInFlight*3/4; got != want || got < c.MaxInFlightPerIP {
+			t.Errorf("default private-peer bound %d, want %d (three quarters of INGEST_MAX_IN_FLIGHT, more than INGEST_MAX_IN_FLIGHT_PER_IP)", got, want)
+		}
+		c.MaxInFlight = 100 // an operator who lowers the global bound keeps a quarter for the others
+		if got := c.privatePeerBound(); got != 75 {
+			t.Errorf("private-peer bound with INGEST_MAX_IN_FLIGHT=100: %d, want 75", got)
+		}
+		c.MaxInFlight = 0
+		if got := c.privatePeerBound(); got != c.MaxInFlightPerPrivateIP {
+			t.Errorf("private-peer bound without a global bound: %d, want %d", got, c.MaxInFlightPerPrivateIP)
 		}
 	})
 	t.Run("keys only in the body share a smaller pool", func(t *testing.T) {
@@ -110,4 +144,31 @@ func TestSlowBodiesCannotTakeTheSlots(t *testing.T) {
 			t.Errorf("a request with its key in the headers: %d %s, want 200 (its own pool)", status, resp)
 		}
 	})
+}
+
+// fromAddress is an HTTP client whose connections come from the loopback address local (Linux
+// routes all of 127.0.0.0/8 to the loopback interface): another peer than the test's own.
+func fromAddress(t *testing.T, local string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 5 * time.Second}
+}
+
+// postFrom posts body to /v1/track of h with headers through c.
+func postFrom(t *testing.T, c *http.Client, h *harness, body []byte, headers map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/track", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
 }
