@@ -141,7 +141,7 @@ func TestDestinationSecretsMasked(t *testing.T) {
 	}
 	st["webhooks"].([]any)[1].(map[string]any)["url"] = "https://" + schemas.Mask + "@elsewhere.example.com/"
 	r = h.do(http.MethodPut, "/v1/config?dryRun=true", map[string]any{"sources": []any{web}, "destinations": []any{crm}})
-	if expect(t, r, http.StatusBadRequest); r.JSON(t)["field"] != "destinations[0].settings.webhooks[1].url" {
+	if expect(t, r, http.StatusBadRequest); r.JSON(t)["field"] != "destinations[0].settings.webhooks[1].url" || !strings.Contains(string(r.Body), "is masked") {
 		t.Fatalf("a config file with a mask of nothing stored: %s", r.Body)
 	}
 	// A reference with one digit changed names no secret of the destination.
