@@ -1,3 +1,6 @@
-// Package console will serve the admin REST API and web UI: sources, destinations, audiences,
-// deletions, the delivery log and DLQ replay.
+// Package console serves the admin REST API (console/openapi.yaml) and the web UI: sources,
+// destinations, audiences, deletions, the delivery log and DLQ replay, the config export and
+// import (docs/console.md). A destination's secrets — shared secrets, static header values, URL
+// credentials — are write-only: masked in answers and pages, references in the export
+// (secrets.go, docs/console.md#secrets).
 package console

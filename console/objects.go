@@ -529,7 +529,7 @@ func (s *Service) updateObject(ctx context.Context, kind schemas.ConfigKind, id 
 		return nil, err
 	}
 	if next.Destination != nil {
-		if err := unmaskSecrets(cur.Destination, next.Destination); err != nil {
+		if err := unmaskSecrets(cur.Destination, next.Destination, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -554,7 +554,7 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request, o schemas.Confi
 // id is taken): the UI's step-by-step validation. A new destination may hold no masked value.
 func (s *Service) checkNew(o schemas.ConfigObject) error {
 	if o.Destination != nil {
-		if err := unmaskSecrets(nil, o.Destination); err != nil {
+		if err := unmaskSecrets(nil, o.Destination, ""); err != nil {
 			return err
 		}
 	}

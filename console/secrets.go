@@ -63,9 +63,9 @@ func candidates(cur *schemas.Destination, i int) []schemas.Webhook {
 // masked header value and URL by the stored secret it is the mask of, in cur (nil for a new
 // destination): a header value by the value of a header of the same name (any case) whose
 // schemas.MaskSecret it is, a URL by a URL whose schemas.MaskURL it is, webhook i of cur tried
-// first. A masked value that matches none is a 400 naming the field: the console never stores a
-// mask.
-func unmaskSecrets(cur, next *schemas.Destination) error {
+// first. A masked value that matches none is a 400 naming the field (after prefix, "" for an
+// object of the API, "destinations[3]." in a config file): the console never stores a mask.
+func unmaskSecrets(cur, next *schemas.Destination, prefix string) error {
 	for i := range next.Settings.Webhooks {
 		wh := &next.Settings.Webhooks[i]
 		cands := candidates(cur, i)
@@ -78,7 +78,7 @@ func unmaskSecrets(cur, next *schemas.Destination) error {
 				}
 			}
 			if !found {
-				return maskedError(fmt.Sprintf("settings.webhooks[%d].url", i), "a URL")
+				return maskedError(fmt.Sprintf("%ssettings.webhooks[%d].url", prefix, i), "a URL")
 			}
 		}
 		for name, v := range wh.Headers {
@@ -94,7 +94,7 @@ func unmaskSecrets(cur, next *schemas.Destination) error {
 				}
 			}
 			if !found {
-				return maskedError(fmt.Sprintf("settings.webhooks[%d].headers[%q]", i, name), "a value of header "+name)
+				return maskedError(fmt.Sprintf("%ssettings.webhooks[%d].headers[%q]", prefix, i, name), "a value of header "+name)
 			}
 		}
 	}
@@ -125,13 +125,17 @@ func unknownRef(path string) error {
 // keepSecrets replaces, in a config file's destinations, every reference of an export
 // (secretRef) by the current secret it names: a shared secret by the destination's shared or
 // previous shared secret, a URL by one of its URLs, a header value by a value of a header of
-// that name. A reference that names no current secret of that destination is a 400.
+// that name. A reference that names no current secret of that destination is a 400. Masked
+// values (an API answer pasted into the file) are treated as in a PATCH (unmaskSecrets).
 func (s *Service) keepSecrets(cfg *schemas.Config, cur func(id string) *schemas.Destination) error {
 	for i := range cfg.Destinations {
 		d := &cfg.Destinations[i]
 		c := cur(d.ID)
 		if c == nil {
 			c = &schemas.Destination{}
+		}
+		if err := unmaskSecrets(c, d, fmt.Sprintf("destinations[%d].", i)); err != nil {
+			return err
 		}
 		base := fmt.Sprintf("destinations[%d].settings.", i)
 		for _, f := range []struct {

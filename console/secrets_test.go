@@ -125,6 +125,25 @@ func TestDestinationSecretsMasked(t *testing.T) {
 	if d := stored(); d.Settings.Webhooks[1].URL != realURL || d.Settings.Webhooks[1].Headers["Authorization"] != realAuth || d.Settings.Webhooks[1].Headers["X-Team"] != "growth-3" {
 		t.Fatalf("after applying the export: %+v", d.Settings.Webhooks)
 	}
+	// The API's answer pasted into a config file: its masks keep the secrets too (no change);
+	// a mask of nothing stored is refused, naming the field in the file.
+	crm := h.do(http.MethodGet, "/v1/destinations/crm", nil).Data(t)
+	delete(crm, "version")
+	delete(crm, "origin")
+	delete(crm, "enabled") // (answered true when unset)
+	st := crm["settings"].(map[string]any)
+	delete(st, "hasSharedSecret")
+	delete(st, "hasPreviousSharedSecret")
+	web := map[string]any{"id": "web", "name": "Web site", "writeKeyHash": schemas.HashWriteKey("wk_test_web_0123456789")}
+	r = h.do(http.MethodPut, "/v1/config?dryRun=true", map[string]any{"sources": []any{web}, "destinations": []any{crm}})
+	if expect(t, r, http.StatusOK); len(r.Data(t)["changes"].([]any)) != 0 {
+		t.Fatalf("a config file with the answer's masks: %s, want no change", r.Body)
+	}
+	st["webhooks"].([]any)[1].(map[string]any)["url"] = "https://" + schemas.Mask + "@elsewhere.example.com/"
+	r = h.do(http.MethodPut, "/v1/config?dryRun=true", map[string]any{"sources": []any{web}, "destinations": []any{crm}})
+	if expect(t, r, http.StatusBadRequest); r.JSON(t)["field"] != "destinations[0].settings.webhooks[1].url" || !strings.Contains(string(r.Body), "is masked") {
+		t.Fatalf("a config file with a mask of nothing stored: %s", r.Body)
+	}
 	// A reference with one digit changed names no secret of the destination.
 	i := strings.Index(string(exp.Body), ": hmac-sha256:") + len(": hmac-sha256:")
 	c := "0"

@@ -11,7 +11,8 @@ const redacted = "xxxxx"
 
 // RedactURL is raw as it may be logged, stored or exported: a user name and password become
 // xxxxx, every query value becomes xxxxx (the keys stay, so "?token=xxxxx" still says what was
-// configured), and a fragment is dropped. Webhook URLs often carry credentials in either
+// configured; a query part without "=", often a bare token, becomes xxxxx=xxxxx), and a
+// fragment is dropped. Webhook URLs often carry credentials in either
 // place; the attempt log, the DLQ, the logs and the metrics show only this. A URL that does
 // not parse is shown as its scheme and host at most.
 func RedactURL(raw string) string {
@@ -34,6 +35,13 @@ func RedactURL(raw string) string {
 		}
 	}
 	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			if p != "" && !strings.Contains(p, "=") {
+				parts[i] = redacted // a bare token: its "key" is the secret
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
 		q := u.Query()
 		for k, vs := range q {
 			for i := range vs {

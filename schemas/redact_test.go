@@ -13,7 +13,8 @@ func TestRedactURL(t *testing.T) {
 		"https://hooks.example.com/in?token=abc123&src=tributary":  "https://hooks.example.com/in?src=xxxxx&token=xxxxx",
 		"https://hooks.example.com/in?token=a&token=b#frag-secret": "https://hooks.example.com/in?token=xxxxx&token=xxxxx",
 		"http://u:p@[::1]:8080/x?sig=1":                            "http://xxxxx:xxxxx@[::1]:8080/x?sig=xxxxx",
-		"https://user:s3cret@hooks.example.com/%zz?token=abc":      "https://xxxxx@hooks.example.com/xxxxx", // does not parse
+		"https://hooks.example.com/in?s3cret&src=1":                "https://hooks.example.com/in?src=xxxxx&xxxxx=xxxxx", // a bare token
+		"https://user:s3cret@hooks.example.com/%zz?token=abc":      "https://xxxxx@hooks.example.com/xxxxx",              // does not parse
 	} {
 		got := RedactURL(raw)
 		if strings.Contains(got, "s3cret") || strings.Contains(got, "abc") {
