@@ -21,13 +21,17 @@ func TestConfigFromEnviron(t *testing.T) {
 			"CONSOLE_ADDR":     "0.0.0.0:8090",
 			"CONSOLE_TOKEN":    "another-token-0123456789",
 			"SHUTDOWN_TIMEOUT": "3s",
+			// The console's Ingress host and its Service.
+			"CONSOLE_ALLOWED_HOSTS": "console.example.com,tr-tributary-console",
 		},
 		Want: func(c *console.Config) {
 			c.Addr, c.Token, c.ShutdownTimeout = "0.0.0.0:8090", "another-token-0123456789", 3*time.Second
+			c.AllowedHosts = []string{"console.example.com", "tr-tributary-console"}
 		},
 		Bad: map[string][]string{
-			"CONSOLE_TOKEN":    {"short"},
-			"SHUTDOWN_TIMEOUT": {"0s", "x"},
+			"CONSOLE_ALLOWED_HOSTS": {"https://console.example.com", "console.example.com:8090"},
+			"CONSOLE_TOKEN":         {"short"},
+			"SHUTDOWN_TIMEOUT":      {"0s", "x"},
 		},
 		Unusable:      func(c *console.Config) { c.Addr, c.Token, c.ShutdownTimeout = "", "", 0 },
 		Validate:      (*console.Config).Validate,

@@ -51,6 +51,10 @@ func run() error {
 	} else {
 		fmt.Fprintf(os.Stderr, "\nconsole: http://%s  sign in with CONSOLE_TOKEN (the API's Bearer token too)\n\n", stack.ConsoleAddr())
 	}
+	if cfg.Audiences.Token == "" { // generated for DATA_DIR
+		fmt.Fprintf(os.Stderr, "profile API: http://%s  bearer token in %s (generated; set AUDIENCES_TOKEN to choose your own)\n\n",
+			stack.AudiencesAddr(), filepath.Join(cfg.DataDir, "audiences-token"))
+	}
 	logger.Info().Str("version", platform.Version).Msg("tributary is running; Ctrl-C stops it")
 	err = stack.Run(ctx)
 	logger.Info().Msg("tributary stopped")
