@@ -218,10 +218,36 @@ type composeService struct {
 // else the default.
 var defaultInterpolation = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}$]*)\}`)
 
+// requiredInterpolation is compose's ${NAME:?message}: the variable from the shell (or .env),
+// without which compose refuses to start, printing the message.
+var requiredInterpolation = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):\?([^}$]*)\}`)
+
+// requiredValue is the value the tests give a variable that docker-compose.yml requires
+// (${NAME:?message}): AUDIENCES_TOKEN is "deploytest-audiences-token".
+func requiredValue(name string) string {
+	return "deploytest-" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+}
+
+// composeRequired returns the variables docker-compose.yml requires (${NAME:?message}), each
+// once, with its message.
+func composeRequired(t testing.TB, path string) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range requiredInterpolation.FindAllSubmatch(raw, -1) {
+		out[string(m[1])] = string(m[2])
+	}
+	return out
+}
+
 // parseCompose reads docker-compose.yml. It supports the forms the file uses (mapping
-// environment, list command, long depends_on). Of interpolation it supports ${NAME:-default}
-// only, read as its default (what compose does when NAME is not set); any other form fails,
-// since the topology test would not reproduce it.
+// environment, list command, long depends_on). Of interpolation it supports ${NAME:-default},
+// read as its default (what compose does when NAME is not set), and ${NAME:?message}, read as
+// requiredValue(NAME) (what the shell or .env gives it); any other form fails, since the
+// topology test would not reproduce it.
 func parseCompose(t testing.TB, path string) *composeFile {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -229,8 +255,11 @@ func parseCompose(t testing.TB, path string) *composeFile {
 		t.Fatal(err)
 	}
 	data := defaultInterpolation.ReplaceAll(raw, []byte("$1"))
+	data = requiredInterpolation.ReplaceAllFunc(data, func(m []byte) []byte {
+		return []byte(requiredValue(string(requiredInterpolation.FindSubmatch(m)[1])))
+	})
 	if strings.Contains(string(data), "$") {
-		t.Fatalf("%s: uses $ interpolation other than ${NAME:-default}, which deploy/deploytest does not reproduce", path)
+		t.Fatalf("%s: uses $ interpolation other than ${NAME:-default} and ${NAME:?message}, which deploy/deploytest does not reproduce", path)
 	}
 	var cf composeFile
 	if err := yaml.Unmarshal(data, &cf); err != nil {
