@@ -161,10 +161,10 @@ func dataDirToken(dataDir, file, prefix string) (string, error) {
 	}
 	token := prefix + hex.EncodeToString(raw)
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return "", fmt.Errorf("console token: %w", err)
+		return "", fmt.Errorf("keeping a generated token in DATA_DIR: %w", err)
 	}
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("console token: %w", err)
+		return "", fmt.Errorf("keeping a generated token in DATA_DIR: %w", err)
 	}
 	return token, nil
 }
