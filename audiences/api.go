@@ -49,9 +49,8 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
-	if s.cfg.Token == "" {
-		return mux
-	}
+	// Every request but /healthz, /readyz and /metrics (the HTTP server's) shows the token
+	// (AUDIENCES_TOKEN, required: Config.Validate).
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !platform.BearerMatches(r, s.cfg.Token) { // "bearer" in any case, as the console takes it
 			w.Header().Set("WWW-Authenticate", `Bearer realm="audiences"`)

@@ -21,7 +21,7 @@ func TestProfileAPIAnswersDuringASync(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := DefaultConfig()
-	c.Addr, c.MaxChangesPerTransaction = "127.0.0.1:0", 1<<30
+	c.Addr, c.MaxChangesPerTransaction, c.Token = "127.0.0.1:0", 1<<30, "audiences-test-token-0123456789"
 	s, err := New(c, Deps{Kafka: platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
 		Logger: zerolog.Nop(), Config: func() Snapshot { return staticSnapshot{cfg} }})
 	if err != nil {
@@ -51,7 +51,9 @@ func TestProfileAPIAnswersDuringASync(t *testing.T) {
 	time.Sleep(5 * time.Millisecond) // the sync has the lock
 	start := time.Now()
 	rec := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/profiles/u7", nil))
+	req := httptest.NewRequest(http.MethodGet, "/v1/profiles/u7", nil)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	s.Handler().ServeHTTP(rec, req)
 	answered := time.Since(start)
 	took := <-done
 	if rec.Code != http.StatusOK {

@@ -24,8 +24,13 @@ type Config struct {
 	SyncInterval time.Duration `env:"AUDIENCE_SYNC_INTERVAL" doc:"how often every audience and computed trait is synced: changes since the last sync are sent as identify calls ([audiences.md](audiences.md#sync))"`
 	// Addr is where the profile API, /healthz, /readyz and /metrics listen (AUDIENCES_ADDR).
 	Addr string `env:"AUDIENCES_ADDR" doc:"listen address of the profile API (and of '/healthz', '/readyz', and '/metrics' unless 'METRICS_ADDR' is set); the images set '0.0.0.0:8091'"`
-	// Token, when set, is the bearer token of the profile API (AUDIENCES_TOKEN).
-	Token string `env:"AUDIENCES_TOKEN" doc:"bearer token of the profile API ('Authorization: Bearer ...'); empty: none asked"`
+	// Token is the bearer token of the profile API (AUDIENCES_TOKEN): required, at least 16
+	// characters; `make run` generates one per DATA_DIR.
+	Token string `env:"AUDIENCES_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the profile API ('Authorization: Bearer ...'), at least 16 characters; the audiences service refuses to start without it, and the console needs the same value to show member counts, previews and profiles. 'make run' uses it when set, else generates one, keeps it in 'DATA_DIR/audiences-token' and gives it to the console"`
+	// AllowedHosts are the host names the profile API answers to (AUDIENCES_ALLOWED_HOSTS,
+	// comma-separated; docs/security.md#dns-rebinding); others get 421. Empty: the loopback
+	// names when AUDIENCES_ADDR is on loopback, any name otherwise.
+	AllowedHosts []string `env:"AUDIENCES_ALLOWED_HOSTS" doc:"comma-separated host names the profile API answers to (a Service name, '*.<headless Service>' for the peers, an IP address; '*': any): a request with another 'Host' is answered 421, '/healthz', '/readyz' and '/metrics' excepted; 'localhost', '127.0.0.1' and '[::1]' are always accepted. Empty: only those when 'AUDIENCES_ADDR' is on loopback, any name otherwise ([security.md](security.md#dns-rebinding))"`
 	// PeerURL is how an instance reaches another's profile API to forward a request for a
 	// user it does not own: a URL with "{instance}", replaced by the owner's
 	// AUDIENCES_TRANSACTIONAL_ID (AUDIENCES_PEER_URL, e.g. the StatefulSet's
@@ -95,6 +100,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Addr == "" {
 		errs = append(errs, errors.New("AUDIENCES_ADDR: must not be empty"))
+	}
+	switch {
+	case c.Token == "":
+		errs = append(errs, errors.New("AUDIENCES_TOKEN: required: the bearer token of the profile API, which holds personal data (e.g. AUDIENCES_TOKEN=$(openssl rand -hex 32)); give the console the same one; `make run` generates one"))
+	case len(c.Token) < 16:
+		errs = append(errs, fmt.Errorf("AUDIENCES_TOKEN: must be at least 16 characters, got %d", len(c.Token)))
+	}
+	if err := platform.ValidateAllowedHosts("AUDIENCES_ALLOWED_HOSTS", c.AllowedHosts); err != nil {
+		errs = append(errs, err)
 	}
 	if c.PeerURL != "" && !strings.Contains(c.PeerURL, "{instance}") {
 		errs = append(errs, fmt.Errorf("AUDIENCES_PEER_URL: must contain {instance}, got %q", c.PeerURL))

@@ -57,6 +57,7 @@ func (h *harness) service(id string, mod func(*audiences.Config)) (*audiences.Se
 	cfg.Addr = "127.0.0.1:0"
 	cfg.TransactionalID = id
 	cfg.TransactionTimeout = 5 * time.Second
+	cfg.Token = testToken
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -193,7 +194,11 @@ func byUser(ids []identify) map[string]map[string]any {
 	return out
 }
 
-// get GETs the service's API and decodes the JSON answer into v; it returns the status.
+// testToken is the AUDIENCES_TOKEN of the harness's services.
+const testToken = "audiences-test-token-0123456789"
+
+// get GETs the service's API with the bearer token (none when empty) and decodes the JSON
+// answer into v; it returns the status.
 func get(t *testing.T, svc *audiences.Service, path, token string, v any) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+path, nil)

@@ -44,7 +44,7 @@ computedTraits:
 `)
 	start := func() *exec.Cmd {
 		return servicetest.Spawn(t, bin, servicetest.ServiceEnv(h.Kafka.Brokers,
-			"AUDIENCES_TRANSACTIONAL_ID=kill-test", "AUDIENCES_ADDR=127.0.0.1:0",
+			"AUDIENCES_TRANSACTIONAL_ID=kill-test", "AUDIENCES_ADDR=127.0.0.1:0", "AUDIENCES_TOKEN="+testToken,
 			"AUDIENCE_SYNC_INTERVAL=1s", "LOG_LEVEL=warn")...)
 	}
 	const users, total, perBatch = 50, 4000, 100

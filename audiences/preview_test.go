@@ -41,7 +41,7 @@ func post(t *testing.T, svc *audiences.Service, path, token, body string, v any)
 // groups), asks for the token, and names the field of an invalid rule.
 func TestPreview(t *testing.T) {
 	h := newHarness(t, sources+vip+orders)
-	svc, _, _ := h.run("aud-preview", func(c *audiences.Config) { c.Token = "s3cret" })
+	svc, _, _ := h.run("aud-preview", func(c *audiences.Config) { c.Token = testToken })
 	// 12 users: u00..u11; the even ones are pro; user i ordered i%4 times (revenue 10 each).
 	const users = 12
 	for i := range users {
@@ -57,7 +57,7 @@ func TestPreview(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/u11", "s3cret", &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "30" {
+		if code := get(t, svc, "/v1/profiles/u11", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "30" {
 			return fmt.Sprintf("profile u11: %d %+v", code, p)
 		}
 		return ""
@@ -71,9 +71,9 @@ func TestPreview(t *testing.T) {
 		}
 		var v audiences.PreviewView
 		var e struct{ Code, Message string }
-		code := post(t, svc, "/v1/audiences/preview", "s3cret", body+"}", &v)
+		code := post(t, svc, "/v1/audiences/preview", testToken, body+"}", &v)
 		if code != http.StatusOK {
-			post(t, svc, "/v1/audiences/preview", "s3cret", body+"}", &e)
+			post(t, svc, "/v1/audiences/preview", testToken, body+"}", &e)
 			t.Fatalf("preview %s: %d %+v", rule, code, e)
 		}
 		if v.Profiles != users || v.Partitions != 3 || v.Total != 3 || v.Partial || v.At == "" {
@@ -102,7 +102,7 @@ func TestPreview(t *testing.T) {
 	}
 	// The same rule as the vip audience counts its members.
 	var a audiences.AudienceView
-	get(t, svc, "/v1/audiences/vip", "s3cret", &a)
+	get(t, svc, "/v1/audiences/vip", testToken, &a)
 	if v := count(`{"trait":"plan","in":["pro","team"]}`, ""); v.Count != 6 {
 		t.Errorf("vip's rule: %d", v.Count)
 	}
@@ -137,7 +137,7 @@ func TestPreview(t *testing.T) {
 		`not json`: "the body must be",
 	} {
 		e = struct{ Code, Message string }{}
-		if code := post(t, svc, "/v1/audiences/preview", "s3cret", body, &e); code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Message, want) {
+		if code := post(t, svc, "/v1/audiences/preview", testToken, body, &e); code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Message, want) {
 			t.Errorf("%s: %d %+v, want a 400 with %q", body, code, e, want)
 		}
 	}
@@ -145,18 +145,18 @@ func TestPreview(t *testing.T) {
 	// over 1 MiB is 413, headers over platform.DefaultMaxHeaderBytes 431.
 	e = struct{ Code, Message string }{}
 	big := `{"rule":{"trait":"plan","equals":"` + strings.Repeat("p", 3<<20) + `"}}`
-	if code := post(t, svc, "/v1/audiences/preview", "s3cret", big, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || !strings.Contains(e.Message, "1048576") {
+	if code := post(t, svc, "/v1/audiences/preview", testToken, big, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || !strings.Contains(e.Message, "1048576") {
 		t.Errorf("a 3 MB body: %d %+v, want a 413 too_large", code, e)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+"/v1/profiles/u1", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("X-Big", strings.Repeat("h", 3<<20))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a 3 MB header: %v %v, want 431", resp, err)
 	} else {
 		resp.Body.Close()
 	}
-	if code := get(t, svc, "/v1/audiences/preview", "s3cret", nil); code == http.StatusOK {
+	if code := get(t, svc, "/v1/audiences/preview", testToken, nil); code == http.StatusOK {
 		t.Errorf("GET /v1/audiences/preview: %d", code)
 	}
 }
@@ -182,12 +182,12 @@ func TestPreviewOverTwoInstances(t *testing.T) {
 	eventually(t, 30*time.Second, func() string {
 		for _, svc := range []*audiences.Service{a, b} {
 			var v audiences.PreviewView
-			code := post(t, svc, "/v1/audiences/preview", "", `{"rule":{"trait":"plan","equals":"pro"}}`, &v)
+			code := post(t, svc, "/v1/audiences/preview", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &v)
 			if code != http.StatusOK || v.Count != 15 || v.Profiles != users || v.Partial || v.Partitions != 3 {
 				return fmt.Sprintf("preview from %s: %d %+v", svc.Addr(), code, v)
 			}
 			var local audiences.PreviewView
-			post(t, svc, "/v1/audiences/preview?scope=local", "", `{"rule":{"trait":"plan","equals":"pro"}}`, &local)
+			post(t, svc, "/v1/audiences/preview?scope=local", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &local)
 			if local.Partitions == 3 || local.Partitions == 0 {
 				return fmt.Sprintf("scope=local of %s covers %d partitions: both instances should own some", svc.Addr(), local.Partitions)
 			}

@@ -161,6 +161,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.peers = &http.Client{Timeout: 10 * time.Second}
 	s.server = platform.NewHTTPServer(cfg.Addr, s.Handler(), deps.Health, deps.Gatherer, s.logger)
 	s.server.ShutdownTimeout = cfg.ShutdownTimeout
+	if err := s.server.AllowHosts("AUDIENCES_ALLOWED_HOSTS", cfg.AllowedHosts); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

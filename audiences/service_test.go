@@ -117,7 +117,7 @@ func TestSyncSendsMembersThenChanges(t *testing.T) {
 	}
 	var a audiences.AudienceView
 	eventually(t, 5*time.Second, func() string {
-		get(t, svc, "/v1/audiences/buyers", "", &a)
+		get(t, svc, "/v1/audiences/buyers", testToken, &a)
 		if a.Members != 0 || a.LastSync.Leaves+a.LastSync.Joins != 0 && a.LastSync.Leaves != 4 {
 			return fmt.Sprintf("audience view after the window: %+v", a)
 		}
@@ -205,7 +205,7 @@ computedTraits:
 	h.send(order("anonymousId", anon, "team")) // after the merge: still the user's
 	eventually(t, 10*time.Second, func() string {
 		var p audiences.ProfileView
-		get(t, svc, "/v1/profiles/"+user, "", &p)
+		get(t, svc, "/v1/profiles/"+user, testToken, &p)
 		if len(p.Audiences) != 1 || p.Audiences[0].ID != "loyal" || !sameSet(p.ComputedTraits["plans_seen"], "free", "pro", "team") {
 			return fmt.Sprintf("profile of %s: %+v %s", user, p, p.ComputedTraits["plans_seen"])
 		}
@@ -216,7 +216,7 @@ computedTraits:
 	})
 	// The anonymous id answers with the profile it was merged into.
 	var p audiences.ProfileView
-	if code := get(t, svc, "/v1/profiles/"+anon, "", &p); code != http.StatusOK || p.UserID != user {
+	if code := get(t, svc, "/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != user {
 		t.Fatalf("profile of the merged anonymous id: %d %+v", code, p)
 	}
 	// The first sync, by the same instance restarted with a short interval (so restored from
@@ -229,7 +229,7 @@ computedTraits:
 	if len(got) != 2 || u[user]["loyal"] != true || !sameSet(plans, "free", "pro", "team") {
 		t.Fatalf("sync after the merge: got %v", u)
 	}
-	if code := get(t, svc, "/v1/profiles/"+anon, "", &p); code != http.StatusOK || p.UserID != user {
+	if code := get(t, svc, "/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != user {
 		t.Fatalf("after the restart, profile of the merged anonymous id: %d %+v", code, p)
 	}
 	h.quiet(2500 * time.Millisecond)
@@ -278,7 +278,7 @@ func TestDeletionAndSuppression(t *testing.T) {
 	h.deletion("quiet", schemas.KindSuppressOnly)
 	eventually(t, 10*time.Second, func() string {
 		for _, u := range []string{"gone", "quiet"} {
-			if code := get(t, svc, "/v1/profiles/"+u, "", nil); code != http.StatusNotFound {
+			if code := get(t, svc, "/v1/profiles/"+u, testToken, nil); code != http.StatusNotFound {
 				return fmt.Sprintf("profile %s after its deletion: %d", u, code)
 			}
 		}
@@ -287,11 +287,11 @@ func TestDeletionAndSuppression(t *testing.T) {
 	// The suppressed user's events build nothing; the deleted one's start afresh.
 	h.send(`{"type":"identify","userId":"quiet","traits":{"plan":"team"}}`)
 	h.quiet(2500 * time.Millisecond)
-	if code := get(t, svc, "/v1/profiles/quiet", "", nil); code != http.StatusNotFound {
+	if code := get(t, svc, "/v1/profiles/quiet", testToken, nil); code != http.StatusNotFound {
 		t.Fatalf("a suppressed user's profile: %d", code)
 	}
 	var a audiences.AudienceView
-	get(t, svc, "/v1/audiences/vip", "", &a)
+	get(t, svc, "/v1/audiences/vip", testToken, &a)
 	if a.Members != 1 {
 		t.Errorf("members after the deletions: %+v", a)
 	}
@@ -339,7 +339,7 @@ func TestRestartResendsNothing(t *testing.T) {
 	svc, reg, _ := h.run("aud-restart", nil)
 	eventually(t, 10*time.Second, func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/u7", "", &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "3" {
+		if code := get(t, svc, "/v1/profiles/u7", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "3" {
 			return fmt.Sprintf("profile after the restart: %d %+v", code, p)
 		}
 		return ""
@@ -359,7 +359,7 @@ func TestRestartResendsNothing(t *testing.T) {
 // TestProfileAPI: the bearer token, 404s, a paged member list that covers every member once.
 func TestProfileAPI(t *testing.T) {
 	h := newHarness(t, sources+vip)
-	svc, _, _ := h.run("aud-api", func(c *audiences.Config) { c.Token = "s3cret" })
+	svc, _, _ := h.run("aud-api", func(c *audiences.Config) { c.Token = testToken })
 	const n = 25
 	for i := range n {
 		h.send(fmt.Sprintf(`{"type":"identify","userId":"u%02d","traits":{"plan":"pro"}}`, i))
@@ -391,28 +391,28 @@ func TestProfileAPI(t *testing.T) {
 	if code := get(t, svc, "/healthz", "", nil); code != http.StatusOK {
 		t.Errorf("/healthz without a token: %d", code)
 	}
-	if code := get(t, svc, "/v1/profiles/nobody", "s3cret", &e); code != http.StatusNotFound {
+	if code := get(t, svc, "/v1/profiles/nobody", testToken, &e); code != http.StatusNotFound {
 		t.Errorf("unknown profile: %d", code)
 	}
-	if code := get(t, svc, "/v1/audiences/nope", "s3cret", &e); code != http.StatusNotFound || e.Message != `no audience "nope"` {
+	if code := get(t, svc, "/v1/audiences/nope", testToken, &e); code != http.StatusNotFound || e.Message != `no audience "nope"` {
 		t.Errorf("unknown audience: %d %+v", code, e)
 	}
-	if code := get(t, svc, "/v1/audiences/vip/members?cursor=x", "s3cret", &e); code != http.StatusBadRequest {
+	if code := get(t, svc, "/v1/audiences/vip/members?cursor=x", testToken, &e); code != http.StatusBadRequest {
 		t.Errorf("bad cursor: %d %+v", code, e)
 	}
 	var p audiences.ProfileView
-	if code := get(t, svc, "/v1/profiles/anon-9", "s3cret", &p); code != http.StatusOK || p.AnonymousID != "anon-9" || p.UserID != "" || string(p.Traits) != `{"plan":"team"}` {
+	if code := get(t, svc, "/v1/profiles/anon-9", testToken, &p); code != http.StatusOK || p.AnonymousID != "anon-9" || p.UserID != "" || string(p.Traits) != `{"plan":"team"}` {
 		t.Errorf("anonymous profile: %d %+v", code, p)
 	}
 	var a audiences.AudienceView
-	if get(t, svc, "/v1/audiences/vip", "s3cret", &a); a.Members != n+1 || a.LastSync.Joins != n+1 || a.Partial || a.Total != 3 || a.LastSyncAt == "" {
+	if get(t, svc, "/v1/audiences/vip", testToken, &a); a.Members != n+1 || a.LastSync.Joins != n+1 || a.Partial || a.Total != 3 || a.LastSyncAt == "" {
 		t.Errorf("audience: %+v", a)
 	}
 	seen := map[string]int{}
 	cursor, pages := "", 0
 	for {
 		var page audiences.MembersPage
-		if code := get(t, svc, "/v1/audiences/vip/members?limit=4&cursor="+cursor, "s3cret", &page); code != http.StatusOK {
+		if code := get(t, svc, "/v1/audiences/vip/members?limit=4&cursor="+cursor, testToken, &page); code != http.StatusOK {
 			t.Fatalf("members page: %d", code)
 		}
 		if len(page.Data) > 4 {
@@ -468,7 +468,7 @@ func TestTwoInstancesRebalance(t *testing.T) {
 					var p audiences.ProfileView
 					u := fmt.Sprintf("u%02d", i)
 					for _, svc := range []*audiences.Service{a, b} {
-						if code := get(t, svc, "/v1/profiles/"+u, "", &p); code != http.StatusOK || p.UserID != u {
+						if code := get(t, svc, "/v1/profiles/"+u, testToken, &p); code != http.StatusOK || p.UserID != u {
 							return fmt.Sprintf("profile %s from %s: %d", u, svc.Addr(), code)
 						}
 					}
@@ -476,7 +476,7 @@ func TestTwoInstancesRebalance(t *testing.T) {
 				return ""
 			})
 			var view audiences.AudienceView
-			if get(t, b, "/v1/audiences/vip", "", &view); view.Partial || view.Partitions != 3 {
+			if get(t, b, "/v1/audiences/vip", testToken, &view); view.Partial || view.Partitions != 3 {
 				t.Errorf("audience view over two instances: %+v", view)
 			}
 		case 3:
@@ -519,7 +519,7 @@ func TestTwoInstancesRebalance(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	var p audiences.ProfileView
-	if code := get(t, b, "/v1/profiles/u03", "", &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "6" {
+	if code := get(t, b, "/v1/profiles/u03", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "6" {
 		t.Fatalf("profile from the remaining instance: %d %+v", code, p)
 	}
 }
@@ -597,7 +597,7 @@ func TestSyncInChunks(t *testing.T) {
 	}
 	h.quiet(2500 * time.Millisecond)
 	var a audiences.AudienceView
-	if get(t, svc, "/v1/audiences/vip", "", &a); a.Members != 25 || a.LastSync.Joins != 0 {
+	if get(t, svc, "/v1/audiences/vip", testToken, &a); a.Members != 25 || a.LastSync.Joins != 0 {
 		t.Errorf("after the chunked sync and a quiet one: %+v", a)
 	}
 }

@@ -53,7 +53,7 @@ func BenchmarkSync(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := DefaultConfig()
-	c.Addr = "127.0.0.1:0"
+	c.Addr, c.Token = "127.0.0.1:0", "audiences-test-token-0123456789"
 	s, err := New(c, Deps{Kafka: platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1}, Logger: zerolog.Nop(),
 		Config: func() Snapshot { return staticSnapshot{cfg} }})
 	if err != nil {

@@ -36,7 +36,7 @@ func BenchmarkAudiencesThroughput(b *testing.B) {
 		env.Produce(recs...)
 	}
 	cfg := audiences.DefaultConfig()
-	cfg.Addr, cfg.TransactionalID = "127.0.0.1:0", "bench"
+	cfg.Addr, cfg.TransactionalID, cfg.Token = "127.0.0.1:0", "bench", testToken
 	svc, err := audiences.New(cfg, audiences.Deps{Kafka: env.Kafka, Logger: env.Logger,
 		Config: func() audiences.Snapshot { return env.Store.Snapshot() }, ConfigReady: env.Store.Ready()})
 	if err != nil {

@@ -25,7 +25,11 @@ type Config struct {
 	AudiencesURL string `env:"CONSOLE_AUDIENCES_URL" doc:"the audiences service's profile API as the console reaches it, for the audiences pages' member counts, live previews and profile lookups; 'make run' sets its own"`
 	// AudiencesToken is the profile API's bearer token (AUDIENCES_TOKEN, as the audiences
 	// service reads it; documented there).
-	AudiencesToken string `env:"AUDIENCES_TOKEN"`
+	AudiencesToken string `env:"AUDIENCES_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')"`
+	// AllowedHosts are the host names the UI and the API answer to (CONSOLE_ALLOWED_HOSTS,
+	// comma-separated; docs/security.md#dns-rebinding); others get 421. Empty: the loopback
+	// names when CONSOLE_ADDR is on loopback, any name otherwise.
+	AllowedHosts []string `env:"CONSOLE_ALLOWED_HOSTS" doc:"comma-separated host names the console's UI and API answer to (its Ingress host, its Service name, an IP address; '*': any): a request with another 'Host' is answered 421, '/healthz', '/readyz' and '/metrics' excepted; 'localhost', '127.0.0.1' and '[::1]' are always accepted. Empty: only those when 'CONSOLE_ADDR' is on loopback, any name otherwise ([security.md](security.md#dns-rebinding))"`
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
 	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...') and the web UI's sign-in; the console refuses to start without it, or with a weak one (under 16 characters or about 64 bits: 'openssl rand -hex 32' makes a good one). 'make run' uses it when set, else generates one and keeps it in 'DATA_DIR/console-token' (mode 0600), whose path it prints"`
 
@@ -151,6 +155,9 @@ func (c *Config) Validate() error {
 		if err := checkTokenStrength(c.Token); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := platform.ValidateAllowedHosts("CONSOLE_ALLOWED_HOSTS", c.AllowedHosts); err != nil {
+		errs = append(errs, err)
 	}
 	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic} {
 		if t == "" {

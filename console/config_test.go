@@ -23,12 +23,16 @@ func TestConfigFromEnviron(t *testing.T) {
 			"CONSOLE_MAX_STREAMS":             "50",
 			"CONSOLE_MAX_STREAMS_PER_SESSION": "3",
 			"SHUTDOWN_TIMEOUT":                "3s",
+			// The console's Ingress host and its Service.
+			"CONSOLE_ALLOWED_HOSTS": "console.example.com,tr-tributary-console",
 		},
 		Want: func(c *console.Config) {
 			c.Addr, c.Token, c.ShutdownTimeout = "0.0.0.0:8090", "another-token-0123456789", 3*time.Second
 			c.MaxStreams, c.MaxStreamsPerSession = 50, 3
+			c.AllowedHosts = []string{"console.example.com", "tr-tributary-console"}
 		},
 		Bad: map[string][]string{
+			"CONSOLE_ALLOWED_HOSTS":           {"https://console.example.com", "console.example.com:8090"},
 			"CONSOLE_TOKEN":                   {"short", "aaaaaaaaaaaaaaaa"},
 			"CONSOLE_MAX_STREAMS":             {"0", "x"},
 			"CONSOLE_MAX_STREAMS_PER_SESSION": {"0", "-1"},

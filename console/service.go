@@ -122,6 +122,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.handler = s.routes()
 	s.server = platform.NewHTTPServer(cfg.Addr, s.handler, deps.Health, deps.Gatherer, s.logger)
 	s.server.ShutdownTimeout = cfg.ShutdownTimeout
+	if err := s.server.AllowHosts("CONSOLE_ALLOWED_HOSTS", cfg.AllowedHosts); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

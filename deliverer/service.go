@@ -109,6 +109,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		track: newTracker(), sem: make(chan struct{}, cfg.MaxInFlight), now: deps.Now,
 		held: map[partKey]*held{}, limiters: map[string]*destLimiter{}, isTier: map[string]bool{},
 		parked: parking{byUnits: map[string][]*parkedRec{}}}
+	if cfg.AllowPrivate {
+		// Said once at start, loudly: a setting for make run and the demo receiver that must
+		// not reach production unnoticed (docs/security.md#webhook-delivery).
+		s.logger.Warn().Str("setting", "WEBHOOK_ALLOW_PRIVATE").
+			Msg("WEBHOOK_ALLOW_PRIVATE=true: the address guard is off; webhooks may reach loopback, private and link-local addresses (cloud metadata included)")
+	}
 	s.grace, s.endGrace = context.WithCancel(context.Background())
 	s.tierDelays, s.tierTopics = cfg.tiers()
 	for _, t := range s.tierTopics {

@@ -30,7 +30,7 @@ func TestConfigFromEnviron(t *testing.T) {
 			"DATA_DIR":               "/tmp/d",
 			"CONSOLE_ADDR":           ":1",
 			"CONSOLE_AUDIENCES_URL":  "http://aud:1",
-			"AUDIENCES_TOKEN":        "aud-token",
+			"AUDIENCES_TOKEN":        "aud-token-0123456789",
 			"AUDIENCE_SYNC_INTERVAL": "5m",
 			"LOG_LEVEL":              "debug",
 			"CONFIG_ENCRYPTION_KEY":  "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ=",
@@ -43,7 +43,7 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.Deliverer.AllowPrivate, c.Deliverer.ShutdownTimeout = true, 2*time.Second
 			c.EmbeddedPort, c.ConfigFile, c.DataDir, c.Console.Addr = 0, "deploy/config/dev.yaml", "/tmp/d", ":1"
 			c.Console.ShutdownTimeout = 2 * time.Second
-			c.Console.AudiencesURL, c.Console.AudiencesToken, c.Audiences.Token = "http://aud:1", "aud-token", "aud-token"
+			c.Console.AudiencesURL, c.Console.AudiencesToken, c.Audiences.Token = "http://aud:1", "aud-token-0123456789", "aud-token-0123456789"
 			c.Audiences.SyncInterval, c.Audiences.ShutdownTimeout, c.LogLevel = 5*time.Minute, 2*time.Second, "debug"
 			c.Kafka.ConfigEncryptionKey = "k1:Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="
 		},
@@ -59,6 +59,8 @@ func TestConfigFromEnviron(t *testing.T) {
 			"SHUTDOWN_TIMEOUT":           {"0s"},
 			"EMBEDDED_KAFKA_PORT":        {"70000", "port"},
 			"AUDIENCE_SYNC_INTERVAL":     {"0s", "often"},
+			"AUDIENCES_TOKEN":            {"short"},
+			"CONSOLE_ALLOWED_HOSTS":      {"console.example.com:8090"},
 			"LOG_LEVEL":                  {"loud"},
 			"CONFIG_ENCRYPTION_KEY":      {"k1:c2l4dGVlbiBieXRlcyEhIQ==", "Kr0bI9l1m0nKs8Qv3Zp7xW2yT6uA4cE8gH1jL5nP9rQ="},
 		},
@@ -129,7 +131,7 @@ func TestSettingsTableHasEverySetting(t *testing.T) {
 		{"CONSOLE_ADDR", "`127.0.0.1:8090`", "console tributary"},
 		{"CONSOLE_TOKEN", "required (`make run`: generated per `DATA_DIR`)", "console tributary"},
 		{"CONSOLE_AUDIENCES_URL", "`http://127.0.0.1:8091`", "console tributary"},
-		{"AUDIENCES_TOKEN", "", "audiences console tributary"},
+		{"AUDIENCES_TOKEN", "required (`make run`: generated per `DATA_DIR`)", "audiences console tributary"},
 	} {
 		s, ok := rows[tt.variable]
 		if !ok {

@@ -31,12 +31,14 @@ type Config struct {
 	// Kafka: an empty Brokers list starts the embedded broker.
 	Kafka platform.KafkaSettings `env:"-"`
 	// Ingest, Router, Deliverer and Audiences are the services' own configurations (INGEST_*,
-	// ROUTER_*, RETRY_*, DELIVER*, WEBHOOK_*, AUDIENCE*, SHUTDOWN_TIMEOUT).
+	// ROUTER_*, RETRY_*, DELIVER*, WEBHOOK_*, AUDIENCE*, SHUTDOWN_TIMEOUT); an empty
+	// Audiences.Token is generated per DataDir.
 	Ingest    ingest.Config    `env:"-"`
 	Router    router.Config    `env:"-"`
 	Deliverer deliverer.Config `env:"-"`
 	Audiences audiences.Config `env:"-"`
-	// Console is the console's (CONSOLE_*); an empty Token is generated per DataDir.
+	// Console is the console's (CONSOLE_*); an empty Token is generated per DataDir, and an
+	// empty AudiencesToken is the audiences service's.
 	Console console.Config `env:"-"`
 	// EmbeddedPort is the embedded broker's port (EMBEDDED_KAFKA_PORT; 0: any free port).
 	EmbeddedPort int `env:"EMBEDDED_KAFKA_PORT" doc:"port of the embedded broker (when 'KAFKA_BROKERS' is empty); 0: any free port"`
@@ -51,11 +53,28 @@ type Config struct {
 
 // Validate returns every setting that cannot work, each naming its variable.
 func (c *Config) Validate() error {
+	return errors.Join(c.Ingest.Validate(), c.Router.Validate(), c.Deliverer.Validate(), c.audiencesToValidate().Validate(),
+		c.consoleToValidate().Validate(), c.validateOwn())
+}
+
+// consoleToValidate is the console's config as New gives it: an empty Token stands for the one
+// generated per DataDir (consoleToken).
+func (c *Config) consoleToValidate() *console.Config {
 	con := c.Console
 	if con.Token == "" {
-		con.Token = "generated-at-start-per-data-dir" // New generates it (consoleToken)
+		con.Token = "generated-at-start-per-data-dir"
 	}
-	return errors.Join(c.Ingest.Validate(), c.Router.Validate(), c.Deliverer.Validate(), c.Audiences.Validate(), con.Validate(), c.validateOwn())
+	return &con
+}
+
+// audiencesToValidate is the audiences service's config as New gives it: an empty Token stands
+// for the one generated per DataDir (audiencesToken).
+func (c *Config) audiencesToValidate() *audiences.Config {
+	aud := c.Audiences
+	if aud.Token == "" {
+		aud.Token = "generated-at-start-per-data-dir"
+	}
+	return &aud
 }
 
 // validateOwn checks the settings that Config does not hand to a service's Validate.
@@ -95,6 +114,8 @@ type Stack struct {
 	// consoleToken is the console's bearer token; consoleTokenGenerated says make run made it.
 	consoleToken          string
 	consoleTokenGenerated bool
+	// audiencesToken is the profile API's bearer token (AUDIENCES_TOKEN, or generated).
+	audiencesToken string
 	// services run once the config store is ready.
 	services []platform.Runner
 	closers  []func()

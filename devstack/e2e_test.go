@@ -312,8 +312,10 @@ computedTraits:
 			}
 		}
 	}
-	// The profile API of make run.
-	resp, err := http.Get("http://" + st.AudiencesAddr() + "/v1/profiles/u1")
+	// The profile API of make run, with the token it generated.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+st.AudiencesAddr()+"/v1/profiles/u1", nil)
+	req.Header.Set("Authorization", "Bearer "+st.AudiencesToken())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

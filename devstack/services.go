@@ -72,7 +72,16 @@ func (s *Stack) addServices(ctx context.Context) error {
 	}
 	s.services = append(s.services, dl)
 
-	au, err := audiences.New(s.cfg.Audiences, audiences.Deps{
+	acfg := s.cfg.Audiences
+	if acfg.Token == "" {
+		// The profile API holds personal data: make run asks for a token too, its own, which
+		// it gives the console (docs/audiences.md#profile-api).
+		if acfg.Token, err = dataDirToken(s.cfg.DataDir, audiencesTokenFile, "at_"); err != nil {
+			return fmt.Errorf("audiences token: %w", err)
+		}
+	}
+	s.audiencesToken = acfg.Token
+	au, err := audiences.New(acfg, audiences.Deps{
 		Kafka:       s.cfg.Kafka,
 		Config:      func() audiences.Snapshot { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
@@ -98,6 +107,9 @@ func (s *Stack) addServices(ctx context.Context) error {
 		s.consoleTokenGenerated = true
 	}
 	s.consoleToken = ccfg.Token
+	if ccfg.AudiencesToken == "" {
+		ccfg.AudiencesToken = acfg.Token
+	}
 	if ccfg.AudiencesURL == console.DefaultConfig().AudiencesURL {
 		ccfg.AudiencesURL = "http://" + s.AudiencesAddr() // the address audiences took
 	}
@@ -123,14 +135,24 @@ func (s *Stack) addServices(ctx context.Context) error {
 	return nil
 }
 
-// consoleTokenFile is where `make run` keeps the console token it generated, in DATA_DIR.
-const consoleTokenFile = "console-token"
+// consoleTokenFile and audiencesTokenFile are where `make run` keeps the tokens it generated
+// for the console and the profile API, in DATA_DIR.
+const (
+	consoleTokenFile   = "console-token"
+	audiencesTokenFile = "audiences-token"
+)
 
 // consoleToken returns the console token of dataDir: the one generated before, else a new
 // random one, written (mode 0600) for the next start. make run never prints it (stderr is where
 // logs are collected): it says where the file is.
 func consoleToken(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, consoleTokenFile)
+	return dataDirToken(dataDir, consoleTokenFile, "ct_")
+}
+
+// dataDirToken returns the token kept in dataDir/file: the one generated before, else a new
+// random one (prefix and 48 hex digits), written (mode 0600) for the next start.
+func dataDirToken(dataDir, file, prefix string) (string, error) {
+	path := filepath.Join(dataDir, file)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
 		if err := os.Chmod(path, 0o600); err != nil { // only its owner reads it
 			return "", fmt.Errorf("console token: %w", err)
@@ -141,12 +163,12 @@ func consoleToken(dataDir string) (string, error) {
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}
-	token := "ct_" + hex.EncodeToString(raw)
+	token := prefix + hex.EncodeToString(raw)
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return "", fmt.Errorf("console token: %w", err)
+		return "", fmt.Errorf("keeping a generated token in DATA_DIR: %w", err)
 	}
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("console token: %w", err)
+		return "", fmt.Errorf("keeping a generated token in DATA_DIR: %w", err)
 	}
 	return token, nil
 }
@@ -160,7 +182,11 @@ func (s *Stack) ConsoleToken() (token string, generated bool) {
 	return s.consoleToken, s.consoleTokenGenerated
 }
 
-// AudiencesAddr is where the profile API of the audiences service listens.
+// AudiencesToken is the profile API's bearer token: AUDIENCES_TOKEN, or the one generated for
+// the data directory (kept in DATA_DIR/audiences-token).
+func (s *Stack) AudiencesToken() string { return s.audiencesToken }
+
+// AudiencesAddr is the address the profile API of the audiences service listens on.
 func (s *Stack) AudiencesAddr() string { return s.audiencesAddr }
 
 // IngestAddr is where the tracking API listens.

@@ -42,9 +42,10 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	c.Ingest, errs[1] = ingest.ConfigFromEnviron(environ)
 	c.Router, errs[2] = router.ConfigFromEnviron(environ)
 	c.Deliverer, errs[3] = deliverer.ConfigFromEnviron(environ)
-	c.Audiences, errs[4] = audiences.ConfigFromEnviron(environ)
-	// The console's settings, validated with the rest: an empty CONSOLE_TOKEN is generated.
-	errs[6] = platform.FromEnv(&c.Console, environ)
+	// The audiences service's and the console's settings, validated with the rest: an empty
+	// AUDIENCES_TOKEN or CONSOLE_TOKEN is generated (New).
+	errs[4] = errors.Join(platform.FromEnv(&c.Audiences, environ), c.audiencesToValidate().Validate())
+	errs[6] = errors.Join(platform.FromEnv(&c.Console, environ), c.consoleToValidate().Validate())
 	errs[5] = platform.FromEnv(&c, environ)
 	// A field that does not parse keeps its valid default: validateOwn adds only other problems.
 	return c, joinDistinct(append(errs[:], c.validateOwn())...)

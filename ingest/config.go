@@ -49,6 +49,10 @@ type Config struct {
 	// Segment's API does, with "Access-Control-Allow-Origin: *" and no credentials; with a list,
 	// a browser request from another origin is refused (docs/ingest.md#cors).
 	AllowedOrigins []string `env:"INGEST_ALLOWED_ORIGINS" doc:"comma-separated origins browsers may call from ('https://app.example.com', 'https://*.example.com'); a request from any other 'Origin' is refused 403; empty: every origin"`
+	// AllowedHosts are the host names the tracking API answers to (INGEST_ALLOWED_HOSTS,
+	// comma-separated; docs/security.md#dns-rebinding); others get 421. Empty: the loopback
+	// names when INGEST_ADDR is on loopback, any name otherwise.
+	AllowedHosts []string `env:"INGEST_ALLOWED_HOSTS" doc:"comma-separated host names the tracking API answers to ('track.example.com', '*.example.com', an IP address; '*': any): a request with another 'Host' is answered 421, '/healthz', '/readyz' and '/metrics' excepted; 'localhost', '127.0.0.1' and '[::1]' are always accepted. Empty: only those when 'INGEST_ADDR' is on loopback, any name otherwise ([security.md](security.md#dns-rebinding))"`
 	// PublicURL is the address browsers reach this ingest at (INGEST_PUBLIC_URL), served to
 	// analytics.js in /v1/projects/{writeKey}/settings as where to post. Empty: the address of
 	// each settings request itself.
@@ -136,6 +140,9 @@ func (c *Config) Validate() error {
 		if !validOrigin(o) {
 			errs = append(errs, fmt.Errorf("INGEST_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port], or scheme://*.host)", o))
 		}
+	}
+	if err := platform.ValidateAllowedHosts("INGEST_ALLOWED_HOSTS", c.AllowedHosts); err != nil {
+		errs = append(errs, err)
 	}
 	if _, ok := parsePublicURL(c.PublicURL); c.PublicURL != "" && !ok {
 		errs = append(errs, fmt.Errorf("INGEST_PUBLIC_URL: %q is not an absolute http or https URL without query", c.PublicURL))

@@ -20,6 +20,7 @@ func TestConfigFromEnviron(t *testing.T) {
 			"INGEST_PRODUCE_TIMEOUT": "2s",
 			"INGEST_ALLOWED_ORIGINS": "https://a.example, https://*.b.example,http://localhost:3000",
 			"INGEST_PUBLIC_URL":      "https://track.example.com",
+			"INGEST_ALLOWED_HOSTS":   "track.example.com, *.track.example.com",
 			"INGEST_DISABLE_INBOUND": "true",
 			"INGEST_MAX_IN_FLIGHT":   "0",
 			"SHUTDOWN_TIMEOUT":       "3s",
@@ -32,10 +33,12 @@ func TestConfigFromEnviron(t *testing.T) {
 			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")}
 			c.AllowedOrigins = []string{"https://a.example", "https://*.b.example", "http://localhost:3000"}
 			c.PublicURL = "https://track.example.com"
+			c.AllowedHosts = []string{"track.example.com", "*.track.example.com"}
 		},
 		Bad: map[string][]string{
 			"INGEST_TRUSTED_PROXIES": {"10.0.0.0/8,nope"},
 			"INGEST_ALLOWED_ORIGINS": {"app.example.com", "https://a.example/path", "https://a.example?x=1"},
+			"INGEST_ALLOWED_HOSTS":   {"https://track.example.com", "track.example.com:443", "*track.example.com"},
 			"INGEST_PUBLIC_URL":      {"track.example.com", "ftp://track.example.com", "https://track.example.com/?a=1", "https://user@track.example.com"},
 			"INGEST_PRODUCE_TIMEOUT": {"0s", "-1s", "soon"},
 			"INGEST_DISABLE_INBOUND": {"maybe"},

@@ -106,6 +106,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	deps.Health.AddCheck("kafka", platform.KafkaCheck(s.producer))
 	s.server = platform.NewHTTPServer(cfg.Addr, s.Handler(), deps.Health, deps.Gatherer, s.logger)
 	s.server.ShutdownTimeout = cfg.ShutdownTimeout
+	if err := s.server.AllowHosts("INGEST_ALLOWED_HOSTS", cfg.AllowedHosts); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -38,6 +38,9 @@ type HTTPServer struct {
 	srv    *http.Server
 	health *Health
 	logger zerolog.Logger
+	// app is the service's handler; guarded is app behind the Host check (not the health
+	// answers and metrics), which AllowHosts replaces before Run.
+	app, guarded http.Handler
 
 	mu sync.Mutex
 	ln net.Listener
@@ -48,6 +51,10 @@ type HTTPServer struct {
 // every other path to app. A nil health is always healthy, a nil gatherer serves no /metrics
 // (they are served on another port), and a nil app answers 404 (and makes it a metrics port: /healthz?verbose and
 // /readyz?verbose show a failed check's error; elsewhere it shows as "failing").
+//
+// The app answers only the host names of AllowHosts; until it is called, only the loopback
+// names when addr is on loopback, any name otherwise (docs/security.md#dns-rebinding). Other
+// requests get 421 Misdirected Request. /healthz, /readyz and /metrics answer any Host.
 func NewHTTPServer(addr string, app http.Handler, health *Health, gatherer prometheus.Gatherer, logger zerolog.Logger) *HTTPServer {
 	if health == nil {
 		health = NewHealth()
@@ -68,8 +75,7 @@ func NewHTTPServer(addr string, app http.Handler, health *Health, gatherer prome
 			EnableOpenMetrics: true,
 		}))
 	}
-	mux.Handle("/", app)
-	return &HTTPServer{
+	s := &HTTPServer{
 		ShutdownTimeout: DefaultShutdownTimeout,
 		srv: &http.Server{
 			Addr:              addr,
@@ -82,7 +88,36 @@ func NewHTTPServer(addr string, app http.Handler, health *Health, gatherer prome
 		},
 		health: health,
 		logger: logger,
+		app:    app,
 	}
+	if details {
+		mux.Handle("/", app) // a metrics port, which no browser is sent to
+	} else {
+		s.guarded = defaultHostCheck(addr).wrap(app)
+		mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.guarded.ServeHTTP(w, r) }))
+	}
+	return s
+}
+
+// AllowHosts makes the app answer only requests whose Host (its port aside) is one of names or
+// a loopback name; variable is the setting they come from (INGEST_ALLOWED_HOSTS, ...), named in
+// the refusals and errors. Each name is a host name, an IP address, *.<name> (the names under
+// it) or * (any name; also what an empty names means for a server not on loopback). Call it
+// before Run; it fails on a name that ValidateAllowedHosts refuses.
+func (s *HTTPServer) AllowHosts(variable string, names []string) error {
+	if err := ValidateAllowedHosts(variable, names); err != nil {
+		return err
+	}
+	if s.guarded == nil {
+		return nil // a metrics port
+	}
+	check := newHostCheck(variable, names)
+	if len(names) == 0 {
+		check = defaultHostCheck(s.srv.Addr)
+		check.variable = variable
+	}
+	s.guarded = check.wrap(s.app)
+	return nil
 }
 
 // Handler returns the server's full handler (health, metrics and app), for tests.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +16,10 @@ import (
 	"github.com/tributary-cdp/tributary/platform"
 )
 
+// get sends GET path to h as a client of a server on loopback does (Host 127.0.0.1).
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	return rec.Code, rec.Body.String()
+	return getHost(t, h, "127.0.0.1", path)
 }
 
 func TestHealth(t *testing.T) {

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,8 @@ import (
 )
 
 // TestComposeConfig validates docker-compose.yml with Debian's docker-compose (installed by
-// .ci/run). No Docker engine is needed.
+// .ci/run), given the variables it requires (${NAME:?message}: AUDIENCES_TOKEN); without one of
+// them, docker-compose refuses the file with its message. No Docker engine is needed.
 func TestComposeConfig(t *testing.T) {
 	bin, err := exec.LookPath("docker-compose")
 	if err != nil {
@@ -22,10 +24,30 @@ func TestComposeConfig(t *testing.T) {
 		t.Skip("SKIPPING docker-compose config: docker-compose is not installed (Debian: apt-get install docker-compose)")
 	}
 	root := repoRoot(t)
-	cmd := exec.Command(bin, "--file", filepath.Join(root, "docker-compose.yml"), "--project-directory", root, "config", "-q")
-	cmd.Env = append(os.Environ(), "COMPOSE_PROJECT_NAME=tributary") // no Docker socket is contacted
-	if out, err := cmd.CombinedOutput(); err != nil {
+	required := composeRequired(t, filepath.Join(root, "docker-compose.yml"))
+	config := func(without string) (string, error) {
+		// No Docker socket is contacted; an empty --env-file keeps a developer's .env out.
+		envFile := filepath.Join(t.TempDir(), "empty.env")
+		if err := os.WriteFile(envFile, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "--file", filepath.Join(root, "docker-compose.yml"), "--project-directory", root, "--env-file", envFile, "config", "-q")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "COMPOSE_PROJECT_NAME=tributary"}
+		for name := range required {
+			if name != without {
+				cmd.Env = append(cmd.Env, name+"="+requiredValue(name))
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := config(""); err != nil {
 		t.Fatalf("docker-compose config -q: %v\n%s", err, out)
+	}
+	for name, msg := range required {
+		if out, err := config(name); err == nil || !strings.Contains(out, name) || !strings.Contains(out, strings.TrimSpace(msg)) {
+			t.Errorf("docker-compose config -q without %s: %v, want a refusal naming it with %q:\n%s", name, err, msg, out)
+		}
 	}
 }
 
@@ -216,11 +238,54 @@ func TestComposeConsoleEnv(t *testing.T) {
 	if got := get("CONSOLE_INGEST_URL"); !slices.Contains(published, got) {
 		t.Errorf("service console: CONSOLE_INGEST_URL %q, want the URL of ingest's published tracking API (%v)", got, published)
 	}
-	if got := get("CONSOLE_TOKEN"); got != composeRequired["CONSOLE_TOKEN"] {
+	if got := get("CONSOLE_TOKEN"); got != requiredValue("CONSOLE_TOKEN") {
 		t.Errorf("service console: CONSOLE_TOKEN %q is a default of the file; want ${CONSOLE_TOKEN:?...}, the user's own", got)
 	}
 	a, c := env("audiences")["AUDIENCES_TOKEN"], console["AUDIENCES_TOKEN"]
 	if (a == nil) != (c == nil) || (a != nil && *a != *c) {
 		t.Errorf("AUDIENCES_TOKEN: audiences %v, console %v; want the console to have the audiences service's token (or neither one)", a, c)
+	}
+}
+
+// TestComposeHostsAndToken checks the defences of docker-compose.yml against a page that
+// re-points its name at 127.0.0.1 (docs/security.md#dns-rebinding): ingest, the audiences
+// profile API and the console each answer only their names (INGEST_ALLOWED_HOSTS,
+// AUDIENCES_ALLOWED_HOSTS, CONSOLE_ALLOWED_HOSTS name the service on the compose network, and
+// the audiences one the host of the console's CONSOLE_AUDIENCES_URL), and the profile API's
+// AUDIENCES_TOKEN has no default in the file: compose requires it (${AUDIENCES_TOKEN:?...}),
+// for the audiences service and the console alike.
+func TestComposeHostsAndToken(t *testing.T) {
+	root := repoRoot(t)
+	path := filepath.Join(root, "docker-compose.yml")
+	cf := parseCompose(t, path)
+	env := func(service, name string) string {
+		s, ok := cf.Services[service]
+		if !ok {
+			t.Fatalf("docker-compose.yml: no service %s", service)
+		}
+		if v := s.Environment[name]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	for service, variable := range map[string]string{"ingest": "INGEST_ALLOWED_HOSTS", "audiences": "AUDIENCES_ALLOWED_HOSTS", "console": "CONSOLE_ALLOWED_HOSTS"} {
+		hosts := strings.Split(env(service, variable), ",")
+		for i := range hosts {
+			hosts[i] = strings.TrimSpace(hosts[i])
+		}
+		if !slices.Contains(hosts, service) || slices.Contains(hosts, "*") {
+			t.Errorf("service %s: %s = %q, want its compose name %s (and no *)", service, variable, env(service, variable), service)
+		}
+	}
+	if u, err := url.Parse(env("console", "CONSOLE_AUDIENCES_URL")); err != nil || !slices.Contains(strings.Split(env("audiences", "AUDIENCES_ALLOWED_HOSTS"), ","), u.Hostname()) {
+		t.Errorf("the console calls %q, a host AUDIENCES_ALLOWED_HOSTS %q does not accept", env("console", "CONSOLE_AUDIENCES_URL"), env("audiences", "AUDIENCES_ALLOWED_HOSTS"))
+	}
+	if _, ok := composeRequired(t, path)["AUDIENCES_TOKEN"]; !ok {
+		t.Error("docker-compose.yml does not require AUDIENCES_TOKEN (${AUDIENCES_TOKEN:?message}): a default would be public")
+	}
+	for _, service := range []string{"audiences", "console"} {
+		if got := env(service, "AUDIENCES_TOKEN"); got != requiredValue("AUDIENCES_TOKEN") {
+			t.Errorf("service %s: AUDIENCES_TOKEN %q, want the required ${AUDIENCES_TOKEN:?...}", service, got)
+		}
 	}
 }

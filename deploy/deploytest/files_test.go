@@ -219,20 +219,46 @@ type composeService struct {
 var defaultInterpolation = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}$]*)\}`)
 
 // requiredInterpolation is compose's ${NAME:?message}: the variable from the shell (or .env),
-// else compose stops with the message.
-var requiredInterpolation = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):\?[^}$]*\}`)
+// without which compose refuses to start, printing the message.
+var requiredInterpolation = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):\?([^}$]*)\}`)
 
-// composeRequired are the values the tests give the variables docker-compose.yml requires
-// (${NAME:?message}), as a user does in the shell or in .env.
-var composeRequired = map[string]string{
+// requiredValues are the values the tests give some variables docker-compose.yml requires
+// (${NAME:?message}), as a user does in the shell or in .env: CONSOLE_TOKEN must pass the
+// console's strength check.
+var requiredValues = map[string]string{
 	"CONSOLE_TOKEN": "9c4e1f7a2b6d0e3c8f5a1d7b4e2c9f6a0b3d8e5c1f7a4b2d", // openssl rand -hex 24
+}
+
+// requiredValue is the value the tests give a variable that docker-compose.yml requires
+// (${NAME:?message}): requiredValues', else "deploytest-<name>" (AUDIENCES_TOKEN is
+// "deploytest-audiences-token").
+func requiredValue(name string) string {
+	if v, ok := requiredValues[name]; ok {
+		return v
+	}
+	return "deploytest-" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+}
+
+// composeRequired returns the variables docker-compose.yml requires (${NAME:?message}), each
+// once, with its message.
+func composeRequired(t testing.TB, path string) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range requiredInterpolation.FindAllSubmatch(raw, -1) {
+		out[string(m[1])] = string(m[2])
+	}
+	return out
 }
 
 // parseCompose reads docker-compose.yml. It supports the forms the file uses (mapping
 // environment, list command, long depends_on). Of interpolation it supports ${NAME:-default},
 // read as its default (what compose does when NAME is not set), and ${NAME:?message}, read as
-// composeRequired's value (a name it lacks fails); any other form fails, since the topology
-// test would not reproduce it.
+// requiredValue(NAME) (what the shell or .env gives it); any other form fails, since the
+// topology test would not reproduce it.
 func parseCompose(t testing.TB, path string) *composeFile {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -241,15 +267,10 @@ func parseCompose(t testing.TB, path string) *composeFile {
 	}
 	data := defaultInterpolation.ReplaceAll(raw, []byte("$1"))
 	data = requiredInterpolation.ReplaceAllFunc(data, func(m []byte) []byte {
-		name := string(requiredInterpolation.FindSubmatch(m)[1])
-		v, ok := composeRequired[name]
-		if !ok {
-			t.Fatalf("%s: requires %s (${%s:?...}): give it a value in composeRequired", path, name, name)
-		}
-		return []byte(v)
+		return []byte(requiredValue(string(requiredInterpolation.FindSubmatch(m)[1])))
 	})
 	if strings.Contains(string(data), "$") {
-		t.Fatalf("%s: uses $ interpolation other than ${NAME:-default}, which deploy/deploytest does not reproduce", path)
+		t.Fatalf("%s: uses $ interpolation other than ${NAME:-default} and ${NAME:?message}, which deploy/deploytest does not reproduce", path)
 	}
 	var cf composeFile
 	if err := yaml.Unmarshal(data, &cf); err != nil {

@@ -230,6 +230,7 @@ func TestHelmChart(t *testing.T) {
 			{"Service", "tr-tributary-audiences-api"},
 			{"Service", "tr-tributary-console"},
 			{"Secret", "tr-tributary-secrets"},
+			{"Secret", "tr-tributary-audiences-token"},
 			{"ConfigMap", "tr-tributary-env"},
 			{"ServiceAccount", "tr-tributary"},
 			{"PodDisruptionBudget", "tr-tributary-router"},
@@ -239,12 +240,12 @@ func TestHelmChart(t *testing.T) {
 				t.Errorf("default values: no %s %s among %v", want.kind, want.name, r.objects)
 			}
 		}
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 0, "Ingress": 0, "ServiceMonitor": 0, "Secret": 1, "PodDisruptionBudget": 4} {
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 0, "Ingress": 0, "ServiceMonitor": 0, "Secret": 2, "PodDisruptionBudget": 4, "NetworkPolicy": 5} {
 			if got := r.count(kind); got != n {
 				t.Errorf("default values: %d %s, want %d", got, kind, n)
 			}
 		}
-		checkAudiences(t, r.yaml, "tributary", "")
+		checkAudiences(t, r.yaml, "tributary", "tr-tributary-audiences-token/token")
 		// Only the console is recreated: ingest rolls without losing capacity.
 		if s := findManifest(t, decodeManifests(t, r.yaml), "Deployment", "tr-tributary-ingest").Spec.Strategy; s.Type != "RollingUpdate" || s.RollingUpdate["maxUnavailable"] != 0 {
 			t.Errorf("ingest Deployment: strategy %+v, want RollingUpdate with maxUnavailable 0", s)
@@ -252,12 +253,14 @@ func TestHelmChart(t *testing.T) {
 		checkConsole(t, r.yaml, "tr-tributary-secrets", "console-token", map[string]string{
 			"CONSOLE_INGEST_URL":    "http://tr-tributary-ingest:8080",
 			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
+			"AUDIENCES_TOKEN":       "secret:tr-tributary-audiences-token/token",
 		})
 		// console.ingestURL, when set, is the URL the UI shows (over ingest.publicURL).
 		custom := render(t, "", append([]string{"--set", "console.ingestURL=https://collect.example.com", "--set", "ingest.publicURL=https://track.example.com"}, consoleToken...)...)
 		checkConsole(t, custom.yaml, "tr-tributary-secrets", "console-token", map[string]string{
 			"CONSOLE_INGEST_URL":    "https://collect.example.com",
 			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
+			"AUDIENCES_TOKEN":       "secret:tr-tributary-audiences-token/token",
 		})
 		if got := secretData(t, r.yaml, "tr-tributary-secrets"); len(got) != 1 || got["console-token"] != "test-console-token" {
 			t.Errorf("Secret tr-tributary-secrets: stringData %v, want only console-token: test-console-token", got)
@@ -276,11 +279,11 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("console-disabled", func(t *testing.T) {
-		// No token is needed then, and no Secret is rendered for it; its other values (replicas)
-		// are not checked.
+		// No token is needed then, and no Secret is rendered for it (only the profile API's);
+		// its other values (replicas) are not checked.
 		r := render(t, "", "--set", "console.enabled=false", "--set", "console.ingress.enabled=true", "--set", "console.replicas=2")
 		for _, o := range r.objects {
-			if strings.Contains(o.Name, "console") || o.Kind == "Secret" {
+			if strings.Contains(o.Name, "console") || (o.Kind == "Secret" && o.Name != "tr-tributary-audiences-token") {
 				t.Errorf("console.enabled=false: %s %s rendered", o.Kind, o.Name)
 			}
 		}
@@ -351,7 +354,7 @@ func TestHelmChart(t *testing.T) {
 		r := render(t, externalSecrets, "--values", external,
 			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
 			"--set", "prometheusRule.enabled=true")
-		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 2, "ServiceMonitor": 5, "Secret": 1, "Deployment": 3, "StatefulSet": 3, "PrometheusRule": 1, "PodDisruptionBudget": 4} {
+		for kind, n := range map[string]int{"HorizontalPodAutoscaler": 3, "Ingress": 2, "ServiceMonitor": 5, "Secret": 1, "Deployment": 3, "StatefulSet": 3, "PrometheusRule": 1, "PodDisruptionBudget": 4, "NetworkPolicy": 5} {
 			if got := r.count(kind); got != n {
 				t.Errorf("%d %s, want %d", got, kind, n)
 			}
@@ -369,7 +372,7 @@ func TestHelmChart(t *testing.T) {
 				t.Errorf("%s does not get %s", c, k)
 			}
 		}
-		checkAudiences(t, r.yaml, "tributary", "tributary-audiences-token")
+		checkAudiences(t, r.yaml, "tributary", "tributary-audiences-token/api-token")
 		// CONSOLE_INGEST_URL from ingest.publicURL (no console.ingestURL), the audiences API's
 		// Service on its port 80, with the audiences service's token.
 		checkConsole(t, r.yaml, "tributary-console-token", "admin-token", map[string]string{
@@ -396,6 +399,127 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	t.Run("audiences-token", func(t *testing.T) {
+		// The profile API always asks for a token (AUDIENCES_TOKEN is required): by default the
+		// chart generates one into <fullname>-audiences-token, once per render (the Secret, the
+		// audiences pods and the console agree), and kept across upgrades by lookup (which
+		// helm template cannot show: each render is an install). A change rolls both workloads.
+		r := render(t, "", consoleToken...)
+		token := secretData(t, r.yaml, "tr-tributary-audiences-token")["token"]
+		if len(token) != 48 {
+			t.Fatalf("Secret tr-tributary-audiences-token: token %q, want 48 generated characters", token)
+		}
+		sum := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
+		for kind, name := range map[string]string{"StatefulSet": "tr-tributary-audiences", "Deployment": "tr-tributary-console"} {
+			if got := podAnnotation(t, r.yaml, kind, name, "checksum/audiences-token"); got != sum {
+				t.Errorf("%s %s: checksum/audiences-token %q, want the sha256 of the Secret's token %s", kind, name, got, sum)
+			}
+		}
+		if again := secretData(t, render(t, "", consoleToken...).yaml, "tr-tributary-audiences-token")["token"]; again == token {
+			t.Errorf("two installs generated the same token %q", token)
+		}
+		// audiences.token.value is stored as it is.
+		r = render(t, "", append([]string{"--set", "audiences.token.value=my-own-profile-api-token"}, consoleToken...)...)
+		if got := secretData(t, r.yaml, "tr-tributary-audiences-token")["token"]; got != "my-own-profile-api-token" {
+			t.Errorf("audiences.token.value: the Secret holds %q", got)
+		}
+		checkAudiences(t, r.yaml, "tributary", "tr-tributary-audiences-token/token")
+		// An existing Secret: the chart renders none and puts no checksum on the pods.
+		r = render(t, "my-token", append([]string{"--set", "audiences.token.existingSecret=my-token", "--set", "audiences.token.secretKey=k"}, consoleToken...)...)
+		if r.has("Secret", "tr-tributary-audiences-token") {
+			t.Error("audiences.token.existingSecret: the chart still renders tr-tributary-audiences-token")
+		}
+		checkAudiences(t, r.yaml, "tributary", "my-token/k")
+		checkConsole(t, r.yaml, "tr-tributary-secrets", "console-token", map[string]string{
+			"CONSOLE_INGEST_URL":    "http://tr-tributary-ingest:8080",
+			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
+			"AUDIENCES_TOKEN":       "secret:my-token/k",
+		})
+		if a := podAnnotation(t, r.yaml, "StatefulSet", "tr-tributary-audiences", "checksum/audiences-token"); a != "" {
+			t.Errorf("audiences pods carry checksum/audiences-token %q while the token is in an existing Secret", a)
+		}
+	})
+
+	t.Run("allowed-hosts", func(t *testing.T) {
+		// The console answers its Service's names, its Ingress hosts and console.allowedHosts
+		// (docs/security.md#dns-rebinding); "*" turns the check off. Ingest answers any name
+		// unless ingest.allowedHosts is set.
+		svc := "tr-tributary-console,tr-tributary-console.tributary,tr-tributary-console.tributary.svc,tr-tributary-console.tributary.svc.cluster.local"
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{nil, svc},
+			{[]string{"--set", "console.ingress.enabled=true", "--set", "console.allowedHosts={admin.example.com}", "--set", "clusterDomain=k8s.example"},
+				strings.ReplaceAll(svc, "cluster.local", "k8s.example") + ",console.tributary.example.com,admin.example.com"},
+			{[]string{"--set", "console.allowedHosts={*}"}, "*"},
+		} {
+			r := render(t, "", append(c.args, consoleToken...)...)
+			if got := containerEnv(t, r.yaml, "Deployment", "tr-tributary-console")["CONSOLE_ALLOWED_HOSTS"]; got != c.want {
+				t.Errorf("%s: CONSOLE_ALLOWED_HOSTS %q, want %q", strings.Join(c.args, " "), got, c.want)
+			}
+		}
+		r := render(t, "", consoleToken...)
+		if got, ok := containerEnv(t, r.yaml, "Deployment", "tr-tributary-ingest")["INGEST_ALLOWED_HOSTS"]; ok {
+			t.Errorf("default values: INGEST_ALLOWED_HOSTS %q, want it unset (any name)", got)
+		}
+		r = render(t, "", append([]string{"--set", "ingest.allowedHosts={track.example.com}", "--set", "ingress.enabled=true"}, consoleToken...)...)
+		want := "tr-tributary-ingest,tr-tributary-ingest.tributary,tr-tributary-ingest.tributary.svc,tr-tributary-ingest.tributary.svc.cluster.local,tributary.example.com,track.example.com"
+		if got := containerEnv(t, r.yaml, "Deployment", "tr-tributary-ingest")["INGEST_ALLOWED_HOSTS"]; got != want {
+			t.Errorf("ingest.allowedHosts: INGEST_ALLOWED_HOSTS %q, want %q", got, want)
+		}
+		r = render(t, "", append([]string{"--set", "audiences.allowedHosts={*}"}, consoleToken...)...)
+		if got := containerEnv(t, r.yaml, "StatefulSet", "tr-tributary-audiences")["AUDIENCES_ALLOWED_HOSTS"]; got != "*" {
+			t.Errorf("audiences.allowedHosts={*}: AUDIENCES_ALLOWED_HOSTS %q, want *", got)
+		}
+	})
+
+	t.Run("network-policies", func(t *testing.T) {
+		// Each component's pods accept only what they serve: the profile API the console and
+		// the audiences replicas, the metrics ports networkPolicy.metricsFrom (the namespace
+		// "monitoring" by default), the tracking API and (by default) the console's UI anyone.
+		monitoring := "ns:kubernetes.io/metadata.name=monitoring"
+		audiences := "pods:app.kubernetes.io/component=audiences,app.kubernetes.io/instance=tr,app.kubernetes.io/name=tributary"
+		console := "pods:app.kubernetes.io/component=console,app.kubernetes.io/instance=tr,app.kubernetes.io/name=tributary"
+		r := render(t, "", consoleToken...)
+		got := networkPolicies(t, r.yaml)
+		want := map[string][]string{
+			"ingest":    {"http from any", "metrics from " + monitoring},
+			"router":    {"http from " + monitoring},
+			"deliverer": {"http from " + monitoring},
+			"audiences": {"http from " + audiences + " " + console, "http from " + monitoring},
+			"console":   {"http from any", "metrics from " + monitoring},
+		}
+		if !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("NetworkPolicies (component: ingress rules):\n got %v\nwant %v", got, want)
+		}
+		// Your Ingress controller for the console, your own clients of the profile API, and
+		// metricsFrom [] for any scraper.
+		r = render(t, "", append([]string{"--set-json", `networkPolicy.consoleFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"ingress-nginx"}}}]`,
+			"--set-json", `networkPolicy.audiencesFrom=[{"namespaceSelector":{"matchLabels":{"team":"crm"}}}]`,
+			"--set-json", "networkPolicy.metricsFrom=[]"}, consoleToken...)...)
+		got = networkPolicies(t, r.yaml)
+		want = map[string][]string{
+			"ingest":    {"http from any", "metrics from any"},
+			"router":    {"http from any"},
+			"deliverer": {"http from any"},
+			"audiences": {"http from " + audiences + " " + console + " ns:team=crm", "http from any"},
+			"console":   {"http from ns:kubernetes.io/metadata.name=ingress-nginx", "metrics from any"},
+		}
+		if !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("NetworkPolicies with consoleFrom, audiencesFrom and metricsFrom []:\n got %v\nwant %v", got, want)
+		}
+		// Without the console the profile API is the replicas' alone; networkPolicy.enabled=false
+		// renders none.
+		got = networkPolicies(t, render(t, "", "--set", "console.enabled=false").yaml)
+		if a := got["audiences"]; len(a) != 2 || a[0] != "http from "+audiences {
+			t.Errorf("console.enabled=false: audiences rules %v, want the replicas only on http", a)
+		}
+		if n := render(t, "", append([]string{"--set", "networkPolicy.enabled=false"}, consoleToken...)...).count("NetworkPolicy"); n != 0 {
+			t.Errorf("networkPolicy.enabled=false: %d NetworkPolicies", n)
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		for _, c := range []struct {
 			args []string
@@ -411,6 +535,7 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "kafka.tls.caSecret=ca"}, "kafka.tls.caSecret needs kafka.tls.enabled"},
 			{[]string{"--set", "console.token="}, "console.token or console.existingSecret is required"},
 			{[]string{"--set", "console.token=short"}, "console.token must be at least 16 characters (CONSOLE_TOKEN), got 5"},
+			{[]string{"--set", "audiences.token.value=short-token"}, "audiences.token.value must be at least 16 characters (AUDIENCES_TOKEN), got 11"},
 			// One console: its config writes are checked and serialised in its process.
 			{[]string{"--set", "console.replicas=2"}, "console.replicas must be 1: config writes are checked and serialised in one console process (docs/console.md#one-console)"},
 			{[]string{"--set", "console.replicas=0"}, "console.replicas must be 1"},
@@ -436,11 +561,13 @@ func TestHelmChart(t *testing.T) {
 		}{
 			{consoleToken, []string{"kubectl -n tributary port-forward service/tr-tributary-ingest 8080:8080", "No tenant config was given", "logs job/tr-tributary-init-1",
 				"port-forward service/tr-tributary-audiences-api 8091:8091", "http://tr-tributary-audiences-api.tributary.svc:8091",
+				"bearer token is in Secret tr-tributary-audiences-token, key token", `curl -H "Authorization: Bearer $AUDIENCES_TOKEN" http://127.0.0.1:8091/v1/profiles/<userId>`,
+				"NetworkPolicies limit who reaches each component",
 				"port-forward service/tr-tributary-console 8090:8090", `curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8090/v1/sources`, "kubectl -n tributary get secret tr-tributary-secrets -o jsonpath='{.data.console-token}' | base64 -d",
 				"http://tr-tributary-console.tributary.svc:8090", "open http://127.0.0.1:8090/ in a browser (the UI) and sign in with $TOKEN", "set console.ingestURL",
 				`Metrics: /metrics on port "metrics" of ingest's and the console's Services, on port "http" of the others.`}, nil},
 			{[]string{"--values", external}, []string{"https://track.example.com/v1/track", "(SASL SCRAM-SHA-512) (TLS)", "http://tr-tributary-receiver:9000/webhook",
-				"port-forward service/tr-tributary-audiences-api 8091:80", "bearer token is in Secret tributary-audiences-token",
+				"port-forward service/tr-tributary-audiences-api 8091:80", "bearer token is in Secret tributary-audiences-token, key api-token",
 				`curl -H "Authorization: Bearer $TOKEN" https://console.example.com/v1/sources`, "get secret tributary-console-token -o jsonpath='{.data.admin-token}'",
 				"open https://console.example.com/ in a browser (the UI) and sign in with $TOKEN"}, []string{"set console.ingestURL", "port-forward service/tr-tributary-console"}},
 			{[]string{"--set", "console.enabled=false"}, []string{`Metrics: /metrics on port "metrics" of ingest's Service, on port "http" of the others.`}, []string{"console"}},
@@ -709,9 +836,11 @@ func findManifest(t *testing.T, objs []manifest, kind, name string) manifest {
 // checkAudiences checks the wiring of the audiences StatefulSet (release "tr"): its
 // transactional id is the pod's name, AUDIENCES_PEER_URL reaches a pod by that name through
 // the StatefulSet's headless Service (which publishes pods before they are ready: one that
-// restores its partitions still answers for them), clients get a Service of their own, and the
-// token comes from tokenSecret (none when empty).
-func checkAudiences(t *testing.T, manifests, namespace, tokenSecret string) {
+// restores its partitions still answers for them), clients get a Service of their own, the
+// token comes from tokenRef ("<Secret>/<key>"), and AUDIENCES_ALLOWED_HOSTS accepts the client
+// Service's names and the pods' names under the headless Service (the forwarding's), and no
+// other name (docs/security.md#dns-rebinding).
+func checkAudiences(t *testing.T, manifests, namespace, tokenRef string) {
 	t.Helper()
 	objs := decodeManifests(t, manifests)
 	sts := findManifest(t, objs, "StatefulSet", "tr-tributary-audiences")
@@ -730,18 +859,17 @@ func checkAudiences(t *testing.T, manifests, namespace, tokenSecret string) {
 		case e.ValueFrom.FieldRef != nil:
 			env[e.Name] = "field:" + e.ValueFrom.FieldRef.FieldPath
 		case e.ValueFrom.SecretKeyRef != nil:
-			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
 		}
 	}
 	want := map[string]string{
 		"AUDIENCES_ADDR":             "0.0.0.0:8091",
 		"AUDIENCES_TRANSACTIONAL_ID": "field:metadata.name",
 		"AUDIENCES_PEER_URL":         "http://{instance}.tr-tributary-audiences." + namespace + ".svc:8091",
-	}
-	if tokenSecret != "" {
-		want["AUDIENCES_TOKEN"] = "secret:" + tokenSecret
-	} else if v, ok := env["AUDIENCES_TOKEN"]; ok {
-		t.Errorf("audiences: AUDIENCES_TOKEN set (%s) without audiences.token.existingSecret", v)
+		"AUDIENCES_TOKEN":            "secret:" + tokenRef,
+		"AUDIENCES_ALLOWED_HOSTS": strings.Join([]string{"tr-tributary-audiences-api", "tr-tributary-audiences-api." + namespace,
+			"tr-tributary-audiences-api." + namespace + ".svc", "tr-tributary-audiences-api." + namespace + ".svc.cluster.local",
+			"*.tr-tributary-audiences." + namespace, "*.tr-tributary-audiences." + namespace + ".svc", "*.tr-tributary-audiences." + namespace + ".svc.cluster.local"}, ","),
 	}
 	for k, v := range want {
 		if env[k] != v {
@@ -972,5 +1100,102 @@ func checkIngress(t *testing.T, manifests, name, host, path, tlsSecret string) {
 			t.Errorf("Ingress %s: tls %+v, want %s for %s", name, o.Spec.TLS, tlsSecret, host)
 		}
 		return
+	}
+}
+
+// containerEnv returns the plain variables (name → value; "secret:<name>/<key>" for a Secret's)
+// of the first container of a rendered workload.
+func containerEnv(t *testing.T, manifests, kind, name string) map[string]string {
+	t.Helper()
+	w := findManifest(t, decodeManifests(t, manifests), kind, name)
+	if len(w.Spec.Template.Spec.Containers) == 0 {
+		t.Fatalf("%s %s: no container", kind, name)
+	}
+	env := map[string]string{}
+	for _, e := range w.Spec.Template.Spec.Containers[0].Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	return env
+}
+
+// networkPolicies returns the rendered NetworkPolicies (release "tr") by component, each as
+// its ingress rules: "<port> from any", or "<port> from" and its peers ("pods:<labels>",
+// "ns:<labels>", sorted matchLabels). It fails on a policy that does not select its
+// component's pods or is not an ingress policy.
+func networkPolicies(t *testing.T, manifests string) map[string][]string {
+	t.Helper()
+	type selector struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	}
+	labels := func(s *selector) string {
+		var kv []string
+		for k, v := range s.MatchLabels {
+			kv = append(kv, k+"="+v)
+		}
+		slices.Sort(kv)
+		return strings.Join(kv, ",")
+	}
+	out := map[string][]string{}
+	dec := yaml.NewDecoder(strings.NewReader(manifests))
+	for {
+		var o struct {
+			Kind     string `yaml:"kind"`
+			Metadata struct {
+				Name   string            `yaml:"name"`
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
+			Spec struct {
+				PodSelector selector `yaml:"podSelector"`
+				PolicyTypes []string `yaml:"policyTypes"`
+				Ingress     []struct {
+					Ports []struct {
+						Port string `yaml:"port"`
+					} `yaml:"ports"`
+					From []struct {
+						PodSelector       *selector `yaml:"podSelector"`
+						NamespaceSelector *selector `yaml:"namespaceSelector"`
+					} `yaml:"from"`
+				} `yaml:"ingress"`
+			} `yaml:"spec"`
+		}
+		if err := dec.Decode(&o); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding the manifests: %v", err)
+		}
+		if o.Kind != "NetworkPolicy" {
+			continue
+		}
+		c := o.Metadata.Labels["app.kubernetes.io/component"]
+		if want := "app.kubernetes.io/component=" + c + ",app.kubernetes.io/instance=tr,app.kubernetes.io/name=tributary"; labels(&o.Spec.PodSelector) != want || !slices.Equal(o.Spec.PolicyTypes, []string{"Ingress"}) {
+			t.Errorf("NetworkPolicy %s: podSelector %v, policyTypes %v; want %s and [Ingress]", o.Metadata.Name, o.Spec.PodSelector.MatchLabels, o.Spec.PolicyTypes, want)
+		}
+		for _, r := range o.Spec.Ingress {
+			var ports []string
+			for _, p := range r.Ports {
+				ports = append(ports, p.Port)
+			}
+			rule := strings.Join(ports, ",") + " from"
+			if len(r.From) == 0 {
+				rule += " any"
+			}
+			for _, f := range r.From {
+				switch {
+				case f.PodSelector != nil && f.NamespaceSelector == nil:
+					rule += " pods:" + labels(f.PodSelector)
+				case f.NamespaceSelector != nil && f.PodSelector == nil:
+					rule += " ns:" + labels(f.NamespaceSelector)
+				default:
+					rule += " other"
+				}
+			}
+			out[c] = append(out[c], rule)
+		}
 	}
 }

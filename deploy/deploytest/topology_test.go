@@ -142,11 +142,16 @@ func TestComposeTopology(t *testing.T) {
 		t.Error("a message with integrations All:false was delivered")
 	}
 
-	// Audiences read the same tracking.events: its profile API, on its published port, knows
-	// the users of the calls above (the identify's traits merged into the profile).
+	// Audiences read the same tracking.events: its profile API, on its published port, asks for
+	// the token compose gives it and knows the users of the calls above (the identify's traits
+	// merged into the profile).
 	audiencesURL := topo.publishedURL("audiences", 8091)
+	audiencesToken := topo.rawEnv("audiences")["AUDIENCES_TOKEN"]
+	if status, body := getWithToken(t, audiencesURL+"/v1/profiles/"+id, ""); status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/profiles/%s without a token: %d %s, want 401", id, status, body)
+	}
 	for user, plan := range map[string]any{id: nil, id + "-identify": "pro"} {
-		prof, ok := waitProfile(audiencesURL, user, 60*time.Second)
+		prof, ok := waitProfile(audiencesURL, audiencesToken, user, 60*time.Second)
 		if !ok {
 			topo.dumpLogs()
 			t.Fatalf("GET %s/v1/profiles/%s: no profile within 60s (last answer: %s)", audiencesURL, user, prof)
@@ -169,6 +174,14 @@ func TestComposeTopology(t *testing.T) {
 	}
 	if status, body := getWithToken(t, consoleURL+"/v1/sources", ""); status != http.StatusUnauthorized {
 		t.Errorf("GET /v1/sources without a token: %d %s, want 401", status, body)
+	}
+	// A page of another name re-pointed at 127.0.0.1 (DNS rebinding) gets 421, even with the
+	// token; the published port's own name is answered (docs/security.md#dns-rebinding).
+	if status, body := getWithHost(t, consoleURL+"/v1/sources", "rebind.evil.example", token); status != http.StatusMisdirectedRequest {
+		t.Errorf("GET /v1/sources with Host rebind.evil.example: %d %s, want 421", status, body)
+	}
+	if status, body := getWithHost(t, consoleURL+"/v1/sources", "localhost", token); status != http.StatusOK {
+		t.Errorf("GET /v1/sources with Host localhost: %d %s, want 200", status, body)
 	}
 	status, body := getWithToken(t, consoleURL+"/v1/sources", token)
 	type source struct {
@@ -235,9 +248,18 @@ func getUI(t *testing.T, client *http.Client, url string) (int, string) {
 // body.
 func getWithToken(t *testing.T, url, token string) (int, string) {
 	t.Helper()
+	return getWithHost(t, url, "", token)
+}
+
+// getWithHost is getWithToken with the Host header host (the URL's when empty).
+func getWithHost(t *testing.T, url, host, token string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -669,15 +691,20 @@ func buildBinaries(t *testing.T, root string, df *dockerfile, cf *composeFile) m
 	return bins
 }
 
-// waitProfile asks the audiences profile API for a user's profile until it answers 200 (404
-// until the user's first event is processed, 503 while the owning partition is restored), and
-// returns that body, or the last answer and false after timeout.
-func waitProfile(baseURL, user string, timeout time.Duration) (string, bool) {
+// waitProfile asks the audiences profile API (with its bearer token) for a user's profile
+// until it answers 200 (404 until the user's first event is processed, 503 while the owning
+// partition is restored), and returns that body, or the last answer and false after timeout.
+func waitProfile(baseURL, token, user string, timeout time.Duration) (string, bool) {
 	client := &http.Client{Timeout: 3 * time.Second}
 	deadline := time.Now().Add(timeout)
 	last := "no answer"
 	for {
-		resp, err := client.Get(baseURL + "/v1/profiles/" + url.PathEscape(user))
+		req, err := http.NewRequest(http.MethodGet, baseURL+"/v1/profiles/"+url.PathEscape(user), nil)
+		if err != nil {
+			return err.Error(), false
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
 		if err != nil {
 			last = err.Error()
 		} else {

@@ -45,6 +45,10 @@ func run() error {
 		return err
 	}
 	printConsoleBanner(os.Stderr, stack, cfg.DataDir)
+	if cfg.Audiences.Token == "" { // generated for DATA_DIR
+		fmt.Fprintf(os.Stderr, "profile API: http://%s  bearer token in %s (generated; set AUDIENCES_TOKEN to choose your own)\n\n",
+			stack.AudiencesAddr(), filepath.Join(cfg.DataDir, "audiences-token"))
+	}
 	logger.Info().Str("version", platform.Version).Msg("tributary is running; Ctrl-C stops it")
 	err = stack.Run(ctx)
 	logger.Info().Msg("tributary stopped")

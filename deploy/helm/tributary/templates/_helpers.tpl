@@ -73,6 +73,75 @@ app.kubernetes.io/component: {{ .name }}
 {{- if and .Values.console.enabled .Values.console.token (not .Values.console.existingSecret) }}true{{ end }}
 {{- end }}
 
+{{/* The Secret and key of the audiences profile API's token (AUDIENCES_TOKEN), as
+"<name>/<key>": audiences.token.existingSecret's, else the chart's <fullname>-audiences-token. */}}
+{{- define "tributary.audiencesTokenRef" -}}
+{{- with .Values.audiences.token.existingSecret }}
+{{- printf "%s/%s" . $.Values.audiences.token.secretKey }}
+{{- else }}
+{{- printf "%s-audiences-token/token" (include "tributary.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The token the chart keeps in <fullname>-audiences-token: audiences.token.value, else the
+one that Secret already holds (lookup: kept across upgrades), else a new random one, generated
+once per render (remembered in .Values, which every template of the chart shares). */}}
+{{- define "tributary.audiencesToken" -}}
+{{- $t := .Values.audiences.token }}
+{{- if $t.value }}
+{{- $t.value }}
+{{- else }}
+{{- if not (hasKey $t "generated") }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (printf "%s-audiences-token" (include "tributary.fullname" .)) }}
+{{- $old := "" }}
+{{- if $existing }}
+{{- $old = dig "data" "token" "" $existing | b64dec }}
+{{- end }}
+{{- $_ := set $t "generated" ($old | default (randAlphaNum 48)) }}
+{{- end }}
+{{- $t.generated }}
+{{- end }}
+{{- end }}
+
+{{/* The pod annotation that rolls the pods using the chart's audiences token when it changes
+(none with an existing Secret). */}}
+{{- define "tributary.audiencesTokenChecksum" -}}
+{{- if not .Values.audiences.token.existingSecret }}
+{{- include "tributary.audiencesToken" . | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/* The names a Service is reached by inside the cluster, comma-separated: (dict "root" $
+"name" "<service name>"): <name>, <name>.<namespace>, <name>.<namespace>.svc and
+<name>.<namespace>.svc.<clusterDomain>. With "wildcard" true, the names of its pods
+instead (*.<name>.<namespace>.svc ...: a headless Service's). */}}
+{{- define "tributary.serviceHosts" -}}
+{{- $ns := .root.Release.Namespace }}
+{{- $pre := ternary "*." "" (default false .wildcard) }}
+{{- $names := list }}
+{{- if not .wildcard }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- $names = append $names (printf "%s%s.%s" $pre .name $ns) }}
+{{- $names = append $names (printf "%s%s.%s.svc" $pre .name $ns) }}
+{{- $names = append $names (printf "%s%s.%s.svc.%s" $pre .name $ns .root.Values.clusterDomain) }}
+{{- join "," $names }}
+{{- end }}
+
+{{/* An ALLOWED_HOSTS value: (dict "names" (list ...) "extra" <the component's allowedHosts>),
+the names comma-separated, without repeats; "*" when extra holds it. */}}
+{{- define "tributary.allowedHosts" -}}
+{{- if has "*" (.extra | default list) }}*{{ else }}
+{{- $all := list }}
+{{- range concat .names (.extra | default list) }}
+{{- range splitList "," . }}
+{{- $all = append $all (trim .) }}
+{{- end }}
+{{- end }}
+{{- join "," (compact (uniq $all)) }}
+{{- end }}
+{{- end }}
+
 {{/* Whether a tenant config is given at all. */}}
 {{- define "tributary.hasTenantConfig" -}}
 {{- if or .Values.tenantConfig.content .Values.tenantConfig.existingConfigMap .Values.tenantConfig.existingSecret }}true{{ end }}
@@ -143,6 +212,11 @@ app.kubernetes.io/component: {{ .name }}
 {{- /* One console: its config writes are checked (If-Match versions, cross-object rules) and
 serialised inside its process; Kafka has no compare-and-set, so two consoles writing at the
 same moment could both pass their checks. */}}
+{{- with .Values.audiences.token.value }}
+{{- if and $.Values.audiences.enabled (not $.Values.audiences.token.existingSecret) (lt (len .) 16) }}
+{{- fail (printf "audiences.token.value must be at least 16 characters (AUDIENCES_TOKEN), got %d: e.g. --set audiences.token.value=$(openssl rand -hex 32), or leave it empty and the chart generates one" (len .)) }}
+{{- end }}
+{{- end }}
 {{- if and .Values.console.enabled (ne (int .Values.console.replicas) 1) }}
 {{- fail "console.replicas must be 1: config writes are checked and serialised in one console process (docs/console.md#one-console)" }}
 {{- end }}

@@ -13,7 +13,9 @@
 // ports; ConfigMaps and Secrets that pods use (envFrom, env, volumes) are rendered, or listed in
 // -external (objects the user creates: an existing Secret); a StatefulSet's serviceName is a
 // rendered headless Service; Service, PodDisruptionBudget and ServiceMonitor selectors match a
-// workload (or Service), and their ports exist; HPA targets and Ingress backends exist.
+// workload (or Service), and their ports exist; a NetworkPolicy selects a workload, names its
+// container ports, and its peers' pod selectors select workloads; HPA targets and Ingress
+// backends exist.
 //
 // Hardening checked on every pod: runAsNonRoot, and on every container readOnlyRootFilesystem,
 // allowPrivilegeEscalation false, all capabilities dropped, resource requests and limits.
@@ -363,6 +365,35 @@ func check(objs []object, external []string) []error {
 			for _, t := range v.Spec.TLS {
 				if t.SecretName == "" {
 					bad(o, "tls entry without secretName")
+				}
+			}
+		case *networkingv1.NetworkPolicy:
+			// It selects a workload's pods, and the ports it opens are theirs (a misspelt port
+			// name would shut the port); a peer's podSelector selects a workload too.
+			var hit []workload
+			for _, w := range ws {
+				if w.kind != "Job" && matches(v.Spec.PodSelector.MatchLabels, v.Spec.PodSelector.MatchExpressions, w.pod.Labels) {
+					hit = append(hit, w)
+				}
+			}
+			if len(hit) == 0 {
+				bad(o, "podSelector %v matches no workload", v.Spec.PodSelector.MatchLabels)
+			}
+			for _, r := range v.Spec.Ingress {
+				for _, p := range r.Ports {
+					for _, w := range hit {
+						names, numbers := containerPorts(w.pod)
+						if p.Port == nil || (p.Port.StrVal != "" && !names[p.Port.StrVal]) || (p.Port.StrVal == "" && !numbers[p.Port.IntVal]) {
+							bad(o, "port %v is not a container port of %s", p.Port, w.name)
+						}
+					}
+				}
+				for _, peer := range r.From {
+					if s := peer.PodSelector; s != nil && peer.NamespaceSelector == nil && !slices.ContainsFunc(ws, func(w workload) bool {
+						return w.kind != "Job" && matches(s.MatchLabels, s.MatchExpressions, w.pod.Labels)
+					}) {
+						bad(o, "peer podSelector %v matches no workload", s.MatchLabels)
+					}
 				}
 			}
 		case *monitoringv1.ServiceMonitor:
