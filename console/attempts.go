@@ -55,7 +55,7 @@ type attemptRecord struct {
 const successClass = "ok"
 
 // failureClasses are the error classes of docs/delivery.md, in the order of the counters.
-var failureClasses = []string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "destination_unavailable", "other"}
+var failureClasses = []string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "invalid_request", "destination_unavailable", "other"}
 
 func classIndex(c string) int {
 	if i := slices.Index(failureClasses, c); i >= 0 {
@@ -94,7 +94,7 @@ type minute struct {
 	at        int64 // unix minute
 	attempts  uint32
 	successes uint32
-	failures  [11]uint32 // by failureClasses
+	failures  [12]uint32 // by failureClasses
 	hist      [histBuckets]uint32
 }
 

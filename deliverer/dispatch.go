@@ -95,7 +95,8 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	// A messageId no request may carry is refused before it takes a host slot: it would fail
 	// on every URL, and the hosts' limits and breakers are for what the endpoints say
-	// (docs/delivery.md#outcome-one-function-decides). Ingest refuses such ids; other producers may not.
+	// (docs/delivery.md#outcome-one-function-decides). Ingest refuses such ids; other
+	// producers may not.
 	if err := schemas.CheckMessageID(d.messageID); err != nil {
 		s.toDLQ(d, p, string(InvalidRequest), 0, string(InvalidRequest)+": messageId "+err.Error())
 		<-s.sem

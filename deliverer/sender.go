@@ -163,8 +163,9 @@ func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *r
 }
 
 // checkRequest refuses, before anything is sent, a request whose headers net/http would
-// refuse (a messageId or a static header value with a control character: docs/security.md#what-cannot-become-a-header).
-// The error names the header, never its value (static headers carry tokens).
+// refuse: a messageId or a static header value with a control character
+// (docs/security.md#what-cannot-become-a-header). The error names the header, never its value
+// (static headers carry tokens).
 func checkRequest(req *http.Request) error {
 	for name, values := range req.Header {
 		if !schemas.ValidHeaderName(name) {

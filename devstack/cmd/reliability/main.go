@@ -327,7 +327,7 @@ func scenarios(o options) []scenario {
 				if !ok {
 					e.fail("a poison messageId was not refused: single calls must get 400, batches must reject the poison alone")
 				}
-				if got := p.rejectedInbound(ctx, e.st.broker.addr(), p.inbound, 30*time.Second); got != p.inbound {
+				if got := p.rejectedInbound(ctx, e.st.broker.addr(), p.inbound, 30*time.Second); got < p.inbound {
 					e.fail("%d of the %d poison records on tracking.inbound reached tracking.rejected with a messageId reason", got, p.inbound)
 				}
 				// The poison produced straight to tracking.events: dead-lettered as invalid_request.
