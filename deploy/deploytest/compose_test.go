@@ -12,7 +12,8 @@ import (
 )
 
 // TestComposeConfig validates docker-compose.yml with Debian's docker-compose (installed by
-// .ci/run). No Docker engine is needed.
+// .ci/run), with the variables it requires (composeRequired) and, refused, without them. No
+// Docker engine is needed.
 func TestComposeConfig(t *testing.T) {
 	bin, err := exec.LookPath("docker-compose")
 	if err != nil {
@@ -22,10 +23,33 @@ func TestComposeConfig(t *testing.T) {
 		t.Skip("SKIPPING docker-compose config: docker-compose is not installed (Debian: apt-get install docker-compose)")
 	}
 	root := repoRoot(t)
-	cmd := exec.Command(bin, "--file", filepath.Join(root, "docker-compose.yml"), "--project-directory", root, "config", "-q")
-	cmd.Env = append(os.Environ(), "COMPOSE_PROJECT_NAME=tributary") // no Docker socket is contacted
-	if out, err := cmd.CombinedOutput(); err != nil {
+	config := func(extra ...string) ([]byte, error) {
+		cmd := exec.Command(bin, "--file", filepath.Join(root, "docker-compose.yml"), "--project-directory", root, "config", "-q")
+		cmd.Env = []string{"COMPOSE_PROJECT_NAME=tributary"} // no Docker socket is contacted
+		for _, kv := range os.Environ() {
+			if name, _, _ := strings.Cut(kv, "="); composeRequired[name] == "" {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, extra...)
+		return cmd.CombinedOutput()
+	}
+	var given []string
+	for k, v := range composeRequired {
+		given = append(given, k+"="+v)
+	}
+	if out, err := config(given...); err != nil {
 		t.Fatalf("docker-compose config -q: %v\n%s", err, out)
+	}
+	// Without the variables it requires, compose stops and says what to set (unless a .env
+	// beside the file gives them).
+	if _, err := os.Stat(filepath.Join(root, ".env")); err == nil {
+		return
+	}
+	for name := range composeRequired {
+		if out, err := config(); err == nil || !strings.Contains(string(out), "set "+name) {
+			t.Errorf("docker-compose config -q without %s: %v, want it refused with a message naming %s:\n%s", name, err, name, out)
+		}
 	}
 }
 
