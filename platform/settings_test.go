@@ -204,6 +204,8 @@ func TestTopicSpecConfigs(t *testing.T) {
 		{platform.TopicSpec{Name: "b"}, "delete", ""},
 		{platform.TopicSpec{Name: "c", Retention: -1}, "delete", "-1"},
 		{platform.TopicSpec{Name: "d", Retention: 90 * time.Second}, "delete", "90000"},
+		{platform.TopicSpec{Name: "e", Compact: true, AlsoDelete: true, Retention: 24 * time.Hour}, "compact,delete", "86400000"},
+		{platform.TopicSpec{Name: "f", Compact: true, AlsoDelete: true}, "compact", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec.Name, func(t *testing.T) {

@@ -22,12 +22,15 @@ type TopicSpec struct {
 	// topic to it, never lowers it.
 	Partitions int32
 	// Retention is retention.ms: 0 keeps the broker default, -1 keeps records forever.
-	// On a compacted topic, a positive Retention also deletes records older than it
-	// (cleanup.policy=compact,delete); 0 keeps the latest record of each key forever.
+	// It does not apply to compacted topics, unless AlsoDelete.
 	Retention time.Duration
 	// Compact sets cleanup.policy=compact (keep the latest record per key; tombstones
 	// delete) instead of delete.
 	Compact bool
+	// AlsoDelete, with Compact and a positive Retention, also deletes the records older than
+	// Retention: cleanup.policy=compact,delete (a compacted topic whose records expire, e.g.
+	// tributary.sessions).
+	AlsoDelete bool
 	// Segment is segment.ms (0: the broker default, a week): how long the active segment is
 	// written before it rolls; retention only deletes rolled segments, so a topic kept
 	// for less than the broker's default segment time needs a shorter one.
@@ -77,7 +80,7 @@ const (
 func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec {
 	specs := []TopicSpec{
 		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
-		{Name: schemas.TopicSessions, Partitions: 1, Compact: true, Retention: RetentionSessions, Segment: time.Hour},
+		{Name: schemas.TopicSessions, Partitions: 1, Compact: true, AlsoDelete: true, Retention: RetentionSessions, Segment: time.Hour},
 		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true},
 		{Name: schemas.TopicAudiencesRepartition, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicSuppressions, Partitions: partitions, Compact: true},
@@ -105,17 +108,18 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 }
 
 // Configs returns the topic configs the spec creates the topic with: cleanup.policy, and
-// retention.ms unless Retention is 0 (or negative on a compacted topic).
+// retention.ms unless Retention is 0 or the topic is compacted (and not AlsoDelete).
 func (s TopicSpec) Configs() map[string]*string {
+	compactDelete := s.Compact && s.AlsoDelete && s.Retention > 0
 	policy := "delete"
 	switch {
-	case s.Compact && s.Retention > 0:
+	case compactDelete:
 		policy = "compact,delete"
 	case s.Compact:
 		policy = "compact"
 	}
 	cfg := map[string]*string{"cleanup.policy": &policy}
-	if (!s.Compact && s.Retention != 0) || (s.Compact && s.Retention > 0) {
+	if (!s.Compact && s.Retention != 0) || compactDelete {
 		ms := "-1"
 		if s.Retention > 0 {
 			ms = strconv.FormatInt(s.Retention.Milliseconds(), 10)

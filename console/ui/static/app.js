@@ -85,7 +85,7 @@ function startLive(list) {
     let msg = "The console refused the live stream.";
     try { msg = JSON.parse(m.data).message || msg; } catch (e) { /* keep the default */ }
     status.textContent = "Not live: " + msg + " Reload the page to try again.";
-    status.classList.add("error");
+    status.className = "error";
   });
   for (const kind of ["accepted", "rejected"]) {
     es.addEventListener(kind, (m) => { try { show(JSON.parse(m.data)); } catch (e) { /* ignore */ } });
