@@ -378,7 +378,7 @@ func TestProfileAPI(t *testing.T) {
 	// The scheme in any case (RFC 7235), as the console's API takes it.
 	for _, scheme := range []string{"bearer", "BEARER"} {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+"/v1/profiles/nobody", nil)
-		req.Header.Set("Authorization", scheme+" s3cret")
+		req.Header.Set("Authorization", scheme+" "+testToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // TestOversizedInput: a body or a field over its limit answers 400 or 413 with a message, never
@@ -62,14 +65,18 @@ func TestOversizedInput(t *testing.T) {
 	if m := r.JSON(t); m["field"] != `settings.webhooks[0].headers["X-Big"]` {
 		t.Errorf("a 9 KB header value: %s", r.Body)
 	}
-	// Every field within its limit, the whole body under 1 MiB, yet the object's record is
-	// larger than Kafka takes (the headers are repeated on each of 5 webhooks): 413.
+	// Every field within its limit (schemas.MaxWebhookHeaders values of 8,000 bytes on each of
+	// 5 webhooks: about 800 KB), the body under 1 MiB, yet the object's record is larger than
+	// Kafka takes once CONFIG_ENCRYPTION_KEY seals each value (base64 of the ciphertext): 413.
 	many := map[string]string{}
-	for i := range 25 {
+	for i := range schemas.MaxWebhookHeaders {
 		many[fmt.Sprintf("X-H%d", i)] = strings.Repeat("v", 8000)
 	}
-	r = h.do(http.MethodPost, "/v1/destinations", dest("wide", many, 5))
-	if m := r.JSON(t); r.Status != http.StatusRequestEntityTooLarge || m["code"] != "too_large" || !strings.Contains(fmt.Sprint(m["message"]), "destination wide is 100") {
+	sealed := newHarnessWith(t, servicetest.Options{ConfigEncryptionKey: testEncryptionKey}, nil)
+	r = sealed.do(http.MethodPost, "/v1/destinations", dest("wide", many, 5))
+	if m := r.JSON(t); r.Status != http.StatusRequestEntityTooLarge || m["code"] != "too_large" || !strings.Contains(fmt.Sprint(m["message"]), "destination wide is 1") {
 		t.Errorf("a destination larger than a Kafka record: %d %.300s", r.Status, r.Body)
 	}
+	// In clear, the same destination fits.
+	expect(t, h.do(http.MethodPost, "/v1/destinations", dest("wide", many, 5)), http.StatusCreated)
 }
