@@ -1,4 +1,4 @@
-# Tributary: make run | make test | make lint | make bench | make reliability | make build | make kafka-up | make kafka-down
+# Tributary: make run | make test | make lint | make bench | make bench-compare BASE=<rev> | make reliability | make build | make kafka-up | make kafka-down
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -8,7 +8,7 @@ PATTERNS = $(shell $(GO) list -m -f '{{.Path}}/...')
 # Every main package in the workspace: one binary each in bin/.
 MAINS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' $(PATTERNS))
 
-.PHONY: run test lint bench reliability build kafka-up kafka-down clean
+.PHONY: run test lint bench bench-compare reliability build kafka-up kafka-down clean
 
 ## run: the whole of Tributary in one process (embedded broker unless KAFKA_BROKERS is set).
 # The binary is built, then exec'd: it is make's own child, so a SIGTERM to make (kill <pid of
@@ -46,6 +46,13 @@ bench:
 	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 15000
 	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 2000 -batch 10 -receiver-latency 200ms
 	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 5000 -neighbour hang
+
+## bench-compare: the whole stack's end-to-end load (e2eload) of BASE and of the work tree, alternated ROUNDS times each, and the ratios head/base: webhooks/s, p99, CPU s per 1,000 webhooks, peak RSS (docs/benchmarks.md#comparing-two-builds). ARGS: e2eload's flags.
+BASE ?= main
+ROUNDS ?= 2
+ARGS ?= -d 20s -rate 15000
+bench-compare:
+	scripts/bench-compare.sh $(BASE) $(ROUNDS) -- $(ARGS)
 
 ## reliability: the chaos harness (docs/reliability.md): every service its own process from bin/, faults injected, 0 acknowledged events lost. FULL=1: the full run; APACHE=1: on Apache Kafka (deploy/kafka); RUN=kill,hostile: some scenarios.
 reliability: build
