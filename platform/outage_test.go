@@ -3,11 +3,13 @@ package platform_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -20,7 +22,8 @@ import (
 // produce may take. The router used to exit there ("ending a transaction: unable to dial"),
 // taking the all-in-one binary down with it. Now the session is replaced after a back-off, the
 // pipe reports not ready meanwhile, Run does not return, and once the broker is back every
-// record arrives exactly once.
+// record arrives exactly once, and the pipe logs, once, at info, that it resumed
+// (docs/operations.md#broker-outages).
 func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds of real time")
@@ -36,8 +39,10 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 		}
 		return e.copyTransform(ctx, fs)
 	}
+	var logs servicetest.Buffer
 	p := e.pipe(true, transform, func(c *platform.PipeConfig) {
 		c.Opts = append(c.Opts, kgo.Dialer(network.Dial))
+		c.Logger = zerolog.New(&logs)
 		c.ProduceTimeout = 2 * time.Second
 		c.Health = health
 		c.Ended = func(handedOn bool) {
@@ -104,6 +109,12 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 	stopped = true
 	if err := <-done; err != nil {
 		t.Errorf("Run after the outage and a stop: %v", err)
+	}
+	if n := strings.Count(logs.String(), "resumed after a Kafka outage"); n != 1 {
+		t.Errorf("the pipe logged %d times that it resumed after the outage, want once; its log:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"level":"info"`) || !strings.Contains(logs.String(), `"offsets":"`) {
+		t.Errorf("the resume line has no level info or no offsets; the log:\n%s", logs.String())
 	}
 	// Ended: once per transformed batch, false for the one the outage aborted.
 	if aborted.Load() == 0 || handed.Load()+aborted.Load() != calls.Load() {

@@ -90,6 +90,8 @@ type PipeConfig struct {
 // concurrently.
 type Pipe struct {
 	cfg PipeConfig
+	// recovery logs when the pipe resumed after a Kafka outage (docs/operations.md#broker-outages).
+	recovery *Recovery
 }
 
 // NewPipe checks cfg and fills in its defaults; the client is created by Run.
@@ -128,7 +130,7 @@ func NewPipe(cfg PipeConfig) (*Pipe, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownGrace
 	}
-	return &Pipe{cfg: cfg}, nil
+	return &Pipe{cfg: cfg, recovery: NewRecovery(cfg.Logger, cfg.Name)}, nil
 }
 
 // Run consumes until ctx is done, then finishes or aborts the batch in progress within
@@ -154,6 +156,7 @@ func (p *Pipe) Run(ctx context.Context) error {
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.RecordDeliveryTimeout(p.cfg.ProduceTimeout),
+		kgo.WithHooks(p.recovery.Hook()),
 	}
 	if p.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(p.cfg.InstanceID))
@@ -206,6 +209,7 @@ func (p *Pipe) runTransactional(ctx, gctx context.Context, opts []kgo.Opt) error
 		err := p.session(ctx, gctx, all)
 		if err != nil && !isPermanent(err) {
 			p.setReady(false)
+			p.recovery.Failed(err)
 		}
 		return err
 	})
@@ -243,6 +247,7 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 		if fs.NumRecords() == 0 {
 			continue
 		}
+		p.recovery.Resumed(fs)
 		if err := sess.Begin(); err != nil {
 			return failed(fmt.Errorf("%s: beginning a transaction: %w", p.cfg.Name, err))
 		}
@@ -325,6 +330,7 @@ func (p *Pipe) runAtLeastOnce(ctx, gctx context.Context, opts []kgo.Opt) error {
 		}
 		p.logFetchErrors(fs)
 		if fs.NumRecords() > 0 {
+			p.recovery.Resumed(fs)
 			if err := p.handOn(ctx, gctx, cl, fs); err != nil {
 				return err
 			}
@@ -375,6 +381,7 @@ func (p *Pipe) transformFailed(ctx context.Context, err error) error {
 
 func (p *Pipe) logFetchErrors(fs kgo.Fetches) {
 	fs.EachError(func(t string, part int32, err error) {
+		p.recovery.Failed(err)
 		p.cfg.Logger.Warn().Err(err).Str("topic", t).Int32("partition", part).Msg("fetching")
 	})
 }
