@@ -2,6 +2,7 @@ package platform_test
 
 import (
 	"context"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,4 +121,61 @@ func TestPipeRidesOutABrokerOutageMidTransaction(t *testing.T) {
 	if aborted.Load() == 0 || handed.Load()+aborted.Load() != calls.Load() {
 		t.Errorf("Ended: %d handed on, %d not, for %d batches transformed", handed.Load(), aborted.Load(), calls.Load())
 	}
+}
+
+// TestPipeOutageWithinProduceTimeout: the client loses the broker in the middle of a
+// transaction for longer than its group session (the group is lost, as when the broker is
+// killed and restarted) but shorter than ProduceTimeout, so the same session rides it out: the
+// open transaction is aborted when it ends and the session goes on. Every record must still be
+// handed on exactly once — records produced during the outage too. On the embedded broker and
+// on Apache Kafka.
+func TestPipeOutageWithinProduceTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of real time")
+	}
+	kafkatest.Conformance(t, func(t *testing.T, brokers []string) {
+		e := newPipeEnv(t, brokers)
+		network := &servicetest.NetCut{}
+		var calls atomic.Int64
+		cutOnce := sync.OnceFunc(network.Cut)
+		transform := func(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
+			if calls.Add(1) == 3 { // the third batch: cut the network before it is produced
+				cutOnce()
+			}
+			return e.copyTransform(ctx, fs)
+		}
+		var logs servicetest.Buffer
+		txn := kafkatest.UniqueTopic(t, "txn")
+		p := e.pipe(true, transform, func(c *platform.PipeConfig) {
+			c.Opts = append(c.Opts, kgo.Dialer(network.Dial), kgo.SessionTimeout(6*time.Second))
+			c.Logger = zerolog.New(io.MultiWriter(&logs, zerolog.NewTestWriter(t))).Level(zerolog.InfoLevel)
+			c.ProduceTimeout = 30 * time.Second
+			c.Group, c.TransactionalID, c.InstanceID = txn, txn, txn
+		})
+		stop, done := startPipe(t, p)
+		defer func() { stop(); <-done }()
+
+		const n = 400
+		for b := 0; b < n; b += 40 {
+			e.produce("r"+strconv.Itoa(b/40)+"-", 40)
+		}
+		for calls.Load() < 3 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Second)
+		e.produce("during-", 40)
+		time.Sleep(5 * time.Second) // 10 s: past the 6 s session, within the 30 s produce timeout
+		network.Restore()
+		e.produce("after-", 40)
+
+		counts := e.readOut(n + 80)
+		for v, c := range counts {
+			if c != 1 {
+				t.Errorf("%s arrived %d times, want once", v, c)
+			}
+		}
+		if len(counts) != n+80 {
+			t.Errorf("%d distinct records arrived, want %d", len(counts), n+80)
+		}
+	})
 }
