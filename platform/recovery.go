@@ -8,23 +8,27 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Recovery follows one consumer's connections to Kafka so that, after an outage, the consumer
-// logs once, at info, that it resumed — after how long, and at which offsets — and an operator
-// sees the recovery, not only the failures (docs/operations.md#broker-outages). An outage starts
-// at the first failed connection, request or poll (a broker killed, stopped or unreachable);
-// it ends at the first poll that returns records again. Add its Hook to the consumer's client
-// and call Resumed after each poll with records. It is safe for concurrent use.
+// Recovery follows one client's connections to Kafka so that, after an outage, the client's
+// consumer or producer logs once, at info, that it resumed — after how long, and at which
+// offsets — and an operator sees the recovery, not only the failures
+// (docs/operations.md#broker-outages). An outage starts at the first failed connection, request,
+// poll or produce (a broker killed, stopped or unreachable). A consumer adds Hook to its client
+// and calls Resumed after each poll with records: the outage ends at the first poll that returns
+// records again. A producer adds ProducerHook: the outage ends at the first record Kafka
+// acknowledges again. It is safe for concurrent use.
 type Recovery struct {
 	logger zerolog.Logger
 	what   string
 	now    func() time.Time
 
+	isDown    atomic.Bool // whether downSince is set: the fast path of every acknowledgement
 	mu        sync.Mutex
 	downSince time.Time // zero: no outage
 	failures  int
@@ -41,7 +45,26 @@ func NewRecovery(logger zerolog.Logger, what string) *Recovery {
 // connection and request.
 func (r *Recovery) Hook() kgo.Hook { return recoveryHook{r} }
 
+// ProducerHook is Hook for a producer's client: it also sees each record's acknowledgement,
+// and the first one after an outage logs that the producer resumed.
+func (r *Recovery) ProducerHook() kgo.Hook { return producerRecoveryHook{recoveryHook{r}} }
+
 type recoveryHook struct{ r *Recovery }
+
+type producerRecoveryHook struct{ recoveryHook }
+
+var _ kgo.HookProduceRecordUnbuffered = producerRecoveryHook{}
+
+func (h producerRecoveryHook) OnProduceRecordUnbuffered(rec *kgo.Record, err error) {
+	if err != nil {
+		h.r.Failed(err)
+		return
+	}
+	if !h.r.down() {
+		return
+	}
+	h.r.resumed(fmt.Sprintf("%s/%d@%d", rec.Topic, rec.Partition, rec.Offset), "resumed producing after a Kafka outage")
+}
 
 var (
 	_ kgo.HookBrokerConnect = recoveryHook{}
@@ -71,6 +94,7 @@ func (r *Recovery) Failed(err error) {
 	defer r.mu.Unlock()
 	if r.downSince.IsZero() {
 		r.downSince = r.now()
+		r.isDown.Store(true)
 	}
 	r.failures++
 	r.lastErr = err
@@ -80,16 +104,27 @@ func (r *Recovery) Failed(err error) {
 // the consumer resumed: the outage's length, the failures seen, and the offset of the first
 // record of each partition of fs (where it resumed). It says whether it logged.
 func (r *Recovery) Resumed(fs kgo.Fetches) bool {
+	if !r.down() {
+		return false
+	}
+	return r.resumed(firstOffsets(fs), "resumed after a Kafka outage")
+}
+
+func (r *Recovery) down() bool { return r.isDown.Load() }
+
+// resumed ends the outage, if there is one, logging msg with the offsets where it resumed.
+func (r *Recovery) resumed(offsets, msg string) bool {
 	r.mu.Lock()
 	since, failures, lastErr := r.downSince, r.failures, r.lastErr
 	r.downSince, r.failures, r.lastErr = time.Time{}, 0, nil
+	r.isDown.Store(false)
 	r.mu.Unlock()
 	if since.IsZero() {
 		return false
 	}
 	r.logger.Info().Str("after", r.now().Sub(since).Round(time.Millisecond).String()).
-		Int("failures", failures).AnErr("last_error", lastErr).Str("offsets", firstOffsets(fs)).
-		Msg(r.what + ": resumed after a Kafka outage")
+		Int("failures", failures).AnErr("last_error", lastErr).Str("offsets", offsets).
+		Msg(r.what + ": " + msg)
 	return true
 }
 
