@@ -440,7 +440,7 @@ func runScenario(ctx context.Context, o options, sc scenario) (r result) {
 	}
 	r.lost = len(missing)
 	if r.lost > 0 && ctx.Err() == nil {
-		r.notes = append(r.notes, postmortem(ctx, st.broker.addr(), missing, dir))
+		r.notes = append(r.notes, postmortem(ctx, st, missing, dir))
 	}
 	lat := rcv.latencies(e.measured...)
 	slices.Sort(lat)

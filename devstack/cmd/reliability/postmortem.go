@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,11 +26,12 @@ import (
 // retry tiers or the DLQ, and where the groups' committed offsets are against each partition's
 // last stable and end offsets, with every transaction that is not complete. Its report is
 // written to postmortem.txt in the scenario's folder; it returns a summary line.
-func postmortem(ctx context.Context, brokers string, missing map[string]struct{}, dir string) string {
+func postmortem(ctx context.Context, st *stack, missing map[string]struct{}, dir string) string {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var b strings.Builder
-	summary, err := inspect(ctx, brokers, missing, &b)
+	summary, err := inspect(ctx, st.broker.addr(), missing, &b)
+	serviceMetrics(st, &b)
 	if err != nil {
 		summary += fmt.Sprintf(" (post-mortem incomplete: %v)", err)
 		fmt.Fprintf(&b, "\nerror: %v\n", err)
@@ -38,6 +41,35 @@ func postmortem(ctx context.Context, brokers string, missing map[string]struct{}
 		summary += "; details in " + path
 	}
 	return summary
+}
+
+// serviceMetrics writes the counters of each router and deliverer that say what became of the
+// messages: routed or dropped (a duplicate, no destination, suppressed), delivered, attempted,
+// dead-lettered.
+func serviceMetrics(st *stack, b *strings.Builder) {
+	for _, p := range st.services {
+		if p.readyURL == "" || p.name == "ingest" {
+			continue
+		}
+		url := strings.TrimSuffix(p.readyURL, "/readyz") + "/metrics"
+		fmt.Fprintf(b, "\n%s (%s):\n", p.name, url)
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Fprintf(b, "  %v\n", err)
+			continue
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			for _, name := range []string{"tributary_router_messages_total", "tributary_router_deliveries_total",
+				"tributary_deliverer_attempts_total", "tributary_deliverer_delivered_total", "tributary_deliverer_dlq_total",
+				"tributary_consumer_lag_records"} {
+				if strings.HasPrefix(line, name) {
+					fmt.Fprintf(b, "  %s\n", line)
+				}
+			}
+		}
+	}
 }
 
 // found is where a missing message id was seen.
