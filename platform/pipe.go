@@ -46,6 +46,11 @@ type PipeConfig struct {
 	ExactlyOnce        bool
 	TransactionalID    string
 	TransactionTimeout time.Duration
+	// TransactionTopics are the topics the transactions write to (besides those the pipe has
+	// produced to since it started): exactly once, they are looked at every
+	// HangingCheckInterval for transactions of TransactionalID that Kafka left open after a
+	// broker restart, which are aborted (AbortHangingTransactions).
+	TransactionTopics []string
 	// InstanceID, when set, is the static group-member id: a restarted member takes its
 	// predecessor's partitions back at once instead of waiting for its session to time out.
 	InstanceID string
@@ -92,6 +97,9 @@ type Pipe struct {
 	cfg PipeConfig
 	// recovery logs when the pipe resumed after a Kafka outage (docs/operations.md#broker-outages).
 	recovery *Recovery
+
+	mu       sync.Mutex
+	produced map[string]bool // the topics the pipe's transactions have written to
 }
 
 // NewPipe checks cfg and fills in its defaults; the client is created by Run.
@@ -130,7 +138,11 @@ func NewPipe(cfg PipeConfig) (*Pipe, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownGrace
 	}
-	return &Pipe{cfg: cfg, recovery: NewRecovery(cfg.Logger, cfg.Name)}, nil
+	p := &Pipe{cfg: cfg, recovery: NewRecovery(cfg.Logger, cfg.Name), produced: map[string]bool{}}
+	for _, t := range cfg.TransactionTopics {
+		p.produced[t] = true
+	}
+	return p, nil
 }
 
 // Run consumes until ctx is done, then finishes or aborts the batch in progress within
@@ -166,6 +178,10 @@ func (p *Pipe) Run(ctx context.Context) error {
 	defer gcancel()
 	if p.cfg.ExactlyOnce {
 		opts = append(opts, kgo.TransactionalID(p.cfg.TransactionalID), kgo.TransactionTimeout(p.cfg.TransactionTimeout))
+		sweepCtx, stopSweeping := context.WithCancel(ctx)
+		swept := make(chan struct{})
+		go func() { defer close(swept); p.sweepHanging(sweepCtx) }()
+		defer func() { stopSweeping(); <-swept }()
 		return p.runTransactional(ctx, gctx, append(opts, p.cfg.Opts...))
 	}
 	opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
@@ -261,6 +277,44 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 	}
 }
 
+// sweepHanging aborts, every HangingCheckInterval until ctx is done, the transactions of the
+// pipe's transactional id that Kafka left open on the topics it writes to
+// (AbortHangingTransactions): one would hold back every read_committed reader of its partition
+// for good. It runs beside the sessions, since a session may itself be held back by one (the
+// router's de-duplication restore reads router.dedupe to its last stable offset).
+func (p *Pipe) sweepHanging(ctx context.Context) {
+	cl, err := NewKafkaClient(p.cfg.Kafka, p.cfg.Logger, p.cfg.Opts...)
+	if err != nil {
+		p.cfg.Logger.Warn().Err(err).Msg(p.cfg.Name + ": no client to look for hanging transactions")
+		return
+	}
+	defer cl.Close()
+	t := time.NewTicker(HangingCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		topics := make([]string, 0, len(p.produced))
+		for topic := range p.produced {
+			topics = append(topics, topic)
+		}
+		p.mu.Unlock()
+		if len(topics) == 0 {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, HangingCheckInterval)
+		_, err := AbortHangingTransactions(actx, cl, p.cfg.TransactionalID, topics, p.cfg.TransactionTimeout, p.cfg.Logger)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Debug().Err(err).Msg(p.cfg.Name + ": looking for hanging transactions")
+		}
+	}
+}
+
 // failedSessionLeave bounds leaving the group when a session failed: the broker may be gone.
 const failedSessionLeave = 5 * time.Second
 
@@ -291,6 +345,11 @@ func (p *Pipe) transact(ctx, gctx context.Context, sess *kgo.GroupTransactSessio
 		}
 		return false, nil
 	}
+	p.mu.Lock()
+	for _, r := range out {
+		p.produced[r.Topic] = true
+	}
+	p.mu.Unlock()
 	var failed atomic.Int64
 	for _, r := range out {
 		sess.Produce(ectx, r, func(r *kgo.Record, err error) {

@@ -1,0 +1,136 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Hanging transactions (docs/operations.md#hanging-transactions).
+//
+// Apache Kafka, killed while a transaction was open and restarted, aborts that transaction —
+// but it can miss writing the abort marker to one of the transaction's partitions: the
+// coordinator then says the transaction is complete, while the partition still holds its
+// records as an open transaction, for good. The partition's last stable offset stays at the
+// transaction's first record, so every read_committed reader of it stops there: the deliverer
+// reading webhooks.deliveries, and the router restoring its de-duplication memory from
+// router.dedupe (platform.ReadCommittedRange), which then never routes again. The reliability
+// harness's broker-kill scenario caught it on Apache Kafka 4.4: both routers silent after the
+// restart, a third to a half of the acknowledged events never delivered.
+//
+// A transactional writer finds and aborts the hanging transactions of its own transactional
+// id: AbortHangingTransactions, which every exactly-once Pipe runs in the background.
+
+// HangingCheckInterval is how often an exactly-once Pipe looks for hanging transactions of its
+// transactional id.
+const HangingCheckInterval = 10 * time.Second
+
+// hangingMargin is how long past its transaction timeout an open transaction must be before
+// it counts as hanging: Kafka's coordinator aborts a live transaction once its timeout passed,
+// checking every 10 s (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+const hangingMargin = 15 * time.Second
+
+// AbortHangingTransactions aborts the transactions of txnID left open on partitions of topics
+// that the transaction coordinator no longer tracks: the coordinator has no transaction in
+// progress for txnID (its state is Empty, CompleteCommit or CompleteAbort, before and after the
+// partitions are looked at), the partition's open transaction is of txnID's producer id with an
+// older epoch than the coordinator's, and its last write is older than timeout (the
+// transaction timeout) plus a margin. No live transaction can match all of that. Each is
+// aborted with an abort marker written to the partition (WriteTxnMarkers, as Kafka's
+// kafka-transactions.sh abort does; it needs the CLUSTER_ACTION permission) and logged. It
+// returns how many it aborted.
+func AbortHangingTransactions(ctx context.Context, cl *kgo.Client, txnID string, topics []string, timeout time.Duration, logger zerolog.Logger) (int, error) {
+	adm := kadm.NewClient(cl)
+	coordinator := func() (kadm.DescribedTransaction, bool, error) {
+		described, err := adm.DescribeTransactions(ctx, txnID)
+		if err != nil {
+			return kadm.DescribedTransaction{}, false, err
+		}
+		t, ok := described[txnID]
+		if !ok || t.Err != nil {
+			return t, false, t.Err
+		}
+		switch t.State {
+		case "Empty", "CompleteCommit", "CompleteAbort":
+			return t, true, nil
+		}
+		return t, false, nil // a transaction in progress: looked at again later
+	}
+	before, idle, err := coordinator()
+	if err != nil || !idle {
+		return 0, err
+	}
+	listed, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	producers, err := adm.DescribeProducers(ctx, listed.TopicsSet())
+	if err != nil {
+		return 0, err
+	}
+	cutoff := time.Now().Add(-timeout - hangingMargin).UnixMilli()
+	var hanging []kadm.DescribedProducer
+	producers.EachProducer(func(p kadm.DescribedProducer) {
+		if p.ProducerID == before.ProducerID && p.CurrentTxnStartOffset >= 0 &&
+			p.ProducerEpoch < before.ProducerEpoch && p.LastTimestamp < cutoff {
+			hanging = append(hanging, p)
+		}
+	})
+	if len(hanging) == 0 {
+		return 0, nil
+	}
+	after, idle, err := coordinator()
+	if err != nil || !idle || after.ProducerID != before.ProducerID || after.ProducerEpoch != before.ProducerEpoch {
+		return 0, err
+	}
+	aborted := 0
+	var errs []error
+	for _, p := range hanging {
+		if err := writeAbortMarker(ctx, cl, p); err != nil {
+			logger.Warn().Err(err).Str("transactional_id", txnID).Str("topic", p.Topic).Int32("partition", p.Partition).
+				Int64("producer_id", p.ProducerID).Int16("producer_epoch", p.ProducerEpoch).Int64("first_offset", p.CurrentTxnStartOffset).
+				Msg("a hanging transaction holds back this partition's readers and could not be aborted; abort it with kafka-transactions.sh abort (docs/operations.md#hanging-transactions)")
+			errs = append(errs, err)
+			continue
+		}
+		aborted++
+		logger.Warn().Str("transactional_id", txnID).Str("topic", p.Topic).Int32("partition", p.Partition).
+			Int64("producer_id", p.ProducerID).Int16("producer_epoch", p.ProducerEpoch).Int64("first_offset", p.CurrentTxnStartOffset).
+			Str("coordinator_state", after.State).Int16("coordinator_epoch", after.ProducerEpoch).
+			Time("last_write", time.UnixMilli(p.LastTimestamp)).
+			Msg("aborted a hanging transaction: Kafka left it open on this partition (no abort marker after a broker restart), holding back every read_committed reader")
+	}
+	return aborted, errors.Join(errs...)
+}
+
+// writeAbortMarker writes the abort marker of p's open transaction to its partition's leader.
+func writeAbortMarker(ctx context.Context, cl *kgo.Client, p kadm.DescribedProducer) error {
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = p.ProducerID, p.ProducerEpoch, false, p.CoordinatorEpoch
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = p.Topic, []int32{p.Partition}
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(p.Leader)))
+	if err != nil {
+		return fmt.Errorf("writing the abort marker: %w", err)
+	}
+	for _, rm := range resp.Markers {
+		for _, t := range rm.Topics {
+			for _, part := range t.Partitions {
+				if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
+					return fmt.Errorf("writing the abort marker: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
