@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,6 +33,7 @@ func postmortem(ctx context.Context, st *stack, missing map[string]struct{}, dir
 	var b strings.Builder
 	summary, err := inspect(ctx, st.broker.addr(), missing, &b)
 	serviceMetrics(st, &b)
+	dumpGoroutines(st, &b)
 	if err != nil {
 		summary += fmt.Sprintf(" (post-mortem incomplete: %v)", err)
 		fmt.Fprintf(&b, "\nerror: %v\n", err)
@@ -68,6 +70,25 @@ func serviceMetrics(st *stack, b *strings.Builder) {
 					fmt.Fprintf(b, "  %s\n", line)
 				}
 			}
+		}
+	}
+}
+
+// dumpGoroutines makes every router and deliverer print its goroutines' stacks to its log and
+// exit (SIGQUIT, Go's default): where a stuck service waits. The stack is stopped right after.
+func dumpGoroutines(st *stack, b *strings.Builder) {
+	for _, p := range st.services {
+		if p.name == "ingest" {
+			continue
+		}
+		if p.signal(syscall.SIGQUIT) {
+			fmt.Fprintf(b, "\n%s: goroutines dumped to %s (SIGQUIT)\n", p.name, p.log)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range st.services {
+		for p.name != "ingest" && p.alive() && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }
