@@ -240,6 +240,7 @@ func (b *apacheBroker) restart(ctx context.Context) error {
 	_, err := b.run(ctx, "start")
 	return err
 }
+
 // close stops the broker (SIGTERM, SIGKILL after 20 s) and leaves its state folder, in the
 // scenario's folder: a failed scenario keeps the broker's data with the logs (`kafka.sh down`
 // would remove it); a passed one's folder is removed whole.
