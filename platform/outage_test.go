@@ -179,3 +179,50 @@ func TestPipeOutageWithinProduceTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestAbortHangingTransactionsLeavesLiveOnesAlone: on both brokers, AbortHangingTransactions
+// finds nothing to abort for a transactional id whose transactions all ended, nor for one with
+// a transaction in progress (the coordinator has it Ongoing), and that transaction then
+// commits as usual. (The hanging transaction it aborts — Kafka's abort of a transaction open
+// at a broker kill, without a marker on one of its partitions — is made by make reliability
+// APACHE=1 RUN=broker-kill, docs/reliability.md#apache-kafka.)
+func TestAbortHangingTransactionsLeavesLiveOnesAlone(t *testing.T) {
+	kafkatest.Conformance(t, func(t *testing.T, brokers []string) {
+		e := newPipeEnv(t, brokers)
+		txn := kafkatest.UniqueTopic(t, "txn")
+		cl, err := platform.NewKafkaClient(e.kafka, e.logger, kgo.TransactionalID(txn), kgo.DefaultProduceTopic(e.out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		var logs servicetest.Buffer
+		logger := zerolog.New(&logs)
+		for i, commit := range []bool{true, false} {
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(ctx, kgo.StringRecord("r"+strconv.Itoa(i))).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if commit {
+				if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The last write is older than any timeout: only the coordinator's state and the
+			// epochs keep a live transaction from being taken for a hanging one.
+			n, err := platform.AbortHangingTransactions(ctx, e.cl, txn, []string{e.out}, -time.Hour, logger)
+			if err != nil || n != 0 {
+				t.Fatalf("transaction %d (ended: %v): AbortHangingTransactions = %d, %v, want 0, nil; log: %s", i, commit, n, err, logs.String())
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("the open transaction did not commit after the check: %v", err)
+		}
+		if got := e.readOut(2); got["r0"] != 1 || got["r1"] != 1 {
+			t.Errorf("read committed %v, want r0 and r1 once", got)
+		}
+	})
+}
