@@ -38,10 +38,12 @@ const HangingCheckInterval = 10 * time.Second
 const hangingMargin = 15 * time.Second
 
 // AbortHangingTransactions aborts the transactions of txnID left open on partitions of topics
-// that the transaction coordinator no longer tracks: the coordinator has no transaction in
-// progress for txnID (its state is Empty, CompleteCommit or CompleteAbort, before and after the
-// partitions are looked at), the partition's open transaction is of txnID's producer id with an
-// older epoch than the coordinator's, and its last write is older than timeout (the
+// that the transaction coordinator no longer tracks: the partition's open transaction is of
+// txnID's producer id with an older epoch than the coordinator's — the coordinator has moved
+// past it, which it only does once that transaction ended — while the coordinator is not
+// ending a transaction (not PrepareCommit, PrepareAbort or PrepareEpochFence, whose markers
+// carry the next epoch and may still be on their way), with the same producer id and epoch
+// before and after the partitions are looked at, and its last write is older than timeout (the
 // transaction timeout) plus a margin. No live transaction can match all of that. Each is
 // aborted with an abort marker written to the partition (WriteTxnMarkers, as Kafka's
 // kafka-transactions.sh abort does; it needs the CLUSTER_ACTION permission) and logged. It
@@ -58,13 +60,13 @@ func AbortHangingTransactions(ctx context.Context, cl *kgo.Client, txnID string,
 			return t, false, t.Err
 		}
 		switch t.State {
-		case "Empty", "CompleteCommit", "CompleteAbort":
+		case "Empty", "Ongoing", "CompleteCommit", "CompleteAbort":
 			return t, true, nil
 		}
-		return t, false, nil // a transaction in progress: looked at again later
+		return t, false, nil // a transaction being ended: looked at again later
 	}
-	before, idle, err := coordinator()
-	if err != nil || !idle {
+	before, settled, err := coordinator()
+	if err != nil || !settled {
 		return 0, err
 	}
 	listed, err := adm.ListTopics(ctx, topics...)
@@ -86,8 +88,8 @@ func AbortHangingTransactions(ctx context.Context, cl *kgo.Client, txnID string,
 	if len(hanging) == 0 {
 		return 0, nil
 	}
-	after, idle, err := coordinator()
-	if err != nil || !idle || after.ProducerID != before.ProducerID || after.ProducerEpoch != before.ProducerEpoch {
+	after, settled, err := coordinator()
+	if err != nil || !settled || after.ProducerID != before.ProducerID || after.ProducerEpoch != before.ProducerEpoch {
 		return 0, err
 	}
 	aborted := 0
