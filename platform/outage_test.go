@@ -226,3 +226,68 @@ func TestAbortHangingTransactionsLeavesLiveOnesAlone(t *testing.T) {
 		}
 	})
 }
+
+// TestReadCommittedRangeWarnsWhenHeldBackByATransaction: a partition's last stable offset is
+// held by an open transaction (B) and the record just below it belongs to an aborted one (A),
+// whose marker comes after it — as around a transaction Kafka left hanging. A read_committed
+// fetch returns no record short of the last stable offset, so ReadCommittedRange (the router's
+// de-duplication restore) waits: it now warns while it waits, instead of waiting silently, and
+// finishes once B ends. On the embedded broker and Apache Kafka.
+func TestReadCommittedRangeWarnsWhenHeldBackByATransaction(t *testing.T) {
+	defer platform.SetReadStallWarning(500 * time.Millisecond)()
+	kafkatest.Conformance(t, func(t *testing.T, brokers []string) {
+		e := newPipeEnv(t, brokers)
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		txn := func(name string) *kgo.Client {
+			cl, err := platform.NewKafkaClient(e.kafka, e.logger, kgo.TransactionalID(kafkatest.UniqueTopic(t, name)),
+				kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cl.Close)
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			return cl
+		}
+		produce := func(cl *kgo.Client, v string) {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: e.out, Partition: 0, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, b := txn("a"), txn("b")
+		produce(a, "aborted")
+		produce(b, "open")
+		if err := a.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			t.Fatal(err)
+		}
+		var logs servicetest.Buffer
+		done := make(chan error, 1)
+		go func() {
+			done <- platform.ReadCommittedRange(ctx, e.kafka, zerolog.New(&logs), nil, e.out, []int32{0}, 0, func(*kgo.Record) {})
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(logs.String(), "a hanging transaction may hold them back") {
+			select {
+			case err := <-done:
+				t.Fatalf("ReadCommittedRange returned (%v) with the last stable offset held back; want it waiting", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no warning while ReadCommittedRange waited")
+			}
+		}
+		if err := b.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("ReadCommittedRange: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("ReadCommittedRange still waiting after the transaction ended")
+		}
+	})
+}
