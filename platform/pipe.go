@@ -100,6 +100,9 @@ type Pipe struct {
 
 	mu       sync.Mutex
 	produced map[string]bool // the topics the pipe's transactions have written to
+	// session is the client of the current transactional session (nil between sessions): the
+	// hanging-transaction sweep sends its requests through it.
+	sessionClient atomic.Pointer[kgo.Client]
 }
 
 // NewPipe checks cfg and fills in its defaults; the client is created by Run.
@@ -242,6 +245,8 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 	if err != nil {
 		return backoff.Permanent(fmt.Errorf("%s: creating Kafka client: %w", p.cfg.Name, err))
 	}
+	p.sessionClient.Store(sess.Client())
+	defer p.sessionClient.Store(nil)
 	// The session's own stop: the shutdown deadline, or, once it has failed, a few seconds for
 	// leaving the group (the broker may be gone).
 	sctx, scancel := context.WithCancel(gctx)
@@ -281,14 +286,9 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 // pipe's transactional id that Kafka left open on the topics it writes to
 // (AbortHangingTransactions): one would hold back every read_committed reader of its partition
 // for good. It runs beside the sessions, since a session may itself be held back by one (the
-// router's de-duplication restore reads router.dedupe to its last stable offset).
+// router's de-duplication restore reads router.dedupe to its last stable offset), and sends its
+// requests through the current session's client (between sessions it waits for the next).
 func (p *Pipe) sweepHanging(ctx context.Context) {
-	cl, err := NewKafkaClient(p.cfg.Kafka, p.cfg.Logger, p.cfg.Opts...)
-	if err != nil {
-		p.cfg.Logger.Warn().Err(err).Msg(p.cfg.Name + ": no client to look for hanging transactions")
-		return
-	}
-	defer cl.Close()
 	t := time.NewTicker(HangingCheckInterval)
 	defer t.Stop()
 	for {
@@ -303,7 +303,8 @@ func (p *Pipe) sweepHanging(ctx context.Context) {
 			topics = append(topics, topic)
 		}
 		p.mu.Unlock()
-		if len(topics) == 0 {
+		cl := p.sessionClient.Load()
+		if len(topics) == 0 || cl == nil {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, HangingCheckInterval)
