@@ -29,8 +29,8 @@ import (
 // id: AbortHangingTransactions, which every exactly-once Pipe runs in the background.
 
 // HangingCheckInterval is how often an exactly-once Pipe looks for hanging transactions of its
-// transactional id.
-const HangingCheckInterval = 10 * time.Second
+// transactional id (a variable for the tests).
+var HangingCheckInterval = 10 * time.Second
 
 // hangingMargin is how long past its transaction timeout an open transaction must be before
 // it counts as hanging: Kafka's coordinator aborts a live transaction once its timeout passed,

@@ -291,3 +291,35 @@ func TestReadCommittedRangeWarnsWhenHeldBackByATransaction(t *testing.T) {
 		}
 	})
 }
+
+// TestExactlyOncePipeLooksForHangingTransactions: an exactly-once pipe with group callbacks
+// among its options (as the router's) looks for hanging transactions of its transactional id
+// on the topics it writes, every HangingCheckInterval, while it runs (it once could not build
+// its client for that, and never looked).
+func TestExactlyOncePipeLooksForHangingTransactions(t *testing.T) {
+	old := platform.HangingCheckInterval
+	platform.HangingCheckInterval = 200 * time.Millisecond
+	defer func() { platform.HangingCheckInterval = old }()
+	e := newPipeEnv(t, kafkatest.Embedded(t))
+	var logs servicetest.Buffer
+	p := e.pipe(true, e.copyTransform, func(c *platform.PipeConfig) {
+		c.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
+		c.Opts = append(c.Opts, kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {}))
+	})
+	stop := runPipe(t, p)
+	e.produce("r", 10)
+	e.readOut(10)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), `"aborted":0,"topics":["`+e.out+`"],"message":"test pipe: looked for hanging transactions"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pipe never looked for hanging transactions on %s; its log:\n%s", e.out, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(logs.String(), `"error"`) {
+		t.Errorf("looking for hanging transactions failed; the log:\n%s", logs.String())
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -308,10 +308,10 @@ func (p *Pipe) sweepHanging(ctx context.Context) {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, HangingCheckInterval)
-		_, err := AbortHangingTransactions(actx, cl, p.cfg.TransactionalID, topics, p.cfg.TransactionTimeout, p.cfg.Logger)
+		n, err := AbortHangingTransactions(actx, cl, p.cfg.TransactionalID, topics, p.cfg.TransactionTimeout, p.cfg.Logger)
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			p.cfg.Logger.Debug().Err(err).Msg(p.cfg.Name + ": looking for hanging transactions")
+		if ctx.Err() == nil {
+			p.cfg.Logger.Debug().Err(err).Int("aborted", n).Strs("topics", topics).Msg(p.cfg.Name + ": looked for hanging transactions")
 		}
 	}
 }
