@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,10 +21,12 @@ import (
 // coordinator then says the transaction is complete, while the partition still holds its
 // records as an open transaction, for good. The partition's last stable offset stays at the
 // transaction's first record, so every read_committed reader of it stops there: the deliverer
-// reading webhooks.deliveries, and the router restoring its de-duplication memory from
-// router.dedupe (platform.ReadCommittedRange), which then never routes again. The reliability
-// harness's broker-kill scenario caught it on Apache Kafka 4.4: both routers silent after the
-// restart, a third to a half of the acknowledged events never delivered.
+// reading webhooks.deliveries, the router restoring its de-duplication memory from
+// router.dedupe (platform.ReadCommittedRange) — and, when the transaction committed offsets,
+// every member of the consumer group, whose OffsetFetch waits for the transaction's pending
+// offsets in __consumer_offsets. The reliability harness's broker-kill scenario caught it on
+// Apache Kafka 4.4: both routers silent after the restart, waiting for their group's offsets,
+// a third to a half of the acknowledged events never delivered.
 //
 // A transactional writer finds and aborts the hanging transactions of its own transactional
 // id: AbortHangingTransactions, which every exactly-once Pipe runs in the background.
@@ -31,6 +34,9 @@ import (
 // HangingCheckInterval is how often an exactly-once Pipe looks for hanging transactions of its
 // transactional id (a variable for the tests).
 var HangingCheckInterval = 10 * time.Second
+
+// consumerOffsetsTopic is Kafka's topic of the consumer groups' offsets.
+const consumerOffsetsTopic = "__consumer_offsets"
 
 // hangingMargin is how long past its transaction timeout an open transaction must be before
 // it counts as hanging: Kafka's coordinator aborts a live transaction once its timeout passed,
@@ -69,7 +75,10 @@ func AbortHangingTransactions(ctx context.Context, cl *kgo.Client, txnID string,
 	if err != nil || !settled {
 		return 0, err
 	}
-	listed, err := adm.ListTopics(ctx, topics...)
+	// The transaction's offsets too: a consumer group's offsets written in a hanging
+	// transaction stay pending, and every OffsetFetch of the group (with RequireStable, as a
+	// GroupTransactSession's) waits for them — both routers stopped there.
+	listed, err := adm.ListTopics(ctx, append(slices.Clone(topics), consumerOffsetsTopic)...)
 	if err != nil {
 		return 0, err
 	}
