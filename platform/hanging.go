@@ -28,8 +28,8 @@ import (
 // Apache Kafka 4.4: both routers silent after the restart, waiting for their group's offsets,
 // a third to a half of the acknowledged events never delivered.
 //
-// A transactional writer finds and aborts the hanging transactions of its own transactional
-// id: AbortHangingTransactions, which every exactly-once Pipe runs in the background.
+// A transactional writer finds and ends the hanging transactions of its own transactional
+// id: EndHangingTransactions, which every exactly-once Pipe runs in the background.
 
 // HangingCheckInterval is how often an exactly-once Pipe looks for hanging transactions of its
 // transactional id (a variable for the tests).
@@ -43,7 +43,7 @@ const consumerOffsetsTopic = "__consumer_offsets"
 // checking every 10 s (transaction.abort.timed.out.transaction.cleanup.interval.ms).
 const hangingMargin = 15 * time.Second
 
-// AbortHangingTransactions aborts the transactions of txnID left open on partitions of topics
+// EndHangingTransactions aborts the transactions of txnID left open on partitions of topics
 // that the transaction coordinator no longer tracks: the partition's open transaction is of
 // txnID's producer id with an older epoch than the coordinator's — the coordinator has moved
 // past it, which it only does once that transaction ended — while the coordinator is not
@@ -51,10 +51,11 @@ const hangingMargin = 15 * time.Second
 // carry the next epoch and may still be on their way), with the same producer id and epoch
 // before and after the partitions are looked at, and its last write is older than timeout (the
 // transaction timeout) plus a margin. No live transaction can match all of that. Each is
-// aborted with an abort marker written to the partition (WriteTxnMarkers, as Kafka's
+// ended with the marker the coordinator decided (commit, when it is CompleteCommit one epoch
+// past the transaction's; else abort) written to the partition (WriteTxnMarkers, as Kafka's
 // kafka-transactions.sh abort does; it needs the CLUSTER_ACTION permission) and logged. It
-// returns how many it aborted.
-func AbortHangingTransactions(ctx context.Context, cl *kgo.Client, txnID string, topics []string, timeout time.Duration, logger zerolog.Logger) (int, error) {
+// returns how many it ended.
+func EndHangingTransactions(ctx context.Context, cl *kgo.Client, txnID string, topics []string, timeout time.Duration, logger zerolog.Logger) (int, error) {
 	adm := kadm.NewClient(cl)
 	coordinator := func() (kadm.DescribedTransaction, bool, error) {
 		described, err := adm.DescribeTransactions(ctx, txnID)
@@ -101,44 +102,52 @@ func AbortHangingTransactions(ctx context.Context, cl *kgo.Client, txnID string,
 	if err != nil || !settled || after.ProducerID != before.ProducerID || after.ProducerEpoch != before.ProducerEpoch {
 		return 0, err
 	}
-	aborted := 0
+	ended := 0
 	var errs []error
 	for _, p := range hanging {
-		if err := writeAbortMarker(ctx, cl, p); err != nil {
-			logger.Warn().Err(err).Str("transactional_id", txnID).Str("topic", p.Topic).Int32("partition", p.Partition).
+		// The coordinator's decision, when it is known: with per-transaction epochs (Kafka 4's
+		// transactions v2), CompleteCommit one epoch past the partition's is the commit of that
+		// very transaction, whose commit marker is missing. Otherwise it is aborted, as
+		// kafka-transactions.sh abort does: an older transaction ended before the coordinator
+		// went on, and the ones Kafka leaves hanging were ended by a fence or a timeout.
+		commit := after.State == "CompleteCommit" && p.ProducerEpoch == after.ProducerEpoch-1
+		outcome := map[bool]string{true: "commit", false: "abort"}[commit]
+		log := func(ev *zerolog.Event) *zerolog.Event {
+			return ev.Str("transactional_id", txnID).Str("topic", p.Topic).Int32("partition", p.Partition).
 				Int64("producer_id", p.ProducerID).Int16("producer_epoch", p.ProducerEpoch).Int64("first_offset", p.CurrentTxnStartOffset).
-				Msg("a hanging transaction holds back this partition's readers and could not be aborted; abort it with kafka-transactions.sh abort (docs/operations.md#hanging-transactions)")
+				Str("coordinator_state", after.State).Int16("coordinator_epoch", after.ProducerEpoch).
+				Time("last_write", time.UnixMilli(p.LastTimestamp)).Str("marker", outcome)
+		}
+		if err := writeMarker(ctx, cl, p, commit); err != nil {
+			log(logger.Warn().Err(err)).Msg("a hanging transaction holds back this partition's readers and could not be ended; abort it with kafka-transactions.sh abort (docs/operations.md#hanging-transactions)")
 			errs = append(errs, err)
 			continue
 		}
-		aborted++
-		logger.Warn().Str("transactional_id", txnID).Str("topic", p.Topic).Int32("partition", p.Partition).
-			Int64("producer_id", p.ProducerID).Int16("producer_epoch", p.ProducerEpoch).Int64("first_offset", p.CurrentTxnStartOffset).
-			Str("coordinator_state", after.State).Int16("coordinator_epoch", after.ProducerEpoch).
-			Time("last_write", time.UnixMilli(p.LastTimestamp)).
-			Msg("aborted a hanging transaction: Kafka left it open on this partition (no abort marker after a broker restart), holding back every read_committed reader")
+		ended++
+		log(logger.Warn()).Msg("ended a hanging transaction: Kafka left it open on this partition (no marker after a broker restart), holding back every read_committed reader")
 	}
-	return aborted, errors.Join(errs...)
+	return ended, errors.Join(errs...)
 }
 
-// writeAbortMarker writes the abort marker of p's open transaction to its partition's leader.
-func writeAbortMarker(ctx context.Context, cl *kgo.Client, p kadm.DescribedProducer) error {
+// writeMarker writes the commit or abort marker of p's open transaction to its partition's
+// leader.
+func writeMarker(ctx context.Context, cl *kgo.Client, p kadm.DescribedProducer, commit bool) error {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = p.ProducerID, p.ProducerEpoch, false, p.CoordinatorEpoch
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = p.ProducerID, p.ProducerEpoch, commit, p.CoordinatorEpoch
 	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
 	mt.Topic, mt.Partitions = p.Topic, []int32{p.Partition}
 	m.Topics = append(m.Topics, mt)
 	req.Markers = append(req.Markers, m)
 	resp, err := req.RequestWith(ctx, cl.Broker(int(p.Leader)))
 	if err != nil {
-		return fmt.Errorf("writing the abort marker: %w", err)
+		return fmt.Errorf("writing the marker: %w", err)
 	}
 	for _, rm := range resp.Markers {
 		for _, t := range rm.Topics {
 			for _, part := range t.Partitions {
 				if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
-					return fmt.Errorf("writing the abort marker: %w", err)
+					return fmt.Errorf("writing the marker: %w", err)
 				}
 			}
 		}

@@ -180,13 +180,13 @@ func TestPipeOutageWithinProduceTimeout(t *testing.T) {
 	})
 }
 
-// TestAbortHangingTransactionsLeavesLiveOnesAlone: on both brokers, AbortHangingTransactions
+// TestEndHangingTransactionsLeavesLiveOnesAlone: on both brokers, EndHangingTransactions
 // finds nothing to abort for a transactional id whose transactions all ended, nor for one with
 // a transaction in progress (the coordinator has it Ongoing), and that transaction then
 // commits as usual. (The hanging transaction it aborts — Kafka's abort of a transaction open
 // at a broker kill, without a marker on one of its partitions — is made by make reliability
 // APACHE=1 RUN=broker-kill, docs/reliability.md#apache-kafka.)
-func TestAbortHangingTransactionsLeavesLiveOnesAlone(t *testing.T) {
+func TestEndHangingTransactionsLeavesLiveOnesAlone(t *testing.T) {
 	kafkatest.Conformance(t, func(t *testing.T, brokers []string) {
 		e := newPipeEnv(t, brokers)
 		txn := kafkatest.UniqueTopic(t, "txn")
@@ -213,9 +213,9 @@ func TestAbortHangingTransactionsLeavesLiveOnesAlone(t *testing.T) {
 			}
 			// The last write is older than any timeout: only the coordinator's state and the
 			// epochs keep a live transaction from being taken for a hanging one.
-			n, err := platform.AbortHangingTransactions(ctx, e.cl, txn, []string{e.out}, -time.Hour, logger)
+			n, err := platform.EndHangingTransactions(ctx, e.cl, txn, []string{e.out}, -time.Hour, logger)
 			if err != nil || n != 0 {
-				t.Fatalf("transaction %d (ended: %v): AbortHangingTransactions = %d, %v, want 0, nil; log: %s", i, commit, n, err, logs.String())
+				t.Fatalf("transaction %d (ended: %v): EndHangingTransactions = %d, %v, want 0, nil; log: %s", i, commit, n, err, logs.String())
 			}
 		}
 		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -310,7 +310,7 @@ func TestExactlyOncePipeLooksForHangingTransactions(t *testing.T) {
 	e.produce("r", 10)
 	e.readOut(10)
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(logs.String(), `"aborted":0,"topics":["`+e.out+`"],"message":"test pipe: looked for hanging transactions"`) {
+	for !strings.Contains(logs.String(), `"ended":0,"topics":["`+e.out+`"],"message":"test pipe: looked for hanging transactions"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the pipe never looked for hanging transactions on %s; its log:\n%s", e.out, logs.String())
 		}

@@ -49,7 +49,7 @@ type PipeConfig struct {
 	// TransactionTopics are the topics the transactions write to (besides those the pipe has
 	// produced to since it started): exactly once, they are looked at every
 	// HangingCheckInterval for transactions of TransactionalID that Kafka left open after a
-	// broker restart, which are aborted (AbortHangingTransactions).
+	// broker restart, which are ended with the coordinator's decision (EndHangingTransactions).
 	TransactionTopics []string
 	// InstanceID, when set, is the static group-member id: a restarted member takes its
 	// predecessor's partitions back at once instead of waiting for its session to time out.
@@ -282,9 +282,9 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 	}
 }
 
-// sweepHanging aborts, every HangingCheckInterval until ctx is done, the transactions of the
+// sweepHanging ends, every HangingCheckInterval until ctx is done, the transactions of the
 // pipe's transactional id that Kafka left open on the topics it writes to
-// (AbortHangingTransactions): one would hold back every read_committed reader of its partition
+// (EndHangingTransactions): one would hold back every read_committed reader of its partition
 // for good. It runs beside the sessions, since a session may itself be held back by one (the
 // router's de-duplication restore reads router.dedupe to its last stable offset), and sends its
 // requests through the current session's client (between sessions it waits for the next).
@@ -308,10 +308,10 @@ func (p *Pipe) sweepHanging(ctx context.Context) {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, HangingCheckInterval)
-		n, err := AbortHangingTransactions(actx, cl, p.cfg.TransactionalID, topics, p.cfg.TransactionTimeout, p.cfg.Logger)
+		n, err := EndHangingTransactions(actx, cl, p.cfg.TransactionalID, topics, p.cfg.TransactionTimeout, p.cfg.Logger)
 		cancel()
 		if ctx.Err() == nil {
-			p.cfg.Logger.Debug().Err(err).Int("aborted", n).Strs("topics", topics).Msg(p.cfg.Name + ": looked for hanging transactions")
+			p.cfg.Logger.Debug().Err(err).Int("ended", n).Strs("topics", topics).Msg(p.cfg.Name + ": looked for hanging transactions")
 		}
 	}
 }
