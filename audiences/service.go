@@ -246,7 +246,10 @@ func (s *Service) runPipes(ctx context.Context) error {
 		Topics:    []string{s.cfg.EventsTopic, s.cfg.RepartitionTopic},
 		Transform: s.transform, ExactlyOnce: true,
 		TransactionalID: s.cfg.TransactionalID, TransactionTimeout: s.cfg.TransactionTimeout,
-		InstanceID: s.cfg.TransactionalID, MaxPollRecords: s.cfg.MaxPollRecords,
+		// Looked at for transactions Kafka left open after a broker restart
+		// (docs/operations.md#hanging-transactions).
+		TransactionTopics: []string{s.cfg.EventsTopic, s.cfg.StateTopic, s.cfg.RepartitionTopic},
+		InstanceID:        s.cfg.TransactionalID, MaxPollRecords: s.cfg.MaxPollRecords,
 		ShutdownTimeout: s.cfg.ShutdownTimeout, Ready: ready, Health: s.deps.Health,
 		Logger: s.logger.With().Str("consumer", "events").Logger(),
 		Ended:  s.ended,
@@ -266,7 +269,8 @@ func (s *Service) runPipes(ctx context.Context) error {
 		Name: "audiences deletions", Kafka: s.deps.Kafka, Group: s.cfg.DeletionsGroup,
 		Topics: []string{s.cfg.DeletionsTopic}, Transform: s.forwardDeletions, ExactlyOnce: true,
 		TransactionalID: s.cfg.TransactionalID + "-deletions", TransactionTimeout: s.cfg.TransactionTimeout,
-		InstanceID: s.cfg.TransactionalID + "-deletions", MaxPollRecords: 500,
+		TransactionTopics: []string{s.cfg.EventsTopic, s.cfg.StateTopic, s.cfg.RepartitionTopic},
+		InstanceID:        s.cfg.TransactionalID + "-deletions", MaxPollRecords: 500,
 		ShutdownTimeout: s.cfg.ShutdownTimeout, Ready: ready,
 		Logger: s.logger.With().Str("consumer", "deletions").Logger(),
 		Opts:   append([]kgo.Opt{kgo.SessionTimeout(20 * time.Second), kgo.RecordPartitioner(s.partitioner())}, s.deps.KafkaOpts...),

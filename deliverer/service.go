@@ -58,8 +58,10 @@ type Service struct {
 	flog    *failureLog // failures and recoveries in the log
 	lag     *platform.LagCollector
 	track   *tracker
-	sem     chan struct{}
-	now     func() time.Time
+	// recovery logs when the deliverer resumed after a Kafka outage (docs/operations.md#broker-outages).
+	recovery *platform.Recovery
+	sem      chan struct{}
+	now      func() time.Time
 
 	tierDelays []time.Duration
 	tierTopics []string
@@ -122,6 +124,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
 	s.flog = newFailureLog(s.logger)
+	s.recovery = platform.NewRecovery(s.logger, "deliverer "+cfg.Group)
 	s.hosts.onBreaker = s.flog.breaker
 	var err error
 	if s.client, err = newHTTPClient(cfg, deps.DialContext); err != nil {
@@ -156,6 +159,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		kgo.SessionTimeout(20 * time.Second),
 		kgo.RecordDeliveryTimeout(handOffTimeout),
 		kgo.WithContext(s.grace),
+		kgo.WithHooks(s.recovery.Hook()),
 	}
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
@@ -234,8 +238,12 @@ func (s *Service) poll(ctx context.Context) {
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
+			s.recovery.Failed(err)
 			s.logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("fetching")
 		})
+		if fs.NumRecords() > 0 {
+			s.recovery.Resumed(fs)
+		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if ctx.Err() != nil || len(fp.Records) == 0 {
 				return

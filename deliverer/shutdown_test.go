@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/deliverer"
@@ -221,5 +223,42 @@ func TestStopStartsNoQueuedDelivery(t *testing.T) {
 			t.Fatalf("the records queued at the stop were not all delivered by the next deliverer: got %v", got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDelivererResumesAfterAnOutageLongerThanItsSession: Kafka is unreachable for the deliverer
+// longer than its group session (the group is lost, as when the broker is killed and
+// restarted), while deliveries keep arriving in webhooks.deliveries. Once it is back, the
+// deliverer rejoins and delivers every record — those before, during and after the outage —
+// and logs, once, that it resumed (docs/operations.md#broker-outages).
+func TestDelivererResumesAfterAnOutageLongerThanItsSession(t *testing.T) {
+	t.Parallel() // waits on processes, brokers and timeouts, not the CPU: overlaps with the others
+	var (
+		net       servicetest.NetCut
+		delivered tally
+		logs      servicetest.Buffer
+	)
+	rc := newReceiver(t, func(_ int, r *http.Request, _ http.ResponseWriter) { delivered.add(r.Header.Get("X-Message-Id")) })
+	h := newHarness(t, "1s,2s", destYAML(dest("hooks", []string{rc.URL}, "")))
+	h.logger = zerolog.New(&logs).Level(zerolog.InfoLevel)
+	d := h.start(h.config(), kgo.Dialer(net.Dial), kgo.SessionTimeout(6*time.Second)) // stopped on cleanup
+	h.send("hooks", messageIDs(0, 50)...)
+	waitCounter(t, d.reg, 50, 30*time.Second, "tributary_deliverer_delivered_total")
+
+	net.Cut()
+	h.send("hooks", messageIDs(50, 100)...)
+	time.Sleep(10 * time.Second) // past the 6 s session
+	net.Restore()
+	h.send("hooks", messageIDs(100, 150)...)
+
+	deadline := time.Now().Add(60 * time.Second)
+	for delivered.distinct() < 150 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 150 messages delivered 60 s after the outage", delivered.distinct())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), "resumed after a Kafka outage"); n != 1 {
+		t.Errorf("the deliverer logged %d times that it resumed, want once; its log:\n%s", n, logs.String())
 	}
 }

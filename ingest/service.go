@@ -99,6 +99,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordDeliveryTimeout(cfg.ProduceTimeout),
 		kgo.ProducerBatchMaxBytes(1 << 20),
+		// One info line when the producer resumed after a Kafka outage (docs/operations.md#broker-outages).
+		kgo.WithHooks(platform.NewRecovery(s.logger, "ingest producer").ProducerHook()),
 	}, deps.KafkaOpts...)
 	if s.producer, err = platform.NewKafkaClient(deps.Kafka, s.logger, opts...); err != nil {
 		return nil, fmt.Errorf("ingest producer: %w", err)

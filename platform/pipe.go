@@ -46,6 +46,11 @@ type PipeConfig struct {
 	ExactlyOnce        bool
 	TransactionalID    string
 	TransactionTimeout time.Duration
+	// TransactionTopics are the topics the transactions write to (besides those the pipe has
+	// produced to since it started): exactly once, they are looked at every
+	// HangingCheckInterval for transactions of TransactionalID that Kafka left open after a
+	// broker restart, which are ended with the coordinator's decision (EndHangingTransactions).
+	TransactionTopics []string
 	// InstanceID, when set, is the static group-member id: a restarted member takes its
 	// predecessor's partitions back at once instead of waiting for its session to time out.
 	InstanceID string
@@ -90,6 +95,14 @@ type PipeConfig struct {
 // concurrently.
 type Pipe struct {
 	cfg PipeConfig
+	// recovery logs when the pipe resumed after a Kafka outage (docs/operations.md#broker-outages).
+	recovery *Recovery
+
+	mu       sync.Mutex
+	produced map[string]bool // the topics the pipe's transactions have written to
+	// session is the client of the current transactional session (nil between sessions): the
+	// hanging-transaction sweep sends its requests through it.
+	sessionClient atomic.Pointer[kgo.Client]
 }
 
 // NewPipe checks cfg and fills in its defaults; the client is created by Run.
@@ -128,7 +141,11 @@ func NewPipe(cfg PipeConfig) (*Pipe, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownGrace
 	}
-	return &Pipe{cfg: cfg}, nil
+	p := &Pipe{cfg: cfg, recovery: NewRecovery(cfg.Logger, cfg.Name), produced: map[string]bool{}}
+	for _, t := range cfg.TransactionTopics {
+		p.produced[t] = true
+	}
+	return p, nil
 }
 
 // Run consumes until ctx is done, then finishes or aborts the batch in progress within
@@ -154,6 +171,7 @@ func (p *Pipe) Run(ctx context.Context) error {
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.RecordDeliveryTimeout(p.cfg.ProduceTimeout),
+		kgo.WithHooks(p.recovery.Hook()),
 	}
 	if p.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(p.cfg.InstanceID))
@@ -163,6 +181,10 @@ func (p *Pipe) Run(ctx context.Context) error {
 	defer gcancel()
 	if p.cfg.ExactlyOnce {
 		opts = append(opts, kgo.TransactionalID(p.cfg.TransactionalID), kgo.TransactionTimeout(p.cfg.TransactionTimeout))
+		sweepCtx, stopSweeping := context.WithCancel(ctx)
+		swept := make(chan struct{})
+		go func() { defer close(swept); p.sweepHanging(sweepCtx) }()
+		defer func() { stopSweeping(); <-swept }()
 		return p.runTransactional(ctx, gctx, append(opts, p.cfg.Opts...))
 	}
 	opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
@@ -206,6 +228,7 @@ func (p *Pipe) runTransactional(ctx, gctx context.Context, opts []kgo.Opt) error
 		err := p.session(ctx, gctx, all)
 		if err != nil && !isPermanent(err) {
 			p.setReady(false)
+			p.recovery.Failed(err)
 		}
 		return err
 	})
@@ -222,6 +245,8 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 	if err != nil {
 		return backoff.Permanent(fmt.Errorf("%s: creating Kafka client: %w", p.cfg.Name, err))
 	}
+	p.sessionClient.Store(sess.Client())
+	defer p.sessionClient.Store(nil)
 	// The session's own stop: the shutdown deadline, or, once it has failed, a few seconds for
 	// leaving the group (the broker may be gone).
 	sctx, scancel := context.WithCancel(gctx)
@@ -243,6 +268,7 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 		if fs.NumRecords() == 0 {
 			continue
 		}
+		p.recovery.Resumed(fs)
 		if err := sess.Begin(); err != nil {
 			return failed(fmt.Errorf("%s: beginning a transaction: %w", p.cfg.Name, err))
 		}
@@ -252,6 +278,40 @@ func (p *Pipe) session(ctx, gctx context.Context, all []kgo.Opt) error {
 		}
 		if committed {
 			p.setReady(true)
+		}
+	}
+}
+
+// sweepHanging ends, every HangingCheckInterval until ctx is done, the transactions of the
+// pipe's transactional id that Kafka left open on the topics it writes to
+// (EndHangingTransactions): one would hold back every read_committed reader of its partition
+// for good. It runs beside the sessions, since a session may itself be held back by one (the
+// router's de-duplication restore reads router.dedupe to its last stable offset), and sends its
+// requests through the current session's client (between sessions it waits for the next).
+func (p *Pipe) sweepHanging(ctx context.Context) {
+	t := time.NewTicker(HangingCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		topics := make([]string, 0, len(p.produced))
+		for topic := range p.produced {
+			topics = append(topics, topic)
+		}
+		p.mu.Unlock()
+		cl := p.sessionClient.Load()
+		if len(topics) == 0 || cl == nil {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, HangingCheckInterval)
+		n, err := EndHangingTransactions(actx, cl, p.cfg.TransactionalID, topics, p.cfg.TransactionTimeout, p.cfg.Logger)
+		cancel()
+		if ctx.Err() == nil {
+			p.cfg.Logger.Debug().Err(err).Int("ended", n).Strs("topics", topics).Msg(p.cfg.Name + ": looked for hanging transactions")
 		}
 	}
 }
@@ -286,6 +346,11 @@ func (p *Pipe) transact(ctx, gctx context.Context, sess *kgo.GroupTransactSessio
 		}
 		return false, nil
 	}
+	p.mu.Lock()
+	for _, r := range out {
+		p.produced[r.Topic] = true
+	}
+	p.mu.Unlock()
 	var failed atomic.Int64
 	for _, r := range out {
 		sess.Produce(ectx, r, func(r *kgo.Record, err error) {
@@ -325,6 +390,7 @@ func (p *Pipe) runAtLeastOnce(ctx, gctx context.Context, opts []kgo.Opt) error {
 		}
 		p.logFetchErrors(fs)
 		if fs.NumRecords() > 0 {
+			p.recovery.Resumed(fs)
 			if err := p.handOn(ctx, gctx, cl, fs); err != nil {
 				return err
 			}
@@ -375,6 +441,7 @@ func (p *Pipe) transformFailed(ctx context.Context, err error) error {
 
 func (p *Pipe) logFetchErrors(fs kgo.Fetches) {
 	fs.EachError(func(t string, part int32, err error) {
+		p.recovery.Failed(err)
 		p.cfg.Logger.Warn().Err(err).Str("topic", t).Int32("partition", part).Msg("fetching")
 	})
 }

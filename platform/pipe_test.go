@@ -29,7 +29,7 @@ type pipeEnv struct {
 
 func newPipeEnv(t *testing.T, brokers []string) *pipeEnv {
 	t.Helper()
-	e := &pipeEnv{t: t, in: "in", out: "out"}
+	e := &pipeEnv{t: t, in: kafkatest.UniqueTopic(t, "in"), out: kafkatest.UniqueTopic(t, "out")} // unique: Apache Kafka is shared
 	e.kafka, e.cl, e.logger = servicetest.Connect(t, brokers)
 	if _, err := kadm.NewClient(e.cl).CreateTopics(t.Context(), 3, 1, nil, e.in, e.out); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -151,6 +152,9 @@ func (tr *TopicReader) Run(ctx context.Context) error {
 	}
 }
 
+// readStallWarning is how long ReadCommittedRange waits for a record before it warns.
+var readStallWarning = 30 * time.Second // a variable for the tests
+
 // ReadCommittedRange reads partitions of topic up to their last stable offsets (what
 // committed transactions wrote, control records left out), each from its start, or, with
 // sinceMilli > 0, from its first record at or after that time, calling apply for each record
@@ -208,9 +212,18 @@ func ReadCommittedRange(ctx context.Context, kafka KafkaSettings, logger zerolog
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})
 	for len(remaining) > 0 {
-		fs := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, readStallWarning)
+		fs := cl.PollFetches(pctx)
+		cancel()
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if fs.NumRecords() == 0 && pctx.Err() != nil {
+			// Nothing for a while, short of the last stable offsets: a transaction Kafka left
+			// hanging holds them (docs/operations.md#hanging-transactions); say so, keep waiting.
+			logger.Warn().Str("topic", topic).Interface("waiting_for_offsets", remaining).Dur("for", readStallWarning).
+				Msg("reading " + topic + " to its last stable offsets: no record for a while; a hanging transaction may hold them back")
+			continue
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("reading " + t + " to its end")

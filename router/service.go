@@ -124,6 +124,9 @@ func (s *Service) Run(ctx context.Context) error {
 		if s.cfg.ExactlyOnce {
 			cfg.TransactionalID = s.cfg.TransactionalID + txnSuffix
 			cfg.TransactionTimeout = s.cfg.TransactionTimeout
+			// Looked at for transactions Kafka left open after a broker restart
+			// (docs/operations.md#hanging-transactions).
+			cfg.TransactionTopics = []string{s.cfg.DeliveriesTopic, s.cfg.DedupeTopic, s.cfg.DeletionsStatusTopic}
 		}
 		// Static membership: a restarted router takes its predecessor's partitions back at
 		// once instead of waiting for the dead member's session to time out.

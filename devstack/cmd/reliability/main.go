@@ -485,10 +485,15 @@ func runScenario(ctx context.Context, o options, sc scenario) (r result) {
 		r.delivered++
 		r.duplicates += n - 1
 	}
+	missing := map[string]struct{}{}
 	for id := range acked {
 		if got[id] == 0 {
-			r.lost++
+			missing[id] = struct{}{}
 		}
+	}
+	r.lost = len(missing)
+	if r.lost > 0 && ctx.Err() == nil {
+		r.notes = append(r.notes, postmortem(ctx, st, missing, dir))
 	}
 	lat := rcv.latencies(e.measured...)
 	slices.Sort(lat)

@@ -240,9 +240,21 @@ func (b *apacheBroker) restart(ctx context.Context) error {
 	_, err := b.run(ctx, "start")
 	return err
 }
+
+// close stops the broker (SIGTERM, SIGKILL after 20 s) and leaves its state folder, in the
+// scenario's folder: a failed scenario keeps the broker's data with the logs (`kafka.sh down`
+// would remove it); a passed one's folder is removed whole.
 func (b *apacheBroker) close() {
 	b.thaw()
-	_, _ = b.run(context.Background(), "down")
+	pid := b.pid()
+	if pid <= 0 {
+		return
+	}
+	b.signal(syscall.SIGTERM)
+	for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.kill()
 }
 
 // stack is the whole of Tributary as separate processes: one ingest, two routers, two
