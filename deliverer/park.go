@@ -125,13 +125,7 @@ func (s *Service) sweepParked(ctx context.Context, now time.Time) {
 				kept = append(kept, pr)
 			}
 		}
-		clear(recs[len(kept):])
-		s.parked.n -= len(recs) - len(kept)
-		if len(kept) == 0 {
-			delete(s.parked.byUnits, key)
-		} else {
-			s.parked.byUnits[key] = kept
-		}
+		s.parked.keep(key, recs, kept)
 	}
 	s.parkMu.Unlock()
 	for _, pr := range expired {
@@ -166,13 +160,19 @@ func (s *Service) dropParked(parts map[string][]int32) {
 				kept = append(kept, pr)
 			}
 		}
-		clear(recs[len(kept):])
-		s.parked.n -= len(recs) - len(kept)
-		if len(kept) == 0 {
-			delete(s.parked.byUnits, key)
-		} else {
-			s.parked.byUnits[key] = kept
-		}
+		s.parked.keep(key, recs, kept)
+	}
+}
+
+// keep makes kept (a prefix of recs, filtered in place) the parked records of key, and forgets
+// the others. s.parkMu is held.
+func (pk *parking) keep(key string, recs, kept []*parkedRec) {
+	clear(recs[len(kept):])
+	pk.n -= len(recs) - len(kept)
+	if len(kept) == 0 {
+		delete(pk.byUnits, key)
+	} else {
+		pk.byUnits[key] = kept
 	}
 }
 

@@ -132,12 +132,7 @@ func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path strin
 	if opts.DryRun || len(out) == 0 {
 		return changes, nil
 	}
-	cl, err := NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	if err := ProduceConfigRecords(ctx, cl, topic, out...); err != nil {
+	if err := produceConfig(ctx, kafka, topic, out, logger); err != nil {
 		return nil, fmt.Errorf("applying %s: %w", path, err)
 	}
 	return changes, nil
@@ -183,15 +178,21 @@ func ReencryptConfig(ctx context.Context, kafka KafkaSettings, topic string, dry
 	if dryRun || len(out) == 0 {
 		return changes, nil
 	}
-	cl, err := NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	if err := ProduceConfigRecords(ctx, cl, topic, out...); err != nil {
+	if err := produceConfig(ctx, kafka, topic, out, logger); err != nil {
 		return nil, fmt.Errorf("re-encrypting the config: %w", err)
 	}
 	return changes, nil
+}
+
+// produceConfig writes recs to the config topic with a client of its own, waiting for every
+// in-sync replica's acknowledgement.
+func produceConfig(ctx context.Context, kafka KafkaSettings, topic string, recs []schemas.ConfigRecord, logger zerolog.Logger) error {
+	cl, err := NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return ProduceConfigRecords(ctx, cl, topic, recs...)
 }
 
 // currentObject is one object of the config topic as it is: decoded, and its raw value.

@@ -77,18 +77,11 @@ func configCommand(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "%s: valid: %d sources, %d destinations, %d audiences, %d computed traits\n", file, len(cfg.Sources), len(cfg.Destinations), len(cfg.Audiences), len(cfg.ComputedTraits))
 		return nil
 	}
-	s, err := platform.InitSettingsFromEnv()
+	s, logger, ctx, done, err := command()
 	if err != nil {
 		return err
 	}
-	logger, err := platform.NewLogger("warn", os.Stderr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := platform.SignalContext(context.Background())
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
-	defer cancel()
+	defer done()
 	changes, err := platform.ApplyConfigFile(ctx, s.Kafka, schemas.TopicConfig, file, platform.ApplyOptions{DryRun: verb == "diff"}, logger)
 	if err != nil {
 		return err
@@ -110,22 +103,15 @@ func configCommand(args []string, out io.Writer) error {
 // reencrypt runs platform.ReencryptConfig on tributary.config and prints what it changed (or,
 // with dryRun, would change).
 func reencrypt(dryRun bool, out io.Writer) error {
-	s, err := platform.InitSettingsFromEnv()
+	s, logger, ctx, done, err := command()
 	if err != nil {
 		return err
 	}
+	defer done()
 	keys, err := s.Kafka.ConfigKeyring()
 	if err != nil {
 		return err
 	}
-	logger, err := platform.NewLogger("warn", os.Stderr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := platform.SignalContext(context.Background())
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
-	defer cancel()
 	changes, err := platform.ReencryptConfig(ctx, s.Kafka, schemas.TopicConfig, dryRun, logger)
 	if err != nil {
 		return err
@@ -142,6 +128,20 @@ func reencrypt(dryRun bool, out io.Writer) error {
 		fmt.Fprintf(out, "%d objects re-encrypted with key %s; the records they replace stay in %s until compaction (docs/configuration.md#secrets-at-rest)\n", len(changes), keys.KeyIDs()[0], schemas.TopicConfig)
 	}
 	return nil
+}
+
+// command is what a one-shot verb (apply, diff, reencrypt) needs: the settings, a logger of
+// warnings on stderr, and a context ended by a signal or after INIT_TIMEOUT; done releases it.
+func command() (s platform.InitSettings, logger zerolog.Logger, ctx context.Context, done func(), err error) {
+	if s, err = platform.InitSettingsFromEnv(); err != nil {
+		return s, logger, nil, nil, err
+	}
+	if logger, err = platform.NewLogger("warn", os.Stderr); err != nil {
+		return s, logger, nil, nil, err
+	}
+	ctx, stop := platform.SignalContext(context.Background())
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	return s, logger, ctx, func() { cancel(); stop() }, nil
 }
 
 func run() error {
