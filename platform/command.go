@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
@@ -99,6 +100,7 @@ func NewCommand() (*Command, error) {
 		return nil, err
 	}
 	logger.Info().Str("version", Version).Str("go", runtime.Version()).Msg("starting")
+	applyMemoryLimit(logger, memlimit.FromCgroup)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	health := NewHealth()

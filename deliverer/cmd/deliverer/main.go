@@ -226,7 +226,8 @@ func printDeadLetters(out io.Writer, ds []platform.DeadLetter) {
 
 // defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT is set: a burst
 // (a backlog handed to the retry tiers) then makes the collector run sooner instead of letting
-// the heap double. It is soft: a deliverer that needs more still gets it.
+// the heap double. It is soft: a deliverer that needs more still gets it. platform.NewCommand
+// lowers it to 90% of the container's memory limit when that is lower (docs/operations.md#memory).
 const defaultMemoryLimit = 160 << 20
 
 func serve() error {
