@@ -273,6 +273,9 @@ func (l *streamLimits) acquire(client string) (release func(), err *apiError) {
 	case l.total >= l.max:
 		return nil, &apiError{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
 			Message: fmt.Sprintf("the console has %d live streams open, its limit (CONSOLE_MAX_STREAMS): try again when one ends", l.total)}
+	case l.clients[client] >= l.perClient && client == apiStreamClient:
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
+			Message: fmt.Sprintf("the API's callers have %d live streams open, their limit (CONSOLE_MAX_STREAMS_PER_SESSION, shared by every caller of the token): close one first", l.clients[client])}
 	case l.clients[client] >= l.perClient:
 		return nil, &apiError{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
 			Message: fmt.Sprintf("you have %d live streams open, the limit per session (CONSOLE_MAX_STREAMS_PER_SESSION): close one (a tab of a source's page) first", l.clients[client])}
@@ -324,6 +327,7 @@ func (s *Service) streamEvents(w http.ResponseWriter, r *http.Request, client st
 	h := w.Header()
 	release, refused := s.streams.acquire(client)
 	if refused != nil {
+		s.metrics.streamsRefused.Inc()
 		if !refuseInStream {
 			w.Header().Set("Retry-After", "5")
 			return refused

@@ -12,6 +12,7 @@ type metrics struct {
 	attemptsRead    prometheus.Counter
 	attemptsSkipped prometheus.Counter
 	liveStreams     prometheus.Gauge
+	streamsRefused  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,7 +33,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "webhooks.attempts records that did not decode."}),
 		liveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_console_live_streams",
 			Help: "Open live event streams (the source debugger)."}),
+		streamsRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_live_streams_refused_total",
+			Help: "Live event streams refused for the stream limits (CONSOLE_MAX_STREAMS, CONSOLE_MAX_STREAMS_PER_SESSION)."}),
 	}
-	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams)
+	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams, m.streamsRefused)
 	return m
 }

@@ -90,7 +90,8 @@ func TestLiveStreamLimits(t *testing.T) {
 	api3 := openStream(t, h.srv.Client(), api, testToken)
 	var e struct{ Code, Message string }
 	if api3.status != http.StatusTooManyRequests || json.Unmarshal([]byte(api3.first), &e) != nil || e.Code != "too_many_streams" ||
-		!strings.Contains(e.Message, "CONSOLE_MAX_STREAMS_PER_SESSION") || api3.header.Get("Retry-After") == "" {
+		!strings.Contains(e.Message, "the API's callers have 2 live streams open") || !strings.Contains(e.Message, "CONSOLE_MAX_STREAMS_PER_SESSION") ||
+		api3.header.Get("Retry-After") == "" {
 		t.Fatalf("a third API stream (the API's callers have 2): %d %v %q", api3.status, api3.header, api3.first)
 	}
 	u1a := openStream(t, user1.c, page, "")

@@ -26,9 +26,9 @@ import (
 // third-party asset. Sign-in takes the console token and sets a session cookie (HttpOnly,
 // SameSite=Strict), signed with a key derived from the token, so that every replica accepts it
 // and changing the token signs everyone out; signing out revokes the session on every replica
-// through tributary.sessions (sessions.go, docs/console.md#sessions). Every form carries a CSRF token bound to the
-// session; every page is served with a strict Content-Security-Policy (no inline script or
-// style).
+// through tributary.sessions (sessions.go, docs/console.md#sessions). Every form carries a CSRF
+// token bound to the session; every page is served with a strict Content-Security-Policy (no
+// inline script or style).
 
 //go:embed ui/templates/*.html ui/static/*
 var uiFiles embed.FS
