@@ -118,7 +118,11 @@ func (p *poisoner) produce(ctx context.Context, n int) {
 	pid := poisonID("pe", n)
 	value, _ := json.Marshal(map[string]any{"type": "track", "event": "Order Completed", "userId": "poison-user", "messageId": pid,
 		"timestamp": schemas.FormatTimestamp(time.Now()), "receivedAt": schemas.FormatTimestamp(time.Now())})
-	res := p.kafka.ProduceSync(ctx,
+	// A produce under way when the scenario's context ends still finishes: an error would be
+	// the harness's own cancellation, not a poison the stack let through.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	res := p.kafka.ProduceSync(pctx,
 		&kgo.Record{Topic: schemas.TopicInbound, Key: []byte("poison-inbound-" + strconv.Itoa(n)), Value: event(poisonID("pi", n), "poison-user"),
 			Headers: []kgo.RecordHeader{{Key: schemas.HeaderWriteKey, Value: []byte(writeKey)}}},
 		&kgo.Record{Topic: schemas.TopicEvents, Key: []byte("poison-user"), Value: value,
