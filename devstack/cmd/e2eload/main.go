@@ -127,6 +127,9 @@ func run() error {
 	secret := flag.String("secret", "bench-secret", "the destination's sharedSecret (empty: unsigned)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile to this file when the load ends (what is in use under load)")
+	blockprofile := flag.String("blockprofile", "", "write a blocking profile of the load phase to this file (where goroutines waited, channel and select included)")
+	mutexprofile := flag.String("mutexprofile", "", "write a mutex-contention profile of the load phase to this file")
+	goroutines := flag.String("goroutines", "", "write every goroutine's stack to this file when the load ends (what the stack is waiting on)")
 	netHTTP := flag.Bool("nethttp-receiver", false, "run the webhook receiver on net/http instead of fasthttp")
 	latency := flag.Duration("receiver-latency", 0, "how long the receiver takes to answer each webhook")
 	neighbour := flag.String("neighbour", "", `a second destination whose endpoint answers after this long ("4s"), or never ("hang"); "": none`)
@@ -301,6 +304,14 @@ destinations:
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
+	if *blockprofile != "" {
+		runtime.SetBlockProfileRate(int(time.Millisecond))
+		defer writeProfile("block", *blockprofile, 0)
+	}
+	if *mutexprofile != "" {
+		runtime.SetMutexProfileFraction(10)
+		defer writeProfile("mutex", *mutexprofile, 0)
+	}
 	cpu0 := cpuSeconds()
 	start := time.Now()
 	thr.begin(start)
@@ -333,6 +344,9 @@ destinations:
 				}
 			}()
 		}
+	}
+	if *goroutines != "" {
+		writeProfile("goroutine", *goroutines, 1)
 	}
 	wg.Wait()
 	if *heapprofile != "" {
@@ -494,6 +508,21 @@ func writeHeapProfile(path string) error {
 	fmt.Printf("at the end of the load: %d goroutines, stacks %d MB, heap in use %d MB\n",
 		runtime.NumGoroutine(), ms.StackInuse>>20, ms.HeapInuse>>20)
 	return pprof.WriteHeapProfile(f)
+}
+
+// writeProfile writes the named runtime profile to path (debug as pprof.Profile.WriteTo takes
+// it); an error is printed, not returned: a profile is a by-product of the measurement.
+func writeProfile(name, path string, debug int) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup(name).WriteTo(f, debug)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2eload: %s profile: %v\n", name, err)
+	}
 }
 
 func cpuSeconds() float64 {
