@@ -49,6 +49,13 @@ func (e *requestError) Error() string        { return "invalid request: " + e.er
 func (e *requestError) Unwrap() error        { return e.err }
 func (e *requestError) Is(target error) bool { return target == ErrInvalidRequest }
 
+// invalidURLError is a webhook URL no request can be made of: Classify makes it InvalidURL.
+// It holds the parser's error without the URL, whose query may hold a secret.
+type invalidURLError struct{ err error }
+
+func (e *invalidURLError) Error() string { return e.err.Error() }
+func (e *invalidURLError) Unwrap() error { return e.err }
+
 // Retryable reports whether a failure of this class is tried again.
 func (c Class) Retryable() bool {
 	switch c {
@@ -65,15 +72,21 @@ func Classify(status int, header http.Header, err error, now time.Time) (c Class
 	if err != nil {
 		return classifyError(err), 0
 	}
+	return classifyAnswer(status, header.Get("Retry-After"), now)
+}
+
+// classifyAnswer is Classify of an answer, given its Retry-After value ("" when absent): the
+// lean HTTP/1.1 client (lean.go) has no http.Header to give.
+func classifyAnswer(status int, retryAfter string, now time.Time) (c Class, wait time.Duration) {
 	switch {
 	case status >= 200 && status < 300:
 		return Success, 0
 	case status == http.StatusRequestTimeout:
 		return Status408, 0
 	case status == http.StatusTooManyRequests:
-		return Status429, parseRetryAfter(header.Get("Retry-After"), now)
+		return Status429, parseRetryAfter(retryAfter, now)
 	case status >= 500:
-		return Status5xx, parseRetryAfter(header.Get("Retry-After"), now)
+		return Status5xx, parseRetryAfter(retryAfter, now)
 	default:
 		return Status4xx, 0
 	}
@@ -88,8 +101,11 @@ func classifyError(err error) Class {
 		recordErr   tls.RecordHeaderError
 		alertErr    tls.AlertError
 		netErr      net.Error
+		urlErr      *invalidURLError
 	)
 	switch {
+	case errors.As(err, &urlErr):
+		return InvalidURL
 	case errors.Is(err, ErrInvalidRequest):
 		return InvalidRequest
 	case errors.Is(err, ErrBlockedAddress):

@@ -24,12 +24,7 @@ func TestRequestsThatCannotBeSentAreInvalidNotConnectionFailures(t *testing.T) {
 	var got atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
 	defer srv.Close()
-	cfg := DefaultConfig()
-	cfg.AllowPrivate = true
-	client, err := newHTTPClient(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := testHTTPClient(t, nil)
 	secretURL := srv.URL + "/hook?token=s3cret"
 	dest := func(headers map[string]string) *schemas.Destination {
 		return &schemas.Destination{ID: "d", Settings: schemas.DestinationSettings{Webhooks: []schemas.Webhook{{URL: secretURL, Headers: headers}}}}
@@ -60,13 +55,13 @@ func TestRequestsThatCannotBeSentAreInvalidNotConnectionFailures(t *testing.T) {
 	// connection is about the request.
 	req, _ := http.NewRequest(http.MethodPost, secretURL, nil)
 	req.Method = "BAD METHOD"
-	_, err = send(client, req)
+	_, err := send(client.std.client, req)
 	if c, _ := Classify(0, nil, err, now); c != InvalidRequest || !errors.Is(err, ErrInvalidRequest) || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("invalid method: %s (%v), want invalid_request without the URL", c, err)
 	}
 	req, _ = http.NewRequest(http.MethodPost, secretURL, nil)
 	req.Header["X-Raw"] = []string{"a\r\nb"} // past checkRequest
-	_, err = send(client, req)
+	_, err = send(client.std.client, req)
 	if c, _ := Classify(0, nil, err, now); c != InvalidRequest {
 		t.Errorf("invalid header sent as it is: %s (%v), want invalid_request", c, err)
 	}
@@ -81,7 +76,7 @@ func TestRequestsThatCannotBeSentAreInvalidNotConnectionFailures(t *testing.T) {
 	closed := "http://" + l.Addr().String() + "/"
 	l.Close()
 	req, _ = http.NewRequest(http.MethodPost, closed, nil)
-	_, err = send(client, req)
+	_, err = send(client.std.client, req)
 	if c, _ := Classify(0, nil, err, now); c != ConnError {
 		t.Errorf("connection refused: %s (%v), want connection", c, err)
 	}

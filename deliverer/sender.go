@@ -24,11 +24,45 @@ import (
 // UserAgent is the User-Agent of every POST (docs/receivers.md#headers: "<product>/1.0").
 const UserAgent = "Tributary/1.0"
 
-// newHTTPClient builds the client every delivery uses: the address guard at dial time (unless
-// allowPrivate), certificates verified against the system roots plus caFiles, no proxy from
-// the environment (it would bypass the guard), no redirects followed. dial, when not nil,
-// replaces the guarded dialer (Deps.DialContext).
-func newHTTPClient(cfg Config, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*http.Client, error) {
+// webhookClient sends the deliverer's webhook POSTs (docs/delivery.md#http-client): the lean
+// HTTP/1.1 client (lean.go) sends each one it can, net/http the others: an HTTPS host that
+// chose HTTP/2, and the rare URL the lean client leaves to it. Both dial through the address
+// guard (unless allowPrivate) with the same TLS settings, follow no redirect and use no proxy
+// from the environment (it would bypass the guard).
+type webhookClient struct {
+	lean *leanClient
+	std  *stdPoster
+}
+
+var (
+	_ poster = (*webhookClient)(nil)
+	_ poster = (*leanClient)(nil)
+	_ poster = (*stdPoster)(nil)
+)
+
+// poster sends one webhook POST, whole (connection, request, answer's headers and up to
+// maxAnswerBytes of its body) before deadline, and returns the answer's status and Retry-After
+// value. An error is classified by Classify.
+type poster interface {
+	send(ctx context.Context, m *message, deadline time.Time) (status int, retryAfter string, err error)
+}
+
+// message is one webhook POST: the body and headers of an attempt, for one URL.
+type message struct {
+	url       string
+	headers   map[string]string // the entry's static headers
+	messageID string
+	xsig      string // X-Signature; "" without a shared secret
+	stdTS     string // webhook-timestamp and webhook-signature; "" without Standard Webhooks
+	stdSig    string
+	body      []byte
+}
+
+// newWebhookClient builds the deliverer's client: certificates verified against the system
+// roots plus cfg.CAFiles (TLS 1.2 at least), connections dialled by dial or, when nil, by the
+// guarded dialer (unless cfg.AllowPrivate), idle ones closed after 90 s. The end of stop
+// interrupts every POST in progress (the deliverer's grace: a POST never outlives it).
+func newWebhookClient(cfg Config, dial func(ctx context.Context, network, addr string) (net.Conn, error), stop context.Context) (*webhookClient, error) {
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
 		roots = x509.NewCertPool()
@@ -49,21 +83,86 @@ func newHTTPClient(cfg Config, dial func(ctx context.Context, network, addr stri
 	if dial == nil {
 		dial = guardDial(dialer.DialContext, !cfg.AllowPrivate)
 	}
+	tlsConfig := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dial,
-		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   cfg.Timeout,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          cfg.MaxInFlight,
 		MaxIdleConnsPerHost:   cfg.MaxPerHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		ResponseHeaderTimeout: cfg.Timeout,
 	}
-	return &http.Client{
+	std := &http.Client{
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, nil
+	}
+	return &webhookClient{lean: newLeanClient(dial, tlsConfig, cfg.MaxPerHost, stop), std: &stdPoster{std}}, nil
+}
+
+// send is poster.send: the lean client's, or net/http's when the lean client leaves the POST
+// to it (in the same deadline).
+func (c *webhookClient) send(ctx context.Context, m *message, deadline time.Time) (int, string, error) {
+	status, retryAfter, err := c.lean.send(ctx, m, deadline)
+	if errors.Is(err, errUseStd) {
+		return c.std.send(ctx, m, deadline)
+	}
+	return status, retryAfter, err
+}
+
+// close closes every connection; a POST still in progress fails.
+func (c *webhookClient) close() {
+	c.lean.close()
+	c.std.client.CloseIdleConnections()
+}
+
+// stdPoster sends POSTs with net/http: HTTP/2 where the host offers it.
+type stdPoster struct{ client *http.Client }
+
+func (p *stdPoster) send(ctx context.Context, m *message, deadline time.Time) (int, string, error) {
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, m.url, bytes.NewReader(m.body))
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // it repeats the URL
+		}
+		return 0, "", &invalidURLError{err}
+	}
+	for k, v := range m.headers {
+		req.Header.Set(k, v)
+	}
+	// Marks the POST replayable without sending a header: net/http then sends it again at
+	// once, on a new connection, when a reused keep-alive connection turns out to have been
+	// closed by the server (a race every server's idle timeout causes). The body is ours,
+	// and X-Message-Id makes a second delivery harmless.
+	req.Header["X-Idempotency-Key"] = nil
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(schemas.HeaderXMessageID, m.messageID)
+	if m.xsig != "" {
+		req.Header.Set(schemas.HeaderXSignature, m.xsig)
+	}
+	if m.stdSig != "" {
+		req.Header[schemas.HeaderWebhookID] = []string{m.messageID}
+		req.Header[schemas.HeaderWebhookTimestamp] = []string{m.stdTS}
+		req.Header[schemas.HeaderWebhookSignature] = []string{m.stdSig}
+	}
+	if err := checkRequest(req); err != nil {
+		return 0, "", err
+	}
+	resp, err := send(p.client, req)
+	if err != nil {
+		return 0, "", err
+	}
+	// Read a little of the answer so the connection can be reused; the body itself is not
+	// used.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
 }
 
 // urlResult is the outcome of one POST to one URL.
@@ -85,9 +184,10 @@ type request struct {
 	body      []byte
 }
 
-// post sends the request to every entry concurrently (docs/delivery.md#one-attempt: one success is
+// post sends the request to every entry concurrently, each POST bounded by timeout (and by
+// ctx) (docs/delivery.md#one-attempt: one success is
 // enough, failed URLs are not retried after that) and returns one result per entry.
-func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *request, now time.Time) []urlResult {
+func post(ctx context.Context, client poster, timeout time.Duration, rq *request, now time.Time) []urlResult {
 	xsig := ""
 	if rq.dest.Settings.SharedSecret != "" {
 		xsig = schemas.XSignature(rq.dest.Settings.SharedSecret, rq.body)
@@ -103,51 +203,16 @@ func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *r
 		e := rq.entries[i]
 		res := &results[i]
 		res.URL, res.Host = e.URL, hostOf(e.URL)
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		req, err := http.NewRequestWithContext(rctx, http.MethodPost, e.URL, bytes.NewReader(rq.body))
-		if err != nil {
-			res.Class, res.Err = InvalidURL, err
-			return
-		}
-		for k, v := range e.Headers {
-			req.Header.Set(k, v)
-		}
-		// Marks the POST replayable without sending a header: net/http then sends it again at
-		// once, on a new connection, when a reused keep-alive connection turns out to have been
-		// closed by the server (a race every server's idle timeout causes). The body is ours,
-		// and X-Message-Id makes a second delivery harmless.
-		req.Header["X-Idempotency-Key"] = nil
-		req.Header.Set("User-Agent", UserAgent)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(schemas.HeaderXMessageID, rq.messageID)
-		if xsig != "" {
-			req.Header.Set(schemas.HeaderXSignature, xsig)
-		}
-		if stdSig != "" {
-			req.Header[schemas.HeaderWebhookID] = []string{rq.messageID}
-			req.Header[schemas.HeaderWebhookTimestamp] = []string{stdTS}
-			req.Header[schemas.HeaderWebhookSignature] = []string{stdSig}
-		}
-		if err := checkRequest(req); err != nil {
-			res.Err = err
-			res.Class, _ = Classify(0, nil, err, time.Now())
-			return
-		}
+		m := message{url: e.URL, headers: e.Headers, messageID: rq.messageID, xsig: xsig, stdTS: stdTS, stdSig: stdSig, body: rq.body}
 		start := time.Now()
-		resp, err := send(client, req)
-		if err == nil {
-			// Read a little of the answer so the connection can be reused; the body itself is
-			// not used.
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			res.Status = resp.StatusCode
-			res.Class, res.RetryAfter = Classify(resp.StatusCode, resp.Header, nil, time.Now())
-		} else {
-			res.Err = err
-			res.Class, _ = Classify(0, nil, err, time.Now())
-		}
+		status, retryAfter, err := client.send(ctx, &m, start.Add(timeout))
 		res.Latency = time.Since(start)
+		res.Status, res.Err = status, err
+		if err != nil {
+			res.Class, _ = Classify(0, nil, err, time.Now())
+			return
+		}
+		res.Class, res.RetryAfter = classifyAnswer(status, retryAfter, time.Now())
 	}
 	if len(rq.entries) == 1 {
 		one(0)
@@ -165,19 +230,27 @@ func post(ctx context.Context, client *http.Client, timeout time.Duration, rq *r
 // checkRequest refuses, before anything is sent, a request whose headers net/http would
 // refuse: a messageId or a static header value with a control character
 // (docs/security.md#what-cannot-become-a-header). The error names the header, never its value
-// (static headers carry tokens).
+// (static headers carry tokens). The lean client checks the same (headerList.build).
 func checkRequest(req *http.Request) error {
 	for name, values := range req.Header {
 		if !schemas.ValidHeaderName(name) {
-			return &requestError{fmt.Errorf("header name %q is not an HTTP token", name)}
+			return badHeaderName(name)
 		}
 		for _, v := range values {
 			if !schemas.ValidHeaderValue(v) {
-				return &requestError{fmt.Errorf("header %s: the value holds a control character (CR, LF, NUL...), which no HTTP header may carry", name)}
+				return badHeaderValue(name)
 			}
 		}
 	}
 	return nil
+}
+
+func badHeaderName(name string) error {
+	return &requestError{fmt.Errorf("header name %q is not an HTTP token", name)}
+}
+
+func badHeaderValue(name string) error {
+	return &requestError{fmt.Errorf("header %s: the value holds a control character (CR, LF, NUL...), which no HTTP header may carry", name)}
 }
 
 // send is client.Do, except that an error returned before net/http asked for a connection is

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -51,7 +50,7 @@ type Service struct {
 	cfg     Config
 	deps    Deps
 	logger  zerolog.Logger
-	client  *http.Client
+	client  *webhookClient
 	cl      *kgo.Client
 	metrics *metrics
 	hosts   *hosts
@@ -127,7 +126,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.recovery = platform.NewRecovery(s.logger, "deliverer "+cfg.Group)
 	s.hosts.onBreaker = s.flog.breaker
 	var err error
-	if s.client, err = newHTTPClient(cfg, deps.DialContext); err != nil {
+	if s.client, err = newWebhookClient(cfg, deps.DialContext, s.grace); err != nil {
 		s.endGrace()
 		return nil, err
 	}
@@ -219,7 +218,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 // close closes the Kafka client (leaving the group: the final revoke commits what finished,
 // by the deadline; hand-offs still buffered fail and stay uncommitted), ends the grace, waits
-// for finished (everything Run started has ended) and closes idle HTTP connections.
+// for finished (everything Run started has ended) and closes the HTTP connections.
 func (s *Service) close(finished <-chan struct{}) {
 	s.cl.Close()
 	s.lag.Close()
@@ -227,7 +226,7 @@ func (s *Service) close(finished <-chan struct{}) {
 	if finished != nil {
 		<-finished
 	}
-	s.client.CloseIdleConnections()
+	s.client.close()
 }
 
 // poll reads records and dispatches them until ctx is done.

@@ -90,18 +90,18 @@ func TestHTTP2WhenOffered(t *testing.T) {
 }
 
 // testHTTPClient is the deliverer's HTTP client with loopback allowed (and mutate applied to
-// its config), its idle connections closed when the test ends.
-func testHTTPClient(tb testing.TB, mutate func(*Config)) *http.Client {
+// its config), closed when the test ends.
+func testHTTPClient(tb testing.TB, mutate func(*Config)) *webhookClient {
 	tb.Helper()
 	cfg := DefaultConfig()
 	cfg.AllowPrivate = true
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	client, err := newHTTPClient(cfg, nil)
+	client, err := newWebhookClient(cfg, nil, context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(client.CloseIdleConnections)
+	tb.Cleanup(client.close)
 	return client
 }
