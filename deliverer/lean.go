@@ -152,13 +152,13 @@ func isASCII(s string) bool {
 }
 
 // send is poster.send. It returns errUseStd for a POST net/http must send.
-func (c *leanClient) send(ctx context.Context, m *message, deadline time.Time) (status int, retryAfter string, err error) {
+func (c *leanClient) send(ctx context.Context, m message, deadline time.Time) (status int, retryAfter string, err error) {
 	t := c.target(m.url)
 	if t.pool == nil || t.pool.h2.Load() {
 		return 0, "", errUseStd
 	}
 	var h headerList
-	if err := h.build(m); err != nil {
+	if err := h.build(&m); err != nil {
 		return 0, "", err
 	}
 	if h.n > maxLeanHeaders {

@@ -2,22 +2,43 @@ package deliverer
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// BenchmarkPost is one webhook POST as an attempt makes it (signed, two static headers) to a
-// loopback endpoint that answers 200 at once: the deliverer's HTTP cost per webhook.
+// The deliverer's HTTP cost per webhook: one POST as an attempt makes it (signed, two static
+// headers) to a loopback endpoint that answers 200 at once (docs/benchmarks.md#deliverer-and-the-whole-pipeline).
+//
+//	go test -run '^$' -bench Post -benchmem -benchtime 20000x -count 3 ./deliverer/
+//
+// BenchmarkPost: to a net/http endpoint, through the deliverer's client (the lean HTTP/1.1
+// path); its allocations include the endpoint's own. BenchmarkPostLeanEndpoint: the same to a
+// fasthttp endpoint, which allocates nothing: what is left is the client's.
+// BenchmarkPostNetHTTP: that endpoint through net/http, the client every POST used before.
 func BenchmarkPost(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
-	client := testHTTPClient(b, nil)
+	benchmarkPost(b, testHTTPClient(b, nil), srv.URL)
+}
+
+func BenchmarkPostLeanEndpoint(b *testing.B) {
+	benchmarkPost(b, testHTTPClient(b, nil), fasthttpEndpoint(b))
+}
+
+func BenchmarkPostNetHTTP(b *testing.B) {
+	benchmarkPost(b, testHTTPClient(b, nil).std, fasthttpEndpoint(b))
+}
+
+func benchmarkPost(b *testing.B, client poster, url string) {
 	dest := &schemas.Destination{ID: "d", Settings: schemas.DestinationSettings{SharedSecret: "s3cret",
-		Webhooks: []schemas.Webhook{{URL: srv.URL + "/hook", Headers: map[string]string{"X-Team": "growth", "X-Env": "prod"}}}}}
+		Webhooks: []schemas.Webhook{{URL: url + "/hook", Headers: map[string]string{"X-Team": "growth", "X-Env": "prod"}}}}}
 	body := []byte(`{"version":1,"type":"track","messageId":"m-1","userId":"u-1","event":"Order Completed","properties":{"total":42.5,"currency":"EUR"},"context":{"library":{"name":"analytics.js","version":"2.11.1"}},"timestamp":"2026-01-02T03:04:05.678Z"}`)
 	rq := &request{dest: dest, entries: dest.Settings.Webhooks, messageID: "m-1", body: body}
 	b.ReportAllocs()
@@ -28,4 +49,17 @@ func BenchmarkPost(b *testing.B) {
 			}
 		}
 	})
+}
+
+// fasthttpEndpoint is a loopback endpoint answering 200 without allocating; its URL.
+func fasthttpEndpoint(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(*fasthttp.RequestCtx) {}}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Shutdown(); <-done })
+	return "http://" + ln.Addr().String()
 }

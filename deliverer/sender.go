@@ -44,7 +44,7 @@ var (
 // maxAnswerBytes of its body) before deadline, and returns the answer's status and Retry-After
 // value. An error is classified by Classify.
 type poster interface {
-	send(ctx context.Context, m *message, deadline time.Time) (status int, retryAfter string, err error)
+	send(ctx context.Context, m message, deadline time.Time) (status int, retryAfter string, err error)
 }
 
 // message is one webhook POST: the body and headers of an attempt, for one URL.
@@ -104,7 +104,7 @@ func newWebhookClient(cfg Config, dial func(ctx context.Context, network, addr s
 
 // send is poster.send: the lean client's, or net/http's when the lean client leaves the POST
 // to it (in the same deadline).
-func (c *webhookClient) send(ctx context.Context, m *message, deadline time.Time) (int, string, error) {
+func (c *webhookClient) send(ctx context.Context, m message, deadline time.Time) (int, string, error) {
 	status, retryAfter, err := c.lean.send(ctx, m, deadline)
 	if errors.Is(err, errUseStd) {
 		return c.std.send(ctx, m, deadline)
@@ -121,7 +121,7 @@ func (c *webhookClient) close() {
 // stdPoster sends POSTs with net/http: HTTP/2 where the host offers it.
 type stdPoster struct{ client *http.Client }
 
-func (p *stdPoster) send(ctx context.Context, m *message, deadline time.Time) (int, string, error) {
+func (p *stdPoster) send(ctx context.Context, m message, deadline time.Time) (int, string, error) {
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, m.url, bytes.NewReader(m.body))
@@ -184,47 +184,50 @@ type request struct {
 	body      []byte
 }
 
-// post sends the request to every entry concurrently, each POST bounded by timeout (and by
-// ctx) (docs/delivery.md#one-attempt: one success is
-// enough, failed URLs are not retried after that) and returns one result per entry.
+// post sends the request to every entry concurrently (docs/delivery.md#one-attempt: one success
+// is enough, failed URLs are not retried after that), each POST bounded by timeout and ctx, and
+// returns one result per entry.
 func post(ctx context.Context, client poster, timeout time.Duration, rq *request, now time.Time) []urlResult {
-	xsig := ""
+	m := message{messageID: rq.messageID, body: rq.body}
 	if rq.dest.Settings.SharedSecret != "" {
-		xsig = schemas.XSignature(rq.dest.Settings.SharedSecret, rq.body)
+		m.xsig = xSignature(rq.dest.Settings.SharedSecret, rq.body)
 	}
-	stdSig, stdTS := "", ""
 	if rq.dest.Settings.StandardWebhooks && rq.dest.Settings.SharedSecret != "" {
 		ts := now.Unix()
-		stdTS = strconv.FormatInt(ts, 10)
-		stdSig = schemas.StandardWebhooksHeader(rq.messageID, ts, rq.body, rq.dest.Settings.SharedSecret, rq.dest.Settings.PreviousSharedSecret)
+		m.stdTS = strconv.FormatInt(ts, 10)
+		m.stdSig = schemas.StandardWebhooksHeader(rq.messageID, ts, rq.body, rq.dest.Settings.SharedSecret, rq.dest.Settings.PreviousSharedSecret)
 	}
 	results := make([]urlResult, len(rq.entries))
-	one := func(i int) {
-		e := rq.entries[i]
-		res := &results[i]
-		res.URL, res.Host = e.URL, hostOf(e.URL)
-		m := message{url: e.URL, headers: e.Headers, messageID: rq.messageID, xsig: xsig, stdTS: stdTS, stdSig: stdSig, body: rq.body}
-		start := time.Now()
-		status, retryAfter, err := client.send(ctx, &m, start.Add(timeout))
-		res.Latency = time.Since(start)
-		res.Status, res.Err = status, err
-		if err != nil {
-			res.Class, _ = Classify(0, nil, err, time.Now())
-			return
-		}
-		res.Class, res.RetryAfter = classifyAnswer(status, retryAfter, time.Now())
-	}
 	if len(rq.entries) == 1 {
-		one(0)
+		postOne(ctx, client, timeout, m, rq.entries[0], &results[0])
 		return results
 	}
+	postAll(ctx, client, timeout, m, rq.entries, results)
+	return results
+}
+
+// postAll runs postOne for each entry concurrently.
+func postAll(ctx context.Context, client poster, timeout time.Duration, m message, entries []schemas.Webhook, results []urlResult) {
 	var wg sync.WaitGroup
-	for i := range rq.entries {
-		wg.Add(1)
-		go func() { defer wg.Done(); one(i) }()
+	for i, e := range entries {
+		wg.Go(func() { postOne(ctx, client, timeout, m, e, &results[i]) })
 	}
 	wg.Wait()
-	return results
+}
+
+// postOne sends m to the webhook entry e and fills res.
+func postOne(ctx context.Context, client poster, timeout time.Duration, m message, e schemas.Webhook, res *urlResult) {
+	res.URL, res.Host = e.URL, hostOf(e.URL)
+	m.url, m.headers = e.URL, e.Headers
+	start := time.Now()
+	status, retryAfter, err := client.send(ctx, m, start.Add(timeout))
+	res.Latency = time.Since(start)
+	res.Status, res.Err = status, err
+	if err != nil {
+		res.Class, _ = Classify(0, nil, err, time.Now())
+		return
+	}
+	res.Class, res.RetryAfter = classifyAnswer(status, retryAfter, time.Now())
 }
 
 // checkRequest refuses, before anything is sent, a request whose headers net/http would
