@@ -396,23 +396,26 @@ func (cn *leanConn) roundTrip(ctx context.Context, t *target, h *headerList, bod
 		cn.close()
 		return 0, "", true, err
 	}
+	interrupted := func() bool { return false }
 	if ctx.Done() != nil && ctx != cn.pool.c.stop {
 		// The client's own stop context closes the connections; another one interrupts this
-		// POST's I/O.
+		// POST's I/O. Once it did, the connection is not reused: its deadline is spoilt.
 		stop := context.AfterFunc(ctx, func() { _ = cn.SetDeadline(aLongTimeAgo) })
-		defer stop()
+		interrupted = func() bool { return !stop() }
 	}
 	if err := cn.writeRequest(t, h, body); err != nil {
+		interrupted()
 		cn.close()
 		var ne net.Error
 		return 0, "", !(errors.As(err, &ne) && ne.Timeout()), err
 	}
 	status, retryAfter, keep, err := cn.readAnswer()
-	if err != nil {
+	if interrupted() || err != nil {
 		cn.close()
-		return 0, "", err == io.EOF, err // io.EOF: fasthttp's "no byte of an answer"
+		return status, retryAfter, err == io.EOF, err // io.EOF: fasthttp's "no byte of an answer"
 	}
-	if keep && !h.close {
+	// Bytes after the answer were not asked for: the connection is not kept.
+	if keep && !h.close && cn.br.Buffered() == 0 {
 		cn.pool.put(cn)
 	} else {
 		cn.close()
@@ -463,7 +466,7 @@ func (cn *leanConn) readAnswer() (status int, retryAfter string, keep bool, err 
 			retryAfter = string(v)
 		}
 	}
-	keep = !resp.ConnectionClose() && resp.Header.ContentLength() != -2 // -2: the body ends with the connection
+	keep = !resp.ConnectionClose() // fasthttp sets it too for a body that ends with the connection
 	if bs := resp.BodyStream(); bs != nil {
 		cn.body = io.LimitedReader{R: bs, N: maxAnswerBytes}
 		_, rerr := io.Copy(io.Discard, &cn.body)

@@ -258,29 +258,38 @@ func TestLeanAnswersReadAsNetHTTP(t *testing.T) {
 		status     int
 		retryAfter string
 		class      Class
+		keep       bool // the lean client reuses the connection
 	}{
-		{"no content", "HTTP/1.1 204 No Content\r\n\r\n", 204, "", Success},
-		{"429 Retry-After", "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n", 429, "7", Status429},
-		{"503 Retry-After date", "HTTP/1.1 503 Service Unavailable\r\nretry-after: Fri, 31 Dec 2100 23:59:59 GMT\r\nContent-Length: 0\r\n\r\n", 503, "Fri, 31 Dec 2100 23:59:59 GMT", Status5xx},
-		{"long body", "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(long)) + "\r\n\r\n" + long, 200, "", Success},
-		{"chunked", "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 404, "", Status4xx},
-		{"body stalls", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial", 200, "", Success},
-		{"long header block", "HTTP/1.1 500 Internal Server Error\r\nRetry-After: 3\r\nX-Big: " + strings.Repeat("y", 6000) + "\r\nContent-Length: 0\r\n\r\n", 500, "3", Status5xx},
-		{"interim answer", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", 201, "", Success},
-		{"HTTP/1.0", "HTTP/1.0 200 OK\r\n\r\nbye", 200, "", Success},
-		{"redirect not followed", "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n", 302, "", Status4xx},
-		{"no answer", "", 0, "", Timeout},
+		{"no content", "HTTP/1.1 204 No Content\r\n\r\n", 204, "", Success, true},
+		{"429 Retry-After", "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n", 429, "7", Status429, true},
+		{"503 Retry-After date", "HTTP/1.1 503 Service Unavailable\r\nretry-after: Fri, 31 Dec 2100 23:59:59 GMT\r\nContent-Length: 0\r\n\r\n", 503, "Fri, 31 Dec 2100 23:59:59 GMT", Status5xx, true},
+		{"long body", "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(long)) + "\r\n\r\n" + long, 200, "", Success, false},
+		{"chunked", "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 404, "", Status4xx, true},
+		{"body stalls", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial", 200, "", Success, false},
+		{"long header block", "HTTP/1.1 500 Internal Server Error\r\nRetry-After: 3\r\nX-Big: " + strings.Repeat("y", 6000) + "\r\nContent-Length: 0\r\n\r\n", 500, "3", Status5xx, false},
+		{"interim answer", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", 201, "", Success, true},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\n\r\nbye", 200, "", Success, false},
+		{"body until close", "HTTP/1.1 200 OK\r\n\r\nbye", 200, "", Success, false},
+		{"redirect not followed", "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n", 302, "", Status4xx, true},
+		{"no answer", "", 0, "", Timeout, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			var conns atomic.Int64
 			addr := rawServer(t, func(conn net.Conn) {
-				if _, err := readRaw(bufio.NewReader(conn)); err != nil {
-					return
+				conns.Add(1)
+				br := bufio.NewReader(conn)
+				for {
+					if _, err := readRaw(br); err != nil {
+						return
+					}
+					_, _ = conn.Write([]byte(c.answer))
+					if !strings.HasSuffix(c.answer, "\r\n\r\n") || strings.HasPrefix(c.answer, "HTTP/1.0") || strings.Contains(c.answer, "Content-Length: 100") {
+						if !strings.HasSuffix(c.answer, "bye") {
+							_, _ = io.Copy(io.Discard, conn) // until the client closes
+						}
+						return
+					}
 				}
-				_, _ = conn.Write([]byte(c.answer))
-				if strings.HasPrefix(c.answer, "HTTP/1.0") {
-					return
-				}
-				_, _ = io.Copy(io.Discard, conn) // until the client closes
 			})
 			client := testHTTPClient(t, nil)
 			for _, p := range []struct {
@@ -298,6 +307,15 @@ func TestLeanAnswersReadAsNetHTTP(t *testing.T) {
 				}
 				if took := time.Since(start); took > 2*time.Second {
 					t.Errorf("%s: took %v", p.name, took)
+				}
+				if p.name == "lean" && c.class != Timeout {
+					before := conns.Load()
+					if _, _, err := client.lean.send(context.Background(), testMessage("http://"+addr+"/hook"), time.Now().Add(300*time.Millisecond)); err != nil && c.class == Success {
+						t.Errorf("second POST: %v", err)
+					}
+					if kept := conns.Load() == before; kept != c.keep {
+						t.Errorf("lean: connection reused %v, want %v", kept, c.keep)
+					}
 				}
 			}
 		})
