@@ -382,12 +382,13 @@ func TestLeanPOSTEndsWithTheGrace(t *testing.T) {
 func TestLeanIdleConnectionsBounded(t *testing.T) {
 	release := make(chan struct{})
 	var conns atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
 		}
 	}
+	srv.Start()
 	defer srv.Close()
 	defer close(release)
 	client := testHTTPClient(t, func(c *Config) { c.MaxPerHost, c.MaxWaitingPerHost = 2, 0 })
