@@ -9,6 +9,13 @@
 // bound, and a record whose host is at its bound or whose circuit breaker is open goes to a
 // retry tier instead of blocking its partition; a retry-tier record that comes due while its
 // endpoint's breaker is open waits in memory (parked, uncommitted) instead of being rewritten
-// (docs/delivery.md#parked-records-wait-for-their-endpoint). docs/delivery.md describes the behaviour;
-// docs/receivers.md what receivers see.
+// (docs/delivery.md#parked-records-wait-for-their-endpoint).
+//
+// The POSTs go through webhookClient (sender.go): a lean HTTP/1.1 client (lean.go: its own
+// connection pool per host, fasthttp's answer parser, nearly no allocation per POST) for
+// http:// URLs and HTTPS hosts that do not choose HTTP/2, net/http for those that do. Both dial
+// through the address guard (guard.go) with the same TLS settings, send the same bytes and keep
+// the same deadline and stale-connection retry (docs/delivery.md#http-client).
+//
+// docs/delivery.md describes the behaviour; docs/receivers.md what receivers see.
 package deliverer
