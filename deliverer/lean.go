@@ -46,6 +46,9 @@ const (
 	// connBufferSize is the read and write buffer of a connection: an answer whose header
 	// block is longer is parsed by net/http instead (readLargeAnswer).
 	connBufferSize = 4 << 10
+	// maxAnswerHeaderBytes bounds an answer's header block, as net/http's
+	// Transport.MaxResponseHeaderBytes does by default.
+	maxAnswerHeaderBytes = 10 << 20
 	// maxLeanHeaders bounds the headers of one request on the lean path: a valid config's 20
 	// static headers and Tributary's 6.
 	maxLeanHeaders = 32
@@ -478,11 +481,12 @@ func (cn *leanConn) readAnswer() (status int, retryAfter string, keep bool, err 
 }
 
 // readLargeAnswer reads an answer whose header block does not fit connBufferSize with
-// net/http's parser (nothing of it was consumed), as net/http's client would; the connection
-// is not kept.
+// net/http's parser (nothing of it was consumed), as net/http's client would, up to its bound
+// of maxAnswerHeaderBytes; the connection is not kept.
 func (cn *leanConn) readLargeAnswer() (status int, retryAfter string, keep bool, err error) {
+	br := bufio.NewReader(io.LimitReader(cn.br, maxAnswerHeaderBytes+maxAnswerBytes))
 	for {
-		resp, err := http.ReadResponse(cn.br, nil)
+		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			return 0, "", false, err
 		}

@@ -270,6 +270,8 @@ func TestLeanAnswersReadAsNetHTTP(t *testing.T) {
 		{"interim answer", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", 201, "", Success, true},
 		{"HTTP/1.0", "HTTP/1.0 200 OK\r\n\r\nbye", 200, "", Success, false},
 		{"body until close", "HTTP/1.1 200 OK\r\n\r\nbye", 200, "", Success, false},
+		{"no reason phrase", "HTTP/1.1 202\r\ncontent-length: 0\r\nX-Odd:  spaced \r\n\r\n", 202, "", Success, true},
+		{"header block past the bound", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("z", 11<<20) + "\r\n\r\n", 0, "", ConnError, false},
 		{"redirect not followed", "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n", 302, "", Status4xx, true},
 		{"no answer", "", 0, "", Timeout, false},
 	} {
