@@ -23,7 +23,7 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// The lean HTTP/1.1 client (docs/delivery.md#http-client). net/http costs about 60 allocations
+// The lean HTTP/1.1 client (docs/delivery.md#http-client). net/http costs about 70 allocations
 // and a transport-wide lock (its idle-connection pool) per POST; this client writes the request
 // itself into a per-connection buffer, parses the answer with fasthttp's zero-allocation
 // parser, and keeps its idle connections in one pool per host, so that a POST allocates nearly
