@@ -203,17 +203,12 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			return out, err
 		},
 		apply: func(r *kgo.Record) {
-			var rec attemptRecord
-			if err := json.Unmarshal(r.Value, &rec); err != nil || rec.DestinationID == "" {
+			a, ok := attemptOf(r)
+			if !ok {
 				s.metrics.attemptsSkipped.Inc()
 				return
 			}
-			at, err := time.Parse(time.RFC3339Nano, rec.At)
-			if err != nil {
-				at = r.Timestamp
-			}
-			batch = append(batch, attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
-				Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: rec.ErrorClass, Error: rec.Error, Test: rec.Test})
+			batch = append(batch, a)
 		},
 		polled: func() {
 			if len(batch) == 0 {
@@ -229,6 +224,20 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			batch = batch[:0]
 		},
 	})
+}
+
+// attemptOf reads one webhooks.attempts record; false for a record that cannot be read.
+func attemptOf(r *kgo.Record) (attempt, bool) {
+	var rec attemptRecord
+	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.DestinationID == "" {
+		return attempt{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, rec.At)
+	if err != nil {
+		at = r.Timestamp
+	}
+	return attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
+		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: rec.ErrorClass, Error: rec.Error, Test: rec.Test}, true
 }
 
 // statusMatches reports whether a matches the ?status= filter: success, failure, 2xx, 4xx,
