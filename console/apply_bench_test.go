@@ -59,14 +59,14 @@ func benchAttemptRecords(n int) []*kgo.Record {
 // BenchmarkAttemptsApply: one webhooks.attempts record read into the delivery log.
 func BenchmarkAttemptsApply(b *testing.B) {
 	recs := benchAttemptRecords(1000)
-	l := newAttemptLog(1000, time.Hour)
+	l, dec := newAttemptLog(1000, time.Hour), newAttemptDecoder()
 	for _, r := range recs { // the rings and minute counters allocated: measure the steady state
-		a, _ := attemptOf(r)
+		a, _ := dec.attempt(r)
 		l.add(a)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		a, ok := attemptOf(recs[i%len(recs)])
+		a, ok := dec.attempt(recs[i%len(recs)])
 		if !ok {
 			b.Fatal("skipped")
 		}
@@ -116,14 +116,14 @@ func BenchmarkEventsApply(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			recs := benchEventRecords(1000, rejected)
-			l := newEventLog(100)
+			l, sources := newEventLog(100), interner{}
 			for _, r := range recs { // the rings' buffers allocated: measure the steady state
-				l.add(header(r, schemas.HeaderSourceID), r, rejected)
+				l.add(sourceOf(r, sources), r, rejected)
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				r := recs[i%len(recs)]
-				src := header(r, schemas.HeaderSourceID)
+				src := sourceOf(r, sources)
 				l.mu.Lock()
 				l.add(src, r, rejected)
 				l.mu.Unlock()
