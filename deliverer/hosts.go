@@ -153,8 +153,12 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 		return queued, "", 0, nil
 	}
 	if len(st.waiting) >= h.maxWaiting {
-		if rtt := st.lim.roundTrip(); rtt == 0 {
-			if !st.lim.answered && now.Sub(st.progress) < maxHold {
+		rtt := st.lim.roundTrip()
+		if rtt == 0 { // no window of answers yet: its average request so far
+			rtt = st.latency
+		}
+		if rtt == 0 {
+			if now.Sub(st.progress) < maxHold {
 				return full, refusedBusy, 0, st.freed // its first answers are due
 			}
 		} else if rtt <= h.localRoundTrip() || time.Duration(len(st.waiting)+1)*rtt/time.Duration(max(1, st.inFlight)) <= maxHold {

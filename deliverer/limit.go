@@ -9,44 +9,38 @@ import (
 // The adaptive concurrency limit of an endpoint host (docs/delivery.md#concurrency-found-per-endpoint).
 //
 // It follows the gradient limit of Netflix's concurrency-limits (Gradient2Limit): the limit is
-// scaled by the ratio of the host's long-run round-trip time to its recent one, so it stops
-// growing, and shrinks, as soon as answers come back later than they used to — whether the
-// queue that delays them is the endpoint's or the deliverer's own (a busy process, a garbage
-// collection, a starved scheduler). Growing on the pressure of waiting records alone, as the
-// AIMD limit it replaced did, took our own overload for a slow endpoint: the limit rose to
-// thousands of requests to a loopback receiver that needs ten, and the connections, goroutines
-// and lock contention that cost made every answer slower still.
+// scaled by the ratio of the host's baseline round trip to its recent one, so it stops growing,
+// and shrinks, as soon as answers come back later than they used to. Growing on the pressure of
+// waiting records, as the AIMD limit it replaced did, took our own overload for a slow
+// endpoint: the limit rose to thousands of requests to a loopback receiver that needs tens, and
+// the connections, goroutines and lock contention that cost made every answer slower still.
 //
 // Round trips are gathered in windows (at least limitWindow and minWindowSamples answers, at
 // most maxLimitWindow), as concurrency-limits' windowed limit does. At the end of a window:
 //
-//   - gradient = clamp(rttTolerance × long / short, 0.5, 1), where short is the window's average
-//     round trip and long an exponential average of the windows' (longWindows of them), pulled
-//     down quickly when the round trip falls to less than half of it. Both are taken at least
-//     rttFloor: below a few milliseconds, differences are scheduling noise, not an endpoint's
-//     queue.
-//   - a window in which fewer than half the limit were in use says nothing (app-limited).
-//   - gradient 1 (answers as fast as usual) and the limit in use: it grows by its queue
-//     allowance, √limit.
-//   - gradient < 1: limit ← limit × (1 − smoothing) + (limit × gradient + √limit) × smoothing;
-//     at 0.5 (three times slower than the baseline, or more), limit ← limit × 0.5 + √limit.
+//   - a window in which fewer than half the limit were in use says nothing (app-limited);
+//   - gradient = clamp(rttTolerance × max(baseline, local) / short, 0.5, 1), short being the
+//     window's average round trip, local what the process's own busyness explains (lag.go);
+//     round trips are taken at least rttFloor: below a few milliseconds, differences are
+//     scheduling noise, not an endpoint's queue;
+//   - gradient < 1: limit ← limit × (1 − smoothing) + (limit × gradient + √limit) × smoothing,
+//     or, at 0.5 (three times slower than the baseline), limit × 0.5 + √limit;
+//   - short within rttTolerance of the baseline, limit in use: it grows, by one per answer in
+//     slow start (doubling each round trip, as TCP's), by √limit after;
+//   - between the two (slower than the baseline, but only as slow as we are): it holds.
 //
-// Between windows, a record that finds a host at its limit with a full queue raises the limit
-// at once by one, so that a slow endpoint (1 s a request at 5,000 a second needs 5,000 at once)
-// gets what it needs within a round trip instead of a window per step — but only while the
-// host's last window was not slower than usual (its gradient 1), and only once it has
-// answered: a dead or hanging endpoint, or a process too busy to get its answers back in time,
-// never grows it. A congestion signal still cuts it as before: 429 or 503 (the endpoint asks
-// for less) halves it, a timeout, a connection error, 502 or 504 takes 10% off, at most once
-// per round trip (as TCP reacts once per window), so the requests in flight when an endpoint
-// falters do not cut it to one. The limit stays within [minLimit, ceiling], ceiling being
-// DELIVERER_MAX_PER_HOST or the destination's maxConcurrency.
+// The baseline is the fastest window of the last baselinePeriods periods, with its load (the
+// requests in flight then). Slower under more load than the host was fast at is a queue — ours,
+// at the endpoint — so the baseline stays and the limit shrinks; slower under no more load is the
+// endpoint's own change, so the baseline is reset to it and the host goes back to slow start.
 //
-// The limiter also keeps the host's round trip without load, noLoad: the lowest window minimum
-// seen (renewed every noLoadPeriod, so that an endpoint that turned slow for good is seen as
-// such). hosts.enqueue judges from it whether a host with a full queue is slow (its queue takes
-// longer than maxHold to drain at that speed: its records go to a retry tier) or fast and only
-// held up by us (the poll loop waits: backpressure).
+// A congestion signal cuts the limit as before: 429 or 503 (the endpoint asks for less) halves
+// it, a timeout, a connection error, 502 or 504 takes 10% off, at most once per round trip (as
+// TCP reacts once per window), so the requests in flight when an endpoint falters do not cut it
+// to one. The limit stays within [minLimit, ceiling] (cuts may take it to one), ceiling being
+// DELIVERER_MAX_PER_HOST or the destination's maxConcurrency. hosts.enqueue judges from the
+// baseline whether a host with a full queue is slow (its records go to a retry tier) or fast and
+// only held up by us (the poll loop waits: backpressure).
 
 // signal is what one request's outcome says about its host's capacity.
 type signal int
@@ -225,8 +219,10 @@ func (g *gradient) observe(inFlight int, took, local time.Duration, now time.Tim
 	if 2*peak < g.limit {
 		return // app-limited: the window says nothing of the host's capacity
 	}
-	floor := max(rttFloor, local)
-	grad := min(1, max(0.5, rttTolerance*float64(max(g.roundTrip(), floor))/float64(max(short, floor))))
+	// Growth needs answers as fast as the baseline; a shrink, answers slower than both the
+	// baseline and what the process's own busyness explains. Between the two, the limit holds.
+	base := float64(max(g.roundTrip(), rttFloor))
+	grad := min(1, max(0.5, rttTolerance*max(base, float64(local))/float64(max(short, rttFloor))))
 	queue := math.Sqrt(g.limit)
 	switch {
 	case grad == 0.5: // three times slower than its baseline, or more: no smoothing
@@ -235,6 +231,7 @@ func (g *gradient) observe(inFlight int, took, local time.Duration, now time.Tim
 	case grad < 1:
 		g.slowStart = false
 		g.limit = g.limit*(1-smoothing) + (g.limit*grad+queue)*smoothing
+	case float64(short) > rttTolerance*base: // slower, but only as slow as we are: hold
 	case g.slowStart: // one more per answer: it doubles each round trip, as TCP's slow start
 		g.limit += float64(n)
 	default:
