@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -184,6 +185,7 @@ func (l *attemptLog) wait(messageID string, ch chan attempt) func() {
 // runAttempts keeps the delivery log: webhooks.attempts from StatsWindow ago, then as written.
 func (s *Service) runAttempts(ctx context.Context) error {
 	var batch []attempt
+	dec := newAttemptDecoder()
 	return s.runTail(ctx, &tail{
 		name:   "attempts",
 		topics: []string{s.cfg.AttemptsTopic},
@@ -203,17 +205,12 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			return out, err
 		},
 		apply: func(r *kgo.Record) {
-			var rec attemptRecord
-			if err := json.Unmarshal(r.Value, &rec); err != nil || rec.DestinationID == "" {
+			a, ok := dec.attempt(r)
+			if !ok {
 				s.metrics.attemptsSkipped.Inc()
 				return
 			}
-			at, err := time.Parse(time.RFC3339Nano, rec.At)
-			if err != nil {
-				at = r.Timestamp
-			}
-			batch = append(batch, attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
-				Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: rec.ErrorClass, Error: rec.Error, Test: rec.Test})
+			batch = append(batch, a)
 		},
 		polled: func() {
 			if len(batch) == 0 {
@@ -229,6 +226,114 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			batch = batch[:0]
 		},
 	})
+}
+
+// attemptNames are the members of a webhooks.attempts record the log keeps, in the order of
+// attemptFields.
+var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "at", "test"}
+
+// attemptFields are those members as read: the strings alias the record.
+type attemptFields struct {
+	destinationID, messageID, url, errorClass, err, at []byte
+	attempt, status                                    int
+	latencyMs                                          float64
+	test                                               bool
+}
+
+// decodeAttemptFields reads b's attemptNames into f as json.Unmarshal into attemptRecord reads
+// them (console/decode.go); errUnsure for a record it leaves to json.Unmarshal.
+func decodeAttemptFields(b []byte, f *attemptFields) error {
+	err := schemas.EachMember(b, func(key, v []byte) error {
+		i, err := fieldIndex(key, attemptNames)
+		switch i {
+		case 0:
+			return decodeString(v, &f.destinationID)
+		case 1:
+			return decodeString(v, &f.messageID)
+		case 2:
+			return decodeString(v, &f.url)
+		case 3:
+			return decodeInt(v, &f.attempt)
+		case 4:
+			return decodeInt(v, &f.status)
+		case 5:
+			return decodeFloat(v, &f.latencyMs)
+		case 6:
+			return decodeString(v, &f.errorClass)
+		case 7:
+			return decodeString(v, &f.err)
+		case 8:
+			return decodeString(v, &f.at)
+		case 9:
+			return decodeBool(v, &f.test)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, errWrongType) {
+		return errUnsure // the scanner refused it, or a key it cannot match
+	}
+	return err
+}
+
+// attemptDecoder reads webhooks.attempts records into attempts. Not safe for concurrent use:
+// the view's goroutine owns it.
+type attemptDecoder struct {
+	names interner          // destination ids and error classes
+	urls  map[string]string // a URL as written → as shown (schemas.RedactURL)
+}
+
+func newAttemptDecoder() *attemptDecoder {
+	return &attemptDecoder{names: interner{}, urls: map[string]string{}}
+}
+
+// attempt reads one record; false for a record that cannot be read.
+func (d *attemptDecoder) attempt(r *kgo.Record) (attempt, bool) {
+	var f attemptFields
+	switch err := decodeAttemptFields(r.Value, &f); {
+	case errors.Is(err, errUnsure):
+		return attemptOf(r)
+	case err != nil || len(f.destinationID) == 0:
+		return attempt{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, string(f.at))
+	if err != nil {
+		at = r.Timestamp
+	}
+	a := attempt{At: at.UTC(), DestinationID: d.names.get(f.destinationID), MessageID: string(f.messageID), URL: d.redacted(f.url),
+		Attempt: f.attempt, Status: f.status, LatencyMs: f.latencyMs, ErrorClass: d.names.get(f.errorClass), Test: f.test}
+	if len(f.err) > 0 {
+		a.Error = string(f.err)
+	}
+	return a, true
+}
+
+// redacted is schemas.RedactURL(string(u)), remembered: a destination's URLs repeat in every
+// attempt.
+func (d *attemptDecoder) redacted(u []byte) string {
+	if s, ok := d.urls[string(u)]; ok {
+		return s
+	}
+	if len(d.urls) >= maxInterned {
+		clear(d.urls)
+	}
+	s := schemas.RedactURL(string(u)) // the deliverer redacts it already
+	d.urls[string(u)] = s
+	return s
+}
+
+// attemptOf reads one webhooks.attempts record with json.Unmarshal; false for a record that
+// cannot be read.
+func attemptOf(r *kgo.Record) (attempt, bool) {
+	var rec attemptRecord
+	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.DestinationID == "" {
+		return attempt{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, rec.At)
+	if err != nil {
+		at = r.Timestamp
+	}
+	return attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
+		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: rec.ErrorClass, Error: rec.Error, Test: rec.Test}, true
 }
 
 // statusMatches reports whether a matches the ?status= filter: success, failure, 2xx, 4xx,

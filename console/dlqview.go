@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,12 +169,8 @@ func (s *Service) runDLQView(ctx context.Context) error {
 				}
 				return
 			}
-			var m struct {
-				DestinationID string `json:"destinationId"`
-				MessageID     string `json:"messageId"`
-				ReplayedAt    string `json:"replayedAt"`
-			}
-			if len(r.Value) == 0 || json.Unmarshal(r.Value, &m) != nil || m.DestinationID == "" {
+			m, ok := replayMarkOf(r.Value)
+			if !ok || m.DestinationID == "" {
 				return
 			}
 			at, err := schemas.ParseTimestamp(m.ReplayedAt)
@@ -188,4 +185,34 @@ func (s *Service) runDLQView(ctx context.Context) error {
 			c.mark(string(r.Key), msg, at)
 		},
 	})
+}
+
+// replayMark is what the view reads of a webhooks.dlq.replayed record.
+type replayMark struct {
+	DestinationID string `json:"destinationId"`
+	MessageID     string `json:"messageId"`
+	ReplayedAt    string `json:"replayedAt"`
+}
+
+var replayMarkNames = []string{"destinationId", "messageId", "replayedAt"}
+
+// replayMarkOf reads a webhooks.dlq.replayed record as json.Unmarshal would (console/decode.go);
+// false when it cannot be read.
+func replayMarkOf(b []byte) (replayMark, bool) {
+	if len(b) == 0 {
+		return replayMark{}, false
+	}
+	var f [3][]byte
+	err := schemas.EachMember(b, func(key, v []byte) error {
+		i, err := fieldIndex(key, replayMarkNames)
+		if i < 0 {
+			return err
+		}
+		return decodeString(v, &f[i])
+	})
+	if err != nil && !errors.Is(err, errWrongType) {
+		var m replayMark // the scanner refused it, or a key it cannot match
+		return m, json.Unmarshal(b, &m) == nil
+	}
+	return replayMark{DestinationID: string(f[0]), MessageID: string(f[1]), ReplayedAt: string(f[2])}, err == nil
 }

@@ -2,5 +2,7 @@
 // destinations, audiences, deletions, the delivery log and DLQ replay, the config export and
 // import (docs/console.md). A destination's secrets — shared secrets, static header values, URL
 // credentials — are write-only: masked in answers and pages, references in the export
-// (secrets.go, docs/console.md#secrets).
+// (secrets.go, docs/console.md#secrets). Its views — the delivery log, the source debugger, the
+// DLQ, regulations, sessions — follow their Kafka topics in memory, one reader each (tail.go),
+// and decode only the members of a record they keep (decode.go).
 package console

@@ -96,11 +96,12 @@ type eventLog struct {
 	recent  int
 	seq     uint64
 	sources map[string]*sourceEvents
+	types   interner // the messages' types: a handful of values in every record
 	ready   chan struct{}
 }
 
 func newEventLog(recent int) *eventLog {
-	return &eventLog{recent: recent, sources: map[string]*sourceEvents{}, ready: make(chan struct{})}
+	return &eventLog{recent: recent, sources: map[string]*sourceEvents{}, types: interner{}, ready: make(chan struct{})}
 }
 
 func (l *eventLog) source(id string) *sourceEvents {
@@ -122,7 +123,7 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 	for _, h := range r.Headers {
 		switch h.Key {
 		case schemas.HeaderType:
-			e.typ = string(h.Value)
+			e.typ = l.types.get(h.Value)
 		case schemas.HeaderMessageID:
 			e.messageID = string(h.Value)
 		case schemas.HeaderReason:
@@ -141,15 +142,12 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 	if rejected && (e.typ == "" || e.messageID == "") {
 		// tracking.rejected records carry only the reason: read the rest from the message,
 		// when it is a JSON object.
-		if ms, err := schemas.ParseMembers(e.raw); err == nil {
-			for key, dst := range map[string]*string{"type": &e.typ, "messageId": &e.messageID} {
-				if v, ok := ms.Get(key); ok && *dst == "" {
-					var str string
-					if json.Unmarshal(v, &str) == nil {
-						*dst = str
-					}
-				}
-			}
+		typ, id := rejectedFields(e.raw)
+		if e.typ == "" && typ != nil {
+			e.typ = string(typ)
+		}
+		if e.messageID == "" && id != nil {
+			e.messageID = string(id)
 		}
 	}
 	se.next = (se.next + 1) % len(se.ring)
@@ -176,10 +174,40 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 	}
 }
 
-func header(r *kgo.Record, key string) string {
+// rejectedFields reads "type" and "messageId" of a rejected message when it is a JSON object:
+// the text of each (the last, when a key repeats) when it is a string, nil when it is absent or
+// not a string ("" for null).
+func rejectedFields(raw []byte) (typ, messageID []byte) {
+	var t, id []byte
+	if schemas.EachMember(raw, func(key, v []byte) error {
+		switch string(key) {
+		case "type":
+			t = v
+		case "messageId":
+			id = v
+		}
+		return nil
+	}) != nil {
+		return nil, nil
+	}
+	return jsonText(t), jsonText(id)
+}
+
+// jsonText is what json.Unmarshal of v into a string gives: its text, "" for null, nil for
+// another value or none.
+func jsonText(v []byte) []byte {
+	if string(v) == "null" {
+		return []byte{}
+	}
+	s, _ := schemas.JSONString(v)
+	return s
+}
+
+// sourceOf is the record's source id (HeaderSourceID), shared through in; "" for none.
+func sourceOf(r *kgo.Record, in interner) string {
 	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
+		if h.Key == schemas.HeaderSourceID {
+			return in.get(h.Value)
 		}
 	}
 	return ""
@@ -193,6 +221,7 @@ func (s *Service) runEvents(ctx context.Context) error {
 		rejected bool
 	}
 	var batch []pending
+	sources := interner{} // the source ids, read in every record
 	return s.runTail(ctx, &tail{
 		name:   "events",
 		topics: []string{s.cfg.EventsTopic, s.cfg.RejectedTopic},
@@ -208,7 +237,7 @@ func (s *Service) runEvents(ctx context.Context) error {
 			return out, nil
 		},
 		apply: func(r *kgo.Record) {
-			src := header(r, schemas.HeaderSourceID)
+			src := sourceOf(r, sources)
 			if src == "" {
 				return // a rejected message of no known source
 			}

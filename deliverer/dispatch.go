@@ -124,7 +124,6 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 			},
 			refuse: refuse,
 		}
-		hold := time.Now().Add(maxHold)
 		for {
 			res, why, pause, freed := s.hosts.enqueue(busy, w, s.now())
 			switch res {
@@ -132,17 +131,21 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 				s.metrics.queued.WithLabelValues(d.destID).Inc()
 				return
 			case full:
-				// A fast host with a full queue (a burst): wait for room, at most maxHold in all.
-				if left := time.Until(hold); left > 0 {
-					select {
-					case <-freed:
-					case <-time.After(left):
-					case <-ctx.Done():
-						<-s.sem
-						return // not finished: delivered again after a restart
-					}
-					continue
+				// A fast host with a full queue: the poll loop waits for room (backpressure: it
+				// polls no more meanwhile), and asks again at least every maxHold, in case the
+				// host stalled or turned slow.
+				s.metrics.heldBack.Inc()
+				t := time.NewTimer(maxHold)
+				select {
+				case <-freed:
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					<-s.sem
+					return // not finished: delivered again after a restart
 				}
+				t.Stop()
+				continue
 			}
 			reason, wait = why, max(wait, pause)
 			break

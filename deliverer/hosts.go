@@ -22,6 +22,10 @@ type hosts struct {
 	// onBreaker, when set, is told when a host's breaker opens (for period) or closes; it is
 	// called without the lock held.
 	onBreaker func(host string, open bool, period time.Duration)
+	// local, when set, is the part of a round trip the process's own busyness explains
+	// (localLag.roundTrip): the limit does not shrink for it, nor is a host that answers within
+	// it judged slow.
+	local func() time.Duration
 
 	mu sync.Mutex
 	m  map[string]*hostState
@@ -29,7 +33,7 @@ type hosts struct {
 
 type hostState struct {
 	inFlight    int
-	lim         aimd      // how many may be in flight
+	lim         gradient  // how many may be in flight
 	pausedUntil time.Time // no request starts before (Retry-After of a 429 or 503)
 	brk         breaker
 	waiting     []waiter      // admitted later, in order, when a request ends
@@ -63,7 +67,7 @@ const (
 func (h *hosts) state(host string) *hostState {
 	st := h.m[host]
 	if st == nil {
-		st = &hostState{brk: newBreaker(h.failures, h.cooldown, h.maxCooldown), lim: newAIMD(h.maxPerHost), freed: make(chan struct{})}
+		st = &hostState{brk: newBreaker(h.failures, h.cooldown, h.maxCooldown), lim: newGradient(h.maxPerHost), freed: make(chan struct{})}
 		h.m[host] = st
 	}
 	return st
@@ -105,9 +109,12 @@ func (h *hosts) acquire(host string, ceiling int, now time.Time) (ok bool, reaso
 // bounded anyway, and once full its records are refused at once (enqueue).
 const minStall = time.Second
 
-// maxHold is the longest the poll loop waits for room in a host's full queue: only a host that
-// drains its queue that fast (a burst to a fast endpoint) is waited for; any other's records go
-// to the first retry tier unsent, so no endpoint holds back the partition for longer.
+// maxHold is the longest a host's full queue may take to drain, at the host's round trip
+// without load, for the poll loop to wait for room in it (backpressure) rather than send the
+// record to a retry tier: a fast endpoint's queue drains within it even when our own process
+// is what slows its answers (a burst, a garbage collection, a starved scheduler: the answer is
+// to poll less, never to defer); a slow endpoint's does not, and its records go to the first
+// retry tier unsent, so that no endpoint holds back the partition.
 const maxHold = 100 * time.Millisecond
 
 // enqueueResult says what enqueue did.
@@ -115,15 +122,17 @@ type enqueueResult int
 
 const (
 	queued  enqueueResult = iota // w runs when a slot frees
-	full                         // the queue is full and drains within maxHold: wait on freed, at most maxHold, and try again
+	full                         // the queue is full and the host is fast: wait on freed (at most maxHold) and try again
 	refused                      // stalled, slow or paused host, or open breaker: send the record to a retry tier
 )
 
 // enqueue queues w for a host at its limit. A host that has finished no request for a while
 // (stalled: dead or hanging), whose breaker is open or that asked for a pause takes no more
-// waiters; nor does one whose queue is full, unless it would drain the queue within maxHold.
-// Their records go to a retry tier, so that no endpoint holds back the others (head-of-line
-// blocking). freed is closed when the host finishes a request.
+// waiters. When its queue is full, the limit grows by one if the host has answered and its
+// answers come as fast as usual (gradient.grow); else the poll loop waits for room (full) if
+// the host is fast — its queue drains within maxHold at its round trip without load, or it has
+// not answered yet but its first request started less than maxHold ago — and the record is
+// refused (to a retry tier) if it is slow. freed is closed when the host finishes a request.
 func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult, why string, wait time.Duration, freed <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -144,20 +153,30 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 		return queued, "", 0, nil
 	}
 	if len(st.waiting) >= h.maxWaiting {
-		if st.lim.grow() { // slow start: the limit meets the demand
-			st.inFlight++
-			h.spawn(w.start)
-			return queued, "", 0, nil
+		rtt := st.lim.roundTrip()
+		if rtt == 0 { // no window of answers yet: its average request so far
+			rtt = st.latency
 		}
-		// Draining the queue takes about len(waiting) requests at inFlight at a time; a host
-		// that has not finished a request yet (latency unknown) is not waited for.
-		if drain := time.Duration(len(st.waiting)+1) * st.latency / time.Duration(max(1, st.inFlight)); st.latency > 0 && drain <= maxHold {
-			return full, refusedBusy, 0, st.freed
+		if rtt == 0 {
+			if now.Sub(st.progress) < maxHold {
+				return full, refusedBusy, 0, st.freed // its first answers are due
+			}
+		} else if rtt <= h.localRoundTrip() || time.Duration(len(st.waiting)+1)*rtt/time.Duration(max(1, st.inFlight)) <= maxHold {
+			return full, refusedBusy, 0, st.freed // fast, or only as slow as we are
 		}
 		return refused, refusedBusy, 0, nil
 	}
 	st.waiting = append(st.waiting, w)
 	return queued, "", 0, nil
+}
+
+// localRoundTrip is the part of a round trip the process's own busyness explains (0 without
+// a local lag reader).
+func (h *hosts) localRoundTrip() time.Duration {
+	if h.local == nil {
+		return 0
+	}
+	return h.local()
 }
 
 // hostOutcome is what one request says of its host, for the circuit breaker.
@@ -191,7 +210,7 @@ func outcomeOf(c Class) hostOutcome {
 func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAfter time.Duration, now time.Time) {
 	h.mu.Lock()
 	st := h.m[host]
-	st.lim.sample(sig, st.inFlight, st.latency, now)
+	st.lim.sample(sig, st.inFlight, took, st.latency, h.localRoundTrip(), now)
 	st.inFlight--
 	st.progress = now
 	st.latency = (7*st.latency + took) / 8

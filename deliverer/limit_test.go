@@ -6,28 +6,114 @@ import (
 	"time"
 )
 
-func TestAIMDGrowsWhileUsedAndAnswered(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a := newAIMD(100)
-	if a.current() != initialLimit {
-		t.Fatalf("starts at %d", a.current())
+// endpoint models a server for the limiter: each request takes base, plus, beyond capacity
+// requests at once, its share of the queue (a server with capacity workers), plus local per
+// request in flight (the deliverer's own cost of each: a busy process answers later the more
+// it has in flight).
+type endpoint struct {
+	base     time.Duration
+	capacity int // 0: unbounded
+	local    time.Duration
+}
+
+func (e endpoint) latency(inFlight int) time.Duration {
+	d := e.base + time.Duration(inFlight)*e.local
+	if e.capacity > 0 && inFlight > e.capacity {
+		d = d * time.Duration(inFlight) / time.Duration(e.capacity)
 	}
-	a.sample(signalAnswered, 10, 0, now) // 10 in flight of 64: not in use, no growth
-	if a.current() != initialLimit {
-		t.Errorf("an idle limit grew to %d", a.current())
+	return d
+}
+
+// simulate offers rate requests a second to ep through a gradient limit for dur, in 1 ms steps,
+// and returns the limit, the requests completed and the peak in flight. Requests over the
+// limit wait (the host's queue, unbounded here).
+func simulate(g *gradient, ep func(time.Duration) endpoint, rate int, start time.Time, dur time.Duration) (limit, done, peak int) {
+	type due struct {
+		at   time.Time
+		took time.Duration
 	}
-	for range 64 { // a saturated limit: one more per answer, so it doubles per round trip
-		a.sample(signalAnswered, a.current(), 0, now)
+	var inFlight []due // kept ordered by at within a step's additions; completion scans all
+	backlog := 0.0
+	for t := time.Duration(0); t < dur; t += time.Millisecond {
+		now := start.Add(t)
+		// Completions.
+		kept := inFlight[:0]
+		var ended []due
+		for _, d := range inFlight {
+			if !d.at.After(now) {
+				ended = append(ended, d)
+			} else {
+				kept = append(kept, d)
+			}
+		}
+		inFlight = kept
+		for i, d := range ended {
+			g.sample(signalAnswered, len(inFlight)+len(ended)-i, d.took, 0, 0, now)
+			done++
+		}
+		// Arrivals, started up to the limit.
+		backlog += float64(rate) / 1000
+		e := ep(t)
+		for backlog >= 1 && len(inFlight) < g.current() {
+			backlog--
+			took := e.latency(len(inFlight) + 1)
+			inFlight = append(inFlight, due{at: now.Add(took), took: took})
+		}
+		peak = max(peak, len(inFlight))
 	}
-	if a.current() != 100 {
-		t.Errorf("after a saturated round trip: %d, want the ceiling 100", a.current())
-	}
-	if small := newAIMD(4); small.current() != 4 {
-		t.Errorf("a ceiling under the initial limit: starts at %d", small.current())
+	return g.current(), done, peak
+}
+
+// TestGradientConverges: the limit follows what the endpoint needs — rate × latency — for fast,
+// slow, bounded and changing endpoints, and does not grow with our own overload.
+func TestGradientConverges(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fixed := func(e endpoint) func(time.Duration) endpoint { return func(time.Duration) endpoint { return e } }
+	for _, tc := range []struct {
+		name           string
+		ep             func(time.Duration) endpoint
+		rate           int
+		dur            time.Duration
+		minLim, maxLim int
+		minDone        int
+	}{
+		// 10,000 a second to a 1 ms endpoint need 10 at once: the limit is not used, so it
+		// stays where it started and every request is served.
+		{"fast", fixed(endpoint{base: time.Millisecond}), 10000, 5 * time.Second, initialLimit, initialLimit, 49000},
+		// 5,000 a second to a 1 s endpoint need 5,000 at once: reached within seconds.
+		{"slow 1s", fixed(endpoint{base: time.Second}), 5000, 15 * time.Second, 5000, 8192, 35000},
+		// A server of 100 workers at 20 ms a request (5,000 a second at most), offered
+		// 8,000: the limit settles near its capacity, not at the ceiling.
+		{"bounded server", fixed(endpoint{base: 20 * time.Millisecond, capacity: 100}), 8000, 20 * time.Second, 60, 300, 80000},
+		// Our own cost per request in flight (0.2 ms each): the latency grows with the limit,
+		// so the limit stays where answers still come back in time.
+		{"local overload", fixed(endpoint{base: time.Millisecond, local: 200 * time.Microsecond}), 20000, 10 * time.Second, minLimit, 200, 0},
+		// 20 ms, then 200 ms from 5 s on, at 2,000 a second: 40 at once, then 400 — and more
+		// to catch up with the backlog of the 10 s the baseline takes to follow.
+		{"slower endpoint", func(t time.Duration) endpoint {
+			if t < 5*time.Second {
+				return endpoint{base: 20 * time.Millisecond}
+			}
+			return endpoint{base: 200 * time.Millisecond}
+		}, 2000, 25 * time.Second, 400, 8192, 35000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGradient(8192)
+			lim, done, peak := simulate(&g, tc.ep, tc.rate, start, tc.dur)
+			t.Logf("limit %d, %d done, peak %d in flight, round trip without load %v", lim, done, peak, g.roundTrip())
+			if lim < tc.minLim || lim > tc.maxLim {
+				t.Errorf("limit %d, want within [%d, %d]", lim, tc.minLim, tc.maxLim)
+			}
+			if done < tc.minDone {
+				t.Errorf("%d requests done, want at least %d", done, tc.minDone)
+			}
+		})
 	}
 }
 
-func TestAIMDCutsOncePerRoundTrip(t *testing.T) {
+// TestGradientCutsOncePerRoundTrip: a congestion signal cuts the limit — 429 or 503 halve it,
+// a timeout or connection error takes 10% off — once per round trip of the host.
+func TestGradientCutsOncePerRoundTrip(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
@@ -39,35 +125,35 @@ func TestAIMDCutsOncePerRoundTrip(t *testing.T) {
 		{"plain errors say nothing", signalNone, 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := newAIMD(1024)
+			g := newGradient(1024)
 			for range 50 { // the requests in flight when the endpoint faltered: one cut
-				a.sample(tc.sig, 64, 200*time.Millisecond, now)
+				g.sample(tc.sig, 64, 5*time.Second, 200*time.Millisecond, 0, now)
 			}
-			if a.current() != tc.want {
-				t.Fatalf("limit %d, want %d", a.current(), tc.want)
+			if g.current() != tc.want {
+				t.Fatalf("limit %d, want %d", g.current(), tc.want)
 			}
-			a.sample(tc.sig, 64, 200*time.Millisecond, now.Add(150*time.Millisecond)) // within the round trip
-			if a.current() != tc.want {
-				t.Errorf("cut twice within one round trip: %d", a.current())
+			g.sample(tc.sig, 64, 5*time.Second, 200*time.Millisecond, 0, now.Add(150*time.Millisecond)) // within the round trip
+			if g.current() != tc.want {
+				t.Errorf("cut twice within one round trip: %d", g.current())
 			}
 			if tc.sig == signalNone {
 				return
 			}
-			a.sample(tc.sig, 64, 200*time.Millisecond, now.Add(250*time.Millisecond))
-			if a.current() >= tc.want {
-				t.Errorf("not cut in the next round trip: %d", a.current())
-			}
-			if a.slowStart {
-				t.Error("still in slow start after a congestion signal")
+			g.sample(tc.sig, 64, 5*time.Second, 200*time.Millisecond, 0, now.Add(250*time.Millisecond))
+			if g.current() >= tc.want {
+				t.Errorf("not cut in the next round trip: %d", g.current())
 			}
 		})
 	}
-	a := newAIMD(1024)
+	g := newGradient(1024)
 	for i := range 200 { // never below one
-		a.sample(signalOverload, 1, 0, now.Add(time.Duration(i)*time.Second))
+		g.sample(signalOverload, 1, 0, 0, 0, now.Add(time.Duration(i)*time.Second))
 	}
-	if a.current() != 1 {
-		t.Errorf("floor: %d", a.current())
+	if g.current() != 1 {
+		t.Errorf("floor: %d", g.current())
+	}
+	if small := newGradient(4); small.current() != 4 {
+		t.Errorf("a ceiling under the initial limit: starts at %d", small.current())
 	}
 }
 
@@ -93,85 +179,67 @@ func TestSignalOf(t *testing.T) {
 	}
 }
 
-// TestHostsSlowStartOnlyForAnsweringHosts: a full queue raises the limit of a host that has
-// answered (slow start), never that of one that has not (dead or hanging), whose records are
-// refused once it has been stalled for minStall; a slow host's full queue is refused at once.
-func TestHostsSlowStartOnlyForAnsweringHosts(t *testing.T) {
+// TestHostsFullQueue: a host at its limit with a full queue never raises its limit on the
+// spot; the poll loop waits for room (full) while the host is fast — its queue drains within
+// maxHold at its baseline round trip, or it has not answered yet but its first requests are
+// under maxHold old — and its records are refused (to a retry tier) when it is slow, stalled
+// or silent for longer.
+func TestHostsFullQueue(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	started := 0
-	h := newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) { started++ })
 	w := waiter{start: func() {}, refuse: func(string, time.Duration) {}}
-	fill := func(host string) {
+	fill := func(h *hosts, host string, waiting int) {
 		for {
 			if ok, _, _ := h.acquire(host, 0, now); !ok {
-				return
+				break
+			}
+		}
+		for range waiting {
+			if res, _, _, _ := h.enqueue(host, w, now); res != queued {
+				t.Fatalf("%s: the queue takes %d", host, waiting)
 			}
 		}
 	}
-	fill("dead:80")
-	for range 2 {
-		if res, _, _, _ := h.enqueue("dead:80", w, now); res != queued {
-			t.Fatal("the queue takes two")
+	// answer gives host a baseline round trip of took: a window of answers.
+	answer := func(h *hosts, host string, took time.Duration) {
+		for i := range minWindowSamples {
+			h.acquire(host, 0, now)
+			h.release(host, hostUp, signalAnswered, took, 0, now.Add(time.Duration(i)*limitWindow/minWindowSamples*2))
 		}
 	}
-	// No request finished yet, so its drain time is unknown: the poll loop does not wait for
-	// room (it would for a host known to drain its queue within maxHold), the limit does not
-	// grow, its records are refused.
-	if res, why, _, _ := h.enqueue("dead:80", w, now.Add(time.Millisecond)); res != refused || why != refusedBusy {
-		t.Errorf("a full queue of a host that has not answered yet: %v %s, want refused (no wait, no growth)", res, why)
+
+	h := newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
+	fill(h, "new:80", 2)
+	if res, _, _, freed := h.enqueue("new:80", w, now.Add(time.Millisecond)); res != full || freed == nil {
+		t.Errorf("a new host's full queue, its first answers due: %v, want full (wait)", res)
 	}
-	if res, why, _, _ := h.enqueue("dead:80", w, now.Add(minStall+time.Millisecond)); res != refused || why != refusedBusy {
-		t.Errorf("a stalled host: %v %s, want refused", res, why)
+	if res, why, _, _ := h.enqueue("new:80", w, now.Add(maxHold+time.Millisecond)); res != refused || why != refusedBusy {
+		t.Errorf("no answer after maxHold: %v %s, want refused", res, why)
 	}
-	if l := h.limit("dead:80", now); l.limit != initialLimit {
-		t.Errorf("dead host's limit %d", l.limit)
+	if res, _, _, _ := h.enqueue("new:80", w, now.Add(minStall+time.Millisecond)); res != refused {
+		t.Errorf("a stalled host: %v, want refused", res)
+	}
+	if l := h.limit("new:80", now).limit; l != initialLimit {
+		t.Errorf("a silent host's limit moved: %d", l)
 	}
 
-	fill("alive:80")
-	h.release("alive:80", hostUp, signalAnswered, 10*time.Millisecond, 0, now) // it answers
-	fill("alive:80")
-	for range 2 {
-		h.enqueue("alive:80", w, now)
-	}
-	before, startedBefore := h.limit("alive:80", now).limit, started
-	if res, _, _, _ := h.enqueue("alive:80", w, now); res != queued || started != startedBefore+1 {
-		t.Errorf("slow start: %v, started %d", res, started-startedBefore)
-	}
-	if after := h.limit("alive:80", now).limit; after != before+1 {
-		t.Errorf("limit %d -> %d, want one more", before, after)
-	}
-	// After minStall without an answer the host counts as stalled: refused, even in slow start.
-	if res, _, _, _ := h.enqueue("alive:80", w, now.Add(minStall+time.Millisecond)); res != refused {
-		t.Errorf("a stalled host: %v", res)
-	}
-
-	// A fast host (1 ms a request) out of slow start, limit and queue full: the poll loop waits
-	// for room (its queue drains within maxHold).
 	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
-	fill("fast:80")
-	h.release("fast:80", hostUp, signalFailure, time.Millisecond, 0, now)
-	fill("fast:80")
-	for range 2 {
-		h.enqueue("fast:80", w, now)
-	}
-	if res, _, _, freed := h.enqueue("fast:80", w, now); res != full || freed == nil {
-		t.Errorf("a fast host's full queue: %v, want full (wait for room)", res)
-	}
-
-	// A slow host (4 s a request) out of slow start, limit and queue full: refused at once, the
-	// poll loop does not wait for it (256 waiting at 57 in flight take seconds to drain).
-	h = newHosts(100, 256, 20, 10*time.Second, time.Minute, func(func()) {})
-	fill("slow:80")
-	h.release("slow:80", hostUp, signalFailure, 4*time.Second, 0, now) // a timeout: out of slow start
-	h.release("slow:80", hostUp, signalAnswered, 4*time.Second, 0, now)
-	fill("slow:80")
-	for range 256 {
-		if res, _, _, _ := h.enqueue("slow:80", w, now); res != queued {
-			t.Fatal("the queue takes 256")
+	answer(h, "fast:80", time.Millisecond)
+	fill(h, "fast:80", 2)
+	before := h.limit("fast:80", now).limit
+	for range 100 { // however long the burst lasts
+		if res, _, _, freed := h.enqueue("fast:80", w, now); res != full || freed == nil {
+			t.Fatalf("a fast host's full queue: %v, want full (wait for room)", res)
 		}
 	}
-	if res, why, _, _ := h.enqueue("slow:80", w, now.Add(time.Second)); res != refused || why != refusedBusy {
-		t.Errorf("a slow host's full queue: %v %s, want refused", res, why)
+	if after := h.limit("fast:80", now).limit; after != before {
+		t.Errorf("waiting records moved the limit: %d -> %d", before, after)
+	}
+
+	h = newHosts(100, 256, 20, 10*time.Second, time.Minute, func(func()) {})
+	answer(h, "slow:80", 4*time.Second)
+	fill(h, "slow:80", 256)
+	if res, why, _, _ := h.enqueue("slow:80", w, now.Add(time.Millisecond)); res != refused || why != refusedBusy {
+		t.Errorf("a slow host's full queue (256 waiting at 4 s): %v %s, want refused", res, why)
 	}
 }
 
@@ -217,9 +285,9 @@ func TestDeferralsWaitForLongerTiers(t *testing.T) {
 	}
 }
 
-// TestAIMDCeilingFollowsMaxConcurrency: a lower ceiling (a destination's maxConcurrency) takes
+// TestLimitCeilingFollowsMaxConcurrency: a lower ceiling (a destination's maxConcurrency) takes
 // effect at once; the limit never grows past it.
-func TestAIMDCeilingFollowsMaxConcurrency(t *testing.T) {
+func TestLimitCeilingFollowsMaxConcurrency(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := newHosts(1024, 0, 20, 10*time.Second, time.Minute, func(func()) {})
 	for range 5 {

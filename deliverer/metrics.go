@@ -14,6 +14,7 @@ type metrics struct {
 	retried   *prometheus.CounterVec
 	deferred  *prometheus.CounterVec
 	queued    *prometheus.CounterVec
+	heldBack  prometheus.Counter
 	limit     *prometheus.GaugeVec
 	dlq       *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
@@ -76,6 +77,9 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_queued_total", Help: "Records that waited in memory for a slot on their host (host at its in-flight bound).",
 		}, []string{"destination"}),
+		heldBack: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_deliverer_held_back_total", Help: "Times the poll loop waited for room in a fast host's full queue instead of polling more (backpressure: the deliverer, not the endpoint, was the bottleneck).",
+		}),
 		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_deliverer_concurrency_limit", Help: "The adaptive concurrency limit of the destination's endpoint host, after its last POST.",
 		}, []string{"destination"}),
@@ -103,7 +107,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_parked", Help: "Retry-tier records waiting in memory for their endpoint's open breaker or pause to end (not rewritten meanwhile).",
 	}, func() float64 { return float64(s.parkedCount()) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.limit, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

@@ -51,6 +51,7 @@ type Service struct {
 	deps    Deps
 	logger  zerolog.Logger
 	client  *webhookClient
+	local   *localLag // the process's scheduler latency (lag.go)
 	cl      *kgo.Client
 	metrics *metrics
 	hosts   *hosts
@@ -125,6 +126,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.flog = newFailureLog(s.logger)
 	s.recovery = platform.NewRecovery(s.logger, "deliverer "+cfg.Group)
 	s.hosts.onBreaker = s.flog.breaker
+	s.local = newLocalLag()
+	s.hosts.local = s.local.roundTrip
 	var err error
 	if s.client, err = newWebhookClient(cfg, deps.DialContext, s.grace); err != nil {
 		s.endGrace()
@@ -197,6 +200,7 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { defer close(commitsDone); s.commitLoop(commitCtx) }()
 
 	s.spawn(func() { s.parkLoop(ctx) })
+	s.spawn(func() { s.local.run(ctx) })
 	s.poll(ctx)
 
 	// Stopping: no record is dispatched any more, and no tier partition is resumed.

@@ -146,7 +146,9 @@ func New(ctx context.Context, cfg Config, logger zerolog.Logger) (_ *Stack, err 
 		}
 		s.closers = append(s.closers, release)
 		dir := filepath.Join(cfg.DataDir, "kafka")
+		buildAs(ctx, "broker")
 		s.broker, err = embedded.Start(embedded.Options{DataDir: dir, Port: cfg.EmbeddedPort, Logger: logger})
+		endBuild(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded broker: %w", err)
 		}
@@ -179,10 +181,12 @@ func New(ctx context.Context, cfg Config, logger zerolog.Logger) (_ *Stack, err 
 		}
 		logger.Info().Str("file", cfg.ConfigFile).Int("changes", len(changes)).Msg("config applied")
 	}
+	buildAs(ctx, "config")
 	s.store, err = platform.NewConfigStore(s.cfg.Kafka, schemas.TopicConfig, logger.With().Str("service", "config-store").Logger())
 	if err != nil {
 		return nil, err
 	}
+	endBuild(ctx)
 	if err := s.addServices(ctx); err != nil {
 		return nil, err
 	}
@@ -217,7 +221,7 @@ func (s *Stack) Run(ctx context.Context) error {
 		}
 		return platform.RunAll(ctx, s.services...)
 	})
-	return platform.RunAll(ctx, s.store, services)
+	return platform.RunAll(ctx, labelled{"config", s.store}, services)
 }
 
 // Close releases the broker and clients; Run calls it on return.

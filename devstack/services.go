@@ -21,7 +21,7 @@ import (
 // that is added is added here, built through its library New from its own Config (read by its
 // own ConfigFromEnviron in ConfigFromEnv) exactly as its own main does.
 func (s *Stack) addServices(ctx context.Context) error {
-	_ = ctx
+	defer endBuild(ctx)
 	// One health for the whole process: ingest's /healthz and /readyz (the only ones make run
 	// serves) also say when the router's pipe is replacing a failed Kafka session.
 	health := platform.NewHealth()
@@ -29,6 +29,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 		return err
 	}
 	icfg := s.cfg.Ingest // ConfigFromEnv read it as the ingest command does
+	buildAs(ctx, "ingest")
 	in, err := ingest.New(icfg, ingest.Deps{
 		Kafka:       s.cfg.Kafka,
 		Sources:     func() ingest.Sources { return s.store.Snapshot() },
@@ -45,8 +46,9 @@ func (s *Stack) addServices(ctx context.Context) error {
 		return fmt.Errorf("ingest: listening on %s (INGEST_ADDR): %w", icfg.Addr, err)
 	}
 	s.ingestAddr = in.Addr()
-	s.services = append(s.services, in)
+	s.services = append(s.services, labelled{"ingest", in})
 
+	buildAs(ctx, "router")
 	rt, err := router.New(s.cfg.Router, router.Deps{
 		Kafka:       s.cfg.Kafka,
 		Config:      func() router.Snapshot { return s.store.Snapshot() },
@@ -58,8 +60,9 @@ func (s *Stack) addServices(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("building router: %w", err)
 	}
-	s.services = append(s.services, rt)
+	s.services = append(s.services, labelled{"router", rt})
 
+	buildAs(ctx, "deliverer")
 	dl, err := deliverer.New(s.cfg.Deliverer, deliverer.Deps{
 		Kafka:       s.cfg.Kafka,
 		Config:      func() deliverer.Destinations { return s.store.Snapshot() },
@@ -70,7 +73,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("building deliverer: %w", err)
 	}
-	s.services = append(s.services, dl)
+	s.services = append(s.services, labelled{"deliverer", dl})
 
 	acfg := s.cfg.Audiences
 	if acfg.Token == "" {
@@ -81,6 +84,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 		}
 	}
 	s.audiencesToken = acfg.Token
+	buildAs(ctx, "audiences")
 	au, err := audiences.New(acfg, audiences.Deps{
 		Kafka:       s.cfg.Kafka,
 		Config:      func() audiences.Snapshot { return s.store.Snapshot() },
@@ -97,7 +101,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 		return fmt.Errorf("audiences: listening on %s (AUDIENCES_ADDR): %w", s.cfg.Audiences.Addr, err)
 	}
 	s.audiencesAddr = au.Addr()
-	s.services = append(s.services, au)
+	s.services = append(s.services, labelled{"audiences", au})
 
 	ccfg := s.cfg.Console
 	if ccfg.Token == "" {
@@ -116,6 +120,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 	if ccfg.IngestURL == console.DefaultConfig().IngestURL {
 		ccfg.IngestURL = "http://" + s.ingestAddr // the address ingest took
 	}
+	buildAs(ctx, "console")
 	con, err := console.New(ccfg, console.Deps{
 		Kafka:      s.cfg.Kafka,
 		Store:      s.store,
@@ -131,7 +136,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 		return fmt.Errorf("console: listening on %s (CONSOLE_ADDR): %w", ccfg.Addr, err)
 	}
 	s.consoleAddr = con.Addr()
-	s.services = append(s.services, con)
+	s.services = append(s.services, labelled{"console", con})
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -254,6 +255,34 @@ type member struct {
 // fn for each member in order. It stops at fn's first error.
 func eachMember(b []byte, fn func(key []byte, escaped bool, value []byte) error) error {
 	return eachMemberScan(b, nil, fn)
+}
+
+// EachMember validates that b is exactly one JSON object, as strictly as json.Valid (and at
+// most 128 levels deep), and calls fn with each member's key, unescaped, and its value's raw
+// bytes, in order. It stops at fn's first error and returns it. With JSONString it lets a reader
+// that keeps a few members of a record decode only those (the console's views,
+// docs/benchmarks.md#console). key and value alias b (key is a fresh slice when it held
+// escapes): copy what is kept.
+func EachMember(b []byte, fn func(key, value []byte) error) error {
+	return eachMember(b, func(k []byte, esc bool, v []byte) error { return fn(keyBytes(k, esc), v) })
+}
+
+// JSONString returns the text of the JSON string raw (quotes included; a value EachMember gave)
+// exactly as encoding/json decodes it: escapes resolved, every byte of invalid UTF-8 replaced by
+// U+FFFD. It aliases raw when raw holds neither (the common case). ok is false when raw is not a
+// string (null, a number, an object...).
+func JSONString(raw []byte) (text []byte, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return nil, false
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner, true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
 }
 
 // memberScanner scans (and validates) one member's value starting at b[i] in place of

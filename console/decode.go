@@ -1,0 +1,126 @@
+package console
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// The views decode only the members of a record they keep (docs/benchmarks.md#console): they
+// walk its members with the scanner ingest and router use (schemas.EachMember) in place of
+// json.Unmarshal into a full struct, and get what json.Unmarshal would give, record by record:
+// a key matches a field exactly, else case-insensitively; the last of a repeated key wins; null
+// leaves a field as it is; a value of the wrong type makes the record unreadable. What the lean
+// path cannot decide as encoding/json would (errUnsure: a record the scanner refuses, a
+// non-ASCII key that is not a field's name) goes to json.Unmarshal, which decides.
+
+var (
+	// errUnsure sends a record to json.Unmarshal.
+	errUnsure = errors.New("decoded by encoding/json")
+	// errWrongType is a member whose value json.Unmarshal refuses for its field.
+	errWrongType = errors.New("a member of the wrong type")
+)
+
+// fieldIndex returns which of names the member key stands for, as encoding/json matches a key
+// to a struct field: the exact name, else the name equal to it under case folding; -1 for none.
+// A non-ASCII key that is no name is errUnsure: encoding/json folds some non-ASCII letters to
+// ASCII ones (the Kelvin sign to k), by its own rule.
+func fieldIndex(key []byte, names []string) (int, error) {
+	for i, n := range names {
+		if string(key) == n {
+			return i, nil
+		}
+	}
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			return -1, errUnsure
+		}
+	}
+	for i, n := range names {
+		if len(key) == len(n) && bytes.EqualFold(key, []byte(n)) {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// decodeString decodes v into *dst as json.Unmarshal into a string field: the text of a string,
+// null leaving *dst as it is. *dst may alias v.
+func decodeString(v []byte, dst *[]byte) error {
+	if s, ok := schemas.JSONString(v); ok {
+		*dst = s
+		return nil
+	}
+	if string(v) == "null" {
+		return nil
+	}
+	return errWrongType
+}
+
+// decodeInt decodes v into *dst as json.Unmarshal into an int field (64 bits).
+func decodeInt(v []byte, dst *int) error {
+	if string(v) == "null" {
+		return nil
+	}
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return errWrongType
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil { // a fraction, an exponent, or out of range
+		return errWrongType
+	}
+	*dst = int(n)
+	return nil
+}
+
+// decodeFloat decodes v into *dst as json.Unmarshal into a float64 field.
+func decodeFloat(v []byte, dst *float64) error {
+	if string(v) == "null" {
+		return nil
+	}
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return errWrongType
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil { // out of range
+		return errWrongType
+	}
+	*dst = f
+	return nil
+}
+
+// decodeBool decodes v into *dst as json.Unmarshal into a bool field.
+func decodeBool(v []byte, dst *bool) error {
+	switch string(v) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	case "null":
+	default:
+		return errWrongType
+	}
+	return nil
+}
+
+// interner shares one string among the records that repeat a value (destination ids, error
+// classes), so that reading one allocates nothing. Bounded: it starts again when full. Not safe
+// for concurrent use: a view's goroutine owns it.
+type interner map[string]string
+
+const maxInterned = 4096
+
+func (in interner) get(b []byte) string {
+	if s, ok := in[string(b)]; ok {
+		return s
+	}
+	if len(in) >= maxInterned {
+		clear(in)
+	}
+	s := string(b)
+	in[s] = s
+	return s
+}
