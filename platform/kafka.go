@@ -13,13 +13,21 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
+// FetchMaxBytes bounds one fetch response of every consumer (franz-go's default is 50 MiB): a
+// client holds one fetched response per broker until it is polled, decompressed, so under a
+// backlog each of the product's consumers (the router, the deliverer, audiences, the console's
+// views, the config store) would otherwise keep tens of megabytes of read-ahead in memory. 4 MiB
+// is thousands of events, enough to keep a poll loop busy; a client that needs more (a
+// compacted topic read once at start) asks for it.
+const FetchMaxBytes = 4 << 20
+
 // ClientOpts returns the franz-go options that reach the cluster: seed brokers, SASL (PLAIN or
 // SCRAM) and TLS (system roots plus TLSCAFile). It validates the settings first.
 func (s KafkaSettings) ClientOpts() ([]kgo.Opt, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
+	opts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...), kgo.FetchMaxBytes(FetchMaxBytes)}
 	switch s.SASLMechanism {
 	case SASLPlain:
 		opts = append(opts, kgo.SASL(plain.Auth{User: s.SASLUsername, Pass: s.SASLPassword}.AsMechanism()))

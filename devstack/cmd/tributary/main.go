@@ -30,6 +30,7 @@ func main() {
 }
 
 func run() error {
+	devstack.SetDefaultMemoryLimit()
 	cfg, err := devstack.ConfigFromEnv()
 	if err != nil {
 		return err
