@@ -117,6 +117,21 @@ const minStall = time.Second
 // retry tier unsent, so that no endpoint holds back the partition.
 const maxHold = 100 * time.Millisecond
 
+// firstAnswerHold is how long the poll loop waits for room in the full queue of a host that
+// has not answered yet (a new endpoint, or one idle until now): its first answers tell whether
+// it is fast. Longer than maxHold, so that an endpoint of a few hundred milliseconds is not
+// deferred for the time of its first round trip; a dead or hanging one costs the partition
+// that once, then its records go to a retry tier.
+const firstAnswerHold = 500 * time.Millisecond
+
+// firstRoundTripRoom is how many times DELIVERER_MAX_WAITING_PER_HOST records may wait for a
+// host that has not answered yet. An endpoint that takes a second gets a second's worth of
+// records (5,000 at 5,000 a second) before its first answer says how many it takes at once;
+// they wait in memory, and its first answers raise its limit to start them all (slow start,
+// release), instead of going to a retry tier for ten seconds. A dead endpoint's queue is
+// refused once its breaker opens.
+const firstRoundTripRoom = 16
+
 // enqueueResult says what enqueue did.
 type enqueueResult int
 
@@ -128,11 +143,11 @@ const (
 
 // enqueue queues w for a host at its limit. A host that has finished no request for a while
 // (stalled: dead or hanging), whose breaker is open or that asked for a pause takes no more
-// waiters. When its queue is full, the limit grows by one if the host has answered and its
-// answers come as fast as usual (gradient.grow); else the poll loop waits for room (full) if
-// the host is fast — its queue drains within maxHold at its round trip without load, or it has
-// not answered yet but its first request started less than maxHold ago — and the record is
-// refused (to a retry tier) if it is slow. freed is closed when the host finishes a request.
+// waiters. When its queue is full, the poll loop waits for room (full) if the host is fast —
+// its queue drains within maxHold at its baseline round trip, or the process's own busyness
+// explains that round trip, or it has not answered yet but its first request started less
+// than firstAnswerHold ago; else a host still in slow start raises its limit by one (gradient.grow),
+// and any other's record is refused (to a retry tier): the host is slow. freed is closed when the host finishes a request.
 func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult, why string, wait time.Duration, freed <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -152,17 +167,26 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 		h.spawn(w.start)
 		return queued, "", 0, nil
 	}
-	if len(st.waiting) >= h.maxWaiting {
+	room := h.maxWaiting
+	if !st.lim.answered { // a new host, in its first round trip: its records wait for the answers
+		room *= firstRoundTripRoom
+	}
+	if len(st.waiting) >= room {
 		rtt := st.lim.roundTrip()
 		if rtt == 0 { // no window of answers yet: its average request so far
 			rtt = st.latency
 		}
 		if rtt == 0 {
-			if now.Sub(st.progress) < maxHold {
+			if now.Sub(st.progress) < firstAnswerHold {
 				return full, refusedBusy, 0, st.freed // its first answers are due
 			}
 		} else if rtt <= h.localRoundTrip() || time.Duration(len(st.waiting)+1)*rtt/time.Duration(max(1, st.inFlight)) <= maxHold {
 			return full, refusedBusy, 0, st.freed // fast, or only as slow as we are
+		}
+		if st.lim.grow() { // slow start: a slow endpoint's limit meets the demand
+			st.inFlight++
+			h.spawn(w.start)
+			return queued, "", 0, nil
 		}
 		return refused, refusedBusy, 0, nil
 	}
@@ -247,6 +271,10 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 		reason, wait = refusedPaused, st.pausedUntil.Sub(now)
 		refused, st.waiting = st.waiting, nil
 	default:
+		// A host in slow start that answered starts every waiting record: the queue is the
+		// demand its limit has to meet (a slow endpoint's first round trip, a burst).
+		for sig == signalAnswered && st.inFlight+len(st.waiting) > st.lim.current() && st.lim.grow() {
+		}
 		for len(st.waiting) > 0 && st.inFlight < st.lim.current() {
 			starts = append(starts, st.waiting[0].start)
 			st.waiting[0] = waiter{}

@@ -134,6 +134,20 @@ func newGradient(ceiling int) gradient {
 	return gradient{limit: float64(min(initialLimit, ceiling)), ceiling: float64(ceiling), slowStart: true}
 }
 
+// grow raises the limit by one for a record that found the host at its limit with a full
+// queue the host cannot drain within maxHold (hosts.enqueue): in slow start only — no window
+// has shown the host slower than its baseline yet, nor a congestion signal — and once the host
+// has answered (a dead or hanging endpoint never grows it). A slow endpoint (1 s a request at
+// 5,000 a second needs 5,000 at once) so gets what it needs within a round trip, where a
+// window per doubling would defer a few seconds of its records. It reports whether it did.
+func (g *gradient) grow() bool {
+	if !g.slowStart || !g.answered || g.limit+1 > g.ceiling {
+		return false
+	}
+	g.limit++
+	return true
+}
+
 // setCeiling changes the ceiling (a destination's maxConcurrency changed); the limit stays
 // under it.
 func (g *gradient) setCeiling(c int) {

@@ -179,11 +179,11 @@ func TestSignalOf(t *testing.T) {
 	}
 }
 
-// TestHostsFullQueue: a host at its limit with a full queue never raises its limit on the
-// spot; the poll loop waits for room (full) while the host is fast — its queue drains within
-// maxHold at its baseline round trip, or it has not answered yet but its first requests are
-// under maxHold old — and its records are refused (to a retry tier) when it is slow, stalled
-// or silent for longer.
+// TestHostsFullQueue: when a host at its limit has a full queue, the poll loop waits for room
+// (full) while the host is fast — its queue drains within maxHold at its baseline round trip,
+// or it has not answered yet but its first requests are under firstAnswerHold old — without moving its
+// limit; a slow host in slow start raises its limit by one instead; any other slow, stalled or
+// silent host's records are refused (to a retry tier).
 func TestHostsFullQueue(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := waiter{start: func() {}, refuse: func(string, time.Duration) {}}
@@ -207,19 +207,35 @@ func TestHostsFullQueue(t *testing.T) {
 		}
 	}
 
+	// A new host: firstRoundTripRoom times the queue wait for its first answers.
 	h := newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
-	fill(h, "new:80", 2)
+	fill(h, "new:80", 2*firstRoundTripRoom)
 	if res, _, _, freed := h.enqueue("new:80", w, now.Add(time.Millisecond)); res != full || freed == nil {
 		t.Errorf("a new host's full queue, its first answers due: %v, want full (wait)", res)
 	}
-	if res, why, _, _ := h.enqueue("new:80", w, now.Add(maxHold+time.Millisecond)); res != refused || why != refusedBusy {
-		t.Errorf("no answer after maxHold: %v %s, want refused", res, why)
+	if res, _, _, _ := h.enqueue("new:80", w, now.Add(firstAnswerHold-time.Millisecond)); res != full {
+		t.Errorf("a new host's full queue, no answer yet after %v: %v, want full (wait)", firstAnswerHold-time.Millisecond, res)
+	}
+	if res, why, _, _ := h.enqueue("new:80", w, now.Add(firstAnswerHold+time.Millisecond)); res != refused || why != refusedBusy {
+		t.Errorf("no answer after firstAnswerHold: %v %s, want refused", res, why)
 	}
 	if res, _, _, _ := h.enqueue("new:80", w, now.Add(minStall+time.Millisecond)); res != refused {
 		t.Errorf("a stalled host: %v, want refused", res)
 	}
 	if l := h.limit("new:80", now).limit; l != initialLimit {
 		t.Errorf("a silent host's limit moved: %d", l)
+	}
+
+	// Its first answer starts every waiting record: the limit meets the queue (slow start).
+	started := 0
+	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) { started++ })
+	fill(h, "first:80", 2*firstRoundTripRoom)
+	h.release("first:80", hostUp, signalAnswered, time.Second, 0, now.Add(time.Second))
+	if started != 2*firstRoundTripRoom {
+		t.Errorf("the first answer started %d of the %d waiting records", started, 2*firstRoundTripRoom)
+	}
+	if l := h.limit("first:80", now).limit; l != initialLimit-1+2*firstRoundTripRoom {
+		t.Errorf("limit %d after the first answer, want %d (what is in flight)", l, initialLimit-1+2*firstRoundTripRoom)
 	}
 
 	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
@@ -235,11 +251,23 @@ func TestHostsFullQueue(t *testing.T) {
 		t.Errorf("waiting records moved the limit: %d -> %d", before, after)
 	}
 
+	// A slow host (4 s a request; 256 waiting at 64 take 16 s) in slow start: the limit meets
+	// the demand, one more per record.
 	h = newHosts(100, 256, 20, 10*time.Second, time.Minute, func(func()) {})
 	answer(h, "slow:80", 4*time.Second)
 	fill(h, "slow:80", 256)
-	if res, why, _, _ := h.enqueue("slow:80", w, now.Add(time.Millisecond)); res != refused || why != refusedBusy {
-		t.Errorf("a slow host's full queue (256 waiting at 4 s): %v %s, want refused", res, why)
+	before = h.limit("slow:80", now).limit
+	if res, _, _, _ := h.enqueue("slow:80", w, now.Add(time.Millisecond)); res != queued {
+		t.Errorf("a slow host in slow start, full queue: %v, want queued (the limit grows)", res)
+	}
+	if after := h.limit("slow:80", now).limit; after != before+1 {
+		t.Errorf("slow start: limit %d -> %d, want one more", before, after)
+	}
+	// Out of slow start (a timeout cut it): refused, the poll loop does not wait for it.
+	h.release("slow:80", hostDown, signalFailure, 5*time.Second, 0, now.Add(time.Second))
+	fill(h, "slow:80", 0)
+	if res, why, _, _ := h.enqueue("slow:80", w, now.Add(time.Second)); res != refused || why != refusedBusy {
+		t.Errorf("a slow host's full queue out of slow start: %v %s, want refused", res, why)
 	}
 }
 

@@ -239,7 +239,6 @@ destinations:
 	}
 	// The services' settings come from the environment, as under make run
 	// (DELIVERER_MAX_PER_HOST=8192 e2eload ...); the tool sets only where and what it runs.
-	devstack.SetDefaultMemoryLimit() // as make run does
 	cfg, err := devstack.ConfigFromEnv()
 	if err != nil {
 		return err

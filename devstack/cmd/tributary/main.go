@@ -30,7 +30,6 @@ func main() {
 }
 
 func run() error {
-	devstack.SetDefaultMemoryLimit()
 	cfg, err := devstack.ConfigFromEnv()
 	if err != nil {
 		return err
