@@ -124,13 +124,13 @@ const maxHold = 100 * time.Millisecond
 // that once, then its records go to a retry tier.
 const firstAnswerHold = 500 * time.Millisecond
 
-// firstRoundTripRoom is how many times DELIVERER_MAX_WAITING_PER_HOST records may wait for a
-// host that has not answered yet. An endpoint that takes a second gets a second's worth of
+// firstRoundTripRoom is how many times DELIVERER_MAX_WAITING_PER_HOST records (8,192 by
+// default) may wait for a host that has not answered yet. An endpoint that takes a second gets a second's worth of
 // records (5,000 at 5,000 a second) before its first answer says how many it takes at once;
 // they wait in memory, and its first answers raise its limit to start them all (slow start,
 // release), instead of going to a retry tier for ten seconds. A dead endpoint's queue is
 // refused once its breaker opens.
-const firstRoundTripRoom = 16
+const firstRoundTripRoom = 32
 
 // enqueueResult says what enqueue did.
 type enqueueResult int
@@ -159,7 +159,10 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 		return refused, refusedBreaker, st.brk.remaining(now), nil
 	case now.Before(st.pausedUntil):
 		return refused, refusedPaused, st.pausedUntil.Sub(now), nil
-	case st.inFlight > 0 && now.Sub(st.progress) > max(minStall, 5*st.latency):
+	case st.lim.answered && st.inFlight > 0 && now.Sub(st.progress) > max(minStall, 5*st.latency):
+		// Stalled: no answer for a while from a host that answered before (dead or hanging
+		// now). A host in its first round trip is not judged by it: its queue has the room of
+		// a round trip (firstRoundTripRoom), then firstAnswerHold decides.
 		return refused, refusedBusy, 0, nil
 	}
 	if st.inFlight < st.lim.current() { // a slot freed since acquire refused
@@ -180,7 +183,7 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 			if now.Sub(st.progress) < firstAnswerHold {
 				return full, refusedBusy, 0, st.freed // its first answers are due
 			}
-		} else if rtt <= h.localRoundTrip() || time.Duration(len(st.waiting)+1)*rtt/time.Duration(max(1, st.inFlight)) <= maxHold {
+		} else if !h.slow(st, rtt) {
 			return full, refusedBusy, 0, st.freed // fast, or only as slow as we are
 		}
 		if st.lim.grow() { // slow start: a slow endpoint's limit meets the demand
@@ -192,6 +195,13 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 	}
 	st.waiting = append(st.waiting, w)
 	return queued, "", 0, nil
+}
+
+// slow reports whether a host whose requests take rtt cannot drain its queue within maxHold
+// at its current requests in flight, rtt being more than the process's own busyness explains
+// (then the host is only as slow as we are). h.mu is held.
+func (h *hosts) slow(st *hostState, rtt time.Duration) bool {
+	return rtt > h.localRoundTrip() && time.Duration(len(st.waiting)+1)*rtt/time.Duration(max(1, st.inFlight)) > maxHold
 }
 
 // localRoundTrip is the part of a round trip the process's own busyness explains (0 without
@@ -271,9 +281,12 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 		reason, wait = refusedPaused, st.pausedUntil.Sub(now)
 		refused, st.waiting = st.waiting, nil
 	default:
-		// A host in slow start that answered starts every waiting record: the queue is the
-		// demand its limit has to meet (a slow endpoint's first round trip, a burst).
-		for sig == signalAnswered && st.inFlight+len(st.waiting) > st.lim.current() && st.lim.grow() {
+		// A slow host in slow start that answered starts every waiting record: the queue is
+		// the demand its limit has to meet (a slow endpoint's first round trip). A fast
+		// host's queue drains by itself.
+		if rtt := st.lim.roundTrip(); sig == signalAnswered && h.slow(st, max(rtt, took)) {
+			for st.inFlight+len(st.waiting) > st.lim.current() && st.lim.grow() {
+			}
 		}
 		for len(st.waiting) > 0 && st.inFlight < st.lim.current() {
 			starts = append(starts, st.waiting[0].start)

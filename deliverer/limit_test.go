@@ -228,7 +228,7 @@ func TestHostsFullQueue(t *testing.T) {
 
 	// Its first answer starts every waiting record: the limit meets the queue (slow start).
 	started := 0
-	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) { started++ })
+	h = newHosts(1000, 2, 20, 10*time.Second, time.Minute, func(func()) { started++ })
 	fill(h, "first:80", 2*firstRoundTripRoom)
 	h.release("first:80", hostUp, signalAnswered, time.Second, 0, now.Add(time.Second))
 	if started != 2*firstRoundTripRoom {
