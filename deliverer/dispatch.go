@@ -59,6 +59,9 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 // or breaker open). It blocks only on the global bound (MaxInFlight), whose token the record
 // holds until its attempt ends or it is handed on.
 func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
+	if !s.awaitProducer(ctx) {
+		return // not finished: delivered again after a restart
+	}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -152,6 +155,29 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 		}
 	}
 	refuse(reason, wait)
+}
+
+// producerBackpressure is how many records (attempt log, tiers, dead letters) may wait in the
+// deliverer's producer before the poll loop stops dispatching: every POST ends with its
+// attempt record, so delivering faster than the broker takes those records only piles up
+// goroutines blocked in Produce, each holding its record and its stack (thousands of them, and
+// hundreds of megabytes, when the machine was saturated). Half the producer's buffer
+// (kgo.MaxBufferedRecords in New).
+const producerBackpressure = 2000
+
+// awaitProducer waits, polling no more meanwhile, until the producer's buffer is under
+// producerBackpressure; false if ctx ended first.
+func (s *Service) awaitProducer(ctx context.Context) bool {
+	for wait := 100 * time.Microsecond; s.cl.BufferedProduceRecords() >= producerBackpressure; wait = min(2*wait, 10*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+	return true
 }
 
 // dispatchTest runs a test delivery (header test: the console's event tester): one POST to

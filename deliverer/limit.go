@@ -214,9 +214,11 @@ func (g *gradient) observe(inFlight int, took, local time.Duration, now time.Tim
 	g.winN, g.winSum = 0, 0
 	w := fastest{short, g.winPeak}
 	switch before := g.baseline(); {
-	case before.rtt > 0 && float64(w.rtt) > rttTolerance*float64(before.rtt) && w.load <= before.load:
-		// Slower under no more load than the host was fast at: the host turned slower for
-		// good. It is taken as it is now, and its new limit found as a new host's.
+	case before.rtt > 0 && float64(w.rtt) > rttTolerance*float64(max(before.rtt, local)) && 2*w.load <= before.load:
+		// Slower under half the load the host was fast at, and slower than our own
+		// busyness explains: the host turned slower for good (the limit shrank, and the
+		// answers did not come back faster). It is taken as it is now, and
+		// its new limit found as a new host's.
 		g.bases, g.baseAt, g.slowStart = [baselinePeriods]fastest{w}, now, true
 	case g.bases[0].rtt == 0 || now.Sub(g.baseAt) >= baselinePeriod:
 		copy(g.bases[1:], g.bases[:])
