@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -135,16 +137,17 @@ func TestClientOpts(t *testing.T) {
 		wantErr string
 		nOpts   int
 	}{
-		{"plain text", func(*platform.KafkaSettings) {}, "", 1},
+		// Seed brokers and the bounded fetch, then SASL and TLS.
+		{"plain text", func(*platform.KafkaSettings) {}, "", 2},
 		{"sasl plain", func(s *platform.KafkaSettings) {
 			s.SASLMechanism, s.SASLUsername, s.SASLPassword = platform.SASLPlain, "u", "p"
-		}, "", 2},
+		}, "", 3},
 		{"scram 256 over tls", func(s *platform.KafkaSettings) {
 			s.SASLMechanism, s.SASLUsername, s.SASLPassword, s.TLS = platform.SASLScramSHA256, "u", "p", true
-		}, "", 3},
+		}, "", 4},
 		{"scram 512", func(s *platform.KafkaSettings) {
 			s.SASLMechanism, s.SASLUsername, s.SASLPassword = platform.SASLScramSHA512, "u", "p"
-		}, "", 2},
+		}, "", 3},
 		{"missing ca file", func(s *platform.KafkaSettings) { s.TLS, s.TLSCAFile = true, filepath.Join(dir, "none.pem") }, "KAFKA_TLS_CA_FILE", 0},
 		{"ca file without certificates", func(s *platform.KafkaSettings) { s.TLS, s.TLSCAFile = true, notPEM }, "KAFKA_TLS_CA_FILE", 0},
 		{"invalid settings", func(s *platform.KafkaSettings) { s.Brokers = nil }, "KAFKA_BROKERS", 0},
@@ -165,6 +168,14 @@ func TestClientOpts(t *testing.T) {
 			}
 			if len(opts) != tt.nOpts {
 				t.Errorf("%d options, want %d", len(opts), tt.nOpts)
+			}
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if got := cl.OptValue(kgo.FetchMaxBytes); got != int32(platform.FetchMaxBytes) {
+				t.Errorf("fetch max bytes %v, want %d (a backlog stays in Kafka, not in read-ahead)", got, platform.FetchMaxBytes)
 			}
 		})
 	}

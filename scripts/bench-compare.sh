@@ -12,6 +12,14 @@
 #
 # BASE is any git revision; ROUNDS (default 2) is how many runs of each. E2ELOAD FLAGS default to
 # "-d 20s -rate 15000". Nothing else may run on the machine meanwhile: it would skew one run.
+#
+# MAKE_RUN=1 measures as a user runs it instead: each build's `make run` binary (bin/tributary,
+# its own process, the embedded broker in it) driven from the outside by the work tree's e2eload
+# (-external: the same load tool and receiver for both builds, at most -c connections when
+# paced), CPU and peak RSS being make run's alone:
+#
+#   MAKE_RUN=1 make bench-compare BASE=d03beab ARGS='-d 20s -rate 30000 -batch 100 -c 8'
+
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -40,6 +48,34 @@ git worktree add --detach --force "$tree" "$rev" >/dev/null
 echo "bench-compare: building e2eload of $base ($(git rev-parse --short "$rev")) and of the work tree ($(git describe --always --dirty))" >&2
 (cd "$tree" && go build -o "$work/e2eload-base" ./devstack/cmd/e2eload)
 go build -o "$work/e2eload-head" ./devstack/cmd/e2eload
+if [ -n "${MAKE_RUN:-}" ]; then
+	(cd "$tree" && go build -o "$work/tributary-base" ./devstack/cmd/tributary)
+	go build -o "$work/tributary-head" ./devstack/cmd/tributary
+fi
+ingest=127.0.0.1:${BENCH_INGEST_PORT:-18080}
+hooks=127.0.0.1:${BENCH_RECEIVER_PORT:-18099}
+
+# makerun NAME ROUND: the load against that build's make run, started for this run on fresh
+# data and stopped after it.
+makerun() {
+	local name=$1 data=$work/data-$1-$2 from=$root pid status=0
+	[ "$name" = base ] && from=$tree
+	rm -rf "$data"
+	printf 'sources: [{id: bench, writeKey: wk_bench}]\ndestinations:\n  - {id: bench-hooks, type: webhooks, sources: [bench], settings: {webhooks: [{url: "http://%s/hook"}], sharedSecret: bench-secret}}\n' "$hooks" >"$work/config.yaml"
+	(cd "$from" && exec env CONFIG_FILE="$work/config.yaml" DATA_DIR="$data" INGEST_ADDR="$ingest" EMBEDDED_KAFKA_PORT=0 \
+		WEBHOOK_ALLOW_PRIVATE=true LOG_LEVEL=warn "$work/tributary-$name") >"$work/$name-$2.make-run.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 600); do
+		curl -sf "http://$ingest/healthz" >/dev/null 2>&1 && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	sleep 2 # the services start once the config is read
+	"$work/e2eload-head" -external "http://$ingest" -receiver-addr "$hooks" -pid "$pid" "${args[@]}" || status=$?
+	kill -TERM "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null || true
+	return $status
+}
 
 # run NAME ROUND: one run of that build, its output kept in .cache/bench-compare; prints its
 # figures as one line: name webhooks/s p99_ms cpu_per_1000 rss_mb not_received
@@ -48,7 +84,13 @@ run() {
 	# Each build runs from its own tree (it reads deploy/config relative to it); e2eload keeps
 	# its broker's data in a temporary folder of its own.
 	[ "$name" = base ] && from=$tree
-	if ! (cd "$from" && "$work/e2eload-$name" "${args[@]}") >"$out" 2>&1; then
+	if [ -n "${MAKE_RUN:-}" ]; then
+		if ! makerun "$name" "$2" >"$out" 2>&1; then
+			echo "bench-compare: the $name run failed (output: $out)" >&2
+			tail -n 20 "$out" >&2
+			return 1
+		fi
+	elif ! (cd "$from" && "$work/e2eload-$name" "${args[@]}") >"$out" 2>&1; then
 		echo "bench-compare: the $name run failed (output: $out)" >&2
 		tail -n 20 "$out" >&2
 		return 1
@@ -95,4 +137,4 @@ awk '
 		printf "head             %12.0f %12.1f %14.3f %10.0f\n", R["head"], P["head"], U["head"], M["head"]
 		printf "head/base        %12.2f %12.2f %14.2f %10.2f\n", R["head"] / R["base"], P["head"] / P["base"], U["head"] / U["base"], M["head"] / M["base"]
 	}' "$results"
-echo "bench-compare: e2eload ${args[*]}, $rounds rounds each, alternated; outputs in $work" >&2
+echo "bench-compare: e2eload ${args[*]}${MAKE_RUN:+ against the make run of each build (MAKE_RUN=1)}, $rounds rounds each, alternated; outputs in $work" >&2

@@ -23,6 +23,13 @@
 // each second. The services read their settings from the environment as under make run, e.g.
 //
 //	DELIVERER_MAX_PER_HOST=8192 go run ./devstack/cmd/e2eload -d 30s -rate 5000 -receiver-latency 1s
+//
+// -external drives a Tributary running in another process instead (make run, as a user runs
+// it), whose config posts to -receiver-addr with write key wk_bench; -pid names that process,
+// whose CPU time and peak RSS are then reported (scripts/bench-compare.sh does this with
+// MAKE_RUN=1):
+//
+//	e2eload -external http://127.0.0.1:8080 -receiver-addr 127.0.0.1:18099 -pid $(pgrep -n tributary) -d 20s -rate 30000 -batch 100 -c 8
 package main
 
 import (
@@ -137,6 +144,9 @@ func run() error {
 	tail := flag.Duration("tail", 30*time.Second, "how long to wait, after sending, for the last webhooks")
 	throttle := flag.String("throttle", "", `"FROM:FOR" (e.g. "10s:30s"): from FROM into the run, for FOR, the receiver answers 429 with Retry-After: 5, and reports the requests that came during a pause it asked for`)
 	timeline := flag.Bool("timeline", false, "also print the worst latency of the webhooks received in each second")
+	external := flag.String("external", "", "the ingest base URL of a Tributary running in another process (make run: http://127.0.0.1:8080) instead of the stack in this one; its config must post to -receiver-addr (write key wk_bench, source bench); with -rate, at most -c connections")
+	receiverAddr := flag.String("receiver-addr", "127.0.0.1:0", "where the webhook receiver listens")
+	pid := flag.Int("pid", 0, "with -external: the process whose CPU time and peak RSS are reported (make run's)")
 	flag.Parse()
 	var neighbourDelay time.Duration
 	switch *neighbour {
@@ -169,7 +179,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", *receiverAddr)
 	if err != nil {
 		return err
 	}
@@ -237,27 +247,36 @@ destinations:
 `+neighbourLine), 0o600); err != nil {
 		return err
 	}
-	// The services' settings come from the environment, as under make run
-	// (DELIVERER_MAX_PER_HOST=8192 e2eload ...); the tool sets only where and what it runs.
-	cfg, err := devstack.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.Audiences.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", "127.0.0.1:0", cfgFile
-	cfg.Deliverer.AllowPrivate = true
+	var st *devstack.Stack
+	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := devstack.New(ctx, cfg, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
-	if err != nil {
-		return err
+	url := strings.TrimSuffix(*external, "/") + "/v1/batch"
+	transport := &http.Transport{MaxIdleConnsPerHost: 64}
+	if *external != "" {
+		if *rate > 0 {
+			transport.MaxConnsPerHost = *conns // an outside load tool's connections
+		}
+		done <- nil
+	} else {
+		// The services' settings come from the environment, as under make run
+		// (DELIVERER_MAX_PER_HOST=8192 e2eload ...); the tool sets only where and what it runs.
+		cfg, err := devstack.ConfigFromEnv()
+		if err != nil {
+			return err
+		}
+		cfg.DataDir, cfg.EmbeddedPort, cfg.Ingest.Addr, cfg.Audiences.Addr, cfg.ConfigFile = filepath.Join(dir, "data"), 0, "127.0.0.1:0", "127.0.0.1:0", cfgFile
+		cfg.Deliverer.AllowPrivate = true
+		if st, err = devstack.New(ctx, cfg, zerolog.New(os.Stderr).Level(zerolog.WarnLevel)); err != nil {
+			return err
+		}
+		go func() { done <- st.Run(ctx) }()
+		if err := st.WaitReady(ctx); err != nil {
+			return err
+		}
+		url = "http://" + st.IngestAddr() + "/v1/batch"
 	}
-	done := make(chan error, 1)
-	go func() { done <- st.Run(ctx) }()
-	if err := st.WaitReady(ctx); err != nil {
-		return err
-	}
-	url := "http://" + st.IngestAddr() + "/v1/batch"
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	client := &http.Client{Transport: transport}
 
 	var seq atomic.Int64
 	var sentN, failures atomic.Int64
@@ -312,7 +331,11 @@ destinations:
 		runtime.SetMutexProfileFraction(10)
 		defer writeProfile("mutex", *mutexprofile, 0)
 	}
-	cpu0 := cpuSeconds()
+	measured := cpuSeconds
+	if *external != "" && *pid > 0 {
+		measured = func() float64 { return processCPUSeconds(*pid) }
+	}
+	cpu0 := measured()
 	start := time.Now()
 	thr.begin(start)
 	if *timeline {
@@ -361,7 +384,7 @@ destinations:
 		time.Sleep(10 * time.Millisecond)
 	}
 	total := time.Since(start)
-	cpu := cpuSeconds() - cpu0
+	cpu := measured() - cpu0
 	tr.mu.Lock()
 	h := tr.hist
 	missing := len(tr.acked)
@@ -389,11 +412,18 @@ destinations:
 	if *neighbour != "" {
 		fmt.Printf("neighbour (%s): %d webhooks answered\n", *neighbour, neighbourN.Load())
 	}
-	fmt.Printf("deliverer: %s\n", tierWrites(st.Registry()))
-	fmt.Printf("process CPU %.1f s (%.2f CPU s per 1,000 webhooks), peak RSS %s\n", cpu, 1000*cpu/float64(max(1, receivedN.Load())), peakRSS())
+	rss := peakRSS("self")
+	if st != nil {
+		fmt.Printf("deliverer: %s\n", tierWrites(st.Registry()))
+	} else if *pid > 0 {
+		rss = peakRSS(strconv.Itoa(*pid))
+	}
+	fmt.Printf("process CPU %.1f s (%.2f CPU s per 1,000 webhooks), peak RSS %s\n", cpu, 1000*cpu/float64(max(1, receivedN.Load())), rss)
 	cancel()
 	<-done
-	st.Close()
+	if st != nil {
+		st.Close()
+	}
 	return nil
 }
 
@@ -531,8 +561,27 @@ func cpuSeconds() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-func peakRSS() string {
-	b, _ := os.ReadFile("/proc/self/status")
+// processCPUSeconds is the user and system CPU time of process pid so far (/proc/PID/stat,
+// in clock ticks of 1/100 s, Linux's USER_HZ); 0 when it cannot be read.
+func processCPUSeconds(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count the fields after its closing ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b)[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64) // field 14
+	stime, _ := strconv.ParseFloat(f[12], 64) // field 15
+	return (utime + stime) / 100
+}
+
+// peakRSS is the peak resident set of process proc ("self" or a pid), as /proc reports it.
+func peakRSS(proc string) string {
+	b, _ := os.ReadFile("/proc/" + proc + "/status")
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			return strings.TrimSpace(v)
