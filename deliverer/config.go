@@ -42,7 +42,7 @@ type Config struct {
 	// MaxWaitingPerHost more wait in memory for a slot (DELIVERER_MAX_WAITING_PER_HOST), and a
 	// record beyond that goes to the first tier instead of blocking its partition.
 	MaxPerHost        int `env:"DELIVERER_MAX_PER_HOST" doc:"the most concurrent POSTs to one host: the ceiling of its adaptive limit, which starts at 64 and follows what the endpoint takes"`
-	MaxWaitingPerHost int `env:"DELIVERER_MAX_WAITING_PER_HOST" doc:"records waiting in memory for a slot of their host; one more goes to the first retry tier"`
+	MaxWaitingPerHost int `env:"DELIVERER_MAX_WAITING_PER_HOST" doc:"records waiting in memory for a slot of their host (32 times as many before its first answer); beyond that the poll loop waits for a fast host, and a slow host's records go to the first retry tier"`
 	// BreakerFailures consecutive failed deliveries to one host open its circuit breaker
 	// (DELIVERER_BREAKER_FAILURES); while open, the host's records go to a retry tier unsent.
 	BreakerFailures int `env:"DELIVERER_BREAKER_FAILURES" doc:"consecutive failed deliveries to one host that open its circuit breaker"`

@@ -109,12 +109,12 @@ func (h *hosts) acquire(host string, ceiling int, now time.Time) (ok bool, reaso
 // bounded anyway, and once full its records are refused at once (enqueue).
 const minStall = time.Second
 
-// maxHold is the longest a host's full queue may take to drain, at the host's round trip
-// without load, for the poll loop to wait for room in it (backpressure) rather than send the
-// record to a retry tier: a fast endpoint's queue drains within it even when our own process
-// is what slows its answers (a burst, a garbage collection, a starved scheduler: the answer is
-// to poll less, never to defer); a slow endpoint's does not, and its records go to the first
-// retry tier unsent, so that no endpoint holds back the partition.
+// maxHold is the longest a host's full queue may take to drain, at the host's baseline round
+// trip (gradient.roundTrip), for the poll loop to wait for room in it (backpressure) rather
+// than send the record to a retry tier: a fast endpoint's queue drains within it even when our
+// own process is what slows its answers (a burst, a garbage collection, a starved scheduler:
+// the answer is to poll less, never to defer); a slow endpoint's does not, and its records go
+// to the first retry tier unsent, so that no endpoint holds back the partition.
 const maxHold = 100 * time.Millisecond
 
 // firstAnswerHold is how long the poll loop waits for room in the full queue of a host that
@@ -125,11 +125,11 @@ const maxHold = 100 * time.Millisecond
 const firstAnswerHold = 500 * time.Millisecond
 
 // firstRoundTripRoom is how many times DELIVERER_MAX_WAITING_PER_HOST records (8,192 by
-// default) may wait for a host that has not answered yet. An endpoint that takes a second gets a second's worth of
-// records (5,000 at 5,000 a second) before its first answer says how many it takes at once;
-// they wait in memory, and its first answers raise its limit to start them all (slow start,
-// release), instead of going to a retry tier for ten seconds. A dead endpoint's queue is
-// refused once its breaker opens.
+// default) may wait for a host that has not answered yet. An endpoint that takes a second gets
+// a second's worth of records (5,000 at 5,000 a second) before its first answer says how many
+// it takes at once; they wait in memory, and its first answers raise its limit to start them
+// all (slow start, release), instead of going to a retry tier for ten seconds. A dead
+// endpoint's queue is refused once its breaker opens.
 const firstRoundTripRoom = 32
 
 // enqueueResult says what enqueue did.
@@ -146,8 +146,9 @@ const (
 // waiters. When its queue is full, the poll loop waits for room (full) if the host is fast —
 // its queue drains within maxHold at its baseline round trip, or the process's own busyness
 // explains that round trip, or it has not answered yet but its first request started less
-// than firstAnswerHold ago; else a host still in slow start raises its limit by one (gradient.grow),
-// and any other's record is refused (to a retry tier): the host is slow. freed is closed when the host finishes a request.
+// than firstAnswerHold ago; else a host still in slow start raises its limit by one
+// (gradient.grow), and any other's record is refused (to a retry tier): the host is slow.
+// freed is closed when the host finishes a request.
 func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult, why string, wait time.Duration, freed <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
