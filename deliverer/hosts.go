@@ -118,7 +118,7 @@ const minStall = time.Second
 const maxHold = 100 * time.Millisecond
 
 // firstAnswerHold is how long the poll loop waits for room in the full queue of a host that
-// has not answered yet (a new endpoint, or one idle until now): its first answers tell whether
+// has not answered yet (a new endpoint): its first answers tell whether
 // it is fast. Longer than maxHold, so that an endpoint of a few hundred milliseconds is not
 // deferred for the time of its first round trip; a dead or hanging one costs the partition
 // that once, then its records go to a retry tier.
