@@ -31,8 +31,11 @@ import (
 //
 // The baseline is the fastest window of the last baselinePeriods periods, with its load (the
 // requests in flight then). Slower under more load than the host was fast at is a queue — ours,
-// at the endpoint — so the baseline stays and the limit shrinks; slower under no more load is the
-// endpoint's own change, so the baseline is reset to it and the host goes back to slow start.
+// at the endpoint — so the baseline stays and the limit shrinks; still slower once the limit has
+// shrunk to half that load (and slower than our own busyness explains) is the endpoint's own
+// change, so the baseline is reset to it and the host goes back to slow start. Near-equal loads
+// do not decide it: on a saturated machine they reset the baseline again and again, and slow
+// start ran the limit to the ceiling.
 //
 // A congestion signal cuts the limit as before: 429 or 503 (the endpoint asks for less) halves
 // it, a timeout, a connection error, 502 or 504 takes 10% off, at most once per round trip (as
