@@ -55,7 +55,7 @@ func startConsoleStack(t *testing.T, dataDir string, extra map[string]string) *c
 		"KAFKA_BROKERS":         "",
 		"INGEST_ADDR":           servicetest.FreeAddr(t),
 		"CONSOLE_ADDR":          servicetest.FreeAddr(t),
-		"AUDIENCES_ADDR":        servicetest.FreeAddr(t),
+		"AUDIENCES_ADDR":        "127.0.0.1:0", // a port picked now could be the embedded broker's by the time audiences listens
 		"CONSOLE_TOKEN":         consoleTestToken,
 		"WEBHOOK_ALLOW_PRIVATE": "true",
 		"RETRY_SCHEDULE":        "1s",
