@@ -83,7 +83,7 @@ func readRaw(br *bufio.Reader) ([]byte, error) {
 
 func testMessage(url string) message {
 	body := []byte(`{"messageId":"m-1","type":"track"}`)
-	return message{url: url, messageID: "m-1", body: body, xsig: xSignature("s3cret", body),
+	return message{url: url, messageID: "m-1", body: body, xsig: schemas.XSignature("s3cret", body),
 		headers: map[string]string{"X-Team": "growth", "x-env": " prod\t", "Authorization": "Bearer t0k", "accept": "*/*"},
 		stdTS:   "1767323045", stdSig: schemas.StandardWebhooksHeader("m-1", 1767323045, body, "s3cret")}
 }

@@ -190,7 +190,7 @@ type request struct {
 func post(ctx context.Context, client poster, timeout time.Duration, rq *request, now time.Time) []urlResult {
 	m := message{messageID: rq.messageID, body: rq.body}
 	if rq.dest.Settings.SharedSecret != "" {
-		m.xsig = xSignature(rq.dest.Settings.SharedSecret, rq.body)
+		m.xsig = schemas.XSignature(rq.dest.Settings.SharedSecret, rq.body)
 	}
 	if rq.dest.Settings.StandardWebhooks && rq.dest.Settings.SharedSecret != "" {
 		ts := now.Unix()

@@ -1,6 +1,12 @@
 package schemas
 
-import "testing"
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/hex"
+	"sync"
+	"testing"
+)
 
 // The vectors are also in docs/receivers.md, for receivers in any language.
 func TestSignatureVectors(t *testing.T) {
@@ -25,4 +31,26 @@ func TestSignatureVectors(t *testing.T) {
 	if std != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
 		t.Fatalf("standard webhooks vector: %s", std)
 	}
+}
+
+// TestXSignaturePooledIsHMAC: the pooled X-Signature is lowercase hex HMAC-SHA1 of the body,
+// byte for byte, for every secret and body, from concurrent callers (docs/receivers.md#x-signature).
+func TestXSignaturePooledIsHMAC(t *testing.T) {
+	var wg sync.WaitGroup
+	for _, secret := range []string{"s3cret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "é", "a-secret-longer-than-the-sha1-block-size-of-sixty-four-bytes-0123456789"} {
+		for _, body := range []string{"", "{}", `{"messageId":"m-1","type":"track"}`} {
+			m := hmac.New(sha1.New, []byte(secret))
+			m.Write([]byte(body))
+			want := hex.EncodeToString(m.Sum(nil))
+			wg.Go(func() {
+				for range 50 {
+					if got := XSignature(secret, []byte(body)); got != want {
+						t.Errorf("XSignature(%q, %q) = %s, want %s", secret, body, got, want)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
 }
