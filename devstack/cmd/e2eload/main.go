@@ -333,7 +333,7 @@ destinations:
 	}
 	measured := cpuSeconds
 	if *external != "" && *pid > 0 {
-		measured = func() float64 { return processCPUSeconds(*pid) }
+		measured = func() float64 { return devstack.ProcessCPUSeconds(*pid) }
 	}
 	cpu0 := measured()
 	start := time.Now()
@@ -559,24 +559,6 @@ func cpuSeconds() float64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// processCPUSeconds is the user and system CPU time of process pid so far (/proc/PID/stat,
-// in clock ticks of 1/100 s, Linux's USER_HZ); 0 when it cannot be read.
-func processCPUSeconds(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces: count the fields after its closing ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b)[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseFloat(f[11], 64) // field 14
-	stime, _ := strconv.ParseFloat(f[12], 64) // field 15
-	return (utime + stime) / 100
 }
 
 // peakRSS is the peak resident set of process proc ("self" or a pid), as /proc reports it.

@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +109,7 @@ func run() error {
 	if *paced > 0 {
 		limiter = rate.NewLimiter(rate.Limit(*paced), max(*batch, *paced/10))
 	}
-	cpu0 := cpuSeconds(*pid)
+	cpu0 := devstack.ProcessCPUSeconds(*pid)
 	start := time.Now()
 	deadline := start.Add(*dur)
 	for i := 0; i < *conns; i++ {
@@ -139,7 +138,7 @@ func run() error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := cpuSeconds(*pid) - cpu0
+	cpu := devstack.ProcessCPUSeconds(*pid) - cpu0
 	events := sent.Load()
 	fmt.Printf("connections          %d\n", *conns)
 	fmt.Printf("batch size           %d messages (~%d bytes each)\n", *batch, avgMessageBytes())
@@ -260,22 +259,6 @@ func appendBatch(b []byte, rng *rand.Rand, n int, now string) []byte {
 func avgMessageBytes() int {
 	body := makeBatch(rand.New(rand.NewPCG(1, 2)), 1000)
 	return len(body) / 1000
-}
-
-// cpuSeconds is the user+system CPU time of pid, from /proc/<pid>/stat.
-func cpuSeconds(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // clock ticks; USER_HZ is 100 on Linux
 }
 
 // configFile is the tenant config -inprocess applies: the demo source wk_dev_web.
