@@ -305,8 +305,8 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	for i := range results {
 		res := &results[i]
 		unit := unitOf(dest, res.URL)
-		s.hosts.release(unit, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
-		s.logAttempt(d, res, s.hosts.limit(unit, now), now)
+		lim := s.hosts.release(unit, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
+		s.logAttempt(d, res, lim, now)
 	}
 	class, retryAfter, last := verdict(results)
 	status := 0

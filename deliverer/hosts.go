@@ -238,11 +238,12 @@ func outcomeOf(c Class) hostOutcome {
 	return hostUnknown
 }
 
-// release ends one admitted request. out is what it says of the host, for the breaker; sig is what the outcome says
+// release ends one admitted request and returns the host's limit and pause after it (for the
+// attempt log). out is what it says of the host, for the breaker; sig is what the outcome says
 // of the host's capacity, for its limit; retryAfter is a 429's or 503's Retry-After, which
 // pauses the host. Freed slots go to the next waiters; if the breaker is now open or the host
 // paused, every waiter is refused.
-func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAfter time.Duration, now time.Time) {
+func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAfter time.Duration, now time.Time) hostLimit {
 	h.mu.Lock()
 	st := h.m[host]
 	st.lim.sample(sig, st.inFlight, took, st.latency, h.localRoundTrip(), now)
@@ -296,6 +297,7 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 			st.inFlight++
 		}
 	}
+	after := hostLimit{limit: st.lim.current(), paused: max(0, st.pausedUntil.Sub(now))}
 	h.mu.Unlock()
 	if breakerChanged != nil {
 		breakerChanged()
@@ -306,6 +308,7 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 	for _, w := range refused {
 		w.refuse(reason, wait)
 	}
+	return after
 }
 
 // hostLimit is a host's concurrency limit and what is left of its pause, as the attempt log
