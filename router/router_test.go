@@ -265,7 +265,8 @@ func testRouterDeletionNoticesAndSuppression(t *testing.T) {
 }
 
 // Every deletion request processed gives one tracking.deletions.status record, keyed by its
-// request id (the derived one when it has none), counting the delete notices written with it;
+// request id (the derived one when it has none), counting the delete notices written with it
+// and saying whether the suppression list was written;
 // a request that does not decode gives none. Exactly once and at least once alike.
 func TestRouterDeletionStatus(t *testing.T) {
 	for _, exactlyOnce := range []bool{true, false} {
@@ -303,10 +304,11 @@ destinations:
 	want := []struct {
 		key, user, kind string
 		notices         int
+		suppressed      bool
 	}{
-		{"r1", "u1", schemas.KindDeleteOnly, 2},
-		{"r2", "u2", schemas.KindSuppressOnly, 0},
-		{schemas.TopicDeletions + "-", "u3", schemas.KindSuppressWithDelete, 1}, // derived: tracking.deletions-<partition>-<offset>
+		{"r1", "u1", schemas.KindDeleteOnly, 2, false},
+		{"r2", "u2", schemas.KindSuppressOnly, 0, true},
+		{schemas.TopicDeletions + "-", "u3", schemas.KindSuppressWithDelete, 1, true}, // derived: tracking.deletions-<partition>-<offset>
 	}
 	byUser := map[string]*kgo.Record{} // partitions keyed by request id: read in any order
 	for _, r := range got {
@@ -324,8 +326,8 @@ destinations:
 		s, _ := schemas.DecodeDeletionStatus(r.Value)
 		at, perr := schemas.ParseTimestamp(s.ProcessedAt)
 		if !strings.HasPrefix(string(r.Key), w.key) || s.RequestID != string(r.Key) || s.Kind != w.kind ||
-			s.Notices != w.notices || perr != nil || at.IsZero() {
-			t.Errorf("status of %s: key %s value %s, want key %s…, kind %s, %d notices", w.user, r.Key, r.Value, w.key, w.kind, w.notices)
+			s.Notices != w.notices || s.SuppressionWritten != w.suppressed || perr != nil || at.IsZero() {
+			t.Errorf("status of %s: key %s value %s, want key %s…, kind %s, %d notices, suppressionWritten %v", w.user, r.Key, r.Value, w.key, w.kind, w.notices, w.suppressed)
 		}
 	}
 	derived := string(byUser["u3"].Key)

@@ -260,7 +260,8 @@ func (s *Service) deleteBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Recor
 			out = s.deleteNotices(out, snap, req, reqID, at)
 		}
 		status := schemas.DeletionStatus{RequestID: reqID, UserID: req.UserID, Kind: req.Kind,
-			Notices: len(out) - before, ProcessedAt: schemas.FormatTimestamp(s.now())}
+			Notices: len(out) - before, SuppressionWritten: req.Suppresses() || req.Kind == schemas.KindUnsuppress,
+			ProcessedAt: schemas.FormatTimestamp(s.now())}
 		out = append(out, &kgo.Record{Topic: s.cfg.DeletionsStatusTopic, Key: []byte(reqID), Value: status.Record()})
 	})
 	return out, err

@@ -121,7 +121,8 @@ func (s Suppression) Record() []byte {
 }
 
 // DeletionStatus is the value of one tracking.deletions.status record, keyed by RequestID:
-// what the router did with one deletion request. It is written in the same transaction as
+// what the router did with one deletion request (the router's report; the other stores write
+// a DeletionReport each). It is written in the same transaction as
 // the request's delete notices (at least once: in the same batch, acknowledged before the
 // request's offset is committed).
 type DeletionStatus struct {
@@ -134,13 +135,16 @@ type DeletionStatus struct {
 	// Notices is the number of delete notices produced: one per (source, enabled webhooks
 	// destination); 0 for KindSuppressOnly and KindUnsuppress.
 	Notices int `json:"notices"`
+	// SuppressionWritten: the user was added to tracking.suppressions (the SUPPRESS kinds) or
+	// removed from it (KindUnsuppress), acknowledged before this record was produced.
+	SuppressionWritten bool `json:"suppressionWritten,omitempty"`
 	// ProcessedAt is when the router processed the request (FormatTimestamp).
 	ProcessedAt string `json:"processedAt"`
 }
 
 // Record encodes the status's value.
 func (s DeletionStatus) Record() []byte {
-	b, _ := json.Marshal(s) // cannot fail: strings and an int
+	b, _ := json.Marshal(s) // cannot fail: strings, an int and a bool
 	return b
 }
 
@@ -155,4 +159,104 @@ func DecodeDeletionStatus(data []byte) (DeletionStatus, error) {
 		return DeletionStatus{}, fmt.Errorf("deletion status: requestId: required")
 	}
 	return s, nil
+}
+
+// The stores that report on tracking.deletions.status what they did with a deletion request
+// (docs/topics.md#trackingdeletionsstatus). The router's report is its DeletionStatus, keyed by
+// the request id; every other store writes a DeletionReport keyed DeletionReportKey(id, store).
+const (
+	StoreRouter    = "router"
+	StoreAudiences = "audiences"
+	StoreDeliverer = "deliverer"
+	StoreConsole   = "console"
+)
+
+// Counts of a DeletionReport, by store (docs/topics.md#trackingdeletionsstatus).
+const (
+	// CountProfiles: audiences: profiles removed (0 or 1; a suppression marker replaces the
+	// profile for the SUPPRESS kinds).
+	CountProfiles = "profiles"
+	// CountRedirects: audiences: merge redirects (anonymous ids merged into the user)
+	// removed.
+	CountRedirects = "redirects"
+	// CountTombstones: audiences: tombstones written to audiences.state.
+	CountTombstones = "tombstones"
+	// CountDropped: deliverer: the user's waiting deliveries dropped.
+	CountDropped = "dropped"
+	// CountPurged: console: entries of its views purged.
+	CountPurged = "purged"
+)
+
+// DeletionReport is the value of one tracking.deletions.status record of a store other than
+// the router, keyed DeletionReportKey(RequestID, Store): what that store did with one deletion
+// request for one user, written once it is done (audiences: in the transaction of its last
+// tombstone). The console's regulation is FINISHED once every expected store reported for every
+// subject (docs/console.md#regulations).
+type DeletionReport struct {
+	RequestID string `json:"requestId"`
+	UserID    string `json:"userId"`
+	// Store is one of the Store constants (or another store's name: the console shows it).
+	Store string `json:"store"`
+	// Kind is the request's kind.
+	Kind string `json:"kind,omitempty"`
+	// Counts are what the store did, by the Count constants of the store.
+	Counts map[string]int64 `json:"counts,omitempty"`
+	// DoneAt is when the store was done (FormatTimestamp).
+	DoneAt string `json:"doneAt"`
+}
+
+// DeletionReportKey is the key of a store's DeletionReport: "<requestId>/<store>". The router's
+// DeletionStatus keeps the bare request id as its key.
+func DeletionReportKey(requestID, store string) string { return requestID + "/" + store }
+
+// Record encodes the report's value.
+func (r DeletionReport) Record() []byte {
+	b, _ := json.Marshal(r) // cannot fail: strings and ints
+	return b
+}
+
+// DecodeDeletionStatusRecord decodes one tracking.deletions.status value: a store's
+// DeletionReport (it has a "store") or, without one, the router's DeletionStatus, returned as
+// the router's report too. Unknown fields are ignored; requestId is required.
+func DecodeDeletionStatusRecord(data []byte) (DeletionReport, *DeletionStatus, error) {
+	var probe struct {
+		Store *string `json:"store"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return DeletionReport{}, nil, fmt.Errorf("deletion status: %w", err)
+	}
+	if probe.Store == nil {
+		st, err := DecodeDeletionStatus(data)
+		if err != nil {
+			return DeletionReport{}, nil, err
+		}
+		// Every number of the router's status is one of its counts (notices, and those a later
+		// router adds), a true flag counts 1.
+		var fields map[string]any
+		_ = json.Unmarshal(data, &fields) // decoded above
+		counts := map[string]int64{}
+		for k, v := range fields {
+			switch v := v.(type) {
+			case float64:
+				counts[k] = int64(v)
+			case bool:
+				if v {
+					counts[k] = 1
+				}
+			}
+		}
+		return DeletionReport{RequestID: st.RequestID, UserID: st.UserID, Store: StoreRouter, Kind: st.Kind,
+			Counts: counts, DoneAt: st.ProcessedAt}, &st, nil
+	}
+	var r DeletionReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		return DeletionReport{}, nil, fmt.Errorf("deletion report: %w", err)
+	}
+	switch {
+	case r.RequestID == "":
+		return DeletionReport{}, nil, errors.New("deletion report: requestId: required")
+	case r.Store == "":
+		return DeletionReport{}, nil, errors.New("deletion report: store: required")
+	}
+	return r, nil, nil
 }

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,34 @@ func TestDeletionStatusRoundTrip(t *testing.T) {
 	for _, bad := range []string{`{"userId":"u1"}`, `[]`, `{`} {
 		if _, err := DecodeDeletionStatus([]byte(bad)); err == nil {
 			t.Errorf("DecodeDeletionStatus(%s): no error", bad)
+		}
+	}
+}
+
+// A tracking.deletions.status value is a store's DeletionReport (it has a "store") or the
+// router's DeletionStatus, read as the router's report whose counts are its numbers (also
+// those a later router adds) and true flags.
+func TestDecodeDeletionStatusRecord(t *testing.T) {
+	rep := DeletionReport{RequestID: "r1", UserID: "u1", Store: StoreAudiences, Kind: KindDeleteOnly,
+		Counts: map[string]int64{CountProfiles: 1, CountRedirects: 2, CountTombstones: 3}, DoneAt: "2026-03-04T05:06:07.891Z"}
+	got, st, err := DecodeDeletionStatusRecord(rep.Record())
+	if err != nil || st != nil || !reflect.DeepEqual(got, rep) {
+		t.Fatalf("report: %+v %v %v, want %+v", got, st, err, rep)
+	}
+	if k := DeletionReportKey("r1", StoreAudiences); k != "r1/audiences" {
+		t.Errorf("key %q", k)
+	}
+	router := DeletionStatus{RequestID: "r1", UserID: "u1", Kind: KindSuppressWithDelete, Notices: 2, SuppressionWritten: true, ProcessedAt: "2026-03-04T05:06:07.891Z"}
+	v := append(router.Record()[:len(router.Record())-1], `,"keysShredded":4}`...)
+	got, st, err = DecodeDeletionStatusRecord(v)
+	want := DeletionReport{RequestID: "r1", UserID: "u1", Store: StoreRouter, Kind: KindSuppressWithDelete,
+		Counts: map[string]int64{"notices": 2, "suppressionWritten": 1, "keysShredded": 4}, DoneAt: router.ProcessedAt}
+	if err != nil || st == nil || st.Notices != 2 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("router status: %+v %v %v, want %+v", got, st, err, want)
+	}
+	for _, bad := range []string{`{"store":"audiences","userId":"u"}`, `{"requestId":"r","store":""}`, `{"userId":"u"}`, `[]`} {
+		if _, _, err := DecodeDeletionStatusRecord([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
 		}
 	}
 }

@@ -21,7 +21,8 @@ const (
 	// TopicDeletions carries deletion (and suppression) requests, keyed by userId.
 	TopicDeletions = "tracking.deletions"
 	// TopicDeletionsStatus carries what the router did with each deletion request: one
-	// DeletionStatus per tracking.deletions record it processed, keyed by the request id.
+	// DeletionStatus per tracking.deletions record it processed, keyed by the request id; the
+	// other stores add a DeletionReport each, keyed "<request id>/<store>".
 	TopicDeletionsStatus = "tracking.deletions.status"
 	// TopicSuppressions is the compacted list of suppressed user ids, keyed by userId.
 	TopicSuppressions = "tracking.suppressions"
