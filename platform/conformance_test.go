@@ -131,6 +131,14 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 					t.Errorf("retention.ms = %q, want %q", got, tt.retention)
 				}
 			}
+			if tt.topic == schemas.TopicAudiencesState { // docs/topics.md#audiencesstate
+				for k, want := range map[string]string{"segment.ms": "3600000", "max.compaction.lag.ms": "3600000",
+					"min.cleanable.dirty.ratio": "0.1", "delete.retention.ms": "3600000"} {
+					if got := configValue(rc, k); got != want {
+						t.Errorf("%s = %q, want %q", k, got, want)
+					}
+				}
+			}
 		})
 	}
 }

@@ -235,6 +235,31 @@ func TestTopicSpecConfigs(t *testing.T) {
 	}
 }
 
+// audiences.state is created with the compaction settings that make a deleted profile's
+// earlier versions go within hours (docs/topics.md#audiencesstate); a topic deleting by age
+// gets none of them.
+func TestAudiencesStateCompaction(t *testing.T) {
+	var state platform.TopicSpec
+	for _, s := range platform.DefaultTopics(3, nil) {
+		if s.Name == schemas.TopicAudiencesState {
+			state = s
+		}
+	}
+	cfg := state.Configs()
+	for k, want := range map[string]string{"cleanup.policy": "compact", "segment.ms": "3600000", "max.compaction.lag.ms": "3600000",
+		"min.cleanable.dirty.ratio": "0.1", "delete.retention.ms": "3600000"} {
+		if got := cfg[k]; got == nil || *got != want {
+			t.Errorf("audiences.state %s = %v, want %s", k, got, want)
+		}
+	}
+	del := platform.TopicSpec{Name: "x", Retention: time.Hour, MaxCompactionLag: time.Hour, DeleteRetention: time.Hour, MinCleanableDirtyRatio: 0.1}.Configs()
+	for _, k := range []string{"max.compaction.lag.ms", "delete.retention.ms", "min.cleanable.dirty.ratio"} {
+		if v, ok := del[k]; ok {
+			t.Errorf("a topic deleting by age: %s = %s, want unset", k, *v)
+		}
+	}
+}
+
 func TestLoadKafkaSettings(t *testing.T) {
 	tests := []struct {
 		name    string

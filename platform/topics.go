@@ -35,7 +35,31 @@ type TopicSpec struct {
 	// written before it rolls; retention only deletes rolled segments, so a topic kept
 	// for less than the broker's default segment time needs a shorter one.
 	Segment time.Duration
+	// MaxCompactionLag is max.compaction.lag.ms of a compacted topic (0: the broker default,
+	// never): a record superseded (or tombstoned) longer ago is compacted away at the cleaner's
+	// next pass whatever the dirty ratio, once its segment has rolled.
+	MaxCompactionLag time.Duration
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio of a compacted topic (0: the broker
+	// default, 0.5): the share of superseded records at which the cleaner compacts the log.
+	MinCleanableDirtyRatio float64
+	// DeleteRetention is delete.retention.ms of a compacted topic (0: the broker default, a
+	// day): how long a tombstone stays after compaction, for a reader that read the older
+	// record to see it. It must be longer than reading the topic from its start takes.
+	DeleteRetention time.Duration
 }
+
+// Compaction of audiences.state (docs/topics.md#audiencesstate): a deleted profile's earlier
+// versions (traits, counters) and its redirects go within about two hours on Apache Kafka,
+// which never compacts the active segment: segments roll after an hour (segment.ms), every
+// record superseded for an hour is compacted at the cleaner's next pass (max.compaction.lag.ms)
+// whatever the dirty ratio, the cleaner starts at 10 % superseded records instead of 50 %, and
+// tombstones stay an hour after that (delete.retention.ms), far longer than a restore reads.
+const (
+	AudiencesStateSegment         = time.Hour
+	AudiencesStateMaxCompactLag   = time.Hour
+	AudiencesStateDirtyRatio      = 0.1
+	AudiencesStateDeleteRetention = time.Hour
+)
 
 // Retention periods of DefaultTopics.
 const (
@@ -60,7 +84,8 @@ const (
 //	topic                      partitions  cleanup  retention
 //	tributary.config           1           compact  (forever: latest per key)
 //	tributary.sessions         1           compact  1 day (compact,delete; 1-hour segments)
-//	audiences.state            partitions  compact  (forever: latest per key)
+//	audiences.state            partitions  compact  (forever: latest per key; 1-hour segments,
+//	                                                 compacted within the hour: AudiencesStateSegment)
 //	audiences.repartition      partitions  delete   7 days
 //	tracking.suppressions      partitions  compact  (forever: latest per key)
 //	tracking.inbound           partitions  delete   7 days
@@ -81,7 +106,8 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	specs := []TopicSpec{
 		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
 		{Name: schemas.TopicSessions, Partitions: 1, Compact: true, AlsoDelete: true, Retention: RetentionSessions, Segment: time.Hour},
-		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true},
+		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true, Segment: AudiencesStateSegment,
+			MaxCompactionLag: AudiencesStateMaxCompactLag, MinCleanableDirtyRatio: AudiencesStateDirtyRatio, DeleteRetention: AudiencesStateDeleteRetention},
 		{Name: schemas.TopicAudiencesRepartition, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicSuppressions, Partitions: partitions, Compact: true},
 		{Name: schemas.TopicInbound, Partitions: partitions, Retention: RetentionDefault},
@@ -107,8 +133,9 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	)
 }
 
-// Configs returns the topic configs the spec creates the topic with: cleanup.policy, and
-// retention.ms unless Retention is 0 or the topic is compacted (and not AlsoDelete).
+// Configs returns the topic configs the spec creates the topic with: cleanup.policy,
+// retention.ms unless Retention is 0 or the topic is compacted (and not AlsoDelete), and
+// segment.ms and the compaction settings that are set.
 func (s TopicSpec) Configs() map[string]*string {
 	compactDelete := s.Compact && s.AlsoDelete && s.Retention > 0
 	policy := "delete"
@@ -126,9 +153,20 @@ func (s TopicSpec) Configs() map[string]*string {
 		}
 		cfg["retention.ms"] = &ms
 	}
-	if s.Segment > 0 {
-		ms := strconv.FormatInt(s.Segment.Milliseconds(), 10)
-		cfg["segment.ms"] = &ms
+	setMS := func(key string, d time.Duration) {
+		if d > 0 {
+			ms := strconv.FormatInt(d.Milliseconds(), 10)
+			cfg[key] = &ms
+		}
+	}
+	setMS("segment.ms", s.Segment)
+	if s.Compact {
+		setMS("max.compaction.lag.ms", s.MaxCompactionLag)
+		setMS("delete.retention.ms", s.DeleteRetention)
+		if s.MinCleanableDirtyRatio > 0 {
+			r := strconv.FormatFloat(s.MinCleanableDirtyRatio, 'f', -1, 64)
+			cfg["min.cleanable.dirty.ratio"] = &r
+		}
 	}
 	return cfg
 }

@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -52,6 +53,14 @@ type Options struct {
 	// Logger receives the broker's warnings and errors; the zero Logger discards them.
 	Logger zerolog.Logger
 }
+
+// CleanerInterval is how often the broker compacts its compacted topics (kfake's
+// log.cleaner.backoff.ms; its default is an hour). kfake compacts every batch but the last of a
+// partition, and ignores segment.ms, max.compaction.lag.ms and min.cleanable.dirty.ratio: a
+// tombstoned key's earlier records go at the first pass after the next batch of its partition
+// (docs/topics.md#audiencesstate). A pass reads the compacted topics whole, hence minutes, not
+// seconds.
+const CleanerInterval = 10 * time.Minute
 
 // Broker is a running embedded broker. Close it when done.
 type Broker struct {
@@ -80,6 +89,7 @@ func Start(opts Options) (*Broker, error) {
 	var gated *gatedListener
 	kopts := []kfake.Opt{
 		kfake.NumBrokers(1),
+		kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": strconv.FormatInt(CleanerInterval.Milliseconds(), 10)}),
 		kfake.Ports(opts.Port),
 		kfake.WithLogger(kfakeLogger{opts.Logger.With().Str("component", "kfake").Logger()}),
 		// kfake binds 127.0.0.1; swap in the requested host.

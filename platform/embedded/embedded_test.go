@@ -253,3 +253,27 @@ func BenchmarkProduce(b *testing.B) {
 		}
 	}
 }
+
+// The broker compacts every CleanerInterval, not kfake's hourly default, so that a deleted
+// profile's earlier records on audiences.state go within minutes (docs/topics.md#audiencesstate).
+func TestCleanerInterval(t *testing.T) {
+	b := start(t, embedded.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfgs, err := kadm.NewClient(newClient(t, b)).DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.FormatInt(embedded.CleanerInterval.Milliseconds(), 10)
+	got := ""
+	for _, rc := range cfgs {
+		for _, c := range rc.Configs {
+			if c.Key == "log.cleaner.backoff.ms" {
+				got = c.MaybeValue()
+			}
+		}
+	}
+	if got != want {
+		t.Errorf("log.cleaner.backoff.ms = %q, want %s", got, want)
+	}
+}
