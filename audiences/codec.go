@@ -16,6 +16,22 @@ import (
 // record).
 func (p *profile) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil }
 
+// changelogValue appends the profile's audiences.state value to b: appendJSON for a profile;
+// for a merge redirect only the profile it leads to, {"mergedInto":<id>}, and for a suppression
+// marker only {"suppressed":true}. The key is the id; nothing else of the user is kept in them
+// (docs/topics.md#audiencesstate).
+func (p *profile) changelogValue(b []byte) []byte {
+	switch {
+	case p.MergedInto != "":
+		b = append(b, `{"mergedInto":`...)
+		b = schemas.AppendJSONString(b, p.MergedInto)
+		return append(b, '}')
+	case p.Suppressed:
+		return append(b, `{"suppressed":true}`...)
+	}
+	return p.appendJSON(b)
+}
+
 // appendJSON appends the profile's changelog JSON to b.
 func (p *profile) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)

@@ -16,6 +16,9 @@ import (
 type Config struct {
 	// Topic names; tests on a shared broker override them.
 	EventsTopic, DeletionsTopic, StateTopic, RepartitionTopic string
+	// DeletionsStatusTopic gets the service's report on each deletion request
+	// (schemas.DeletionReport, docs/audiences.md#deletion-and-suppression).
+	DeletionsStatusTopic string
 	// Group consumes tracking.events and audiences.repartition together (the range balancer
 	// gives a member the same partitions of both); DeletionsGroup forwards tracking.deletions.
 	Group, DeletionsGroup string
@@ -63,6 +66,7 @@ func DefaultConfig() Config {
 		DeletionsTopic:           schemas.TopicDeletions,
 		StateTopic:               schemas.TopicAudiencesState,
 		RepartitionTopic:         schemas.TopicAudiencesRepartition,
+		DeletionsStatusTopic:     schemas.TopicDeletionsStatus,
 		Group:                    "tributary-audiences",
 		DeletionsGroup:           "tributary-audiences-deletions",
 		SyncInterval:             time.Minute,
@@ -89,7 +93,7 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 // Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.EventsTopic == "" || c.DeletionsTopic == "" || c.StateTopic == "" || c.RepartitionTopic == "" {
+	if c.EventsTopic == "" || c.DeletionsTopic == "" || c.StateTopic == "" || c.RepartitionTopic == "" || c.DeletionsStatusTopic == "" {
 		errs = append(errs, errors.New("audiences topics: names must not be empty"))
 	}
 	if c.Group == "" || c.DeletionsGroup == "" {

@@ -248,7 +248,7 @@ func (s *Service) runPipes(ctx context.Context) error {
 		TransactionalID: s.cfg.TransactionalID, TransactionTimeout: s.cfg.TransactionTimeout,
 		// Looked at for transactions Kafka left open after a broker restart
 		// (docs/operations.md#hanging-transactions).
-		TransactionTopics: []string{s.cfg.EventsTopic, s.cfg.StateTopic, s.cfg.RepartitionTopic},
+		TransactionTopics: []string{s.cfg.EventsTopic, s.cfg.StateTopic, s.cfg.RepartitionTopic, s.cfg.DeletionsStatusTopic},
 		InstanceID:        s.cfg.TransactionalID, MaxPollRecords: s.cfg.MaxPollRecords,
 		ShutdownTimeout: s.cfg.ShutdownTimeout, Ready: ready, Health: s.deps.Health,
 		Logger: s.logger.With().Str("consumer", "events").Logger(),
@@ -407,8 +407,14 @@ type op struct {
 	Profile *profile `json:"profile,omitempty"`
 	// event: a message of an id merged into Into.
 	Message json.RawMessage `json:"message,omitempty"`
-	// delete: the deletion request.
+	// delete: the deletion request (its RequestID set: the router's derived one when it had
+	// none); forget: the request being carried out.
 	Deletion *schemas.DeletionRequest `json:"deletion,omitempty"`
+	// forget: the merged ids whose redirects are still to forget after From, and what was
+	// done so far (docs/audiences.md#deletion-and-suppression); or, with Message, a message
+	// of From that the deleted profile Into handed back.
+	Forget []string         `json:"forget,omitempty"`
+	Done   map[string]int64 `json:"done,omitempty"`
 	// tick: Sync runs a sync (false: only restores the partition).
 	Sync bool `json:"sync,omitempty"`
 }
@@ -418,6 +424,7 @@ const (
 	opAbsorb = "absorb"
 	opEvent  = "event"
 	opDelete = "delete"
+	opForget = "forget"
 	opTick   = "tick"
 )
 
@@ -436,6 +443,9 @@ func (s *Service) forwardDeletions(_ context.Context, fs kgo.Fetches) ([]*kgo.Re
 		if err != nil {
 			s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a deletion request that does not decode")
 			return
+		}
+		if req.RequestID == "" { // as the router derives it: the report is keyed by it
+			req.RequestID = r.Topic + "-" + strconv.Itoa(int(r.Partition)) + "-" + strconv.FormatInt(r.Offset, 10)
 		}
 		out = append(out, &kgo.Record{Topic: s.cfg.RepartitionTopic, Partition: s.partitionOf(req.UserID),
 			Key: []byte(req.UserID), Value: opRecord(op{Op: opDelete, Deletion: req})})
@@ -530,7 +540,7 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 		if id == metaKey {
 			r.Value, _ = json.Marshal(part.meta)
 		} else if prof := part.profiles[id]; prof != nil {
-			r.Value = prof.appendJSON(make([]byte, 0, 512))
+			r.Value = prof.changelogValue(make([]byte, 0, 512))
 		}
 		out = append(out, r)
 	}
@@ -621,6 +631,23 @@ func (s *Service) handOff(key string, o op) *kgo.Record {
 	return &kgo.Record{Topic: s.cfg.RepartitionTopic, Partition: s.partitionOf(key), Key: []byte(key), Value: opRecord(o)}
 }
 
+// forgetNext carries a deletion on: a forget record to the partition of the next merged id
+// whose redirect is to go, or, when none is left, the service's report on
+// tracking.deletions.status, in this transaction: it commits with the last tombstone (every
+// earlier one committed before its forget record could be read), so the report is never read
+// before what it reports (docs/audiences.md#deletion-and-suppression).
+func (s *Service) forgetNext(out []*kgo.Record, req *schemas.DeletionRequest, merged []string, done map[string]int64) []*kgo.Record {
+	if len(merged) > 0 {
+		return append(out, s.handOff(merged[0], op{Op: opForget, From: merged[0], Into: req.UserID, Forget: merged[1:], Deletion: req, Done: done}))
+	}
+	if req.RequestID == "" {
+		return out // a request forwarded by an earlier version: no report
+	}
+	rep := schemas.DeletionReport{RequestID: req.RequestID, UserID: req.UserID, Store: schemas.StoreAudiences, Kind: req.Kind,
+		Counts: done, DoneAt: schemas.FormatTimestamp(s.now())}
+	return append(out, &kgo.Record{Topic: s.cfg.DeletionsStatusTopic, Key: []byte(schemas.DeletionReportKey(req.RequestID, schemas.StoreAudiences)), Value: rep.Record()})
+}
+
 func (s *Service) handleOp(b *batch, p int32, part *partition, key string, o *op, recTime time.Time) {
 	if part.profiles == nil {
 		part.profiles = map[string]*profile{}
@@ -662,6 +689,13 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, key string, o *op
 		if err != nil {
 			return
 		}
+		if part.profiles[o.Into] == nil && m.Key() != "" {
+			// The profile the id was merged into is gone (deleted): the redirect is stale (one
+			// of more than maxMerged ids, or merged after the deletion was carried out). It
+			// goes, and the message counts as the id's own.
+			b.out = append(b.out, s.handOff(m.Key(), op{Op: opForget, From: m.Key(), Into: o.Into, Message: o.Message}))
+			return
+		}
 		s.handleMessage(b, p, part, m, o.Message, o.Into, recTime)
 	case opDelete:
 		req := o.Deletion
@@ -669,16 +703,24 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, key string, o *op
 			return
 		}
 		prof := part.profiles[req.UserID]
+		done := map[string]int64{schemas.CountProfiles: 0, schemas.CountRedirects: 0, schemas.CountTombstones: 0}
+		var merged []string
+		if prof != nil && req.Deletes() {
+			merged = slices.Clone(prof.Merged)
+		}
 		switch {
 		case req.Kind == schemas.KindUnsuppress:
 			if prof != nil && prof.Suppressed {
 				delete(part.profiles, req.UserID)
 				s.metrics.profiles.Dec()
 				b.touch(p, part, req.UserID)
+				done[schemas.CountTombstones]++
 			}
 		case req.Suppresses():
 			if prof == nil {
 				s.metrics.profiles.Inc()
+			} else if prof.active() {
+				done[schemas.CountProfiles]++
 			}
 			part.profiles[req.UserID] = &profile{ID: req.UserID, Suppressed: true}
 			b.touch(p, part, req.UserID)
@@ -687,9 +729,34 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, key string, o *op
 				delete(part.profiles, req.UserID)
 				s.metrics.profiles.Dec()
 				b.touch(p, part, req.UserID)
+				done[schemas.CountTombstones]++
+				if prof.active() {
+					done[schemas.CountProfiles]++
+				}
 			}
 		}
 		s.metrics.deletions.Inc()
+		b.out = s.forgetNext(b.out, req, merged, done)
+	case opForget:
+		// A redirect of an id merged into a deleted profile: it goes (a tombstone), unless the
+		// id was merged into another profile (the first identified user keeps it).
+		if prof := part.profiles[o.From]; prof != nil && prof.MergedInto == o.Into && o.Into != "" {
+			delete(part.profiles, o.From)
+			s.metrics.profiles.Dec()
+			b.touch(p, part, o.From)
+			if o.Done != nil {
+				o.Done[schemas.CountRedirects]++
+				o.Done[schemas.CountTombstones]++
+			}
+		}
+		if o.Message != nil { // a message of the id, handed back by a deleted profile
+			if m, err := schemas.DecodeMessage(o.Message); err == nil {
+				s.handleMessage(b, p, part, m, o.Message, "", recTime)
+			}
+		}
+		if o.Deletion != nil && o.Done != nil {
+			b.out = s.forgetNext(b.out, o.Deletion, o.Forget, o.Done)
+		}
 	case opTick:
 		if o.Sync {
 			b.out = s.syncPartition(b, p, part)
@@ -768,6 +835,9 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 				if err := json.Unmarshal(r.Value, &prof); err != nil {
 					bad++
 					return
+				}
+				if prof.ID == "" { // a redirect or a suppression marker: the key is the id
+					prof.ID = key
 				}
 				s.intern.profile(&prof)
 				part.profiles[key] = &prof

@@ -1,8 +1,10 @@
 package audiences_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"testing"
@@ -600,4 +602,101 @@ func TestSyncInChunks(t *testing.T) {
 	if get(t, svc, "/v1/audiences/vip", testToken, &a); a.Members != 25 || a.LastSync.Joins != 0 {
 		t.Errorf("after the chunked sync and a quiet one: %+v", a)
 	}
+}
+
+// TestDeletionForgetsChangelog: a deletion tombstones, on audiences.state, the user's profile
+// and every redirect of an anonymous id merged into it, though they live on other partitions;
+// a redirect another user keeps stays. A redirect's value holds only the profile it leads to.
+// The service's report on tracking.deletions.status counts what went, and is committed after
+// the tombstones.
+func TestDeletionForgetsChangelog(t *testing.T) {
+	h := newHarness(t, sources+vip)
+	anon, user := onOtherPartitions(t)
+	anon2, kept, other := "anon-second", "anon-kept", "user-other"
+	svc, _, _ := h.run("aud-forget", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	h.send(fmt.Sprintf(`{"type":"track","anonymousId":%q,"event":"Viewed"}`, anon),
+		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"email":"o@example.com"}}`, other, kept))
+	eventually(t, 10*time.Second, func() string {
+		var p audiences.ProfileView
+		if code := get(t, svc, "/v1/profiles/"+kept, testToken, &p); code != http.StatusOK || p.UserID != other {
+			return fmt.Sprintf("%s not merged into %s yet: %d %+v", kept, other, code, p)
+		}
+		return ""
+	})
+	h.send(fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"email":"u@example.com","phone":"+331234"}}`, user, anon),
+		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"plan":"pro"}}`, user, anon2),
+		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q}`, user, kept))
+	eventually(t, 10*time.Second, func() string {
+		var p audiences.ProfileView
+		get(t, svc, "/v1/profiles/"+user, testToken, &p)
+		if len(p.MergedIDs) != 3 {
+			return fmt.Sprintf("merged ids of %s: %v", user, p.MergedIDs)
+		}
+		for _, id := range []string{anon, anon2} {
+			var q audiences.ProfileView
+			if code := get(t, svc, "/v1/profiles/"+id, testToken, &q); code != http.StatusOK || q.UserID != user {
+				return fmt.Sprintf("%s not merged into %s yet: %d %+v", id, user, code, q)
+			}
+		}
+		return ""
+	})
+	h.Produce(&kgo.Record{Topic: schemas.TopicDeletions, Key: []byte(user),
+		Value: fmt.Appendf(nil, `{"userId":%q,"kind":"DELETE_ONLY","requestId":"r-forget"}`, user)})
+	status := h.Reader(schemas.TopicDeletionsStatus)
+	reps := status.WaitFor(1, 15*time.Second)
+	if len(reps) != 1 || string(reps[0].Key) != "r-forget/audiences" {
+		t.Fatalf("status records %v, want the audiences report keyed r-forget/audiences", reps)
+	}
+	rep, _, err := schemas.DecodeDeletionStatusRecord(reps[0].Value)
+	want := map[string]int64{schemas.CountProfiles: 1, schemas.CountRedirects: 2, schemas.CountTombstones: 3}
+	if err != nil || rep.Store != schemas.StoreAudiences || rep.UserID != user || rep.DoneAt == "" || !maps.Equal(rep.Counts, want) {
+		t.Fatalf("report %s (%v), want counts %v", reps[0].Value, err, want)
+	}
+
+	// audiences.state read raw, from its start, by a plain consumer.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(h.Kafka.Brokers...), kgo.ConsumeTopics(schemas.TopicAudiencesState),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, h.KafkaOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	last := map[string][]byte{}
+	quiet := 0
+	for quiet < 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			quiet++
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			last[string(r.Key)] = r.Value
+			var v map[string]any
+			if r.Value != nil && json.Unmarshal(r.Value, &v) == nil && v["mergedInto"] != nil {
+				if len(v) != 1 {
+					t.Errorf("redirect %s = %s: holds more than the profile it leads to", r.Key, r.Value)
+				}
+			}
+		})
+	}
+	for _, k := range []string{user, anon, anon2} {
+		if v, ok := last[k]; !ok || v != nil {
+			t.Errorf("audiences.state %s: last record %q (found %v), want a tombstone", k, v, ok)
+		}
+	}
+	if v := string(last[kept]); v != fmt.Sprintf(`{"mergedInto":%q}`, other) {
+		t.Errorf("audiences.state %s = %s: the redirect %s keeps must stay", kept, v, other)
+	}
+	// The anonymous id's next message starts a profile of its own.
+	h.send(fmt.Sprintf(`{"type":"track","anonymousId":%q,"event":"Viewed"}`, anon))
+	eventually(t, 10*time.Second, func() string {
+		var p audiences.ProfileView
+		if code := get(t, svc, "/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != anon {
+			return fmt.Sprintf("profile of %s after the deletion: %d %+v", anon, code, p)
+		}
+		if code := get(t, svc, "/v1/profiles/"+user, testToken, nil); code != http.StatusNotFound {
+			return fmt.Sprintf("profile of %s after the deletion: %d", user, code)
+		}
+		return ""
+	})
 }
