@@ -15,6 +15,9 @@ import (
 type Config struct {
 	// Topic names; tests on a shared broker override them.
 	DeliveriesTopic, DLQTopic, AttemptsTopic string
+	// DeletionsStatusTopic gets the deliverer's report on each regulation it applied
+	// (ReportRegulation).
+	DeletionsStatusTopic string
 	// Group is the consumer group of webhooks.deliveries and the retry tiers.
 	Group string
 	// InstanceID is the static group-member id (DELIVERER_INSTANCE_ID, default
@@ -66,22 +69,23 @@ func DefaultConfig() Config {
 		host = "local"
 	}
 	return Config{
-		InstanceID:        "tributary-deliverer-" + host,
-		DeliveriesTopic:   schemas.TopicDeliveries,
-		DLQTopic:          schemas.TopicDLQ,
-		AttemptsTopic:     schemas.TopicAttempts,
-		Group:             "tributary-deliverer",
-		RetrySchedule:     schemas.DefaultRetryDelays(),
-		RetryWindow:       4 * time.Hour,
-		Timeout:           5 * time.Second,
-		MaxInFlight:       12288,
-		MaxPerHost:        8192,
-		MaxWaitingPerHost: 256,
-		BreakerFailures:   20,
-		BreakerCooldown:   10 * time.Second,
-		MaxPollRecords:    2000,
-		CommitInterval:    100 * time.Millisecond,
-		ShutdownTimeout:   platform.DefaultShutdownGrace,
+		InstanceID:           "tributary-deliverer-" + host,
+		DeliveriesTopic:      schemas.TopicDeliveries,
+		DLQTopic:             schemas.TopicDLQ,
+		AttemptsTopic:        schemas.TopicAttempts,
+		DeletionsStatusTopic: schemas.TopicDeletionsStatus,
+		Group:                "tributary-deliverer",
+		RetrySchedule:        schemas.DefaultRetryDelays(),
+		RetryWindow:          4 * time.Hour,
+		Timeout:              5 * time.Second,
+		MaxInFlight:          12288,
+		MaxPerHost:           8192,
+		MaxWaitingPerHost:    256,
+		BreakerFailures:      20,
+		BreakerCooldown:      10 * time.Second,
+		MaxPollRecords:       2000,
+		CommitInterval:       100 * time.Millisecond,
+		ShutdownTimeout:      platform.DefaultShutdownGrace,
 	}
 }
 
