@@ -3,6 +3,8 @@ package console
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -49,6 +51,10 @@ type Config struct {
 	// DelivererGroup is the deliverer's consumer group: its lag on the retry tiers is the
 	// overview's backlog.
 	DelivererGroup string
+	// RegulationStores are the stores that must report on every subject of a regulation
+	// before it is FINISHED (CONSOLE_REGULATION_STORES, comma-separated;
+	// docs/console.md#regulations).
+	RegulationStores []string `env:"CONSOLE_REGULATION_STORES" doc:"comma-separated stores that must report on every subject of a regulation (on 'tracking.deletions.status') before it is 'FINISHED': 'router' (always), 'audiences' (remove it where the audiences service does not run), 'deliverer', 'console' ([console.md](console.md#regulations))"`
 
 	// AttemptsPerDestination is how many attempts the delivery log keeps per destination.
 	AttemptsPerDestination int
@@ -88,6 +94,7 @@ func DefaultConfig() Config {
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
 		SessionsTopic:          schemas.TopicSessions,
 		DelivererGroup:         "tributary-deliverer",
+		RegulationStores:       []string{schemas.StoreRouter, schemas.StoreAudiences},
 		AttemptsPerDestination: 1000,
 		DLQPerDestination:      10000,
 		StatsWindow:            24 * time.Hour,
@@ -142,6 +149,23 @@ func checkTokenStrength(token string) error {
 	return nil
 }
 
+// checkRegulationStores: the router is always expected (its report is the delete notices
+// sent); a store's name is lower-case letters; no store twice.
+func checkRegulationStores(stores []string) error {
+	if !slices.Contains(stores, schemas.StoreRouter) {
+		return fmt.Errorf("CONSOLE_REGULATION_STORES: must include %s, got %q", schemas.StoreRouter, stores)
+	}
+	for i, st := range stores {
+		if st == "" || strings.Trim(st, "abcdefghijklmnopqrstuvwxyz-") != "" {
+			return fmt.Errorf("CONSOLE_REGULATION_STORES: %q is not a store name (lower-case letters)", st)
+		}
+		if slices.Contains(stores[:i], st) {
+			return fmt.Errorf("CONSOLE_REGULATION_STORES: %s given twice", st)
+		}
+	}
+	return nil
+}
+
 // Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
@@ -164,6 +188,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("console topics: names must not be empty"))
 			break
 		}
+	}
+	if err := checkRegulationStores(c.RegulationStores); err != nil {
+		errs = append(errs, err)
 	}
 	if c.AttemptsPerDestination < 1 || c.DLQPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
 		errs = append(errs, errors.New("console view sizes: must be positive"))

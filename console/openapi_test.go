@@ -559,7 +559,7 @@ func TestOpenAPI(t *testing.T) {
 		b, _ := json.Marshal(schemas.DeletionStatus{RequestID: id, UserID: user, Kind: "SUPPRESS_WITH_DELETE", Notices: 1, ProcessedAt: schemas.FormatTimestamp(time.Now())})
 		return &kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(id), Value: b}
 	}
-	h.env.Produce(status("u1"), status("u2"))
+	h.env.Produce(status("u1"), status("u2"), audiencesReport(id, "u1"), audiencesReport(id, "u2"))
 	oasUntil(t, "the regulation finished", func() bool {
 		return c.ok(200, "GET", "/v1/regulations/"+id, nil).Data(t)["overallStatus"] == "FINISHED"
 	})

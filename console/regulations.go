@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,8 +20,11 @@ import (
 // Deletion and suppression requests, in the shapes of Segment's Public API regulations. A
 // regulation is written as one tracking.deletions record per subject (keyed by user id, with
 // the regulation's id as requestId); the router sends the delete notices and writes one
-// tracking.deletions.status record per subject it processed. The console reads both topics
-// from their start: a regulation is RUNNING until every subject was processed, then FINISHED.
+// tracking.deletions.status record per subject it processed, and every other store (audiences,
+// the deliverer, the console's own purge) writes its report there once it is done
+// (schemas.DeletionReport). The console reads both topics from their start: a regulation is
+// RUNNING until every expected store (CONSOLE_REGULATION_STORES) reported for every subject,
+// then FINISHED (docs/console.md#regulations).
 
 // MaxSubjects is the most subject ids one regulation may name (as Segment).
 const MaxSubjects = 5000
@@ -41,22 +45,29 @@ type regulationRequest struct {
 
 // subject is one subject of a regulation.
 type subject struct {
-	requested bool // its tracking.deletions record was read
-	processed bool // its tracking.deletions.status record was read
+	requested bool            // its tracking.deletions record was read
+	reported  map[string]bool // the stores whose report on it was read (the router's: processed)
+}
+
+// storeProgress is what one store reported on a regulation so far.
+type storeProgress struct {
+	subjects int              // subjects it reported on
+	counts   map[string]int64 // summed over them
+	last     time.Time        // its latest report
 }
 
 // regulation is one regulation as the view holds it.
 type regulation struct {
-	id         string
-	kind       string
-	sourceIDs  []string
-	createdAt  time.Time
-	finishedAt time.Time
-	subjects   map[string]*subject
-	order      []string // subject ids in request order
-	requested  int
-	processed  int
-	notices    int
+	id        string
+	kind      string
+	sourceIDs []string
+	createdAt time.Time
+	subjects  map[string]*subject
+	order     []string // subject ids in request order
+	requested int
+	processed int
+	notices   int
+	stores    map[string]*storeProgress
 }
 
 // regulationView is the API's form of a regulation.
@@ -72,23 +83,60 @@ type regulationView struct {
 	SubjectsTotal     int        `json:"subjectsTotal"`
 	SubjectsProcessed int        `json:"subjectsProcessed"`
 	NoticesSent       int        `json:"noticesSent"`
+	// FinishedAfterMs is the time from the request to FINISHED (finishedAt - createdAt).
+	FinishedAfterMs *int64 `json:"finishedAfterMs,omitempty"`
+	// Stores is what each store reported: the expected ones, and any other that reported.
+	Stores map[string]storeView `json:"stores"`
+}
+
+// storeView is one store's progress on a regulation, in the API.
+type storeView struct {
+	// Expected: the regulation is FINISHED only once this store reported on every subject.
+	Expected         bool             `json:"expected"`
+	SubjectsReported int              `json:"subjectsReported"`
+	Counts           map[string]int64 `json:"counts"`
+	// LastReportAt is when the store's latest report on the regulation was written.
+	LastReportAt *time.Time `json:"lastReportAt,omitempty"`
 }
 
 // listedSubjects is how many subject ids a list of regulations shows of each (GET
 // /v1/regulations/{id} shows them all).
 const listedSubjects = 100
 
-// view is the regulation's API form with its first maxSubjects subject ids.
-func (g *regulation) view(maxSubjects int) regulationView {
+// view is the regulation's API form with its first maxSubjects subject ids; expected are the
+// stores that must report on every subject before it is FINISHED.
+func (g *regulation) view(maxSubjects int, expected []string) regulationView {
 	v := regulationView{ID: g.id, RegulationType: g.kind, SubjectType: "USER_ID", SubjectIDs: slices.Clone(g.order[:min(len(g.order), maxSubjects)]), SourceIDs: slices.Clone(g.sourceIDs),
-		CreatedAt: g.createdAt, OverallStatus: statusRunning, SubjectsTotal: g.requested, SubjectsProcessed: g.processed, NoticesSent: g.notices}
+		CreatedAt: g.createdAt, OverallStatus: statusRunning, SubjectsTotal: g.requested, SubjectsProcessed: g.processed, NoticesSent: g.notices,
+		Stores: map[string]storeView{}}
 	if v.SourceIDs == nil {
 		v.SourceIDs = []string{}
 	}
-	if g.requested > 0 && g.processed >= g.requested {
+	for name, sp := range g.stores {
+		at := sp.last
+		v.Stores[name] = storeView{SubjectsReported: sp.subjects, Counts: maps.Clone(sp.counts), LastReportAt: &at}
+	}
+	finished := g.requested > 0
+	var finishedAt time.Time
+	for _, name := range expected {
+		sv, ok := v.Stores[name]
+		if !ok {
+			sv.Counts = map[string]int64{}
+		}
+		sv.Expected = true
+		v.Stores[name] = sv
+		sp := g.stores[name]
+		if sp == nil || sp.subjects < g.requested {
+			finished = false
+		} else if sp.last.After(finishedAt) {
+			finishedAt = sp.last
+		}
+	}
+	if finished {
 		v.OverallStatus = statusFinished
-		at := g.finishedAt
-		v.FinishedAt = &at
+		v.FinishedAt = &finishedAt
+		ms := finishedAt.Sub(g.createdAt).Milliseconds()
+		v.FinishedAfterMs = &ms
 	}
 	return v
 }
@@ -126,7 +174,7 @@ func (l *regulationLog) forget(id string) {
 func (g *regulation) subject(user string) *subject {
 	sj := g.subjects[user]
 	if sj == nil {
-		sj = &subject{}
+		sj = &subject{reported: map[string]bool{}}
 		g.subjects[user] = sj
 	}
 	return sj
@@ -146,18 +194,33 @@ func (l *regulationLog) requested(id string, req *schemas.DeletionRequest, at ti
 	}
 }
 
-// done records a tracking.deletions.status record; called with mu held.
-func (l *regulationLog) done(st schemas.DeletionStatus) {
-	g := l.get(st.RequestID)
-	sj := g.subject(st.UserID)
-	if sj.processed {
-		return // read twice (the router's at-least-once): counted once
+// done records a tracking.deletions.status record, a store's report (the router's DeletionStatus,
+// st, is the router's report); called with mu held.
+func (l *regulationLog) done(rep schemas.DeletionReport, st *schemas.DeletionStatus) {
+	g := l.get(rep.RequestID)
+	sj := g.subject(rep.UserID)
+	if sj.reported[rep.Store] {
+		return // read twice (at least once): counted once
 	}
-	sj.processed = true
-	g.processed++
-	g.notices += st.Notices
-	if at, err := schemas.ParseTimestamp(st.ProcessedAt); err == nil && at.After(g.finishedAt) {
-		g.finishedAt = at.UTC()
+	sj.reported[rep.Store] = true
+	if g.stores == nil {
+		g.stores = map[string]*storeProgress{}
+	}
+	sp := g.stores[rep.Store]
+	if sp == nil {
+		sp = &storeProgress{counts: map[string]int64{}}
+		g.stores[rep.Store] = sp
+	}
+	sp.subjects++
+	for k, n := range rep.Counts {
+		sp.counts[k] += n
+	}
+	if at, err := schemas.ParseTimestamp(rep.DoneAt); err == nil && at.After(sp.last) {
+		sp.last = at.UTC()
+	}
+	if st != nil {
+		g.processed++
+		g.notices += st.Notices
 	}
 }
 
@@ -172,8 +235,8 @@ func (s *Service) runRegulations(ctx context.Context) error {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if r.Topic == s.cfg.DeletionsStatusTopic {
-				if st, err := schemas.DecodeDeletionStatus(r.Value); err == nil {
-					l.done(st)
+				if rep, st, err := schemas.DecodeDeletionStatusRecord(r.Value); err == nil {
+					l.done(rep, st)
 				}
 				return
 			}
@@ -311,7 +374,7 @@ func (s *Service) listRegulations(w http.ResponseWriter, r *http.Request) error 
 			next = strconv.Itoa(start + limit)
 			break
 		}
-		out = append(out, g.view(listedSubjects))
+		out = append(out, g.view(listedSubjects, s.cfg.RegulationStores))
 	}
 	s.regulations.mu.Unlock()
 	page := map[string]any{"data": out}
@@ -328,12 +391,27 @@ func (s *Service) getRegulation(w http.ResponseWriter, r *http.Request) error {
 	g := s.regulations.byID[id]
 	var v regulationView
 	if g != nil && g.requested > 0 {
-		v = g.view(MaxSubjects)
+		v = g.view(MaxSubjects, s.cfg.RegulationStores)
 	}
 	s.regulations.mu.Unlock()
 	if v.ID == "" {
 		return errNotFound("no regulation %q", id)
 	}
 	writeData(w, http.StatusOK, v)
+	return nil
+}
+
+// reportRegulation writes the console's own report on one subject of a regulation to
+// tracking.deletions.status (a schemas.DeletionReport keyed "<requestId>/console"), returning
+// once Kafka acknowledged it: the console calls it once its views have forgotten the user
+// (purged counts what went, schemas.CountPurged). With "console" in CONSOLE_REGULATION_STORES,
+// a regulation is FINISHED only after it (docs/console.md#regulations).
+func (s *Service) reportRegulation(ctx context.Context, requestID, userID, kind string, purged int64) error {
+	rep := schemas.DeletionReport{RequestID: requestID, UserID: userID, Store: schemas.StoreConsole, Kind: kind,
+		Counts: map[string]int64{schemas.CountPurged: purged}, DoneAt: schemas.FormatTimestamp(s.now())}
+	rec := &kgo.Record{Topic: s.cfg.DeletionsStatusTopic, Key: []byte(schemas.DeletionReportKey(requestID, schemas.StoreConsole)), Value: rep.Record()}
+	if err := s.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("producing to %s: %w", rec.Topic, err)
+	}
 	return nil
 }

@@ -1,8 +1,12 @@
 package console
 
 import (
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // The deletion requests page: create one (user ids, regulation type, sources), and the list
@@ -15,7 +19,7 @@ func (u *ui) deletionPages(pg func(string, http.HandlerFunc)) {
 
 // deletionsData is the deletion requests page's data.
 type deletionsData struct {
-	Regulations []regulationView
+	Regulations []regulationRow
 	Running     bool
 	Types       []string
 	Sources     []string
@@ -32,9 +36,9 @@ func (u *ui) deletionsData() deletionsData {
 	u.s.regulations.mu.Lock()
 	for i := len(u.s.regulations.order) - 1; i >= 0 && len(d.Regulations) < 100; i-- {
 		if g := u.s.regulations.order[i]; g.requested > 0 {
-			v := g.view(listedSubjects)
+			v := g.view(listedSubjects, u.s.cfg.RegulationStores)
 			d.Running = d.Running || v.OverallStatus == statusRunning
-			d.Regulations = append(d.Regulations, v)
+			d.Regulations = append(d.Regulations, newRegulationRow(v, u.s.cfg.RegulationStores))
 		}
 	}
 	u.s.regulations.mu.Unlock()
@@ -73,4 +77,46 @@ func (u *ui) createDeletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.redirect(w, r, "/deletions", "Deletion request "+id+" created for "+fmtCount(len(req.SubjectIDs))+" user ids.")
+}
+
+// regulationRow is one regulation on the page: its API form, how long it took to finish, and
+// each store's progress (docs/console.md#regulations).
+type regulationRow struct {
+	regulationView
+	FinishedIn string
+	Stores     []storeRow
+}
+
+// storeRow is one store's progress on a regulation, as the page shows it.
+type storeRow struct {
+	Name     string
+	Expected bool
+	Done     bool   // reported on every subject
+	Reported string // "2/3"
+	Counts   string // "notices 2, tombstones 3"
+}
+
+// newRegulationRow orders the stores as CONSOLE_REGULATION_STORES lists them, then the others
+// by name.
+func newRegulationRow(v regulationView, expected []string) regulationRow {
+	row := regulationRow{regulationView: v}
+	if v.FinishedAfterMs != nil {
+		row.FinishedIn = (time.Duration(*v.FinishedAfterMs) * time.Millisecond).Round(time.Millisecond).String()
+	}
+	names := slices.Clone(expected)
+	for _, name := range slices.Sorted(maps.Keys(v.Stores)) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		sv := v.Stores[name]
+		var counts []string
+		for _, k := range slices.Sorted(maps.Keys(sv.Counts)) {
+			counts = append(counts, k+" "+fmtCount(sv.Counts[k]))
+		}
+		row.Stores = append(row.Stores, storeRow{Name: name, Expected: sv.Expected, Done: sv.SubjectsReported >= v.SubjectsTotal,
+			Reported: strconv.Itoa(sv.SubjectsReported) + "/" + strconv.Itoa(v.SubjectsTotal), Counts: strings.Join(counts, ", ")})
+	}
+	return row
 }

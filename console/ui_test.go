@@ -345,3 +345,29 @@ func TestUIOverviewDeletionsSettings(t *testing.T) {
 		t.Fatalf("export: %d %s", exp.Status, exp.Header.Get("Content-Type"))
 	}
 }
+
+// TestDeletionsPageStores: the deletion requests page shows each store's progress (the ones
+// waited for, then another that reported), what it did, and the time to FINISHED.
+func TestDeletionsPageStores(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.signIn(t)
+	r := h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u1", "u2"}})
+	expect(t, r, http.StatusOK)
+	id, _ := r.Data(t)["regulateId"].(string)
+	for _, u := range []string{"u1", "u2"} {
+		h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(id), Value: schemas.DeletionStatus{RequestID: id, UserID: u,
+			Kind: schemas.KindDeleteOnly, Notices: 1, ProcessedAt: schemas.FormatTimestamp(time.Now())}.Record()})
+	}
+	h.env.Produce(audiencesReport(id, "u1"))
+	waitFor(t, 5*time.Second, "audiences' report on u1 shown", func() bool {
+		return strings.Contains(b.get("/deletions").Body, `<span class="badge warn">audiences</span> 1/2 <span class="muted">profiles 1, tombstones 2</span>`)
+	})
+	b.get("/deletions").contains(t, http.StatusOK, "RUNNING", `<span class="badge ok">router</span> 2/2 <span class="muted">notices 2</span>`)
+	h.env.Produce(audiencesReport(id, "u2"))
+	rep := schemas.DeletionReport{RequestID: id, UserID: "u1", Store: schemas.StoreDeliverer, Counts: map[string]int64{schemas.CountDropped: 4}, DoneAt: schemas.FormatTimestamp(time.Now())}
+	h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(schemas.DeletionReportKey(id, schemas.StoreDeliverer)), Value: rep.Record()})
+	waitFor(t, 5*time.Second, "FINISHED", func() bool {
+		p := b.get("/deletions").Body
+		return strings.Contains(p, `<span class="badge ok">FINISHED</span> in `) && strings.Contains(p, `<span class="badge">deliverer</span> 1/2 (not waited for) <span class="muted">dropped 4</span>`)
+	})
+}

@@ -219,7 +219,8 @@ func TestSourceEvents(t *testing.T) {
 }
 
 // TestRegulations: validation, the records written to tracking.deletions, and the status from
-// tracking.deletions.status (RUNNING until every subject was processed, then FINISHED).
+// tracking.deletions.status: RUNNING until every expected store (by default the router and
+// audiences) reported on every subject, then FINISHED, with what each store did.
 func TestRegulations(t *testing.T) {
 	h := newHarness(t, nil)
 	for _, tt := range []struct {
@@ -262,9 +263,28 @@ func TestRegulations(t *testing.T) {
 		t.Fatalf("half done: %v", g)
 	}
 	h.env.Produce(status("u2", 1))
+	waitFor(t, 5*time.Second, "every subject processed", func() bool { return get()["subjectsProcessed"] == float64(2) })
+	// The router has processed every subject; audiences (expected by default) has not reported.
+	if g := get(); g["overallStatus"] != "RUNNING" || g["finishedAt"] != nil || storeOf(g, "audiences")["expected"] != true ||
+		storeOf(g, "audiences")["subjectsReported"] != float64(0) || storeOf(g, "router")["subjectsReported"] != float64(2) {
+		t.Fatalf("processed by the router only: %v", g)
+	}
+	h.env.Produce(audiencesReport(id, "u1"), audiencesReport(id, "u1"))
+	waitFor(t, 5*time.Second, "audiences reported on u1", func() bool { return storeOf(get(), "audiences")["subjectsReported"] == float64(1) })
+	if g := get(); g["overallStatus"] != "RUNNING" {
+		t.Fatalf("audiences reported on one subject of two: %v", g)
+	}
+	h.env.Produce(audiencesReport(id, "u2"))
 	waitFor(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
-	if g := get(); g["noticesSent"] != float64(2) || g["finishedAt"] == nil {
+	g := get()
+	if g["noticesSent"] != float64(2) || g["finishedAt"] == nil || g["finishedAfterMs"] == nil {
 		t.Fatalf("finished: %v", g)
+	}
+	if c := storeOf(g, "router")["counts"].(map[string]any); c["notices"] != float64(2) {
+		t.Errorf("router's counts %v, want 2 notices", c)
+	}
+	if c := storeOf(g, "audiences")["counts"].(map[string]any); c["profiles"] != float64(2) || c["tombstones"] != float64(4) {
+		t.Errorf("audiences' counts %v, want 2 profiles and 4 tombstones (u1's report read twice counts once)", c)
 	}
 	list := h.do(http.MethodGet, "/v1/regulations", nil).JSON(t)["data"].([]any)
 	if len(list) != 1 || list[0].(map[string]any)["id"] != id {
@@ -293,4 +313,89 @@ func TestViewsDropDeletedObjects(t *testing.T) {
 	expect(t, h.do(http.MethodDelete, "/v1/destinations/gone", nil), http.StatusNoContent)
 	h.svc.Prune()
 	expect(t, h.do(http.MethodGet, "/v1/messages/m-gone/attempts", nil), http.StatusNotFound)
+}
+
+// audiencesReport is the audiences service's report on one subject of regulation id.
+func audiencesReport(id, user string) *kgo.Record {
+	rep := schemas.DeletionReport{RequestID: id, UserID: user, Store: schemas.StoreAudiences, Kind: schemas.KindSuppressWithDelete,
+		Counts: map[string]int64{schemas.CountProfiles: 1, schemas.CountTombstones: 2}, DoneAt: schemas.FormatTimestamp(time.Now())}
+	return &kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(schemas.DeletionReportKey(id, schemas.StoreAudiences)), Value: rep.Record()}
+}
+
+// storeOf is what regulation g says of one store.
+func storeOf(g map[string]any, store string) map[string]any {
+	stores, _ := g["stores"].(map[string]any)
+	st, _ := stores[store].(map[string]any)
+	return st
+}
+
+// TestRegulationStores: the stores a regulation waits for are CONSOLE_REGULATION_STORES. A
+// deployment without audiences (router only) is FINISHED once the router processed every
+// subject; one that lists the deliverer and the console waits for their reports too (the
+// console's own written by reportRegulation), and shows a report of a store it does not wait
+// for without waiting for it.
+func TestRegulationStores(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		stores []string
+	}{
+		{"without audiences", []string{"router"}},
+		{"every store", []string{"router", "audiences", "deliverer", "console"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *console.Config) { c.RegulationStores = tt.stores })
+			r := h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u1"}})
+			expect(t, r, http.StatusOK)
+			id, _ := r.Data(t)["regulateId"].(string)
+			get := func() map[string]any { return h.do(http.MethodGet, "/v1/regulations/"+id, nil).Data(t) }
+			h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(id), Value: schemas.DeletionStatus{RequestID: id, UserID: "u1",
+				Kind: schemas.KindDeleteOnly, Notices: 1, ProcessedAt: schemas.FormatTimestamp(time.Now())}.Record()})
+			if len(tt.stores) == 1 {
+				waitFor(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
+				if g := get(); len(g["stores"].(map[string]any)) != 1 || storeOf(g, "router")["expected"] != true {
+					t.Fatalf("finished: %v", g)
+				}
+				return
+			}
+			steps := []struct {
+				store string
+				send  func()
+			}{
+				{"audiences", func() { h.env.Produce(audiencesReport(id, "u1")) }},
+				{"deliverer", func() {
+					rep := schemas.DeletionReport{RequestID: id, UserID: "u1", Store: schemas.StoreDeliverer, Kind: schemas.KindDeleteOnly,
+						Counts: map[string]int64{schemas.CountDropped: 3}, DoneAt: schemas.FormatTimestamp(time.Now())}
+					h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(schemas.DeletionReportKey(id, schemas.StoreDeliverer)), Value: rep.Record()})
+				}},
+				{"console", func() {
+					if err := h.svc.ReportRegulation(context.Background(), id, "u1", schemas.KindDeleteOnly, 5); err != nil {
+						t.Fatal(err)
+					}
+				}},
+			}
+			for _, st := range steps {
+				waitFor(t, 5*time.Second, "the store before "+st.store+" read", func() bool { return get()["subjectsProcessed"] == float64(1) })
+				if g := get(); g["overallStatus"] != "RUNNING" {
+					t.Fatalf("before %s reported: %v", st.store, g)
+				}
+				st.send()
+				waitFor(t, 5*time.Second, st.store+" reported", func() bool { return storeOf(get(), st.store)["subjectsReported"] == float64(1) })
+			}
+			waitFor(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
+			g := get()
+			if c := storeOf(g, "deliverer")["counts"].(map[string]any); c["dropped"] != float64(3) {
+				t.Errorf("deliverer's counts %v", c)
+			}
+			if c := storeOf(g, "console")["counts"].(map[string]any); c["purged"] != float64(5) {
+				t.Errorf("console's counts %v", c)
+			}
+			// A store the console does not wait for is shown, not waited for.
+			rep := schemas.DeletionReport{RequestID: id, UserID: "u1", Store: "warehouse", DoneAt: schemas.FormatTimestamp(time.Now())}
+			h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(schemas.DeletionReportKey(id, "warehouse")), Value: rep.Record()})
+			waitFor(t, 5*time.Second, "the other store shown", func() bool { return storeOf(get(), "warehouse")["expected"] == false })
+			if g := get(); g["overallStatus"] != "FINISHED" {
+				t.Fatalf("after another store's report: %v", g)
+			}
+		})
+	}
 }

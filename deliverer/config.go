@@ -16,7 +16,7 @@ type Config struct {
 	// Topic names; tests on a shared broker override them.
 	DeliveriesTopic, DLQTopic, AttemptsTopic string
 	// DeletionsStatusTopic gets the deliverer's report on each regulation it applied
-	// (ReportRegulation).
+	// (reportRegulation).
 	DeletionsStatusTopic string
 	// Group is the consumer group of webhooks.deliveries and the retry tiers.
 	Group string

@@ -9,7 +9,7 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// ReportRegulation writes the deliverer's report on tracking.deletions.status, keyed
+// reportRegulation writes the deliverer's report on tracking.deletions.status, keyed
 // <requestId>/deliverer, in the form the console reads (schemas.DecodeDeletionStatusRecord).
 func TestReportRegulation(t *testing.T) {
 	env := servicetest.New(t, servicetest.Options{})
@@ -23,7 +23,7 @@ func TestReportRegulation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := &schemas.DeletionRequest{UserID: "u1", Kind: schemas.KindSuppressWithDelete}
-	if err := s.ReportRegulation(ctx, req, "r1", 3); err != nil {
+	if err := s.reportRegulation(ctx, req, "r1", 3); err != nil {
 		t.Fatal(err)
 	}
 	got := env.Reader(schemas.TopicDeletionsStatus).WaitFor(1, 10*time.Second)
