@@ -370,11 +370,16 @@ type regulationView struct {
 	SubjectsTotal     int      `json:"subjectsTotal"`
 	SubjectsProcessed int      `json:"subjectsProcessed"`
 	NoticesSent       int      `json:"noticesSent"`
+	Stores            map[string]struct {
+		Expected         bool             `json:"expected"`
+		SubjectsReported int              `json:"subjectsReported"`
+		Counts           map[string]int64 `json:"counts"`
+	} `json:"stores"`
 }
 
 // TestConsoleRegulation: a DELETE_ONLY regulation of user u1 makes the router send one signed
 // `delete` notice per source to the destination both sources share, and the regulation
-// becomes FINISHED with noticesSent 2; 5001 subject ids are refused naming subjectIds.
+// becomes FINISHED, once the router and audiences reported, with noticesSent 2; 5001 subject ids are refused naming subjectIds.
 func TestConsoleRegulation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole stack")
@@ -409,6 +414,11 @@ func TestConsoleRegulation(t *testing.T) {
 	if v := reg.Data; v.ID != id || v.RegulationType != "DELETE_ONLY" || !slices.Equal(v.SubjectIDs, []string{"u1"}) ||
 		v.SubjectsTotal != 1 || v.SubjectsProcessed != 1 || v.NoticesSent != 2 || v.FinishedAt == "" {
 		t.Errorf("regulation %+v: want 1 subject processed, 2 notices sent, finishedAt", v)
+	}
+	// FINISHED once the router and audiences (the default CONSOLE_REGULATION_STORES) reported.
+	if r, a := reg.Data.Stores["router"], reg.Data.Stores["audiences"]; !r.Expected || r.SubjectsReported != 1 || r.Counts["notices"] != 2 ||
+		!a.Expected || a.SubjectsReported != 1 {
+		t.Errorf("stores %+v: want the router's and audiences' reports", reg.Data.Stores)
 	}
 	rc.WaitRequests(t, 2, 10*time.Second)
 	time.Sleep(500 * time.Millisecond) // nothing more comes
