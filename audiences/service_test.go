@@ -700,3 +700,45 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 		return ""
 	})
 }
+
+// TestDeletionForgetsOldRedirects: an id merged longer ago than the last 16 a profile
+// remembers is still a redirect after the deletion; its next message reaches the deleted
+// profile's partition, is handed back, and starts a profile of the id's own instead of
+// rebuilding the deleted user's.
+func TestDeletionForgetsOldRedirects(t *testing.T) {
+	h := newHarness(t, sources+vip)
+	svc, _, _ := h.run("aud-old-redirects", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	const user = "user-many"
+	var msgs []string
+	for i := range 17 {
+		msgs = append(msgs, fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":"old-%d","traits":{"email":"m@example.com"}}`, user, i))
+	}
+	h.send(msgs...)
+	eventually(t, 10*time.Second, func() string {
+		var p audiences.ProfileView
+		if code := get(t, svc, "/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != user {
+			return fmt.Sprintf("old-0 not merged yet: %d %+v", code, p)
+		}
+		if get(t, svc, "/v1/profiles/"+user, testToken, &p); len(p.MergedIDs) != 16 || slices.Contains(p.MergedIDs, "old-0") {
+			return fmt.Sprintf("merged ids: %v", p.MergedIDs)
+		}
+		return ""
+	})
+	h.Produce(&kgo.Record{Topic: schemas.TopicDeletions, Key: []byte(user),
+		Value: fmt.Appendf(nil, `{"userId":%q,"kind":"DELETE_ONLY","requestId":"r-old"}`, user)})
+	reps := h.Reader(schemas.TopicDeletionsStatus).WaitFor(1, 15*time.Second)
+	if rep, _, err := schemas.DecodeDeletionStatusRecord(reps[0].Value); err != nil || rep.Counts[schemas.CountRedirects] != 16 {
+		t.Fatalf("report %s: want 16 redirects", reps[0].Value)
+	}
+	h.send(`{"type":"track","anonymousId":"old-0","event":"Viewed"}`)
+	eventually(t, 10*time.Second, func() string {
+		var p audiences.ProfileView
+		if code := get(t, svc, "/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != "old-0" {
+			return fmt.Sprintf("profile of old-0: %d %+v", code, p)
+		}
+		return ""
+	})
+	if code := get(t, svc, "/v1/profiles/"+user, testToken, nil); code != http.StatusNotFound {
+		t.Fatalf("the deleted user's profile came back: %d", code)
+	}
+}
