@@ -10,6 +10,10 @@
 // Profiles whose ids live on different partitions (an anonymous id and the user id it is
 // merged into) meet through audiences.repartition, read in the same transactions.
 //
+// A deletion request tombstones the user's profile and, partition after partition, the
+// redirects of the ids merged into it, then reports on tracking.deletions.status in the
+// transaction of the last tombstone (docs/audiences.md#deletion-and-suppression).
+//
 // The profile API (Service.Handler) answers from the instance that owns a user's partition,
 // forwarding to it when needed.
 package audiences
