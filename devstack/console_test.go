@@ -46,6 +46,13 @@ type consoleStack struct {
 // It returns once the console's views have caught up (its /readyz).
 func startConsoleStack(t *testing.T, dataDir string, extra map[string]string) *consoleStack {
 	t.Helper()
+	return startConsoleStackLogged(t, dataDir, extra, nil)
+}
+
+// startConsoleStackLogged is startConsoleStack whose logs, at info level and above, also go
+// to logs (when not nil).
+func startConsoleStackLogged(t *testing.T, dataDir string, extra map[string]string, logs io.Writer) *consoleStack {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
@@ -69,7 +76,11 @@ func startConsoleStack(t *testing.T, dataDir string, extra map[string]string) *c
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := devstack.New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	if logs != nil {
+		logger = zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.InfoLevel)
+	}
+	st, err := devstack.New(ctx, cfg, logger)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
