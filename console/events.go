@@ -29,7 +29,66 @@ type event struct {
 	messageID  string
 	reason     string
 	raw        []byte // reused: copy it out under the lock
+	key        []byte // the record's key (userId, else anonymousId); reused as raw
 	truncated  bool   // raw is the first maxEventBytes of a larger message
+}
+
+// userID is the userId of the event's message ("" for none). A message that is not a JSON
+// object (a rejected one, or the start of one too large) is taken to be its key's: its record
+// is keyed by its userId when ingest could read one.
+func (e *event) userID() string {
+	if id, ok := messageUserID(e.raw); ok {
+		return string(id)
+	}
+	return string(e.key)
+}
+
+// messageUserID is the userId of a message (a JSON object) as text, nil when it has none or
+// it is not a string; false when raw is not a JSON object.
+func messageUserID(raw []byte) ([]byte, bool) {
+	var id []byte
+	if schemas.EachMember(raw, func(key, v []byte) error {
+		if string(key) == "userId" {
+			id = v
+		}
+		return nil
+	}) != nil {
+		return nil, false
+	}
+	return jsonText(id), true
+}
+
+// scrub empties an event's slot: its bytes are zeroed, not only let go.
+func (e *event) scrub() {
+	clear(e.raw)
+	clear(e.key)
+	*e = event{raw: e.raw[:0], key: e.key[:0]}
+}
+
+// remove drops the events drop returns true for, keeping the others in order; called with the
+// log's lock held. It returns how many it dropped.
+func (se *sourceEvents) remove(drop func(*event) bool) int {
+	n := len(se.ring)
+	start := (se.next - se.size + n) % n // 0 unless the ring is full
+	kept := make([]event, 0, se.size)
+	var freed []event
+	for i := range se.size {
+		e := se.ring[(start+i)%n]
+		if drop(&e) {
+			e.scrub()
+			freed = append(freed, e)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(freed) == 0 {
+		return 0
+	}
+	// Back into the slots they came from (the first size slots: start is 0 unless the ring is
+	// full), oldest first, the emptied ones last: each slot keeps a buffer of its own.
+	copy(se.ring, append(kept, freed...))
+	se.next, se.size = len(kept)%n, len(kept)
+	return len(freed)
 }
 
 // maxEventBytes is the most of one message the debugger keeps: Segment's 32 KB limit (a larger
@@ -138,6 +197,7 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 		e.raw = nil // a slot never keeps more than one message's worth
 	}
 	e.raw = append(e.raw[:0], value...)
+	e.key = append(e.key[:0], r.Key...)
 	e.truncated = truncated
 	if rejected && (e.typ == "" || e.messageID == "") {
 		// tracking.rejected records carry only the reason: read the rest from the message,
@@ -220,6 +280,9 @@ func (s *Service) runEvents(ctx context.Context) error {
 		r        *kgo.Record
 		rejected bool
 	}
+	if !waitReady(ctx, s.forget.ready) {
+		return nil // the rules first: nothing of a deleted user is read back, even for a moment
+	}
 	var batch []pending
 	sources := interner{} // the source ids, read in every record
 	return s.runTail(ctx, &tail{
@@ -247,15 +310,55 @@ func (s *Service) runEvents(ctx context.Context) error {
 			if len(batch) == 0 {
 				return
 			}
+			var dropped []string
 			s.events.mu.Lock()
 			for _, p := range batch {
+				if s.forgets(p.r, p.rejected) {
+					dropped = append(dropped, messageIDOf(p.r))
+					continue
+				}
 				s.events.add(p.source, p.r, p.rejected)
 			}
 			s.events.mu.Unlock()
+			if len(dropped) > 0 {
+				s.metrics.forgotten.WithLabelValues("events").Add(float64(len(dropped)))
+				s.forget.forgetMessages(dropped)
+				s.dropAttempts(dropped) // of a message read late, after the purge
+			}
 			clear(batch)
 			batch = batch[:0]
 		},
 	})
+}
+
+// forgets reports whether the console forgets the event r (docs/console.md#what-the-console-forgets):
+// its message's userId is a deleted or suppressed user's, and the rule hides it.
+func (s *Service) forgets(r *kgo.Record, rejected bool) bool {
+	f := s.forget
+	if f.ruled.Load() == 0 {
+		return false
+	}
+	if !rejected && !f.ruling(string(r.Key)) {
+		return false // an accepted event is keyed by its userId, when it has one
+	}
+	id, ok := messageUserID(r.Value)
+	if !ok {
+		if !rejected {
+			return false
+		}
+		id = r.Key // not a JSON object: its key, as event.userID
+	}
+	return f.hides(string(id), r.Timestamp)
+}
+
+// messageIDOf is the record's message-id header.
+func messageIDOf(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == schemas.HeaderMessageID {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // recentEvents answers the source's last events, newest first.
