@@ -41,7 +41,8 @@ type destDLQ struct {
 	last     []dlqEntry
 }
 
-// dlqEntry is a dead letter of the list, with the userId of its message ("" for none).
+// dlqEntry is a dead letter of the list, with whose message it is: its userId, else its
+// anonymousId (the record's key after the destination id).
 type dlqEntry struct {
 	platform.DeadLetter
 	user string
@@ -209,9 +210,9 @@ func (s *Service) runDLQView(ctx context.Context) error {
 				if dl.DestinationID == "" {
 					return
 				}
-				// The body is the message's members: its userId says whose it is.
-				id, _ := messageUserID(r.Value)
-				e := dlqEntry{DeadLetter: dl, user: string(id)}
+				// Keyed <destinationId>:<userId, else anonymousId>: whose message it is.
+				user, _ := strings.CutPrefix(string(r.Key), dl.DestinationID+":")
+				e := dlqEntry{DeadLetter: dl, user: user}
 				if s.forget.hides(e.user, e.received()) {
 					s.metrics.forgotten.WithLabelValues("dlq").Inc()
 					s.forget.forgetMessages([]string{dl.MessageID})

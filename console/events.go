@@ -33,29 +33,39 @@ type event struct {
 	truncated  bool   // raw is the first maxEventBytes of a larger message
 }
 
-// userID is the userId of the event's message ("" for none). A message that is not a JSON
-// object (a rejected one, or the start of one too large) is taken to be its key's: its record
-// is keyed by its userId when ingest could read one.
+// userID is whose the event is: its message's userId, else its anonymousId ("" for neither),
+// the user a regulation names (docs/console.md#what-the-console-forgets). An accepted event's
+// record is keyed by just that; a rejected message is read for it (its key is the inbound
+// record's on the front door), and one that is not a JSON object is its key's.
 func (e *event) userID() string {
-	if id, ok := messageUserID(e.raw); ok {
+	if !e.rejected {
+		return string(e.key)
+	}
+	if id, ok := messageUser(e.raw); ok {
 		return string(id)
 	}
 	return string(e.key)
 }
 
-// messageUserID is the userId of a message (a JSON object) as text, nil when it has none or
-// it is not a string; false when raw is not a JSON object.
-func messageUserID(raw []byte) ([]byte, bool) {
-	var id []byte
+// messageUser is a message's userId as text, else its anonymousId (nil for neither, or ids that
+// are not strings); false when raw is not a JSON object.
+func messageUser(raw []byte) ([]byte, bool) {
+	var userID, anonymousID []byte
 	if schemas.EachMember(raw, func(key, v []byte) error {
-		if string(key) == "userId" {
-			id = v
+		switch string(key) {
+		case "userId":
+			userID = v
+		case "anonymousId":
+			anonymousID = v
 		}
 		return nil
 	}) != nil {
 		return nil, false
 	}
-	return jsonText(id), true
+	if id := jsonText(userID); len(id) > 0 {
+		return id, true
+	}
+	return jsonText(anonymousID), true
 }
 
 // scrub empties an event's slot: its bytes are zeroed, not only let go.
@@ -332,23 +342,18 @@ func (s *Service) runEvents(ctx context.Context) error {
 }
 
 // forgets reports whether the console forgets the event r (docs/console.md#what-the-console-forgets):
-// its message's userId is a deleted or suppressed user's, and the rule hides it.
+// it is a deleted or suppressed user's (event.userID), and the user's rule hides it.
 func (s *Service) forgets(r *kgo.Record, rejected bool) bool {
-	f := s.forget
-	if f.ruled.Load() == 0 {
+	if s.forget.ruled.Load() == 0 {
 		return false
 	}
-	if !rejected && !f.ruling(string(r.Key)) {
-		return false // an accepted event is keyed by its userId, when it has one
-	}
-	id, ok := messageUserID(r.Value)
-	if !ok {
-		if !rejected {
-			return false
+	user := r.Key
+	if rejected {
+		if id, ok := messageUser(r.Value); ok {
+			user = id
 		}
-		id = r.Key // not a JSON object: its key, as event.userID
 	}
-	return f.hides(string(id), r.Timestamp)
+	return s.forget.hides(string(user), r.Timestamp)
 }
 
 // messageIDOf is the record's message-id header.

@@ -31,7 +31,8 @@ import (
 // deleted user is shown after a restart, not even for a moment.
 //
 // The user is the userId a regulation names: an entry is the user's when its message's userId
-// is that id (a message with only an anonymousId is nobody's here). A regulation's sourceIds do
+// is that id, or, for a message without a userId, its anonymousId — what the records of
+// tracking.events and webhooks.* are keyed by, so that the views read no message to tell. A regulation's sourceIds do
 // not narrow what the console forgets: it forgets the user in every source's views.
 
 // suppressMark is the start (on) or the end of a suppression, at a time.
@@ -109,17 +110,6 @@ func (f *forgetting) user(id string) *userRule {
 		f.ruled.Store(int64(len(f.users)))
 	}
 	return u
-}
-
-// ruling reports whether the console forgets anything of user.
-func (f *forgetting) ruling(user string) bool {
-	if f.ruled.Load() == 0 || user == "" {
-		return false
-	}
-	f.mu.RLock()
-	_, ok := f.users[user]
-	f.mu.RUnlock()
-	return ok
 }
 
 // hides reports whether the console forgets user's entry received at t.
@@ -327,9 +317,6 @@ func (s *Service) purge(users map[string]struct{}) {
 	s.events.mu.Lock()
 	for _, se := range s.events.sources {
 		events += se.remove(func(e *event) bool {
-			if _, ok := users[string(e.key)]; !ok && !e.rejected {
-				return false // an accepted event's key is its userId, when it has one
-			}
 			user := e.userID()
 			if _, ok := users[user]; !ok || !f.hides(user, e.receivedAt) {
 				return false
