@@ -345,7 +345,11 @@ func (s *Service) purge(users map[string]struct{}) {
 	s.metrics.purges.Inc()
 	s.metrics.forgotten.WithLabelValues("events").Add(float64(events))
 	s.metrics.forgotten.WithLabelValues("dlq").Add(float64(dead))
-	s.logger.Info().Int("users", len(users)).Int("events", events).Int("dead_letters", dead).Int("attempts", attempts).
+	ev := s.logger.Debug()
+	if events+dead+attempts > 0 {
+		ev = s.logger.Info()
+	}
+	ev.Int("users", len(users)).Int("events", events).Int("dead_letters", dead).Int("attempts", attempts).
 		Dur("took", time.Since(start)).Msg("views purged of deleted or suppressed users")
 }
 

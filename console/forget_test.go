@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -268,4 +273,82 @@ func counterValue(t *testing.T, h *harness, name, view string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestDeleteOnlyForgetsThePast: a DELETE_ONLY regulation forgets the user's entries received
+// before it, and suppresses nothing: the user's later events show.
+func TestDeleteOnlyForgetsThePast(t *testing.T) {
+	h := newHarness(t, nil)
+	recentHas := func(text string) bool {
+		return strings.Contains(string(h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body), text)
+	}
+	h.env.Produce(eventRecord("m-old", "u-x", false, `{"email":"old.deleted@example.com"}`), eventRecord("m-y", "u-y", false, `{"email":"y.kept@example.com"}`))
+	waitFor(t, 5*time.Second, "the events", func() bool { return recentHas("old.deleted@example.com") && recentHas("y.kept@example.com") })
+	time.Sleep(5 * time.Millisecond)
+	expect(t, h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u-x"}}), http.StatusOK)
+	waitFor(t, 5*time.Second, "the user's past events gone", func() bool { return !recentHas("old.deleted@example.com") })
+	time.Sleep(5 * time.Millisecond)
+	h.env.Produce(eventRecord("m-new", "u-x", false, `{"email":"new.shown@example.com"}`))
+	waitFor(t, 5*time.Second, "the user's later event", func() bool { return recentHas("new.shown@example.com") })
+	if !recentHas("y.kept@example.com") || recentHas("old.deleted@example.com") {
+		t.Errorf("recent events: %s", h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body)
+	}
+}
+
+// TestViewsReadTheRegulationsFirst: a starting console reads nothing into its views before it
+// has read what they must forget: while one of the topics of the rules (here the suppression
+// list, not created yet) is not read to its end, the recent events stay empty; then the other
+// user's event shows, and the deleted user's never does, not even for a moment.
+func TestViewsReadTheRegulationsFirst(t *testing.T) {
+	h := newHarness(t, nil)
+	recent := func(srv *httptest.Server) string {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/sources/web/events/recent", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	h.env.Produce(eventRecord("m-del", "u-del", false, `{"email":"ada.deleted@example.com"}`), eventRecord("m-keep", "u-keep", false, `{"email":"kept@example.com"}`))
+	waitFor(t, 5*time.Second, "the events", func() bool {
+		b := recent(h.srv)
+		return strings.Contains(b, "ada.deleted") && strings.Contains(b, "kept@")
+	})
+	time.Sleep(5 * time.Millisecond)
+	expect(t, h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u-del"}}), http.StatusOK)
+	waitFor(t, 5*time.Second, "the deleted user's event gone", func() bool { return !strings.Contains(recent(h.srv), "ada.deleted") })
+	h.stop()
+
+	const later = "tracking.suppressions.later"
+	cfg := console.DefaultConfig()
+	cfg.Addr, cfg.Token, cfg.ShutdownTimeout, cfg.SuppressionsTopic = "127.0.0.1:0", testToken, 2*time.Second, later
+	svc, err := console.New(cfg, console.Deps{Kafka: h.env.Kafka, KafkaOpts: h.env.KafkaOpts, Store: h.env.Store,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Health: platform.NewHealth()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	h.env.Start("console", svc.Run)
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b := recent(srv); !strings.Contains(b, `"data":[]`) {
+			t.Fatalf("the recent events were read before the rules: %s", b)
+		}
+	}
+	if _, err := kadm.NewClient(h.env.Client).CreateTopic(context.Background(), 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, later); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the other user's event", func() bool {
+		b := recent(srv)
+		if strings.Contains(b, "ada.deleted") {
+			t.Fatalf("the deleted user's event was read back: %s", b)
+		}
+		return strings.Contains(b, "kept@example.com")
+	})
 }
