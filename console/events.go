@@ -234,15 +234,23 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 		}
 	}
 	if len(se.watchers) > 0 {
-		v := e.view()
-		for ch := range se.watchers {
-			select {
-			case ch <- v:
-			default: // a watcher that does not keep up misses events, never slows the view
-			}
+		se.tell(e.view())
+	}
+}
+
+// tell sends v to every watcher of the source; called with the log's lock held.
+func (se *sourceEvents) tell(v eventView) {
+	for ch := range se.watchers {
+		select {
+		case ch <- v:
+		default: // a watcher that does not keep up misses events, never slows the view
 		}
 	}
 }
+
+// statusForgotten is the status of an event the console forgot (docs/console.md#what-the-console-forgets):
+// a live stream sends "event: forgotten" with its id, and the debugger's page removes it.
+const statusForgotten = "forgotten"
 
 // rejectedFields reads "type" and "messageId" of a rejected message when it is a JSON object:
 // the text of each (the last, when a key repeats) when it is a string, nil when it is absent or

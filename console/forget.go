@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -64,16 +65,13 @@ func (u *userRule) hides(t time.Time) bool {
 	return on
 }
 
-// mark adds a suppression mark (once).
+// mark adds a suppression mark, once; of marks at the same time, the one read last counts.
 func (u *userRule) mark(at time.Time, on bool) {
-	m := suppressMark{at: at, on: on}
-	i, _ := slices.BinarySearchFunc(u.marks, at, func(x suppressMark, t time.Time) int { return x.at.Compare(t) })
-	for j := i; j < len(u.marks) && u.marks[j].at.Equal(at); j++ {
-		if u.marks[j].on == on {
-			return
-		}
+	i := sort.Search(len(u.marks), func(j int) bool { return u.marks[j].at.After(at) })
+	if i > 0 && u.marks[i-1].at.Equal(at) && u.marks[i-1].on == on {
+		return // read twice
 	}
-	u.marks = slices.Insert(u.marks, i, m)
+	u.marks = slices.Insert(u.marks, i, suppressMark{at: at, on: on})
 }
 
 // maxForgottenMessages bounds the message ids of forgotten entries the console remembers (to
@@ -316,14 +314,21 @@ func (s *Service) purge(users map[string]struct{}) {
 	events := 0
 	s.events.mu.Lock()
 	for _, se := range s.events.sources {
+		var told []eventView // the live streams' pages remove them
 		events += se.remove(func(e *event) bool {
 			user := e.userID()
 			if _, ok := users[user]; !ok || !f.hides(user, e.receivedAt) {
 				return false
 			}
 			ids = append(ids, e.messageID)
+			if len(se.watchers) > 0 {
+				told = append(told, eventView{ID: strconv.FormatUint(e.seq, 10), ReceivedAt: e.receivedAt, Status: statusForgotten})
+			}
 			return true
 		})
+		for _, v := range told {
+			se.tell(v)
+		}
 	}
 	s.events.mu.Unlock()
 	// The DLQ lists.

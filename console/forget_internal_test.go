@@ -18,8 +18,10 @@ func TestUserRuleHides(t *testing.T) {
 	suppressed.mark(at(20), true)
 	suppressed.mark(at(20), true) // twice: once
 	suppressed.mark(at(40), true)
-	if len(suppressed.marks) != 3 {
-		t.Fatalf("marks %v, want 3", suppressed.marks)
+	suppressed.mark(at(60), true)
+	suppressed.mark(at(60), false) // at the same time, read last: it counts
+	if len(suppressed.marks) != 5 {
+		t.Fatalf("marks %v, want 5", suppressed.marks)
 	}
 	for _, tt := range []struct {
 		name string
@@ -36,6 +38,7 @@ func TestUserRuleHides(t *testing.T) {
 		{"at the unsuppression", &suppressed, 30, false},
 		{"between the suppressions", &suppressed, 35, false},
 		{"during the second suppression", &suppressed, 50, true},
+		{"after marks at the same time", &suppressed, 61, false},
 	} {
 		if got := tt.rule.hides(at(tt.min)); got != tt.want {
 			t.Errorf("%s: hides = %v, want %v", tt.name, got, tt.want)

@@ -136,6 +136,16 @@ func TestDeletedUserForgotten(t *testing.T) {
 	if !strings.Contains(before["/v1/destinations/file-hooks/dlq?replayed=true"], "m-del-3") {
 		t.Fatal("before the deletion, the DLQ list does not show m-del-3")
 	}
+	// The ids of the deleted user's recent events: a live stream tells they are forgotten.
+	var forgottenIDs []string
+	for _, e := range h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).JSON(t)["data"].([]any) {
+		if e := e.(map[string]any); strings.Contains(fmt.Sprint(e["message"]), "u-del") && e["messageId"] != "m-other" {
+			forgottenIDs = append(forgottenIDs, e["id"].(string))
+		}
+	}
+	if len(forgottenIDs) != 4 { // m-del-2, m-del-3, the rejected one, m-anon
+		t.Fatalf("the deleted user's recent events: %v, want 4", forgottenIDs)
+	}
 
 	// A live stream open during the deletion.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -204,8 +214,14 @@ func TestDeletedUserForgotten(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	h.env.Produce(eventRecord("m-del-later", "u-del", false, `{"email":"later.suppressed@example.com"}`))
 	h.env.Produce(eventRecord("m-keep-5", "u-keep", false, `{"email":"kept.five@example.com"}`))
-	if read := liveUntil("kept.five@example.com"); strings.Contains(read, "later.suppressed") || strings.Contains(read, "ada.deleted") {
+	read := liveUntil("kept.five@example.com")
+	if strings.Contains(read, "later.suppressed") || strings.Contains(read, "ada.deleted") {
 		t.Errorf("the live stream showed the suppressed user's event:\n%s", read)
+	}
+	for _, id := range forgottenIDs { // the debugger's page removes them
+		if !strings.Contains(read, "event: forgotten\nid: "+id+"\n") {
+			t.Errorf("the live stream did not tell that event %s is forgotten:\n%s", id, read)
+		}
 	}
 	nowhere(t, "after a suppressed user's later event", consoleViews(t, h, b, attemptPage), planted...)
 	if v := counterValue(t, h, "tributary_console_forgotten_entries_total", "events"); v != 5 {
