@@ -33,8 +33,10 @@ import (
 //
 // The user is the userId a regulation names: an entry is the user's when its message's userId
 // is that id, or, for a message without a userId, its anonymousId — what the records of
-// tracking.events and webhooks.* are keyed by, so that the views read no message to tell. A regulation's sourceIds do
-// not narrow what the console forgets: it forgets the user in every source's views.
+// tracking.events and webhooks.dlq are keyed by, so that the views read no message to tell
+// (a rejected message is read for it). The delivery log's attempts carry no user: they are
+// forgotten by the message ids of the events and dead letters forgotten. A regulation's
+// sourceIds do not narrow what the console forgets: it forgets the user in every source's views.
 
 // suppressMark is the start (on) or the end of a suppression, at a time.
 type suppressMark struct {
