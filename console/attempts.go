@@ -167,6 +167,27 @@ func (l *attemptLog) add(a attempt) {
 	m.hist[histBucket(a.LatencyMs)]++
 }
 
+// remove drops the attempts drop returns true for, keeping the others in order (the counters
+// stay: they hold no message); called with the log's lock held. It returns how many it dropped.
+func (d *destLog) remove(drop func(*attempt) bool) int {
+	n := len(d.ring)
+	start := (d.next - d.size + n) % n // 0 unless the ring is full
+	kept := make([]attempt, 0, d.size)
+	for i := range d.size {
+		if a := d.ring[(start+i)%n]; !drop(&a) {
+			kept = append(kept, a)
+		}
+	}
+	dropped := d.size - len(kept)
+	if dropped == 0 {
+		return 0
+	}
+	clear(d.ring)
+	copy(d.ring, kept)
+	d.next, d.size = len(kept)%n, len(kept)
+	return dropped
+}
+
 // wait registers ch for the attempts of messageID; the returned func unregisters it.
 func (l *attemptLog) wait(messageID string, ch chan attempt) func() {
 	l.mu.Lock()
@@ -184,6 +205,11 @@ func (l *attemptLog) wait(messageID string, ch chan attempt) func() {
 
 // runAttempts keeps the delivery log: webhooks.attempts from StatsWindow ago, then as written.
 func (s *Service) runAttempts(ctx context.Context) error {
+	// The rules and the recent events first: the attempts of a forgotten message are not read
+	// back (docs/console.md#what-the-console-forgets).
+	if !waitReady(ctx, s.forget.ready, s.events.ready) {
+		return nil
+	}
 	var batch []attempt
 	dec := newAttemptDecoder()
 	return s.runTail(ctx, &tail{
@@ -216,11 +242,20 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			if len(batch) == 0 {
 				return
 			}
+			forgotten := 0
 			s.attempts.mu.Lock()
 			for _, a := range batch {
+				// Checked under the log's lock: a purge remembers the message ids, then takes it.
+				if a.MessageID != "" && s.forget.messageForgotten(a.MessageID) {
+					forgotten++
+					continue
+				}
 				s.attempts.add(a)
 			}
 			s.attempts.mu.Unlock()
+			if forgotten > 0 {
+				s.metrics.forgotten.WithLabelValues("attempts").Add(float64(forgotten))
+			}
 			s.metrics.attemptsRead.Add(float64(len(batch)))
 			clear(batch)
 			batch = batch[:0]

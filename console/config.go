@@ -47,7 +47,7 @@ type Config struct {
 	// Topic names; tests on a shared broker override them.
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
-	SessionsTopic                                                                 string
+	SessionsTopic, SuppressionsTopic                                              string
 	// DelivererGroup is the deliverer's consumer group: its lag on the retry tiers is the
 	// overview's backlog.
 	DelivererGroup string
@@ -93,6 +93,7 @@ func DefaultConfig() Config {
 		DLQTopic:               schemas.TopicDLQ,
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
 		SessionsTopic:          schemas.TopicSessions,
+		SuppressionsTopic:      schemas.TopicSuppressions,
 		DelivererGroup:         "tributary-deliverer",
 		RegulationStores:       []string{schemas.StoreRouter, schemas.StoreAudiences},
 		AttemptsPerDestination: 1000,
@@ -183,7 +184,7 @@ func (c *Config) Validate() error {
 	if err := platform.ValidateAllowedHosts("CONSOLE_ALLOWED_HOSTS", c.AllowedHosts); err != nil {
 		errs = append(errs, err)
 	}
-	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic} {
+	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic, c.SuppressionsTopic} {
 		if t == "" {
 			errs = append(errs, errors.New("console topics: names must not be empty"))
 			break

@@ -38,7 +38,44 @@ type destDLQ struct {
 	// matter: a mark of a dead letter superseded by a newer one is dropped.
 	replayed map[string]time.Time
 	pending  int // messages whose newest dead letter is not marked replayed
-	last     []platform.DeadLetter
+	last     []dlqEntry
+}
+
+// dlqEntry is a dead letter of the list, with whose message it is: its userId, else its
+// anonymousId (the record's key after the destination id).
+type dlqEntry struct {
+	platform.DeadLetter
+	user string
+}
+
+// received is about when the dead letter's message was accepted: its first attempt, else when
+// it was dead-lettered.
+func (e *dlqEntry) received() time.Time {
+	if !e.FirstAttemptAt.IsZero() {
+		return e.FirstAttemptAt
+	}
+	return e.At
+}
+
+// remove drops the dead letters of the list drop returns true for, and their messages from
+// the count; called with the view's lock held. It returns how many it dropped.
+func (d *destDLQ) remove(drop func(*dlqEntry) bool) int {
+	n := len(d.last)
+	d.last = slices.DeleteFunc(d.last, func(e dlqEntry) bool {
+		if !drop(&e) {
+			return false
+		}
+		k := e.MessageKey()
+		if cur, ok := d.newest[k]; ok && cur.partition == e.Partition && cur.offset == e.Offset {
+			delete(d.newest, k)
+			if d.replayed[e.MarkerKey()].IsZero() {
+				d.pending--
+			}
+		}
+		delete(d.replayed, e.MarkerKey())
+		return true
+	})
+	return n - len(d.last)
 }
 
 func newDLQView(max int) *dlqView {
@@ -69,8 +106,8 @@ func (p dlqPos) deadLetter() platform.DeadLetter {
 
 func (p dlqPos) markerKey() string { return p.deadLetter().MarkerKey() }
 
-// add records a dead letter read; called with mu held.
-func (c *dlqView) add(dl platform.DeadLetter) {
+// add records a dead letter read, of user's message; called with mu held.
+func (c *dlqView) add(dl platform.DeadLetter, user string) {
 	d := c.dest(dl.DestinationID)
 	k := dl.MessageKey()
 	if cur, ok := d.newest[k]; ok {
@@ -90,7 +127,7 @@ func (c *dlqView) add(dl platform.DeadLetter) {
 	if len(d.last) == c.max {
 		d.last = slices.Delete(d.last, 0, 1)
 	}
-	d.last = append(d.last, dl)
+	d.last = append(d.last, dlqEntry{DeadLetter: dl, user: user})
 }
 
 // mark records a replay mark of the dead letter with marker key key, of message msg (a dead
@@ -141,7 +178,8 @@ func (c *dlqView) list(dest string, again bool) []platform.DeadLetter {
 		return nil
 	}
 	out := make([]platform.DeadLetter, 0, min(len(d.last), len(d.newest)))
-	for _, dl := range slices.Backward(d.last) {
+	for _, e := range slices.Backward(d.last) {
+		dl := e.DeadLetter
 		if n := d.newest[dl.MessageKey()]; n.partition != dl.Partition || n.offset != dl.Offset {
 			continue // superseded by a newer dead letter of the message
 		}
@@ -153,8 +191,12 @@ func (c *dlqView) list(dest string, again bool) []platform.DeadLetter {
 	return out
 }
 
-// runDLQView keeps the view: both topics from their start.
+// runDLQView keeps the view: both topics from their start, once the rules of what the console
+// forgets were read (docs/console.md#what-the-console-forgets).
 func (s *Service) runDLQView(ctx context.Context) error {
+	if !waitReady(ctx, s.forget.ready) {
+		return nil
+	}
 	c := s.dlq
 	return s.runTail(ctx, &tail{
 		name:   "dlq",
@@ -164,9 +206,19 @@ func (s *Service) runDLQView(ctx context.Context) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if r.Topic == s.cfg.DLQTopic {
-				if dl := platform.DeadLetterOf(r); dl.DestinationID != "" {
-					c.add(dl)
+				dl := platform.DeadLetterOf(r)
+				if dl.DestinationID == "" {
+					return
 				}
+				// Keyed <destinationId>:<userId, else anonymousId>: whose message it is.
+				user, _ := strings.CutPrefix(string(r.Key), dl.DestinationID+":")
+				e := dlqEntry{DeadLetter: dl, user: user}
+				if s.forget.hides(e.user, e.received()) {
+					s.metrics.forgotten.WithLabelValues("dlq").Inc()
+					s.forget.forgetMessages([]string{dl.MessageID})
+					return
+				}
+				c.add(dl, e.user)
 				return
 			}
 			m, ok := replayMarkOf(r.Value)

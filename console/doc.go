@@ -4,5 +4,7 @@
 // credentials — are write-only: masked in answers and pages, references in the export
 // (secrets.go, docs/console.md#secrets). Its views — the delivery log, the source debugger, the
 // DLQ, regulations, sessions — follow their Kafka topics in memory, one reader each (tail.go),
-// and decode only the members of a record they keep (decode.go).
+// and decode only the members of a record they keep (decode.go). They forget a deleted or
+// suppressed user's entries, and read the regulations before anything else at start
+// (forget.go, docs/console.md#what-the-console-forgets).
 package console

@@ -29,7 +29,76 @@ type event struct {
 	messageID  string
 	reason     string
 	raw        []byte // reused: copy it out under the lock
+	key        []byte // the record's key (userId, else anonymousId); reused as raw
 	truncated  bool   // raw is the first maxEventBytes of a larger message
+}
+
+// userID is whose the event is: its message's userId, else its anonymousId ("" for neither),
+// the user a regulation names (docs/console.md#what-the-console-forgets). An accepted event's
+// record is keyed by just that; a rejected message is read for it (its key is the inbound
+// record's on the front door), and one that is not a JSON object is its key's.
+func (e *event) userID() string {
+	if !e.rejected {
+		return string(e.key)
+	}
+	if id, ok := messageUser(e.raw); ok {
+		return string(id)
+	}
+	return string(e.key)
+}
+
+// messageUser is a message's userId as text, else its anonymousId (nil for neither, or ids that
+// are not strings); false when raw is not a JSON object.
+func messageUser(raw []byte) ([]byte, bool) {
+	var userID, anonymousID []byte
+	if schemas.EachMember(raw, func(key, v []byte) error {
+		switch string(key) {
+		case "userId":
+			userID = v
+		case "anonymousId":
+			anonymousID = v
+		}
+		return nil
+	}) != nil {
+		return nil, false
+	}
+	if id := jsonText(userID); len(id) > 0 {
+		return id, true
+	}
+	return jsonText(anonymousID), true
+}
+
+// scrub empties an event's slot: its bytes are zeroed, not only let go.
+func (e *event) scrub() {
+	clear(e.raw)
+	clear(e.key)
+	*e = event{raw: e.raw[:0], key: e.key[:0]}
+}
+
+// remove drops the events drop returns true for, keeping the others in order; called with the
+// log's lock held. It returns how many it dropped.
+func (se *sourceEvents) remove(drop func(*event) bool) int {
+	n := len(se.ring)
+	start := (se.next - se.size + n) % n // 0 unless the ring is full
+	kept := make([]event, 0, se.size)
+	var freed []event
+	for i := range se.size {
+		e := se.ring[(start+i)%n]
+		if drop(&e) {
+			e.scrub()
+			freed = append(freed, e)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(freed) == 0 {
+		return 0
+	}
+	// Back into the slots they came from (the first size slots: start is 0 unless the ring is
+	// full), oldest first, the emptied ones last: each slot keeps a buffer of its own.
+	copy(se.ring, append(kept, freed...))
+	se.next, se.size = len(kept)%n, len(kept)
+	return len(freed)
 }
 
 // maxEventBytes is the most of one message the debugger keeps: Segment's 32 KB limit (a larger
@@ -138,6 +207,7 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 		e.raw = nil // a slot never keeps more than one message's worth
 	}
 	e.raw = append(e.raw[:0], value...)
+	e.key = append(e.key[:0], r.Key...)
 	e.truncated = truncated
 	if rejected && (e.typ == "" || e.messageID == "") {
 		// tracking.rejected records carry only the reason: read the rest from the message,
@@ -164,15 +234,23 @@ func (l *eventLog) add(source string, r *kgo.Record, rejected bool) {
 		}
 	}
 	if len(se.watchers) > 0 {
-		v := e.view()
-		for ch := range se.watchers {
-			select {
-			case ch <- v:
-			default: // a watcher that does not keep up misses events, never slows the view
-			}
+		se.tell(e.view())
+	}
+}
+
+// tell sends v to every watcher of the source; called with the log's lock held.
+func (se *sourceEvents) tell(v eventView) {
+	for ch := range se.watchers {
+		select {
+		case ch <- v:
+		default: // a watcher that does not keep up misses events, never slows the view
 		}
 	}
 }
+
+// statusForgotten is the status of an event the console forgot (docs/console.md#what-the-console-forgets):
+// a live stream sends "event: forgotten" with its id, and the debugger's page removes it.
+const statusForgotten = "forgotten"
 
 // rejectedFields reads "type" and "messageId" of a rejected message when it is a JSON object:
 // the text of each (the last, when a key repeats) when it is a string, nil when it is absent or
@@ -220,6 +298,9 @@ func (s *Service) runEvents(ctx context.Context) error {
 		r        *kgo.Record
 		rejected bool
 	}
+	if !waitReady(ctx, s.forget.ready) {
+		return nil // the rules first: nothing of a deleted user is read back, even for a moment
+	}
 	var batch []pending
 	sources := interner{} // the source ids, read in every record
 	return s.runTail(ctx, &tail{
@@ -247,15 +328,50 @@ func (s *Service) runEvents(ctx context.Context) error {
 			if len(batch) == 0 {
 				return
 			}
+			var dropped []string
 			s.events.mu.Lock()
 			for _, p := range batch {
+				if s.forgets(p.r, p.rejected) {
+					dropped = append(dropped, messageIDOf(p.r))
+					continue
+				}
 				s.events.add(p.source, p.r, p.rejected)
 			}
 			s.events.mu.Unlock()
+			if len(dropped) > 0 {
+				s.metrics.forgotten.WithLabelValues("events").Add(float64(len(dropped)))
+				s.forget.forgetMessages(dropped)
+				s.dropAttempts(dropped) // of a message read late, after the purge
+			}
 			clear(batch)
 			batch = batch[:0]
 		},
 	})
+}
+
+// forgets reports whether the console forgets the event r (docs/console.md#what-the-console-forgets):
+// it is a deleted or suppressed user's (event.userID), and the user's rule hides it.
+func (s *Service) forgets(r *kgo.Record, rejected bool) bool {
+	if s.forget.ruled.Load() == 0 {
+		return false
+	}
+	user := r.Key
+	if rejected {
+		if id, ok := messageUser(r.Value); ok {
+			user = id
+		}
+	}
+	return s.forget.hides(string(user), r.Timestamp)
+}
+
+// messageIDOf is the record's message-id header.
+func messageIDOf(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == schemas.HeaderMessageID {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // recentEvents answers the source's last events, newest first.

@@ -13,6 +13,8 @@ type metrics struct {
 	attemptsSkipped prometheus.Counter
 	liveStreams     prometheus.Gauge
 	streamsRefused  prometheus.Counter
+	purges          prometheus.Counter
+	forgotten       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,7 +37,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Open live event streams (the source debugger)."}),
 		streamsRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_live_streams_refused_total",
 			Help: "Live event streams refused for the stream limits (CONSOLE_MAX_STREAMS, CONSOLE_MAX_STREAMS_PER_SESSION)."}),
+		purges: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_forget_purges_total",
+			Help: "Purges of the views after a deletion or suppression was read (docs/console.md#what-the-console-forgets)."}),
+		forgotten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_console_forgotten_entries_total",
+			Help: "Entries of deleted or suppressed users the views dropped, by purge or as they were read, by view (events, attempts, dlq)."}, []string{"view"}),
 	}
-	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams, m.streamsRefused)
+	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams, m.streamsRefused, m.purges, m.forgotten)
 	return m
 }

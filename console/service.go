@@ -70,6 +70,7 @@ type Service struct {
 	attempts    *attemptLog
 	events      *eventLog
 	regulations *regulationLog
+	forget      *forgetting // what the views forget of deleted and suppressed users
 	dlq         *dlqView
 	sessions    *sessionView
 	streams     *streamLimits
@@ -113,6 +114,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.attempts = newAttemptLog(cfg.AttemptsPerDestination, cfg.StatsWindow)
 	s.events = newEventLog(cfg.RecentEvents)
 	s.regulations = newRegulationLog()
+	s.forget = newForgetting()
 	s.dlq = newDLQView(cfg.DLQPerDestination)
 	s.sessions = newSessionView()
 	s.streams = newStreamLimits(cfg.MaxStreams, cfg.MaxStreamsPerSession)
@@ -149,13 +151,14 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runAttempts),
 		platform.RunnerFunc(s.runEvents),
 		platform.RunnerFunc(s.runRegulations),
+		platform.RunnerFunc(s.runForget),
 		platform.RunnerFunc(s.runDLQView),
 		platform.RunnerFunc(s.runSessions),
 		platform.RunnerFunc(s.runTierLag),
 		platform.RunnerFunc(s.runPrune),
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
-		for _, ch := range []<-chan struct{}{s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.sessions.ready, s.deps.Store.Ready()} {
+		for _, ch := range []<-chan struct{}{s.forget.ready, s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.sessions.ready, s.deps.Store.Ready()} {
 			select {
 			case <-ch:
 			case <-ctx.Done():

@@ -63,9 +63,11 @@ function startLive(list) {
     if (ev.reason) { const r = document.createElement("span"); r.className = "error"; r.textContent = ev.reason; b.append(r); }
     b.addEventListener("click", () => {
       detail.textContent = JSON.stringify(ev.message, null, 2);
+      detail.dataset.id = ev.id;
       detail.hidden = false;
       detail.focus();
     });
+    li.dataset.id = ev.id;
     li.append(b);
     list.prepend(li);
     while (list.children.length > 200) list.lastChild.remove();
@@ -90,6 +92,14 @@ function startLive(list) {
   for (const kind of ["accepted", "rejected"]) {
     es.addEventListener(kind, (m) => { try { show(JSON.parse(m.data)); } catch (e) { /* ignore */ } });
   }
+  // An event of a user the console forgot (docs/console.md#what-the-console-forgets) leaves the
+  // list, and the detail if it is shown.
+  es.addEventListener("forgotten", (m) => {
+    let id;
+    try { id = String(JSON.parse(m.data).id); } catch (e) { return; }
+    for (const li of list.querySelectorAll("li")) if (li.dataset.id === id) li.remove();
+    if (detail.dataset.id === id) { detail.textContent = ""; detail.hidden = true; delete detail.dataset.id; }
+  });
 }
 
 function startPreview(form) {
