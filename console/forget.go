@@ -88,6 +88,9 @@ type forgetting struct {
 	// requests is, per regulation id, whether each subject's purge at the router's time was
 	// done (forgotten).
 	requests map[string]map[string]bool
+	// reported is the subjects ("<requestId>\n<userId>") whose console report the console
+	// has read back from tracking.deletions.status: it does not write them again.
+	reported map[string]bool
 	// messages are the message ids of forgotten events; order bounds them (a ring).
 	messages map[string]struct{}
 	order    []string
@@ -99,7 +102,7 @@ type forgetting struct {
 }
 
 func newForgetting() *forgetting {
-	return &forgetting{users: map[string]*userRule{}, requests: map[string]map[string]bool{}, messages: map[string]struct{}{}, ready: make(chan struct{})}
+	return &forgetting{users: map[string]*userRule{}, requests: map[string]map[string]bool{}, reported: map[string]bool{}, messages: map[string]struct{}{}, ready: make(chan struct{})}
 }
 
 func (f *forgetting) user(id string) *userRule {
@@ -184,7 +187,7 @@ func (s *Service) Forgotten(requestID string) bool { return s.forget.forgottenRe
 
 // statusDone is a subject of a regulation whose status was read: forgotten once the purge
 // after it ran.
-type statusDone struct{ request, user string }
+type statusDone struct{ request, user, kind string }
 
 // applyRegulation reads one record of tracking.deletions, tracking.deletions.status or
 // tracking.suppressions into the rules; it returns the user whose rule changed ("" for none)
@@ -214,8 +217,17 @@ func (f *forgetting) applyRegulation(r *kgo.Record, topics *Config) (string, *st
 		f.rule(req.UserID, req.Kind, at)
 		return req.UserID, nil
 	case topics.DeletionsStatusTopic:
-		st, err := schemas.DecodeDeletionStatus(r.Value)
-		if err != nil || schemas.CheckSubjectID(st.UserID) != nil {
+		rep, st, err := schemas.DecodeDeletionStatusRecord(r.Value)
+		if err != nil {
+			return "", nil
+		}
+		if st == nil { // another store's report (docs/console.md#regulations): no rule in it
+			if rep.Store == schemas.StoreConsole {
+				f.reported[rep.RequestID+"\n"+rep.UserID] = true
+			}
+			return "", nil
+		}
+		if schemas.CheckSubjectID(st.UserID) != nil {
 			return "", nil
 		}
 		at, err := schemas.ParseTimestamp(st.ProcessedAt)
@@ -229,7 +241,7 @@ func (f *forgetting) applyRegulation(r *kgo.Record, topics *Config) (string, *st
 			f.requests[st.RequestID][st.UserID] = false
 		}
 		f.rule(st.UserID, st.Kind, at)
-		return st.UserID, &statusDone{request: st.RequestID, user: st.UserID}
+		return st.UserID, &statusDone{request: st.RequestID, user: st.UserID, kind: st.Kind}
 	default: // tracking.suppressions: key userId, a tombstone lifts the suppression
 		user := string(r.Key)
 		if schemas.CheckSubjectID(user) != nil {
@@ -265,16 +277,23 @@ func (f *forgetting) rule(user, kind string, at time.Time) {
 	}
 }
 
-// done marks the subjects whose purge ran.
-func (f *forgetting) done(subjects []statusDone) {
+// done marks the subjects whose purge ran, and returns those the console has not reported
+// on yet.
+func (f *forgetting) done(subjects []statusDone) []statusDone {
 	if len(subjects) == 0 {
-		return
+		return nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var report []statusDone
 	for _, d := range subjects {
 		f.requests[d.request][d.user] = true
+		if k := d.request + "\n" + d.user; !f.reported[k] {
+			f.reported[k] = true
+			report = append(report, d)
+		}
 	}
+	return report
 }
 
 // runForget keeps the rules: the regulation topics and the suppression list from their start;
@@ -299,16 +318,23 @@ func (s *Service) runForget(ctx context.Context) error {
 			if len(changed) == 0 {
 				return
 			}
-			s.purge(changed)
-			s.forget.done(statuses)
+			purged := s.purge(changed)
+			// The console's report on each subject, once its views forgot it: a regulation
+			// waits for it when "console" is in CONSOLE_REGULATION_STORES.
+			for _, d := range s.forget.done(statuses) {
+				if err := s.reportRegulation(ctx, d.request, d.user, d.kind, int64(purged)); err != nil {
+					s.logger.Warn().Err(err).Str("regulation", d.request).Msg("console report on a regulation not written")
+				}
+			}
 			clear(changed)
 			statuses = statuses[:0]
 		},
 	})
 }
 
-// purge drops from every view the entries of users their rules hide, and counts them.
-func (s *Service) purge(users map[string]struct{}) {
+// purge drops from every view the entries of users their rules hide, counts them, and
+// returns how many it dropped.
+func (s *Service) purge(users map[string]struct{}) int {
 	f := s.forget
 	start := time.Now()
 	// The recent events (and so the bodies of the attempt pages).
@@ -358,6 +384,7 @@ func (s *Service) purge(users map[string]struct{}) {
 	}
 	ev.Int("users", len(users)).Int("events", events).Int("dead_letters", dead).Int("attempts", attempts).
 		Dur("took", time.Since(start)).Msg("views purged of deleted or suppressed users")
+	return events + dead + attempts
 }
 
 // dropAttempts drops the delivery log's attempts of messages ids, and counts them.
