@@ -35,6 +35,13 @@ type TopicSpec struct {
 	// written before it rolls; retention only deletes rolled segments, so a topic kept
 	// for less than the broker's default segment time needs a shorter one.
 	Segment time.Duration
+	// DeleteRetention is delete.retention.ms of a compacted topic (0: the broker default, a
+	// day): how long a tombstone stays readable after compaction reached it.
+	DeleteRetention time.Duration
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio of a compacted topic ("": the broker
+	// default, 0.5): a low ratio compacts a partition as soon as a few of its records were
+	// overwritten or tombstoned.
+	MinCleanableDirtyRatio string
 }
 
 // Retention periods of DefaultTopics.
@@ -51,6 +58,13 @@ const (
 	// RetentionSessions keeps the console's session revocations for twice a session's life
 	// (12 h, docs/console.md#sessions): a revocation is useless once its session has expired.
 	RetentionSessions = day
+	// KeysSegment is segment.ms of tributary.keys: compaction never touches the active segment,
+	// so a tombstoned data key is compacted away within about this long (plus the cleaner's
+	// next pass) once records follow it.
+	KeysSegment = time.Minute
+	// KeysDeleteRetention is delete.retention.ms of tributary.keys: how long the tombstone of a
+	// shredded key stays (so that every reader learns the key is gone) before it is removed.
+	KeysDeleteRetention = time.Hour
 )
 
 // DefaultTopics returns every topic of docs/topics.md, each with its partition count, retention and
@@ -60,6 +74,8 @@ const (
 //	topic                      partitions  cleanup  retention
 //	tributary.config           1           compact  (forever: latest per key)
 //	tributary.sessions         1           compact  1 day (compact,delete; 1-hour segments)
+//	tributary.keys             partitions  compact  (forever: live keys; 1-minute segments,
+//	                                                 tombstones kept 1 hour, dirty ratio 0.01)
 //	audiences.state            partitions  compact  (forever: latest per key)
 //	audiences.repartition      partitions  delete   7 days
 //	tracking.suppressions      partitions  compact  (forever: latest per key)
@@ -81,6 +97,7 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	specs := []TopicSpec{
 		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
 		{Name: schemas.TopicSessions, Partitions: 1, Compact: true, AlsoDelete: true, Retention: RetentionSessions, Segment: time.Hour},
+		KeysTopic(partitions),
 		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true},
 		{Name: schemas.TopicAudiencesRepartition, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicSuppressions, Partitions: partitions, Compact: true},
@@ -107,6 +124,15 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	)
 }
 
+// KeysTopic is the spec of tributary.keys, the data keys of crypto-shredding
+// (docs/topics.md#tributarykeys): compacted with short segments, a low dirty ratio and an hour
+// of tombstone retention, so that a shredded key leaves the log (and the brokers' disks)
+// within minutes of its tombstone rather than days.
+func KeysTopic(partitions int32) TopicSpec {
+	return TopicSpec{Name: schemas.TopicKeys, Partitions: partitions, Compact: true,
+		Segment: KeysSegment, DeleteRetention: KeysDeleteRetention, MinCleanableDirtyRatio: "0.01"}
+}
+
 // Configs returns the topic configs the spec creates the topic with: cleanup.policy, and
 // retention.ms unless Retention is 0 or the topic is compacted (and not AlsoDelete).
 func (s TopicSpec) Configs() map[string]*string {
@@ -129,6 +155,14 @@ func (s TopicSpec) Configs() map[string]*string {
 	if s.Segment > 0 {
 		ms := strconv.FormatInt(s.Segment.Milliseconds(), 10)
 		cfg["segment.ms"] = &ms
+	}
+	if s.DeleteRetention > 0 {
+		ms := strconv.FormatInt(s.DeleteRetention.Milliseconds(), 10)
+		cfg["delete.retention.ms"] = &ms
+	}
+	if s.MinCleanableDirtyRatio != "" {
+		r := s.MinCleanableDirtyRatio
+		cfg["min.cleanable.dirty.ratio"] = &r
 	}
 	return cfg
 }
