@@ -121,7 +121,8 @@ func (k *Keyring) SealWith(hexID, plain []byte) ([]byte, error) {
 }
 
 // SealRecords seals, in place, the value of every record whose subject(r) is not empty (a
-// tributary-key header added), when Sealing; the keys it needs are created first, with one
+// tributary-key header added), when Sealing — never a tombstone (nil value) nor a record
+// sealed already; the keys it needs are created first, with one
 // acknowledged write for all (Prepare). Records without a subject, and every record when
 // Sealing is false, stay plain. On an error the records are left as they were.
 func (k *Keyring) SealRecords(ctx context.Context, recs []*kgo.Record, subject func(*kgo.Record) string) error {
@@ -130,7 +131,7 @@ func (k *Keyring) SealRecords(ctx context.Context, recs []*kgo.Record, subject f
 	}
 	subjects := make([]string, len(recs))
 	for i, r := range recs {
-		if KeyOf(r) == nil {
+		if r.Value != nil && KeyOf(r) == nil {
 			subjects[i] = subject(r)
 		}
 	}
