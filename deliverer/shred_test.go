@@ -45,7 +45,7 @@ func TestSealedDeliveries(t *testing.T) {
 			t.Fatalf("the receiver got %q, want the opened body", r.body)
 		}
 	}
-	tier := h.reader(schemas.RetryTopic(2 * time.Second)).waitFor(1, 10*time.Second)
+	tier := h.reader(schemas.RetryTopic(2*time.Second)).waitFor(1, 10*time.Second)
 	dlq := h.reader(schemas.TopicDLQ).waitFor(1, 10*time.Second)
 	for _, r := range append(tier, dlq...) {
 		if bytes.Contains(r.Value, []byte("planted")) || !bytes.Equal(shred.KeyOf(r), shred.KeyOf(recs[0])) {
