@@ -17,7 +17,7 @@ func TestSourceEventsSealed(t *testing.T) {
 	keys := h.env.Keyring()
 	rec := func(user, id string) *kgo.Record {
 		return &kgo.Record{Topic: schemas.TopicEvents, Key: []byte(user),
-			Value: []byte(`{"type":"track","event":"Signed Up","userId":"` + user + `","messageId":"` + id + `","properties":{"email":"` + user + `@example.com"}}`),
+			Value:   []byte(`{"type":"track","event":"Signed Up","userId":"` + user + `","messageId":"` + id + `","properties":{"email":"` + user + `@example.com"}}`),
 			Headers: []kgo.RecordHeader{{Key: schemas.HeaderSourceID, Value: []byte("web")}, {Key: schemas.HeaderMessageID, Value: []byte(id)}, {Key: schemas.HeaderType, Value: []byte("track")}}}
 	}
 	jane, bob := rec("jane", "m-jane"), rec("bob", "m-bob")
