@@ -69,7 +69,7 @@ computedTraits:
 	post(t, st, "/v1/identify", `{"userId":"jane","traits":{"email":"`+email+`"},"messageId":"e2e-id"}`)
 	post(t, st, "/v1/track", `{"userId":"jane","event":"Order Completed","properties":{"card":"`+card+`"},"messageId":"e2e-order"}`)
 	post(t, st, "/v1/batch", `{"batch":[{"type":"track","userId":"jane","properties":{"email":"`+email+`"}}]}`) // rejected: no event
-	_, bodies := rc.wait(t, 3) // identify, track, and the computed trait's identify
+	_, bodies := rc.wait(t, 3)                                                                                  // identify, track, and the computed trait's identify
 	if joined := bytes.Join(bodies, nil); !bytes.Contains(joined, []byte(email)) || !bytes.Contains(joined, []byte(card)) {
 		t.Fatalf("the webhooks do not carry the user's data in clear: %s", joined)
 	}
