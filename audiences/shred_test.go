@@ -97,3 +97,19 @@ func TestSealedProfiles(t *testing.T) {
 		return ""
 	})
 }
+
+// opened returns recs with their values opened (sealed ones copied).
+func opened(t *testing.T, keys *shred.Keyring, recs []*kgo.Record) []*kgo.Record {
+	t.Helper()
+	out := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		v, err := keys.Open(r)
+		if err != nil {
+			t.Fatalf("opening %s offset %d: %v", r.Topic, r.Offset, err)
+		}
+		c := *r
+		c.Value = v
+		out[i] = &c
+	}
+	return out
+}

@@ -74,7 +74,7 @@ const (
 //	topic                      partitions  cleanup  retention
 //	tributary.config           1           compact  (forever: latest per key)
 //	tributary.sessions         1           compact  1 day (compact,delete; 1-hour segments)
-//	tributary.keys             partitions  compact  (forever: live keys; 1-minute segments,
+//	tributary.keys             1           compact  (forever: live keys; 1-minute segments,
 //	                                                 tombstones kept 1 hour, dirty ratio 0.01)
 //	audiences.state            partitions  compact  (forever: latest per key)
 //	audiences.repartition      partitions  delete   7 days
@@ -92,12 +92,12 @@ const (
 //	webhooks.attempts          partitions  delete   7 days
 //
 // tributary.config has one partition so that every service reads the config writes in the
-// order they were made.
+// order they were made; tributary.keys has one (KeysTopic).
 func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec {
 	specs := []TopicSpec{
 		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
 		{Name: schemas.TopicSessions, Partitions: 1, Compact: true, AlsoDelete: true, Retention: RetentionSessions, Segment: time.Hour},
-		KeysTopic(partitions),
+		KeysTopic(),
 		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true},
 		{Name: schemas.TopicAudiencesRepartition, Partitions: partitions, Retention: RetentionDefault},
 		{Name: schemas.TopicSuppressions, Partitions: partitions, Compact: true},
@@ -127,9 +127,13 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 // KeysTopic is the spec of tributary.keys, the data keys of crypto-shredding
 // (docs/topics.md#tributarykeys): compacted with short segments, a low dirty ratio and an hour
 // of tombstone retention, so that a shredded key leaves the log (and the brokers' disks)
-// within minutes of its tombstone rather than days.
-func KeysTopic(partitions int32) TopicSpec {
-	return TopicSpec{Name: schemas.TopicKeys, Partitions: partitions, Compact: true,
+// within minutes of its tombstone rather than days. It has one partition, whatever
+// KAFKA_PARTITIONS: every service reads all of it, one key is written per user (far below
+// what a partition takes), and a reader that meets an unknown key id waits for the end offsets
+// of the partitions it knows — a partition added while it runs would be one it does not read
+// yet.
+func KeysTopic() TopicSpec {
+	return TopicSpec{Name: schemas.TopicKeys, Partitions: 1, Compact: true,
 		Segment: KeysSegment, DeleteRetention: KeysDeleteRetention, MinCleanableDirtyRatio: "0.01"}
 }
 

@@ -13,7 +13,7 @@
 // it from the brokers' disks.
 //
 // A Keyring follows the topic (platform.TopicReader) and holds every live key in memory
-// (about 1.2 KB each, mostly the AES-GCM state: see docs/security.md#key-topic-growth). The
+// (about 1 KB each, mostly the AES-GCM state: docs/security.md#crypto-shredding). The
 // subject of a message is its userId, else its anonymousId: the record key of
 // tracking.events.
 //

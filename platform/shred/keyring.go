@@ -163,7 +163,7 @@ func (k *Keyring) Run(ctx context.Context) error {
 		return fmt.Errorf("keyring: %w", err)
 	}
 	defer cl.Close()
-	spec := platform.KeysTopic(k.cfg.Kafka.Partitions)
+	spec := platform.KeysTopic()
 	spec.Name = k.cfg.Topic
 	if err := platform.EnsureTopics(ctx, kadm.NewClient(cl), k.cfg.Kafka.ReplicationFactor, []platform.TopicSpec{spec}); err != nil && ctx.Err() == nil {
 		// Without the right to create topics (tributary-init made it), reading still works.

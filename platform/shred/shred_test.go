@@ -162,13 +162,16 @@ func TestKeyOfAnotherClientIsFoundAfterTheWait(t *testing.T) {
 }
 
 func TestKeysTopicIsCompactedPromptly(t *testing.T) {
-	spec := platform.KeysTopic(6)
+	spec := platform.KeysTopic()
 	cfg := spec.Configs()
 	want := map[string]string{"cleanup.policy": "compact", "segment.ms": "60000", "delete.retention.ms": "3600000", "min.cleanable.dirty.ratio": "0.01"}
 	for name, v := range want {
 		if cfg[name] == nil || *cfg[name] != v {
 			t.Errorf("%s = %v, want %s", name, cfg[name], v)
 		}
+	}
+	if spec.Partitions != 1 {
+		t.Errorf("%d partitions, want 1", spec.Partitions)
 	}
 	if _, ok := cfg["retention.ms"]; ok {
 		t.Error("retention.ms set: live keys must be kept forever")
