@@ -79,3 +79,34 @@ func TestSealedDeliveries(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1: the dropped retry was dead-lettered", n)
 	}
 }
+
+// TestDeletedWhileWaiting: a delivery read while its user's key was live, which then waits for
+// its destination's rate limit while the key is shredded, is not sent: the key is looked up
+// right before the POST, and the delivery dropped as deleted.
+func TestDeletedWhileWaiting(t *testing.T) {
+	rc := newReceiver(t, func(int, *http.Request, http.ResponseWriter) {})
+	h := newHarness(t, "2s", destYAML(dest("slow", []string{rc.URL}, ", maxRequestsPerSecond: 0.5")))
+	keys := h.env.Keyring()
+	reg, _ := h.run(h.config())
+	recs := deliveryRecords("slow", "m1", "m2")
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) string { return "jane" }); err != nil {
+		t.Fatal(err)
+	}
+	h.env.Produce(recs...)
+	rc.waitRequests(t, 1, 10*time.Second) // m1; m2 waits about 2 s for the rate limit
+	if n, err := keys.Shred(ctx, "jane"); err != nil || n != 1 {
+		t.Fatalf("Shred = %d, %v", n, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for counter(t, reg, "tributary_deliverer_deleted_total", "destination", "slow") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting delivery of the deleted user was not dropped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := rc.requests(); len(got) != 1 || !bytes.Contains(got[0].body, []byte(`"messageId":"m1"`)) {
+		t.Fatalf("%d requests, want only m1's", len(got))
+	}
+}
