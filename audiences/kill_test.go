@@ -47,6 +47,7 @@ computedTraits:
 			"AUDIENCES_TRANSACTIONAL_ID=kill-test", "AUDIENCES_ADDR=127.0.0.1:0", "AUDIENCES_TOKEN="+testToken,
 			"AUDIENCE_SYNC_INTERVAL=1s", "LOG_LEVEL=warn")...)
 	}
+	keys := h.Keyring() // the service seals its identify calls (SHRED_EVENTS)
 	const users, total, perBatch = 50, 4000, 100
 	count, sum := map[string]int{}, map[string]int{}
 	produced := make(chan struct{})
@@ -89,7 +90,7 @@ computedTraits:
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		h.events.Poll()
-		got := decodeIdentifies(t, h.events.Got)
+		got := decodeIdentifies(t, opened(t, keys, h.events.Got))
 		joined, lastCount, lastSum := map[string]int{}, map[string]float64{}, map[string]float64{}
 		for _, id := range got {
 			if v, ok := id.Traits["active"]; ok {

@@ -9,11 +9,13 @@ import (
 // metrics are the service's own series (docs/audiences.md#metrics); the consumer lag of its
 // group comes from platform.LagCollector.
 type metrics struct {
-	events      prometheus.Counter
-	duplicates  prometheus.Counter
-	profiles    prometheus.Gauge
-	restores    prometheus.Counter
-	deletions   prometheus.Counter
+	events     prometheus.Counter
+	duplicates prometheus.Counter
+	profiles   prometheus.Gauge
+	restores   prometheus.Counter
+	deletions  prometheus.Counter
+	// shredded counts records not read because their data key was shredded, by topic.
+	shredded    *prometheus.CounterVec
 	identifies  *prometheus.CounterVec
 	syncSeconds prometheus.Histogram
 }
@@ -40,6 +42,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tributary_audiences_deletion_requests_total",
 			Help: "Deletion and suppression requests applied to profiles.",
 		}),
+		shredded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_audiences_shredded_records_total",
+			Help: "Records skipped because their data key was shredded (their user was deleted, docs/security.md#crypto-shredding), by topic: tracking.events, audiences.repartition, audiences.state (at restore).",
+		}, []string{"topic"}),
 		identifies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_audiences_identifies_total",
 			Help: "Identify calls emitted to tracking.events, by computation class (audience, computed_trait) and id.",
@@ -50,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.identifies, m.syncSeconds} {
+	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.syncSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering audiences metrics: %w", err)
 		}

@@ -1,6 +1,7 @@
 package audiences
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -46,6 +48,10 @@ type Deps struct {
 	Health *platform.Health
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
+	// Keys open sealed tracking.events records and seal what audiences writes of a user
+	// (docs/security.md#crypto-shredding); the caller runs it. nil: the service makes its own
+	// from Kafka and runs it in Run.
+	Keys *shred.Keyring
 }
 
 // HeaderOrigin marks the records the audiences service produces to tracking.events (value
@@ -70,6 +76,8 @@ type Service struct {
 
 	producer *kgo.Client // ticks (not transactional)
 	lag      *platform.LagCollector
+	keys     *shred.Keyring
+	ownKeys  bool // keys is the service's own: Run runs it
 
 	mu       gosync.RWMutex
 	parts    map[int32]*partition // owned partitions
@@ -145,6 +153,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, err
 	}
+	if s.keys = deps.Keys; s.keys == nil {
+		s.ownKeys = true
+		if s.keys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
+			return nil, fmt.Errorf("audiences: %w", err)
+		}
+	}
 	popts := append([]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(s.partitioner())}, deps.KafkaOpts...)
 	if s.producer, err = platform.NewKafkaClient(deps.Kafka, s.logger, popts...); err != nil {
@@ -215,6 +229,9 @@ func (s *Service) apiPartitionOf(id string) (p int32, ok bool) {
 
 // Run serves the profile API and runs the service until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
+	if s.ownKeys {
+		return platform.RunAll(ctx, s.server, platform.RunnerFunc(s.runPipes), s.keys)
+	}
 	return platform.RunAll(ctx, s.server, platform.RunnerFunc(s.runPipes))
 }
 
@@ -235,7 +252,7 @@ func (s *Service) runPipes(ctx context.Context) error {
 		}
 		return err
 	}
-	var ready []<-chan struct{}
+	ready := []<-chan struct{}{s.keys.Ready()}
 	if s.deps.ConfigReady != nil {
 		ready = append(ready, s.deps.ConfigReady)
 	}
@@ -472,37 +489,102 @@ func (s *Service) transform(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record,
 	}
 	b := &batch{now: s.now().UnixMilli(), touched: map[int32]*partition{}}
 	events := 0
+	var unavailable error
 	fs.EachRecord(func(r *kgo.Record) {
 		part := s.parts[r.Partition]
-		if part == nil || !part.restored {
+		if part == nil || !part.restored || unavailable != nil {
 			return // revoked meanwhile: the transaction aborts, the next owner reads it
+		}
+		if r.Topic == s.cfg.EventsTopic && headerIs(r, HeaderOrigin, OriginAudiences) {
+			return
+		}
+		value, ok, err := s.open(r)
+		if err != nil {
+			unavailable = err
+			return
+		}
+		if !ok {
+			return
 		}
 		switch r.Topic {
 		case s.cfg.EventsTopic:
-			if headerIs(r, HeaderOrigin, OriginAudiences) {
-				return
-			}
 			events++
-			m, err := schemas.DecodeMessage(r.Value)
+			m, err := schemas.DecodeMessage(value)
 			if err != nil {
 				s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a tracking.events record that does not decode")
 				return
 			}
-			s.handleMessage(b, r.Partition, part, m, r.Value, "", r.Timestamp)
+			s.handleMessage(b, r.Partition, part, m, value, "", r.Timestamp)
 		case s.cfg.RepartitionTopic:
 			var o op
-			if err := json.Unmarshal(r.Value, &o); err != nil {
+			if err := json.Unmarshal(value, &o); err != nil {
 				s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping an audiences.repartition record that does not decode")
 				return
 			}
 			s.handleOp(b, r.Partition, part, string(r.Key), &o, r.Timestamp)
 		}
 	})
+	if unavailable != nil {
+		return nil, fmt.Errorf("opening a sealed record: %w", unavailable)
+	}
 	s.metrics.events.Add(float64(events))
 	for p, part := range b.touched {
 		b.out = s.changelog(b.out, p, part)
 	}
+	// What is written of a user is sealed with the user's data key: profile versions on
+	// audiences.state, identify calls, events and profiles handed to another partition
+	// (docs/security.md#crypto-shredding). Keys are written before the transaction's records.
+	if err := s.keys.SealRecords(ctx, b.out, s.sealSubject); err != nil {
+		return nil, fmt.Errorf("sealing: %w", err)
+	}
 	return b.out, nil
+}
+
+// open returns a record's value in clear; ok false for a record to skip: sealed with a
+// shredded key (counted) or damaged (logged). The error is the keyring's being unavailable:
+// the batch is not processed.
+func (s *Service) open(r *kgo.Record) (value []byte, ok bool, err error) {
+	value, err = s.keys.Open(r)
+	switch {
+	case err == nil:
+		return value, true, nil
+	case errors.Is(err, shred.ErrShredded):
+		s.metrics.shredded.WithLabelValues(r.Topic).Inc()
+		return nil, false, nil
+	case errors.Is(err, shred.ErrUnavailable):
+		return nil, false, err
+	default:
+		s.logger.Warn().Err(err).Str("topic", r.Topic).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a sealed record that does not open")
+		return nil, false, nil
+	}
+}
+
+// sealSubject is the user whose data key seals a record audiences writes (under s.mu): the
+// profile's userId, else its id, for a profile version; the record key (the profile's user)
+// for an identify call and for an event or a profile handed to another partition. Partition
+// metadata, ticks, merges and deletion requests (which must outlive the user's keys) stay
+// plain.
+func (s *Service) sealSubject(r *kgo.Record) string {
+	key := string(r.Key)
+	switch r.Topic {
+	case s.cfg.StateTopic:
+		if key == metaKey {
+			return ""
+		}
+		if part := s.parts[r.Partition]; part != nil {
+			if prof := part.profiles[key]; prof != nil && prof.UserID != "" {
+				return prof.UserID
+			}
+		}
+		return key
+	case s.cfg.EventsTopic:
+		return key
+	case s.cfg.RepartitionTopic:
+		if bytes.HasPrefix(r.Value, []byte(`{"op":"`+opEvent+`"`)) || bytes.HasPrefix(r.Value, []byte(`{"op":"`+opAbsorb+`"`)) {
+			return key
+		}
+	}
+	return ""
 }
 
 func headerIs(r *kgo.Record, key, value string) bool {
@@ -818,6 +900,7 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 		out[p] = &partition{profiles: map[string]*profile{}, meta: partMeta{Defs: map[string]metaDef{}}}
 	}
 	var bad int
+	var unavailable error
 	err := platform.ReadCommittedRange(ctx, s.deps.Kafka, s.logger, append(slices.Clone(s.deps.KafkaOpts), kgo.FetchMaxBytes(64<<20)),
 		s.cfg.StateTopic, partitions, 0, func(r *kgo.Record) {
 			part := out[r.Partition]
@@ -831,8 +914,18 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 			case len(r.Value) == 0:
 				delete(part.profiles, key)
 			default:
+				// A version sealed with a shredded key is the profile of a deleted user:
+				// skipped (counted), as is every older version of it.
+				value, ok, err := s.open(r)
+				if err != nil && unavailable == nil {
+					unavailable = err
+				}
+				if !ok {
+					delete(part.profiles, key)
+					return
+				}
 				var prof profile
-				if err := json.Unmarshal(r.Value, &prof); err != nil {
+				if err := json.Unmarshal(value, &prof); err != nil {
 					bad++
 					return
 				}
@@ -843,6 +936,9 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 				part.profiles[key] = &prof
 			}
 		})
+	if err == nil && unavailable != nil {
+		err = fmt.Errorf("restoring %s: %w", s.cfg.StateTopic, unavailable)
+	}
 	if err != nil {
 		return nil, err
 	}

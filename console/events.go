@@ -322,6 +322,9 @@ func (s *Service) runEvents(ctx context.Context) error {
 			if src == "" {
 				return // a rejected message of no known source
 			}
+			if r = s.opened(r); r == nil {
+				return // sealed with a shredded key: its user was deleted
+			}
 			batch = append(batch, pending{source: src, r: r, rejected: r.Topic == s.cfg.RejectedTopic})
 		},
 		polled: func() {

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -45,6 +46,9 @@ type Deps struct {
 	Health *platform.Health
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
+	// Keys open the sealed records the console's views read (docs/security.md#crypto-shredding);
+	// the caller runs it. nil: the service makes its own from Kafka and runs it in Run.
+	Keys *shred.Keyring
 }
 
 // Service is the console: the admin API over the config topic, deletion requests, the
@@ -55,6 +59,9 @@ type Service struct {
 	logger zerolog.Logger
 	now    func() time.Time
 	keys   *schemas.Keyring
+	// dataKeys open sealed records; ownDataKeys: the service's own, run by Run.
+	dataKeys    *shred.Keyring
+	ownDataKeys bool
 
 	producer *kgo.Client
 	adm      *kadm.Client // of producer: the deliverer group's lag (the overview)
@@ -111,6 +118,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg)
+	if s.dataKeys = deps.Keys; s.dataKeys == nil {
+		s.ownDataKeys = true
+		if s.dataKeys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
+			s.producer.Close()
+			return nil, fmt.Errorf("console: %w", err)
+		}
+	}
 	s.attempts = newAttemptLog(cfg.AttemptsPerDestination, cfg.StatsWindow)
 	s.events = newEventLog(cfg.RecentEvents)
 	s.regulations = newRegulationLog()
@@ -156,6 +170,9 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runSessions),
 		platform.RunnerFunc(s.runTierLag),
 		platform.RunnerFunc(s.runPrune),
+	}
+	if s.ownDataKeys {
+		views = append(views, s.dataKeys)
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
 		for _, ch := range []<-chan struct{}{s.forget.ready, s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.sessions.ready, s.deps.Store.Ready()} {

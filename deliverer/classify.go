@@ -34,6 +34,10 @@ const (
 	// connects. Nothing was sent, and no retry would change that.
 	InvalidRequest Class = "invalid_request"
 	Unavailable    Class = "destination_unavailable" // deleted or disabled since routing
+	// Deleted: the body is sealed with a data key that was shredded — its user was deleted
+	// (docs/security.md#crypto-shredding). Nothing is sent; the record is dropped, never
+	// retried nor dead-lettered.
+	Deleted Class = "deleted"
 )
 
 // ErrInvalidRequest is matched (errors.Is) by the error of a request that cannot be sent as it

@@ -2,12 +2,14 @@ package deliverer
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -16,6 +18,7 @@ import (
 // delivery is what a record's headers say.
 type delivery struct {
 	r              *kgo.Record
+	body           []byte // the body to POST: r's value, opened when it is sealed (openBody)
 	destID         string
 	messageID      string
 	attempt        int
@@ -26,7 +29,7 @@ type delivery struct {
 }
 
 func parseDelivery(r *kgo.Record, now time.Time) delivery {
-	d := delivery{r: r, attempt: 1, firstAttemptAt: now}
+	d := delivery{r: r, body: r.Value, attempt: 1, firstAttemptAt: now}
 	for _, h := range r.Headers {
 		switch h.Key {
 		case schemas.HeaderDestinationID:
@@ -69,6 +72,10 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	now := s.now()
 	d := parseDelivery(r, now)
+	if !s.openBody(&d, p) {
+		<-s.sem
+		return
+	}
 	dest, ok := s.deps.Config().DestinationByID(d.destID)
 	if d.test {
 		s.dispatchTest(ctx, d, p, dest, ok)
@@ -157,6 +164,44 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	refuse(reason, wait)
 }
 
+// openBody opens a sealed body (docs/security.md#crypto-shredding) into d.body, and says
+// whether the delivery goes on. A body whose key was shredded is dropped as deleted; one whose
+// keys could not be read now waits on a retry tier; one that does not open is dead-lettered.
+// The record itself stays sealed: tiers and the DLQ get it as it is, headers kept.
+func (s *Service) openBody(d *delivery, p *pending) bool {
+	if shred.KeyOf(d.r) == nil {
+		return true
+	}
+	body, err := s.keys.Open(d.r)
+	switch {
+	case err == nil:
+		d.body = body
+		return true
+	case errors.Is(err, shred.ErrShredded):
+		s.dropDeleted(*d, p)
+	case errors.Is(err, shred.ErrUnavailable):
+		s.logger.Warn().Err(err).Str("destination", d.destID).Str("message_id", d.messageID).Msg("the data keys cannot be read: the delivery waits on a retry tier")
+		s.deferTo(*d, p, "keys_unavailable", 0)
+	default:
+		s.toDLQ(*d, p, string(InvalidRequest), 0, string(InvalidRequest)+": the sealed body: "+err.Error())
+	}
+	return false
+}
+
+// errDeleted is the error of the attempt-log line of a dropped delivery of a deleted user.
+var errDeleted = errors.New("its user was deleted: the data key of the body was shredded")
+
+// dropDeleted drops a delivery whose user was deleted (its data key shredded): nothing is
+// sent, it is not retried nor dead-lettered; one attempt-log line with errorClass "deleted"
+// says so.
+func (s *Service) dropDeleted(d delivery, p *pending) {
+	now := s.now()
+	s.metrics.deleted.WithLabelValues(d.destID).Inc()
+	v := appendAttemptRecord(make([]byte, 0, 288), &d, &urlResult{Class: Deleted, Err: errDeleted}, hostLimit{}, now)
+	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
+	s.track.finish(p)
+}
+
 // producerBackpressure is how many records (attempt log, tiers, dead letters) may wait in the
 // deliverer's producer before the poll loop stops dispatching: every POST ends with its
 // attempt record, so delivering faster than the broker takes those records only piles up
@@ -209,7 +254,7 @@ func (s *Service) dispatchTest(ctx context.Context, d delivery, p *pending, dest
 		if ctx.Err() != nil {
 			return // shutting down: not finished, delivered again after a restart
 		}
-		results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: d.messageID, body: d.r.Value}, s.now())
+		results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: d.messageID, body: d.body}, s.now())
 		now := s.now()
 		for i := range results {
 			s.logAttempt(d, &results[i], s.hosts.limit(unitOf(dest, results[i].URL), now), now)
@@ -298,9 +343,18 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 		}
 		return // shutting down: not finished
 	}
+	// A user deleted since the record was read (its key shredded while it waited for a slot or
+	// the rate limit) gets nothing: a map lookup right before the POST.
+	if !s.keys.Live(shred.KeyOf(d.r)) {
+		for _, e := range entries {
+			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
+		}
+		s.dropDeleted(d, p)
+		return
+	}
 	// A POST in progress finishes even when shutdown starts: it is bounded by DELIVERY_TIMEOUT
 	// and by the shutdown deadline (s.grace).
-	results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: entries, messageID: d.messageID, body: d.r.Value}, s.now())
+	results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: entries, messageID: d.messageID, body: d.body}, s.now())
 	now := s.now()
 	for i := range results {
 		res := &results[i]

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -43,6 +44,9 @@ type Deps struct {
 	// net.Dialer (tests: an in-memory network, so that delivery runs in a testing/synctest
 	// bubble). The address guard is the default dialer's: with DialContext, nothing is refused.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Keys open the sealed bodies of deliveries (docs/security.md#crypto-shredding); the
+	// caller runs it. nil: the service makes its own from Kafka and runs it in Run.
+	Keys *shred.Keyring
 }
 
 // Service is the deliverer.
@@ -62,6 +66,8 @@ type Service struct {
 	recovery *platform.Recovery
 	sem      chan struct{}
 	now      func() time.Time
+	keys     *shred.Keyring
+	ownKeys  bool // keys is the service's own: Run runs it
 
 	tierDelays []time.Duration
 	tierTopics []string
@@ -137,6 +143,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		s.endGrace()
 		return nil, err
 	}
+	if s.keys = deps.Keys; s.keys == nil {
+		s.ownKeys = true
+		if s.keys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
+			s.endGrace()
+			return nil, fmt.Errorf("deliverer: %w", err)
+		}
+	}
 	s.lag = platform.NewLagCollector("deliverer", deps.Kafka, s.logger, []string{cfg.Group}, deps.KafkaOpts...)
 	if err := deps.Registerer.Register(s.lag); err != nil {
 		s.endGrace()
@@ -186,9 +199,30 @@ func (s *Service) Run(ctx context.Context) error {
 	grace, endGrace := platform.GraceContext(ctx, s.cfg.ShutdownTimeout)
 	defer endGrace()
 	context.AfterFunc(grace, s.endGrace)
-	if s.deps.ConfigReady != nil {
+	var keysDone chan error // nil: the keyring is the caller's
+	if s.ownKeys {
+		// The keyring stops with the stop signal, beside the rest: the deliveries in progress
+		// only look keys up (Live), which needs no reading.
+		kctx, stopKeys := context.WithCancel(ctx)
+		keysDone = make(chan error, 1)
+		go func() { keysDone <- s.keys.Run(kctx) }()
+		defer func() {
+			stopKeys()
+			if keysDone != nil {
+				<-keysDone
+			}
+		}()
+	}
+	for _, ready := range []<-chan struct{}{s.deps.ConfigReady, s.keys.Ready()} {
+		if ready == nil {
+			continue
+		}
 		select {
-		case <-s.deps.ConfigReady:
+		case <-ready:
+		case err := <-keysDone: // a master key that does not open the data keys
+			keysDone = nil
+			s.close(nil)
+			return err
 		case <-ctx.Done():
 			s.close(nil)
 			return nil

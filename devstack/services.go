@@ -14,6 +14,7 @@ import (
 	"github.com/tributary-cdp/tributary/deliverer"
 	"github.com/tributary-cdp/tributary/ingest"
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/router"
 )
 
@@ -28,9 +29,17 @@ func (s *Stack) addServices(ctx context.Context) error {
 	if err := s.reg.Register(platform.ReadyGauge(health)); err != nil {
 		return err
 	}
+	// One keyring of the data keys for the five services (docs/security.md#crypto-shredding):
+	// one reader of tributary.keys and one copy of the keys in memory, not five.
+	keys, err := shred.New(shred.Config{Kafka: s.cfg.Kafka, Logger: s.logger})
+	if err != nil {
+		return err
+	}
+	s.services = append(s.services, labelled{"keyring", keys})
 	icfg := s.cfg.Ingest // ConfigFromEnv read it as the ingest command does
 	buildAs(ctx, "ingest")
 	in, err := ingest.New(icfg, ingest.Deps{
+		Keys:        keys,
 		Kafka:       s.cfg.Kafka,
 		Sources:     func() ingest.Sources { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
@@ -50,6 +59,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 
 	buildAs(ctx, "router")
 	rt, err := router.New(s.cfg.Router, router.Deps{
+		Keys:        keys,
 		Kafka:       s.cfg.Kafka,
 		Config:      func() router.Snapshot { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
@@ -64,6 +74,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 
 	buildAs(ctx, "deliverer")
 	dl, err := deliverer.New(s.cfg.Deliverer, deliverer.Deps{
+		Keys:        keys,
 		Kafka:       s.cfg.Kafka,
 		Config:      func() deliverer.Destinations { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
@@ -86,6 +97,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 	s.audiencesToken = acfg.Token
 	buildAs(ctx, "audiences")
 	au, err := audiences.New(acfg, audiences.Deps{
+		Keys:        keys,
 		Kafka:       s.cfg.Kafka,
 		Config:      func() audiences.Snapshot { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
@@ -122,6 +134,7 @@ func (s *Stack) addServices(ctx context.Context) error {
 	}
 	buildAs(ctx, "console")
 	con, err := console.New(ccfg, console.Deps{
+		Keys:       keys,
 		Kafka:      s.cfg.Kafka,
 		Store:      s.store,
 		Logger:     s.logger,

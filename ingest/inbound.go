@@ -2,11 +2,13 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -23,6 +25,7 @@ func (s *Service) newInbound() (*platform.Pipe, error) {
 		Topics:          []string{s.cfg.InboundTopic},
 		Transform:       s.forwardBatch,
 		MaxPollRecords:  1000,
+		Ready:           []<-chan struct{}{s.keys.Ready()},
 		ProduceTimeout:  s.cfg.ProduceTimeout,
 		ShutdownTimeout: s.cfg.ShutdownTimeout,
 		Opts:            append([]kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}, s.deps.KafkaOpts...),
@@ -30,8 +33,9 @@ func (s *Service) newInbound() (*platform.Pipe, error) {
 	})
 }
 
-// forwardBatch prepares the forwarded record of every record of one poll of tracking.inbound.
-func (s *Service) forwardBatch(_ context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
+// forwardBatch prepares the forwarded record of every record of one poll of tracking.inbound,
+// sealed with its user's data key (docs/security.md#crypto-shredding).
+func (s *Service) forwardBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
 	recs := make([]*kgo.Record, 0, fs.NumRecords())
 	var accepted, rejected int
 	fs.EachRecord(func(r *kgo.Record) {
@@ -45,6 +49,13 @@ func (s *Service) forwardBatch(_ context.Context, fs kgo.Fetches) ([]*kgo.Record
 	})
 	s.metrics.inbound.WithLabelValues("accepted").Add(float64(accepted))
 	s.metrics.inbound.WithLabelValues("rejected").Add(float64(rejected))
+	// A key write Kafka does not acknowledge is retried: the poll is not committed meanwhile.
+	err := platform.RetryUntil(ctx, s.logger, "sealing the front door's records", func(ctx context.Context) error {
+		return s.keys.SealRecords(ctx, recs, shred.RecordKey)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sealing: %w", err)
+	}
 	return recs, nil
 }
 

@@ -64,6 +64,7 @@ func newHarnessWith(t testing.TB, deps Deps, mutate ...func(*Config)) *harness {
 		KafkaOpts:   deps.KafkaOpts,
 		Sources:     func() Sources { return testSources },
 		ConfigReady: deps.ConfigReady,
+		Keys:        deps.Keys,
 		Logger:      zerolog.Nop(),
 	})
 	if err != nil {
@@ -81,6 +82,8 @@ func kafkaSettings(t testing.TB, brokers ...string) platform.KafkaSettings {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tests read tracking.events as it is; sealing has its own (TestSealsWhatItWrites).
+	s.ShredEvents = false
 	return s
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -41,6 +42,10 @@ type Deps struct {
 	Gatherer   prometheus.Gatherer
 	// Health reports readiness on /healthz and /readyz; nil: a new one.
 	Health *platform.Health
+	// Keys seals what ingest writes to tracking.events and tracking.rejected with each user's
+	// data key (docs/security.md#crypto-shredding); the caller runs it. nil: the service makes
+	// its own from Kafka and runs it in Run.
+	Keys *shred.Keyring
 }
 
 // Service is the ingest service. Create it with New; Handler may serve before Run.
@@ -61,6 +66,8 @@ type Service struct {
 	perPrivateIP *ipLimit
 	// publicURL is Config.PublicURL parsed; nil: settings name the request's own host.
 	publicURL *url.URL
+	keys      *shred.Keyring
+	ownKeys   bool // keys is the service's own: Run runs it
 }
 
 // New builds the service and its Kafka producer (idempotent, acks from all in-sync replicas).
@@ -94,6 +101,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, err
 	}
+	if s.keys = deps.Keys; s.keys == nil {
+		s.ownKeys = true
+		if s.keys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+	}
 	opts := append([]kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
@@ -126,6 +139,9 @@ func (s *Service) Addr() string { return s.server.Addr() }
 func (s *Service) Run(ctx context.Context) error {
 	defer s.producer.Close()
 	runners := []platform.Runner{s.server}
+	if s.ownKeys {
+		runners = append(runners, s.keys)
+	}
 	if !s.cfg.DisableInbound {
 		in, err := s.newInbound()
 		if err != nil {
@@ -161,6 +177,11 @@ func (s *Service) produce(ctx context.Context, recs []*kgo.Record) error {
 	defer cancel()
 	start := time.Now()
 	defer func() { s.metrics.produceSeconds.Observe(time.Since(start).Seconds()) }()
+	// Each user's records are sealed with the user's data key; a new user's key is written
+	// (and acknowledged) first (docs/security.md#crypto-shredding).
+	if err := s.keys.SealRecords(ctx, recs, shred.RecordKey); err != nil {
+		return fmt.Errorf("sealing: %w", err)
+	}
 	result := make(chan error, 1)
 	go func() { result <- platform.ProduceAll(ctx, s.producer, recs) }()
 	select {

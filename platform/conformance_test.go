@@ -87,6 +87,7 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 	}{
 		{schemas.TopicConfig, 1, "compact", ""},
 		{schemas.TopicSessions, 1, "compact,delete", "86400000"},
+		{schemas.TopicKeys, 1, "compact", ""},
 		{schemas.TopicAudiencesState, 3, "compact", ""},
 		{schemas.TopicAudiencesRepartition, 3, "delete", "604800000"},
 		{schemas.TopicSuppressions, 3, "compact", ""},

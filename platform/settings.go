@@ -45,6 +45,24 @@ type KafkaSettings struct {
 	// them when it is read (CONFIG_ENCRYPTION_KEY; schemas.ParseKeyring). Every process that
 	// writes or reads the topic needs the same value.
 	ConfigEncryptionKey string `env:"CONFIG_ENCRYPTION_KEY" secret:"true" doc:"'<key id>:<base64 of 32 bytes>', comma-separated, the first encrypting: shared secrets, static header values and webhook URLs with credentials are stored AES-256-GCM encrypted in 'tributary.config'; every service needs it ([configuration.md](configuration.md#secrets-at-rest))"`
+	// DataEncryptionKey is the master key that seals the per-user data keys on
+	// tributary.keys (DATA_ENCRYPTION_KEY, same format as CONFIG_ENCRYPTION_KEY); empty:
+	// ConfigEncryptionKey's keys, and with neither the data keys are stored unsealed
+	// (docs/security.md#crypto-shredding).
+	DataEncryptionKey string `env:"DATA_ENCRYPTION_KEY" secret:"true" doc:"'<key id>:<base64 of 32 bytes>', comma-separated, the first sealing: the master key of the per-user data keys on 'tributary.keys'; empty: the keys of 'CONFIG_ENCRYPTION_KEY', and with neither the data keys are stored unsealed; every service needs it ([security.md](security.md#crypto-shredding))"`
+	// ShredEvents seals every message of a user with the user's data key on its way into
+	// Kafka (SHRED_EVENTS, default true); false writes records plain, as before
+	// crypto-shredding. Sealed records are read either way.
+	ShredEvents bool `env:"SHRED_EVENTS" doc:"seal each user's messages with a per-user data key on the tracking, delivery and audiences topics, so that a deletion makes every copy unreadable; false: written plain (records sealed before stay readable) ([security.md](security.md#crypto-shredding))"`
+}
+
+// DataKeyring returns the master key of the data keys: DataEncryptionKey's keys, else
+// ConfigEncryptionKey's; nil when both are empty.
+func (s KafkaSettings) DataKeyring() (*schemas.Keyring, error) {
+	if strings.TrimSpace(s.DataEncryptionKey) != "" {
+		return schemas.ParseKeyringOf("DATA_ENCRYPTION_KEY", s.DataEncryptionKey)
+	}
+	return s.ConfigKeyring()
 }
 
 // ConfigKeyring returns the keys of ConfigEncryptionKey; nil when it is empty.
@@ -55,7 +73,7 @@ func (s KafkaSettings) ConfigKeyring() (*schemas.Keyring, error) {
 // DefaultKafkaSettings returns the defaults of docs/configuration.md#run-time-settings: no
 // broker, the broker's replication factor, 6 partitions.
 func DefaultKafkaSettings() KafkaSettings {
-	return KafkaSettings{ReplicationFactor: -1, Partitions: 6}
+	return KafkaSettings{ReplicationFactor: -1, Partitions: 6, ShredEvents: true}
 }
 
 // LoadKafkaSettings reads KafkaSettings from the process environment and validates them,
@@ -97,6 +115,11 @@ func (s KafkaSettings) validate(requireBrokers bool) error {
 	}
 	if _, err := s.ConfigKeyring(); err != nil {
 		errs = append(errs, err)
+	}
+	if strings.TrimSpace(s.DataEncryptionKey) != "" {
+		if _, err := s.DataKeyring(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, b := range s.Brokers {
 		host, port, err := net.SplitHostPort(b)

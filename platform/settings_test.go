@@ -47,17 +47,21 @@ func TestParseKafkaSettings(t *testing.T) {
 			"KAFKA_TLS_CA_FILE":        "/etc/ca.pem",
 			"KAFKA_REPLICATION_FACTOR": "3",
 			"KAFKA_PARTITIONS":         "12",
+			"DATA_ENCRYPTION_KEY":      "m1:key",
+			"SHRED_EVENTS":             "false",
 		},
 		Want: func(s *platform.KafkaSettings) {
 			*s = platform.KafkaSettings{
 				Brokers: []string{"kafka:9093"}, SASLMechanism: platform.SASLScramSHA512, SASLUsername: "svc",
 				SASLPassword: "pw", TLS: true, TLSCAFile: "/etc/ca.pem", ReplicationFactor: 3, Partitions: 12,
+				DataEncryptionKey: "m1:key",
 			}
 		},
 		Bad: map[string][]string{
 			"KAFKA_TLS":                {"maybe"}, // not a bool
 			"KAFKA_PARTITIONS":         {"six"},   // not a number
 			"KAFKA_REPLICATION_FACTOR": {"70000"}, // too big for int16
+			"SHRED_EVENTS":             {"maybe"},
 		},
 	}
 	s.Default.Brokers = []string{"a:1"}

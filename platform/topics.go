@@ -75,6 +75,13 @@ const (
 	// RetentionSessions keeps the console's session revocations for twice a session's life
 	// (12 h, docs/console.md#sessions): a revocation is useless once its session has expired.
 	RetentionSessions = day
+	// KeysSegment is segment.ms of tributary.keys: compaction never touches the active segment,
+	// so a tombstoned data key is compacted away within about this long (plus the cleaner's
+	// next pass) once records follow it.
+	KeysSegment = time.Minute
+	// KeysDeleteRetention is delete.retention.ms of tributary.keys: how long the tombstone of a
+	// shredded key stays (so that every reader learns the key is gone) before it is removed.
+	KeysDeleteRetention = time.Hour
 )
 
 // DefaultTopics returns every topic of docs/topics.md, each with its partition count, retention and
@@ -84,6 +91,8 @@ const (
 //	topic                      partitions  cleanup  retention
 //	tributary.config           1           compact  (forever: latest per key)
 //	tributary.sessions         1           compact  1 day (compact,delete; 1-hour segments)
+//	tributary.keys             1           compact  (forever: live keys; 1-minute segments,
+//	                                                 tombstones kept 1 hour, dirty ratio 0.01)
 //	audiences.state            partitions  compact  (forever: latest per key; 1-hour segments,
 //	                                                 compacted within the hour: AudiencesStateSegment)
 //	audiences.repartition      partitions  delete   7 days
@@ -101,11 +110,12 @@ const (
 //	webhooks.attempts          partitions  delete   7 days
 //
 // tributary.config has one partition so that every service reads the config writes in the
-// order they were made.
+// order they were made; tributary.keys has one (KeysTopic).
 func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec {
 	specs := []TopicSpec{
 		{Name: schemas.TopicConfig, Partitions: 1, Compact: true},
 		{Name: schemas.TopicSessions, Partitions: 1, Compact: true, AlsoDelete: true, Retention: RetentionSessions, Segment: time.Hour},
+		KeysTopic(),
 		{Name: schemas.TopicAudiencesState, Partitions: partitions, Compact: true, Segment: AudiencesStateSegment,
 			MaxCompactionLag: AudiencesStateMaxCompactLag, MinCleanableDirtyRatio: AudiencesStateDirtyRatio, DeleteRetention: AudiencesStateDeleteRetention},
 		{Name: schemas.TopicAudiencesRepartition, Partitions: partitions, Retention: RetentionDefault},
@@ -131,6 +141,19 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 		TopicSpec{Name: schemas.TopicDLQReplayed, Partitions: 1, Retention: RetentionLong},
 		TopicSpec{Name: schemas.TopicAttempts, Partitions: partitions, Retention: RetentionDefault},
 	)
+}
+
+// KeysTopic is the spec of tributary.keys, the data keys of crypto-shredding
+// (docs/topics.md#tributarykeys): compacted with short segments, a low dirty ratio and an hour
+// of tombstone retention, so that a shredded key leaves the log (and the brokers' disks)
+// within minutes of its tombstone rather than days. It has one partition, whatever
+// KAFKA_PARTITIONS: every service reads all of it, one key is written per user (far below
+// what a partition takes), and a reader that meets an unknown key id waits for the end offsets
+// of the partitions it knows — a partition added while it runs would be one it does not read
+// yet.
+func KeysTopic() TopicSpec {
+	return TopicSpec{Name: schemas.TopicKeys, Partitions: 1, Compact: true,
+		Segment: KeysSegment, DeleteRetention: KeysDeleteRetention, MinCleanableDirtyRatio: 0.01}
 }
 
 // Configs returns the topic configs the spec creates the topic with: cleanup.policy,

@@ -29,6 +29,9 @@ const (
 	// Invalid: the record is not a tracking.events message (no source-id header, or a body
 	// that is not a JSON object). It is logged by offset and skipped.
 	Invalid Outcome = "invalid"
+	// Deleted: the message is sealed with a data key that was shredded (its user was
+	// deleted, docs/security.md#crypto-shredding): it is dropped.
+	Deleted Outcome = "deleted"
 )
 
 // Integrations keys the router honours (docs/routing.md#integrations-switches).

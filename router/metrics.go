@@ -10,13 +10,15 @@ type metrics struct {
 	messages   *prometheus.CounterVec
 	deliveries *prometheus.CounterVec
 	deletions  *prometheus.CounterVec
+	// keysShredded counts the data keys tombstoned for deletions (docs/security.md#crypto-shredding).
+	keysShredded prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, sup *suppressions, dd *dedupe) (*metrics, error) {
 	m := &metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_router_messages_total",
-			Help: "tracking.events messages by outcome: routed, no_destination, blocked_tracking_plan, suppressed, duplicate, unknown_source, invalid.",
+			Help: "tracking.events messages by outcome: routed, no_destination, blocked_tracking_plan, suppressed, duplicate, unknown_source, invalid, deleted (sealed with a shredded key).",
 		}, []string{"outcome"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_router_deliveries_total",
@@ -26,12 +28,16 @@ func newMetrics(reg prometheus.Registerer, sup *suppressions, dd *dedupe) (*metr
 			Name: "tributary_router_deletion_requests_total",
 			Help: "tracking.deletions requests by kind (or invalid).",
 		}, []string{"kind"}),
+		keysShredded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_router_keys_shredded_total",
+			Help: "Data keys of deleted users tombstoned on tributary.keys (DELETE_ONLY and SUPPRESS_WITH_DELETE requests).",
+		}),
 	}
 	suppressed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_router_suppressed_users",
 		Help: "Users on the suppression list.",
 	}, func() float64 { return float64(sup.Len()) })
-	cs := []prometheus.Collector{m.messages, m.deliveries, m.deletions, suppressed}
+	cs := []prometheus.Collector{m.messages, m.deliveries, m.deletions, m.keysShredded, suppressed}
 	if dd != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tributary_router_dedupe_entries",

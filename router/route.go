@@ -1,11 +1,13 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -23,6 +25,15 @@ type SuppressionList interface {
 	Suppressed(userID string) bool
 }
 
+// Keys open sealed tracking.events records and seal their deliveries with the same data key
+// (docs/security.md#crypto-shredding); *shred.Keyring is one.
+type Keys interface {
+	Open(r *kgo.Record) ([]byte, error)
+	SealWith(hexID, plain []byte) ([]byte, error)
+}
+
+var _ Keys = (*shred.Keyring)(nil)
+
 // Step is the pure routing step, shared by the service and the benchmarks: it holds what is
 // the same for every message of one poll.
 type Step struct {
@@ -34,6 +45,9 @@ type Step struct {
 	Suppressions SuppressionList
 	// FirstAttemptAt is the first-attempt-at header value (schemas.FormatTimestamp).
 	FirstAttemptAt []byte
+	// Keys open sealed messages and seal their deliveries; nil: every record must be plain
+	// (a sealed one is Invalid).
+	Keys Keys
 }
 
 // Deliveries are webhooks.deliveries records with the destination of each:
@@ -55,7 +69,10 @@ func (d Deliveries) Reset() Deliveries {
 // per destination that takes it, with that destination's id. The delivered body is built
 // once, in the same pass that reads the routing fields (schemas.DecodeRoutingViewAppendBody),
 // and shared by those records; the rest of the message passes through as bytes. The error
-// explains an Invalid outcome.
+// explains an Invalid outcome. A sealed message is opened first, and its deliveries are
+// sealed with the same key (the header tributary-key copied); a message whose key was
+// shredded is Deleted. An error wrapping shred.ErrUnavailable (the keys could not be read)
+// must not be skipped: the batch is read again.
 func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, error) {
 	sourceID := headerValue(rec, schemas.HeaderSourceID)
 	if len(sourceID) == 0 {
@@ -65,7 +82,20 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	if !ok {
 		return out, UnknownSource, nil
 	}
-	v, body, err := schemas.DecodeRoutingViewAppendBody(make([]byte, 0, len(rec.Value)+64), rec.Value)
+	value, keyID := rec.Value, shred.KeyOf(rec)
+	if keyID != nil {
+		if s.Keys == nil {
+			return out, Invalid, fmt.Errorf("sealed (header %s), and no keyring", schemas.HeaderDataKey)
+		}
+		var err error
+		if value, err = s.Keys.Open(rec); err != nil {
+			if errors.Is(err, shred.ErrShredded) {
+				return out, Deleted, nil
+			}
+			return out, Invalid, err
+		}
+	}
+	v, body, err := schemas.DecodeRoutingViewAppendBody(make([]byte, 0, len(value)+64), value)
 	if err != nil {
 		return out, Invalid, err
 	}
@@ -87,8 +117,16 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 		}
 		if messageID == nil {
 			messageID = []byte(v.MessageID)
+			if keyID != nil { // sealed once, shared by the message's deliveries
+				if body, err = s.Keys.SealWith(keyID, body); err != nil {
+					if errors.Is(err, shred.ErrShredded) {
+						return out, Deleted, nil
+					}
+					return out, Invalid, err
+				}
+			}
 		}
-		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, body))
+		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, body))
 		out.DestinationIDs = append(out.DestinationIDs, d.ID)
 	}
 	if len(out.Records) == n {
@@ -100,24 +138,30 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 // deliveryRecord holds a record and its headers in one allocation.
 type deliveryRecord struct {
 	rec     kgo.Record
-	headers [6]kgo.RecordHeader
+	headers [7]kgo.RecordHeader
 }
 
-// delivery builds one webhooks.deliveries record (docs/topics.md#webhooksdeliveries): key destinationId:userId.
-func (s *Step) delivery(destID, user string, messageID, typ, sourceID, body []byte) *kgo.Record {
+// delivery builds one webhooks.deliveries record (docs/topics.md#webhooksdeliveries): key
+// destinationId:userId; keyID, when not nil, is the tributary-key header of a sealed body.
+func (s *Step) delivery(destID, user string, messageID, typ, sourceID, keyID, body []byte) *kgo.Record {
 	key := make([]byte, 0, len(destID)+1+len(user))
 	key = append(append(append(key, destID...), ':'), user...)
 	destBytes := key[:len(destID):len(destID)]
 	d := &deliveryRecord{}
-	d.headers = [6]kgo.RecordHeader{
+	d.headers = [7]kgo.RecordHeader{
 		{Key: schemas.HeaderDestinationID, Value: destBytes},
 		{Key: schemas.HeaderMessageID, Value: messageID},
 		{Key: schemas.HeaderAttempt, Value: attemptOne},
 		{Key: schemas.HeaderFirstAttemptAt, Value: s.FirstAttemptAt},
 		{Key: schemas.HeaderType, Value: typ},
 		{Key: schemas.HeaderSourceID, Value: sourceID},
+		{Key: schemas.HeaderDataKey, Value: keyID},
 	}
-	d.rec = kgo.Record{Topic: s.DeliveriesTopic, Key: key, Value: body, Headers: d.headers[:]}
+	n := len(d.headers)
+	if keyID == nil {
+		n--
+	}
+	d.rec = kgo.Record{Topic: s.DeliveriesTopic, Key: key, Value: body, Headers: d.headers[:n]}
 	return &d.rec
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -32,6 +33,10 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Health gets a Kafka check; nil: none.
 	Health *platform.Health
+	// Keys open the sealed tracking.events records, seal their deliveries and shred deleted
+	// users' keys (docs/security.md#crypto-shredding); the caller runs it. nil: the service
+	// makes its own from Kafka and runs it in Run.
+	Keys *shred.Keyring
 }
 
 // Service is the router: the tracking.events fan-out, the tracking.deletions consumer and the
@@ -47,6 +52,8 @@ type Service struct {
 	producer *kgo.Client // suppression-list writes, and router.dedupe's at least once
 	lag      *platform.LagCollector
 	now      func() time.Time
+	keys     *shred.Keyring
+	ownKeys  bool // keys is the service's own: Run runs it
 }
 
 // New builds the service.
@@ -70,6 +77,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if s.metrics, err = newMetrics(deps.Registerer, s.sup, s.dedupe); err != nil {
 		return nil, err
+	}
+	if s.keys = deps.Keys; s.keys == nil {
+		s.ownKeys = true
+		if s.keys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
+			return nil, fmt.Errorf("router: %w", err)
+		}
 	}
 	popts := append([]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(newPartitioner(cfg.DedupeTopic))}, deps.KafkaOpts...)
@@ -106,7 +119,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.deps.ConfigReady != nil {
 		ready = append(ready, s.deps.ConfigReady)
 	}
-	ready = append(ready, s.sup.Ready())
+	ready = append(ready, s.sup.Ready(), s.keys.Ready())
 	pipe := func(name, group, topic, txnSuffix string, maxPoll int, transform platform.Transform, dd *dedupe) (*platform.Pipe, error) {
 		cfg := platform.PipeConfig{
 			Name: "router " + name, Kafka: s.deps.Kafka, Group: group, Topics: []string{topic},
@@ -142,7 +155,11 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.logger.Info().Bool("exactly_once", s.cfg.ExactlyOnce).Msg("router running")
-	return platform.RunAll(ctx, s.sup, events, deletions)
+	runners := []platform.Runner{s.sup, events, deletions}
+	if s.ownKeys {
+		runners = append(runners, s.keys)
+	}
+	return platform.RunAll(ctx, runners...)
 }
 
 // routeBatch routes one poll of tracking.events. With de-duplication on, a message whose
@@ -160,11 +177,16 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 		Config:          s.deps.Config(),
 		Suppressions:    s.sup,
 		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.batchAt)),
+		Keys:            s.keys,
 	}
 	out := Deliveries{Records: make([]*kgo.Record, 0, fs.NumRecords())}
 	outcomes := map[Outcome]int{}
 	nowMs := s.batchAt.UnixMilli()
+	var unavailable error
 	fs.EachRecord(func(r *kgo.Record) {
+		if unavailable != nil {
+			return
+		}
 		if s.dedupe != nil {
 			src, id := headerValue(r, schemas.HeaderSourceID), headerValue(r, schemas.HeaderMessageID)
 			if len(src) > 0 && len(id) > 0 && s.dedupe.seenBefore(r.Partition, src, id, nowMs) {
@@ -175,12 +197,19 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 		var o Outcome
 		var err error
 		out, o, err = step.Route(r, out)
+		if errors.Is(err, shred.ErrUnavailable) {
+			unavailable = err // the batch is read again: it cannot be routed now
+			return
+		}
 		outcomes[o]++
 		if err != nil {
 			s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).
 				Msg("skipping a tracking.events record that is not a routable message")
 		}
 	})
+	if unavailable != nil {
+		return nil, fmt.Errorf("routing tracking.events: %w", unavailable)
+	}
 	for o, n := range outcomes {
 		s.metrics.messages.WithLabelValues(string(o)).Add(float64(n))
 	}
@@ -254,13 +283,28 @@ func (s *Service) deleteBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Recor
 		if err != nil {
 			return
 		}
+		// A deletion shreds the user's data keys before anything else is written: every
+		// record sealed with them, on every topic, is unreadable from then on
+		// (docs/security.md#crypto-shredding).
+		shredded := 0
+		if req.Deletes() {
+			err = platform.RetryUntil(ctx, s.logger, "shredding the data keys of a deleted user", func(ctx context.Context) error {
+				var serr error
+				shredded, serr = s.keys.Shred(ctx, req.UserID)
+				return serr
+			})
+			if err != nil {
+				return
+			}
+			s.metrics.keysShredded.Add(float64(shredded))
+		}
 		s.metrics.deletions.WithLabelValues(req.Kind).Inc()
 		before := len(out)
 		if req.Deletes() {
 			out = s.deleteNotices(out, snap, req, reqID, at)
 		}
 		status := schemas.DeletionStatus{RequestID: reqID, UserID: req.UserID, Kind: req.Kind,
-			Notices: len(out) - before, SuppressionWritten: req.Suppresses() || req.Kind == schemas.KindUnsuppress,
+			Notices: len(out) - before, KeysShredded: shredded, SuppressionWritten: req.Suppresses() || req.Kind == schemas.KindUnsuppress,
 			ProcessedAt: schemas.FormatTimestamp(s.now())}
 		out = append(out, &kgo.Record{Topic: s.cfg.DeletionsStatusTopic, Key: []byte(reqID), Value: status.Record()})
 	})
@@ -287,7 +331,9 @@ func (s *Service) deleteNotices(out []*kgo.Record, snap Snapshot, req *schemas.D
 			if !d.IsEnabled() || d.Type != schemas.DestinationTypeWebhooks {
 				continue
 			}
-			out = append(out, step.delivery(d.ID, req.UserID, []byte("delete-"+reqID+"-"+sid), typeValue(schemas.TypeDelete), []byte(sid), body))
+			// Plain: a delete notice names only the user, and must reach the receiver even
+			// though the user's keys are gone.
+			out = append(out, step.delivery(d.ID, req.UserID, []byte("delete-"+reqID+"-"+sid), typeValue(schemas.TypeDelete), []byte(sid), nil, body))
 			s.metrics.deliveries.WithLabelValues(d.ID, "delete").Inc()
 		}
 	}

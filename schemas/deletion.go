@@ -138,6 +138,11 @@ type DeletionStatus struct {
 	// SuppressionWritten: the user was added to tracking.suppressions (the SUPPRESS kinds) or
 	// removed from it (KindUnsuppress), acknowledged before this record was produced.
 	SuppressionWritten bool `json:"suppressionWritten,omitempty"`
+	// KeysShredded is the number of the user's data keys the router tombstoned on
+	// tributary.keys (DELETE_ONLY and SUPPRESS_WITH_DELETE, docs/security.md#crypto-shredding):
+	// every record sealed with them is unreadable from then on. 0 when the user had none, or
+	// for a kind that deletes nothing.
+	KeysShredded int `json:"keysShredded,omitempty"`
 	// ProcessedAt is when the router processed the request (FormatTimestamp).
 	ProcessedAt string `json:"processedAt"`
 }

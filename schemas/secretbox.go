@@ -28,30 +28,37 @@ import (
 // EncryptedPrefix starts every encrypted config value.
 const EncryptedPrefix = "enc:v1:"
 
-// keyringVariable names the setting in errors.
-const keyringVariable = "CONFIG_ENCRYPTION_KEY"
+// ConfigKeyVariable names the setting of the config's keys in errors.
+const ConfigKeyVariable = "CONFIG_ENCRYPTION_KEY"
 
-// Keyring holds the keys of CONFIG_ENCRYPTION_KEY: the first encrypts, every one decrypts, so
-// keys rotate by putting the new key first and dropping the old one once every record was
-// written again. A nil *Keyring encrypts nothing and decrypts nothing.
+// Keyring holds the keys of CONFIG_ENCRYPTION_KEY (or of another setting in the same format,
+// such as DATA_ENCRYPTION_KEY): the first encrypts, every one decrypts, so keys rotate by
+// putting the new key first and dropping the old one once every record was written again. A
+// nil *Keyring encrypts nothing and decrypts nothing.
 type Keyring struct {
 	primary string
 	aeads   map[string]cipher.AEAD
+	// variable names the setting the keys came from, in errors.
+	variable string
 }
 
 // ParseKeyring parses CONFIG_ENCRYPTION_KEY: comma-separated `<key id>:<key>` entries, the key
 // 32 bytes in standard or URL base64 (`head -c 32 /dev/urandom | base64`), the id 1 to 32 of
 // a-z, 0-9, '-' and '_'. An empty spec returns nil (no encryption). Errors name the variable
 // and the entry, never the key material.
-func ParseKeyring(spec string) (*Keyring, error) {
+func ParseKeyring(spec string) (*Keyring, error) { return ParseKeyringOf(ConfigKeyVariable, spec) }
+
+// ParseKeyringOf is ParseKeyring for a setting named variable in the same format (errors name
+// it): DATA_ENCRYPTION_KEY, the master key of the data keys (docs/security.md#crypto-shredding).
+func ParseKeyringOf(variable, spec string) (*Keyring, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
 		return nil, nil
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, variable: variable}
 	for i, entry := range strings.Split(spec, ",") {
 		id, raw, ok := strings.Cut(strings.TrimSpace(entry), ":")
-		where := keyringVariable + ": entry " + strconv.Itoa(i+1)
+		where := variable + ": entry " + strconv.Itoa(i+1)
 		if !ok || !validID(id) || len(id) > 32 {
 			return nil, fmt.Errorf("%s: want <key id>:<base64 key>, the id 1 to 32 of a-z, 0-9, '-' and '_'", where)
 		}
@@ -102,6 +109,28 @@ func (k *Keyring) KeyIDs() []string {
 	return append([]string{k.primary}, rest...)
 }
 
+// Seal encrypts plain with the first key, bound to aad (the same aad must be given to Open):
+// "enc:v1:<key id>:<base64url of nonce ‖ ciphertext ‖ tag>". k must not be nil.
+func (k *Keyring) Seal(aad, plain string) (string, error) { return k.seal(aad, plain) }
+
+// Open decrypts a value of Seal with the key it names and the same aad. Its errors name the
+// key id and the setting, never key material; on a nil k it says the setting is not set.
+func (k *Keyring) Open(aad, value string) (string, error) {
+	if k == nil && strings.HasPrefix(value, EncryptedPrefix) {
+		id, _, _ := strings.Cut(strings.TrimPrefix(value, EncryptedPrefix), ":")
+		return "", fmt.Errorf("encrypted with key %q, and no key is set", id)
+	}
+	return k.open(aad, value)
+}
+
+// Variable is the setting the keys came from ("" on a nil k).
+func (k *Keyring) Variable() string {
+	if k == nil {
+		return ""
+	}
+	return k.variable
+}
+
 func (k *Keyring) seal(aad, plain string) (string, error) {
 	aead := k.aeads[k.primary]
 	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
@@ -118,11 +147,11 @@ func (k *Keyring) open(aad, value string) (string, error) {
 		return "", errors.New("not an encrypted value (" + EncryptedPrefix + "<key id>:<data>)")
 	}
 	if k == nil {
-		return "", fmt.Errorf("encrypted with key %q, and %s is not set", id, keyringVariable)
+		return "", fmt.Errorf("encrypted with key %q, and %s is not set", id, ConfigKeyVariable)
 	}
 	aead, ok := k.aeads[id]
 	if !ok {
-		return "", fmt.Errorf("encrypted with key %q, which %s does not list (it has %s)", id, keyringVariable, strings.Join(k.KeyIDs(), ", "))
+		return "", fmt.Errorf("encrypted with key %q, which %s does not list (it has %s)", id, k.variable, strings.Join(k.KeyIDs(), ", "))
 	}
 	sealed, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil || len(sealed) < aead.NonceSize()+aead.Overhead() {

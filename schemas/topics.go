@@ -53,6 +53,11 @@ const (
 	// (docs/topics.md#tributarysessions).
 	TopicSessions = "tributary.sessions"
 
+	// TopicKeys is the compacted topic of the per-user data keys of crypto-shredding
+	// (docs/topics.md#tributarykeys): key = the key id (32 hex digits), value = a DataKeyRecord;
+	// a tombstone shreds the key, and with it every record sealed with it.
+	TopicKeys = "tributary.keys"
+
 	// RetryTopicPrefix starts the name of every retry tier topic: webhooks.retry.<delay>.
 	RetryTopicPrefix = "webhooks.retry."
 )
@@ -82,6 +87,10 @@ const (
 	// console's event tester): POSTed once to every URL of the destination, never retried
 	// nor dead-lettered, each POST logged on webhooks.attempts with "test":true.
 	HeaderTest = "test"
+	// HeaderDataKey names the data key a record's value is sealed with (crypto-shredding,
+	// docs/topics.md#sealed-values): the value is then a sealed value, not the topic's plain
+	// format. A record without it is plain.
+	HeaderDataKey = "tributary-key"
 )
 
 // CheckWebhookURL returns an error unless raw is an absolute http or https URL with a host, no

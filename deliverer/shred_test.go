@@ -1,0 +1,112 @@
+package deliverer_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform/shred"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// TestSealedDeliveries: a sealed delivery is opened for its POST (the receiver gets the body in
+// clear), and goes to a retry tier or the DLQ sealed as it is (headers kept, nothing of the
+// user in clear); once the user's key is shredded, the waiting retry is dropped unsent with an
+// attempt-log line of errorClass "deleted", never dead-lettered.
+func TestSealedDeliveries(t *testing.T) {
+	rc := newReceiver(t, func(_ int, r *http.Request, w http.ResponseWriter) {
+		if strings.HasSuffix(r.URL.Path, "/bad") {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	h := newHarness(t, "2s", destYAML(dest("retry", []string{rc.URL + "/fail"}, ""), dest("dead", []string{rc.URL + "/bad"}, "")))
+	keys := h.env.Keyring()
+	reg, _ := h.run(h.config())
+	recs := append(deliveryRecords("retry", "m1"), deliveryRecords("dead", "m2")...)
+	for _, r := range recs {
+		r.Value = bytes.ReplaceAll(r.Value, []byte(`"total":`), []byte(`"email":"planted@example.com","total":`))
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) string { return "jane" }); err != nil {
+		t.Fatal(err)
+	}
+	h.env.Produce(recs...)
+	got := rc.waitRequests(t, 2, 10*time.Second)
+	for _, r := range got {
+		if !bytes.Contains(r.body, []byte(`"email":"planted@example.com"`)) {
+			t.Fatalf("the receiver got %q, want the opened body", r.body)
+		}
+	}
+	tier := h.reader(schemas.RetryTopic(2*time.Second)).waitFor(1, 10*time.Second)
+	dlq := h.reader(schemas.TopicDLQ).waitFor(1, 10*time.Second)
+	for _, r := range append(tier, dlq...) {
+		if bytes.Contains(r.Value, []byte("planted")) || !bytes.Equal(shred.KeyOf(r), shred.KeyOf(recs[0])) {
+			t.Fatalf("%s record not sealed as it was: %v %q", r.Topic, r.Headers, r.Value)
+		}
+	}
+	if n, err := keys.Shred(ctx, "jane"); err != nil || n != 1 {
+		t.Fatalf("Shred = %d, %v", n, err)
+	}
+	attempts := h.reader(schemas.TopicAttempts)
+	var deleted []byte
+	deadline := time.Now().Add(15 * time.Second)
+	for deleted == nil && time.Now().Before(deadline) {
+		attempts.Poll()
+		for _, r := range attempts.Got {
+			if bytes.Contains(r.Value, []byte(`"errorClass":"deleted"`)) {
+				deleted = r.Value
+			}
+		}
+	}
+	if deleted == nil || !bytes.Contains(deleted, []byte(`"messageId":"m1"`)) {
+		t.Fatalf("no attempt-log line for the dropped retry: %q", deleted)
+	}
+	if n := len(rc.requests()); n != 2 {
+		t.Fatalf("%d requests, want 2: the deleted user's retry was sent", n)
+	}
+	if n := counter(t, reg, "tributary_deliverer_deleted_total", "destination", "retry"); n != 1 {
+		t.Fatalf("deleted counter %v, want 1", n)
+	}
+	if n := len(h.reader(schemas.TopicDLQ).waitFor(1, 2*time.Second)); n != 1 {
+		t.Fatalf("%d dead letters, want 1: the dropped retry was dead-lettered", n)
+	}
+}
+
+// TestDeletedWhileWaiting: a delivery read while its user's key was live, which then waits for
+// its destination's rate limit while the key is shredded, is not sent: the key is looked up
+// right before the POST, and the delivery dropped as deleted.
+func TestDeletedWhileWaiting(t *testing.T) {
+	rc := newReceiver(t, func(int, *http.Request, http.ResponseWriter) {})
+	h := newHarness(t, "2s", destYAML(dest("slow", []string{rc.URL}, ", maxRequestsPerSecond: 0.5")))
+	keys := h.env.Keyring()
+	reg, _ := h.run(h.config())
+	recs := deliveryRecords("slow", "m1", "m2")
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) string { return "jane" }); err != nil {
+		t.Fatal(err)
+	}
+	h.env.Produce(recs...)
+	rc.waitRequests(t, 1, 10*time.Second) // m1; m2 waits about 2 s for the rate limit
+	if n, err := keys.Shred(ctx, "jane"); err != nil || n != 1 {
+		t.Fatalf("Shred = %d, %v", n, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for counter(t, reg, "tributary_deliverer_deleted_total", "destination", "slow") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting delivery of the deleted user was not dropped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := rc.requests(); len(got) != 1 || !bytes.Contains(got[0].body, []byte(`"messageId":"m1"`)) {
+		t.Fatalf("%d requests, want only m1's", len(got))
+	}
+}
