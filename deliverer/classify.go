@@ -34,6 +34,11 @@ const (
 	// connects. Nothing was sent, and no retry would change that.
 	InvalidRequest Class = "invalid_request"
 	Unavailable    Class = "destination_unavailable" // deleted or disabled since routing
+	// Not sent, ever: the message's user is suppressed, or was deleted after the message was
+	// accepted (docs/delivery.md#deleted-and-suppressed-users). The record is finished, not
+	// dead-lettered; its attempt-log line has status 0 and no url.
+	Suppressed Class = "suppressed"
+	Deleted    Class = "deleted"
 )
 
 // ErrInvalidRequest is matched (errors.Is) by the error of a request that cannot be sent as it

@@ -15,6 +15,10 @@ import (
 type Config struct {
 	// Topic names; tests on a shared broker override them.
 	DeliveriesTopic, DLQTopic, AttemptsTopic string
+	// SuppressionsTopic and DeletionsStatusTopic are read whole (platform.Regulations): a
+	// suppressed or deleted user's messages are not delivered
+	// (docs/delivery.md#deleted-and-suppressed-users).
+	SuppressionsTopic, DeletionsStatusTopic string
 	// Group is the consumer group of webhooks.deliveries and the retry tiers.
 	Group string
 	// InstanceID is the static group-member id (DELIVERER_INSTANCE_ID, default
@@ -82,6 +86,9 @@ func DefaultConfig() Config {
 		MaxPollRecords:    2000,
 		CommitInterval:    100 * time.Millisecond,
 		ShutdownTimeout:   platform.DefaultShutdownGrace,
+
+		SuppressionsTopic:    schemas.TopicSuppressions,
+		DeletionsStatusTopic: schemas.TopicDeletionsStatus,
 	}
 }
 
@@ -101,7 +108,8 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 // Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.DeliveriesTopic == "" || c.DLQTopic == "" || c.AttemptsTopic == "" || c.Group == "" {
+	if c.DeliveriesTopic == "" || c.DLQTopic == "" || c.AttemptsTopic == "" || c.Group == "" ||
+		c.SuppressionsTopic == "" || c.DeletionsStatusTopic == "" {
 		errs = append(errs, errors.New("deliverer topics and group: names must not be empty"))
 	}
 	errs = append(errs, schemas.ValidateRetryDelays(c.RetrySchedule))

@@ -23,6 +23,7 @@ type delivery struct {
 	firstAttemptAt time.Time
 	url            string // header url: this URL only, instead of the destination's webhooks
 	test           bool   // header test: a test delivery (dispatchTest)
+	notice         bool   // header type is delete: a delete notice, never dropped (regulations.go)
 }
 
 func parseDelivery(r *kgo.Record, now time.Time) delivery {
@@ -49,6 +50,8 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			d.url = string(h.Value)
 		case schemas.HeaderTest:
 			d.test = string(h.Value) == "1" || string(h.Value) == "true"
+		case schemas.HeaderType:
+			d.notice = string(h.Value) == schemas.TypeDelete
 		}
 	}
 	return d
@@ -69,6 +72,10 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	now := s.now()
 	d := parseDelivery(r, now)
+	if s.dropIfForgotten(&d, p) {
+		<-s.sem
+		return
+	}
 	dest, ok := s.deps.Config().DestinationByID(d.destID)
 	if d.test {
 		s.dispatchTest(ctx, d, p, dest, ok)
@@ -297,6 +304,15 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}
 		return // shutting down: not finished
+	}
+	// Checked again right before the POST: the record may have waited (its host's queue, the
+	// rate limit) while its user was deleted or suppressed.
+	if class := s.forgotten(&d); class != "" {
+		for _, e := range entries {
+			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
+		}
+		s.drop(&d, p, class)
+		return
 	}
 	// A POST in progress finishes even when shutdown starts: it is bounded by DELIVERY_TIMEOUT
 	// and by the shutdown deadline (s.grace).

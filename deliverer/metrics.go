@@ -17,6 +17,7 @@ type metrics struct {
 	heldBack  prometheus.Counter
 	limit     *prometheus.GaugeVec
 	dlq       *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
 	lateness  *prometheus.HistogramVec
 
@@ -86,6 +87,9 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_dlq_total", Help: "Records dead-lettered, by destination and reason.",
 		}, []string{"destination", "reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_dropped_total", Help: "Records not delivered because their user is suppressed or deleted, by destination and reason (suppressed, deleted).",
+		}, []string{"destination", "reason"}),
 		endToEnd: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tributary_deliverer_first_attempt_to_delivery_seconds", Help: "From first-attempt-at (routing) to a 2xx.",
 			Buckets: []float64{.01, .05, .1, .5, 1, 10, 60, 600, 3600, 14400},
@@ -107,7 +111,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_parked", Help: "Retry-tier records waiting in memory for their endpoint's open breaker or pause to end (not rewritten meanwhile).",
 	}, func() float64 { return float64(s.parkedCount()) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.dropped, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

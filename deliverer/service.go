@@ -58,6 +58,8 @@ type Service struct {
 	flog    *failureLog // failures and recoveries in the log
 	lag     *platform.LagCollector
 	track   *tracker
+	// regs are the suppressed and deleted users (regulations.go).
+	regs *platform.Regulations
 	// recovery logs when the deliverer resumed after a Kafka outage (docs/operations.md#broker-outages).
 	recovery *platform.Recovery
 	sem      chan struct{}
@@ -137,6 +139,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		s.endGrace()
 		return nil, err
 	}
+	s.regs, err = platform.NewRegulations(platform.RegulationsConfig{Kafka: deps.Kafka, SuppressionsTopic: cfg.SuppressionsTopic,
+		StatusTopic: cfg.DeletionsStatusTopic, Opts: deps.KafkaOpts, Logger: s.logger})
+	if err != nil {
+		s.endGrace()
+		return nil, err
+	}
 	s.lag = platform.NewLagCollector("deliverer", deps.Kafka, s.logger, []string{cfg.Group}, deps.KafkaOpts...)
 	if err := deps.Registerer.Register(s.lag); err != nil {
 		s.endGrace()
@@ -186,9 +194,21 @@ func (s *Service) Run(ctx context.Context) error {
 	grace, endGrace := platform.GraceContext(ctx, s.cfg.ShutdownTimeout)
 	defer endGrace()
 	context.AfterFunc(grace, s.endGrace)
-	if s.deps.ConfigReady != nil {
+	// The regulations are read before anything is dispatched, and followed until ctx is done.
+	regsDone := make(chan struct{})
+	go func() {
+		defer close(regsDone)
+		if err := s.regs.Run(ctx); err != nil {
+			s.logger.Error().Err(err).Msg("reading the regulations stopped: suppressions and deletions made from now on are not applied")
+		}
+	}()
+	defer func() { <-regsDone }()
+	for _, ready := range []<-chan struct{}{s.deps.ConfigReady, s.regs.Ready()} {
+		if ready == nil {
+			continue
+		}
 		select {
-		case <-s.deps.ConfigReady:
+		case <-ready:
 		case <-ctx.Done():
 			s.close(nil)
 			return nil
@@ -247,6 +267,13 @@ func (s *Service) poll(ctx context.Context) {
 		if fs.NumRecords() > 0 {
 			s.recovery.Resumed(fs)
 		}
+		// The deletions the poll's delete notices announce apply before any of its records is
+		// dispatched (regulations.go).
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if !s.isTier[fp.Topic] {
+				s.noteNotices(fp.Records)
+			}
+		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if ctx.Err() != nil || len(fp.Records) == 0 {
 				return

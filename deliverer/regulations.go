@@ -1,0 +1,144 @@
+package deliverer
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Deleted and suppressed users at egress (docs/delivery.md#deleted-and-suppressed-users).
+//
+// Every record is checked against the regulations (platform.Regulations: tracking.suppressions
+// and tracking.deletions.status, read whole by every deliverer) where it could leave: when it
+// is dispatched (first attempts, retry-tier records when due, parked records when released,
+// DLQ replays), right before its POST starts (after a wait in its host's queue or for its rate
+// limit), and before it is handed on to a tier or the DLQ. A record of a suppressed user, or of
+// a deleted user accepted before the deletion was processed, is dropped: finished (its offset
+// committed), counted in tributary_deliverer_dropped_total and logged on webhooks.attempts with
+// the class Suppressed or Deleted. A delete notice is never dropped.
+//
+// The user is the key's part after "<destinationId>:" (docs/topics.md#webhooksdeliveries): the
+// message's userId, else its anonymousId. The check is two map lookups under a read lock, and
+// allocates nothing; only a deleted user's record is read further, for its acceptance time.
+//
+// A delete notice reaches a deliverer in the same Kafka transaction as its status record, but
+// through another topic: the deliverer records the deletion the notice announces (its user,
+// its first-attempt-at) as soon as it polls the notice, before it dispatches any record of
+// that poll, so that nothing of the user it reads with or after the notice leaves after it.
+
+// errStopScan stops schemas.EachMember once the wanted member was seen.
+var errStopScan = errors.New("stop")
+
+// userOf returns the user of a webhooks.deliveries record: its key after "<destID>:"; false
+// when the key does not have that form (then the record is not checked).
+func userOf(key []byte, destID string) ([]byte, bool) {
+	if len(key) <= len(destID) || key[len(destID)] != ':' || string(key[:len(destID)]) != destID {
+		return nil, false
+	}
+	return key[len(destID)+1:], true
+}
+
+// forgotten says why d must not be delivered: Deleted (its user was deleted after it was
+// accepted), Suppressed (its user is suppressed), or "" (deliver it).
+func (s *Service) forgotten(d *delivery) Class {
+	if d.notice || d.test {
+		return ""
+	}
+	user, ok := userOf(d.r.Key, d.destID)
+	if !ok {
+		return ""
+	}
+	suppressed, deletedAt := s.regs.Check(user)
+	if !deletedAt.IsZero() && acceptedAt(d.r).Before(deletedAt) {
+		return Deleted
+	}
+	if suppressed {
+		return Suppressed
+	}
+	return ""
+}
+
+// acceptedAt is when a record's message was accepted: its receivedAt (set by ingest, and by
+// audiences on its identify calls), else its first-attempt-at header (when the router routed
+// it; a DLQ replay resets it), else the record's Kafka timestamp.
+func acceptedAt(r *kgo.Record) time.Time {
+	var at time.Time
+	_ = schemas.EachMember(r.Value, func(k, v []byte) error {
+		if string(k) != "receivedAt" {
+			return nil
+		}
+		if text, ok := schemas.JSONString(v); ok {
+			at, _ = schemas.ParseTimestamp(string(text))
+		}
+		return errStopScan
+	})
+	if at.IsZero() {
+		at = headerTime(r, schemas.HeaderFirstAttemptAt)
+	}
+	if at.IsZero() {
+		at = r.Timestamp
+	}
+	return at
+}
+
+// drop finishes a record that must not be delivered (class Suppressed or Deleted): counted,
+// logged on webhooks.attempts, its offset committable.
+func (s *Service) drop(d *delivery, p *pending, class Class) {
+	now := s.now()
+	s.metrics.dropped.WithLabelValues(d.destID, string(class)).Inc()
+	why := "user suppressed (tracking.suppressions)"
+	if class == Deleted {
+		why = "user deleted after the message was accepted (tracking.deletions.status)"
+	}
+	res := urlResult{Class: class, Err: errors.New(why)}
+	v := appendAttemptRecord(make([]byte, 0, 288), d, &res, hostLimit{}, now)
+	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
+	s.track.finish(p)
+}
+
+// dropIfForgotten drops d if it must not be delivered, and says whether it did.
+func (s *Service) dropIfForgotten(d *delivery, p *pending) bool {
+	class := s.forgotten(d)
+	if class == "" {
+		return false
+	}
+	s.drop(d, p, class)
+	return true
+}
+
+// noteNotices records the deletion announced by each delete notice among recs (records of
+// webhooks.deliveries): its user, processed at its first-attempt-at (the router's clock when
+// it wrote the notice), unless a later deletion of the user is known already.
+func (s *Service) noteNotices(recs []*kgo.Record) {
+	for _, r := range recs {
+		var destID, typ, first []byte
+		for _, h := range r.Headers {
+			switch h.Key {
+			case schemas.HeaderType:
+				typ = h.Value
+			case schemas.HeaderDestinationID:
+				destID = h.Value
+			case schemas.HeaderFirstAttemptAt:
+				first = h.Value
+			}
+		}
+		if !bytes.Equal(typ, typeDelete) {
+			continue
+		}
+		user, ok := userOf(r.Key, string(destID))
+		if !ok {
+			continue
+		}
+		at, err := schemas.ParseTimestamp(string(first))
+		if err != nil {
+			at = r.Timestamp
+		}
+		s.regs.ApplyDeletion(string(user), at)
+	}
+}
+
+var typeDelete = []byte(schemas.TypeDelete)
