@@ -3,10 +3,10 @@ package deliverer
 import (
 	"bytes"
 	"errors"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -30,59 +30,16 @@ import (
 // its first-attempt-at) as soon as it polls the notice, before it dispatches any record of
 // that poll, so that nothing of the user it reads with or after the notice leaves after it.
 
-// errStopScan stops schemas.EachMember once the wanted member was seen.
-var errStopScan = errors.New("stop")
-
-// userOf returns the user of a webhooks.deliveries record: its key after "<destID>:"; false
-// when the key does not have that form (then the record is not checked).
-func userOf(key []byte, destID string) ([]byte, bool) {
-	if len(key) <= len(destID) || key[len(destID)] != ':' || string(key[:len(destID)]) != destID {
-		return nil, false
-	}
-	return key[len(destID)+1:], true
-}
-
 // forgotten says why d must not be delivered: Deleted (its user was deleted after it was
 // accepted), Suppressed (its user is suppressed), or "" (deliver it).
 func (s *Service) forgotten(d *delivery) Class {
-	if d.notice || d.test {
-		return ""
-	}
-	user, ok := userOf(d.r.Key, d.destID)
-	if !ok {
-		return ""
-	}
-	suppressed, deletedAt := s.regs.Check(user)
-	if !deletedAt.IsZero() && acceptedAt(d.r).Before(deletedAt) {
+	switch s.regs.Forgets(d.r, d.destID, d.notice || d.test) {
+	case platform.ForgetDeleted:
 		return Deleted
-	}
-	if suppressed {
+	case platform.ForgetSuppressed:
 		return Suppressed
 	}
 	return ""
-}
-
-// acceptedAt is when a record's message was accepted: its receivedAt (set by ingest, and by
-// audiences on its identify calls), else its first-attempt-at header (when the router routed
-// it; a DLQ replay resets it), else the record's Kafka timestamp.
-func acceptedAt(r *kgo.Record) time.Time {
-	var at time.Time
-	_ = schemas.EachMember(r.Value, func(k, v []byte) error {
-		if string(k) != "receivedAt" {
-			return nil
-		}
-		if text, ok := schemas.JSONString(v); ok {
-			at, _ = schemas.ParseTimestamp(string(text))
-		}
-		return errStopScan
-	})
-	if at.IsZero() {
-		at = headerTime(r, schemas.HeaderFirstAttemptAt)
-	}
-	if at.IsZero() {
-		at = r.Timestamp
-	}
-	return at
 }
 
 // drop finishes a record that must not be delivered (class Suppressed or Deleted): counted,
@@ -129,7 +86,7 @@ func (s *Service) noteNotices(recs []*kgo.Record) {
 		if !bytes.Equal(typ, typeDelete) {
 			continue
 		}
-		user, ok := userOf(r.Key, string(destID))
+		user, ok := platform.DeliveryUser(r.Key, string(destID))
 		if !ok {
 			continue
 		}

@@ -25,6 +25,10 @@ type RegulationsConfig struct {
 	// deletion time, its processedAt. Empty: deletions are not read (the router needs only the
 	// suppression list).
 	StatusTopic string
+	// Once reads the topics to the end offsets found when Run starts, then Run returns (a DLQ
+	// replay's look at the regulations); a missing topic is an error then. False: Run follows
+	// the topics until its context is done.
+	Once bool
 	// Opts are added to the readers' clients (tests use them).
 	Opts []kgo.Opt
 	// Logger receives the readers' warnings and the "loaded" lines.
@@ -42,9 +46,10 @@ type RegulationsConfig struct {
 // The lookups take a read lock and allocate nothing; they are safe for concurrent use, as are
 // the Apply methods, by which a service records what it learnt before the topics echo it.
 type Regulations struct {
-	cfg     RegulationsConfig
-	readers []*TopicReader
-	ready   chan struct{}
+	cfg       RegulationsConfig
+	readers   []*TopicReader
+	ready     chan struct{}
+	readyOnce sync.Once
 
 	mu         sync.RWMutex
 	suppressed map[string]struct{}
@@ -57,10 +62,16 @@ func NewRegulations(cfg RegulationsConfig) (*Regulations, error) {
 		return nil, errors.New("regulations: no suppressions topic")
 	}
 	g := &Regulations{cfg: cfg, ready: make(chan struct{}), suppressed: map[string]struct{}{}, deleted: map[string]time.Time{}}
-	opts := append([]kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}, cfg.Opts...)
+	// Read committed, control records kept: a topic whose last record is a transaction's
+	// commit marker is read to its end only once the reader has seen that marker.
+	opts := append([]kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, cfg.Opts...)
 	sup, err := NewTopicReader(TopicReaderConfig{
-		Kafka: cfg.Kafka, Topic: cfg.SuppressionsTopic, Follow: true, Opts: opts, Logger: cfg.Logger,
-		Apply:  func(r *kgo.Record) { g.ApplySuppression(string(r.Key), r.Value != nil) },
+		Kafka: cfg.Kafka, Topic: cfg.SuppressionsTopic, Follow: !cfg.Once, NoWait: cfg.Once, Opts: opts, Logger: cfg.Logger,
+		Apply: func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				g.ApplySuppression(string(r.Key), r.Value != nil)
+			}
+		},
 		Polled: g.loaded(cfg.SuppressionsTopic),
 	})
 	if err != nil {
@@ -69,7 +80,7 @@ func NewRegulations(cfg RegulationsConfig) (*Regulations, error) {
 	g.readers = append(g.readers, sup)
 	if cfg.StatusTopic != "" {
 		st, err := NewTopicReader(TopicReaderConfig{
-			Kafka: cfg.Kafka, Topic: cfg.StatusTopic, Follow: true, Opts: opts, Logger: cfg.Logger,
+			Kafka: cfg.Kafka, Topic: cfg.StatusTopic, Follow: !cfg.Once, NoWait: cfg.Once, Opts: opts, Logger: cfg.Logger,
 			Apply:  g.applyStatus,
 			Polled: g.loaded(cfg.StatusTopic),
 		})
@@ -84,7 +95,7 @@ func NewRegulations(cfg RegulationsConfig) (*Regulations, error) {
 // applyStatus reads one tracking.deletions.status record: a deleting request's user and
 // processedAt. A record that does not decode is logged and skipped.
 func (g *Regulations) applyStatus(r *kgo.Record) {
-	if r.Value == nil {
+	if r.Value == nil || r.Attrs.IsControl() {
 		return
 	}
 	st, err := schemas.DecodeDeletionStatus(r.Value)
@@ -164,7 +175,8 @@ func (g *Regulations) Len() (suppressed, deleted int) {
 // Ready is closed once every topic has been read up to the end offsets found when Run started.
 func (g *Regulations) Ready() <-chan struct{} { return g.ready }
 
-// Run reads the topics from their start until ctx is done; Run is called once.
+// Run reads the topics from their start until ctx is done (Once: until it read them to their
+// end); Run is called once.
 func (g *Regulations) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -176,14 +188,121 @@ func (g *Regulations) Run(ctx context.Context) error {
 				return
 			}
 		}
-		close(g.ready)
+		g.readyOnce.Do(func() { close(g.ready) })
 	}()
-	runners := make([]Runner, len(g.readers))
+	// Following, a reader that stops stops the other (as RunAll); once, each reads to its end.
+	errs := make([]error, len(g.readers))
+	var wg sync.WaitGroup
 	for i, r := range g.readers {
-		runners[i] = r
+		wg.Go(func() {
+			errs[i] = r.Run(ctx)
+			if errs[i] != nil || !g.cfg.Once {
+				cancel()
+			}
+		})
 	}
-	if err := RunAll(ctx, runners...); err != nil {
+	wg.Wait()
+	if g.cfg.Once && g.allReady() {
+		g.readyOnce.Do(func() { close(g.ready) })
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("regulations: %w", err)
 	}
 	return nil
+}
+
+// allReady says whether every reader has read its topic to its end.
+func (g *Regulations) allReady() bool {
+	for _, r := range g.readers {
+		select {
+		case <-r.Ready():
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Reasons a regulation forbids delivering a message (Regulations.Forgets).
+const (
+	// ForgetDeleted: the user was deleted after the message was accepted.
+	ForgetDeleted = "deleted"
+	// ForgetSuppressed: the user is suppressed.
+	ForgetSuppressed = "suppressed"
+)
+
+// Forgets says whether the webhooks.deliveries record r (or a dead letter or a retry-tier copy
+// of one) of destination destID must not be delivered: ForgetDeleted when its user has a
+// deletion processed after the message was accepted (AcceptedAt), else ForgetSuppressed when
+// its user is suppressed, else "". exempt records (a delete notice, a test delivery) are never
+// forgotten, nor is a record whose key is not "<destID>:<user>". It allocates nothing; only a
+// deleted user's record is read further, for its acceptance time.
+func (g *Regulations) Forgets(r *kgo.Record, destID string, exempt bool) string {
+	if exempt {
+		return ""
+	}
+	user, ok := DeliveryUser(r.Key, destID)
+	if !ok {
+		return ""
+	}
+	suppressed, deletedAt := g.Check(user)
+	if !deletedAt.IsZero() && AcceptedAt(r).Before(deletedAt) {
+		return ForgetDeleted
+	}
+	if suppressed {
+		return ForgetSuppressed
+	}
+	return ""
+}
+
+// DeliveryUser returns the user of a webhooks.deliveries record (docs/topics.md#webhooksdeliveries):
+// its key after "<destID>:", the message's userId, else its anonymousId; false when the key
+// does not have that form. It aliases key.
+func DeliveryUser(key []byte, destID string) ([]byte, bool) {
+	if len(key) <= len(destID) || key[len(destID)] != ':' || string(key[:len(destID)]) != destID {
+		return nil, false
+	}
+	return key[len(destID)+1:], true
+}
+
+// errStopScan stops schemas.EachMember once the wanted member was seen.
+var errStopScan = errors.New("stop")
+
+// AcceptedAt is when the message of a webhooks.deliveries record was accepted: its body's
+// receivedAt (set by ingest, and by audiences on its identify calls), else its first-attempt-at
+// header (when the router routed it; a DLQ replay resets it), else the record's Kafka
+// timestamp.
+func AcceptedAt(r *kgo.Record) time.Time {
+	var at time.Time
+	_ = schemas.EachMember(r.Value, func(k, v []byte) error {
+		if string(k) != "receivedAt" {
+			return nil
+		}
+		if text, ok := schemas.JSONString(v); ok {
+			at, _ = schemas.ParseTimestamp(string(text))
+		}
+		return errStopScan
+	})
+	if at.IsZero() {
+		for _, h := range r.Headers {
+			if h.Key == schemas.HeaderFirstAttemptAt {
+				at, _ = schemas.ParseTimestamp(string(h.Value))
+				break
+			}
+		}
+	}
+	if at.IsZero() {
+		at = r.Timestamp
+	}
+	return at
+}
+
+// IsDeleteNotice reports whether r's type header says delete: a delete notice.
+func IsDeleteNotice(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == schemas.HeaderType {
+			return string(h.Value) == schemas.TypeDelete
+		}
+	}
+	return false
 }
