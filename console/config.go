@@ -46,6 +46,9 @@ type Config struct {
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
 	SessionsTopic                                                                 string
+	// SuppressionsTopic is read (with DeletionsStatusTopic) before a DLQ replay: a deleted or
+	// suppressed user's dead letters are skipped (docs/console.md#replay-the-dead-letter-queue).
+	SuppressionsTopic string
 	// DelivererGroup is the deliverer's consumer group: its lag on the retry tiers is the
 	// overview's backlog.
 	DelivererGroup string
@@ -87,6 +90,7 @@ func DefaultConfig() Config {
 		DLQTopic:               schemas.TopicDLQ,
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
 		SessionsTopic:          schemas.TopicSessions,
+		SuppressionsTopic:      schemas.TopicSuppressions,
 		DelivererGroup:         "tributary-deliverer",
 		AttemptsPerDestination: 1000,
 		DLQPerDestination:      10000,
@@ -159,7 +163,7 @@ func (c *Config) Validate() error {
 	if err := platform.ValidateAllowedHosts("CONSOLE_ALLOWED_HOSTS", c.AllowedHosts); err != nil {
 		errs = append(errs, err)
 	}
-	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic} {
+	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic, c.SuppressionsTopic} {
 		if t == "" {
 			errs = append(errs, errors.New("console topics: names must not be empty"))
 			break
