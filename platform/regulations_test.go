@@ -2,6 +2,7 @@ package platform_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -132,6 +133,26 @@ func TestRegulationsForgets(t *testing.T) {
 	} {
 		if got := g.Forgets(tt.r, "d1", tt.exempt); got != tt.want {
 			t.Errorf("%s: Forgets = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// The check on the deliverer's hot path allocates nothing for a user with no regulation, nor
+// for a suppressed one (docs/delivery.md#deleted-and-suppressed-users).
+func TestRegulationsForgetsAllocatesNothing(t *testing.T) {
+	kafka, _, _ := servicetest.Connect(t, kafkatest.Embedded(t))
+	g, err := platform.NewRegulations(platform.RegulationsConfig{Kafka: kafka, SuppressionsTopic: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		g.ApplySuppression("u-"+strconv.Itoa(i), true)
+		g.ApplyDeletion("d-"+strconv.Itoa(i), time.Now())
+	}
+	for _, key := range []string{"order-hooks:someone", "order-hooks:u-7"} {
+		r := &kgo.Record{Key: []byte(key), Value: []byte(`{"type":"track","receivedAt":"2026-03-04T05:06:07.000Z"}`)}
+		if n := testing.AllocsPerRun(1000, func() { g.Forgets(r, "order-hooks", false) }); n != 0 {
+			t.Errorf("Forgets(%s) allocates %v times per call, want 0", key, n)
 		}
 	}
 }
