@@ -217,3 +217,38 @@ func testUnsuppressLetsMessagesThroughAgain(t *testing.T) {
 		t.Errorf("dropped_total{reason=suppressed} %v, want 1", got)
 	}
 }
+
+// A user's records waiting in their host's queue when the user is suppressed are dropped right
+// before their POST would start, not sent.
+func TestQueuedRecordsOfASuppressedUserAreDropped(t *testing.T) {
+	synctest.Test(t, testQueuedRecordsOfASuppressedUserAreDropped)
+}
+
+func testQueuedRecordsOfASuppressedUserAreDropped(t *testing.T) {
+	h := newVirtualHarness(t, "5s", destYAML(dest("d1", []string{"http://localhost:9204/hook"}, ", maxConcurrency: 1")))
+	rc := &receiver{h.env.VirtualReceiver(9204, func(n int, _ *http.Request, w http.ResponseWriter) {
+		if n == 1 {
+			time.Sleep(3 * time.Second) // holds the destination's one slot
+		}
+		w.WriteHeader(http.StatusOK)
+	})}
+	attempts := h.reader(schemas.TopicAttempts)
+	reg, _ := h.run(h.config())
+	h.env.Produce(userDeliveries("d1", "u-other", time.Now(), "slow")...)
+	rc.waitRequests(t, 1, 10*time.Second)
+	h.env.Produce(userDeliveries("d1", "u-q", time.Now(), "q1", "q2")...)
+	time.Sleep(500 * time.Millisecond) // q1 and q2 wait in the host's queue
+	if got := counter(t, reg, "tributary_deliverer_queued_total", "destination", "d1"); got != 2 {
+		t.Fatalf("queued_total %v, want 2: the test needs q1 and q2 in the host's queue", got)
+	}
+	h.regulate(schemas.KindSuppressOnly, "u-q", "r5")
+	time.Sleep(5 * time.Second)
+
+	if ids := messageIDsOf(rc.requests()); !slices.Equal(ids, []string{"slow"}) {
+		t.Fatalf("requests %v: want slow only; q1 and q2 dropped before their POST", ids)
+	}
+	drops := dropLines(t, attempts.waitFor(3, 10*time.Second), "suppressed")
+	if drops["q1"] == nil || drops["q2"] == nil {
+		t.Errorf("attempt-log drops %v: want q1 and q2, class suppressed", drops)
+	}
+}
