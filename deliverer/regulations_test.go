@@ -252,3 +252,34 @@ func testQueuedRecordsOfASuppressedUserAreDropped(t *testing.T) {
 		t.Errorf("attempt-log drops %v: want q1 and q2, class suppressed", drops)
 	}
 }
+
+// A DLQ replay of a deleted user's message (first-attempt-at reset to the replay's time) is
+// dropped: the message was accepted (receivedAt) before the deletion.
+func TestReplayedRecordOfADeletedUserIsDropped(t *testing.T) {
+	synctest.Test(t, testReplayedRecordOfADeletedUserIsDropped)
+}
+
+func testReplayedRecordOfADeletedUserIsDropped(t *testing.T) {
+	h := newVirtualHarness(t, "5s", destYAML(dest("d1", []string{"http://localhost:9205/hook"}, "")))
+	rc := &receiver{h.env.VirtualReceiver(9205, ok200)}
+	attempts := h.reader(schemas.TopicAttempts)
+	h.run(h.config())
+	accepted := time.Now()
+	time.Sleep(time.Minute)
+	h.regulate(schemas.KindDeleteOnly, "u-r", "r6", "d1")
+	time.Sleep(time.Second)
+	replayed := userDeliveries("d1", "u-r", accepted, "old")[0]
+	for i, hd := range replayed.Headers {
+		if hd.Key == schemas.HeaderFirstAttemptAt {
+			replayed.Headers[i].Value = []byte(schemas.FormatTimestamp(time.Now())) // as a replay writes it
+		}
+	}
+	h.env.Produce(replayed)
+	time.Sleep(2 * time.Second)
+	if ids := messageIDsOf(rc.requests()); !slices.Equal(ids, []string{"delete-r6-web"}) {
+		t.Fatalf("requests %v: want the delete notice only", ids)
+	}
+	if drops := dropLines(t, attempts.waitFor(2, 10*time.Second), "deleted"); drops["old"] == nil {
+		t.Errorf("attempt-log drops %v: want old's, class deleted", drops)
+	}
+}
