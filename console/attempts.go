@@ -58,10 +58,10 @@ const successClass = "ok"
 // failureClasses are the error classes of docs/delivery.md, in the order of the counters;
 // "suppressed" and "deleted" are records the deliverer dropped unsent because their user is
 // suppressed or deleted (docs/delivery.md#deleted-and-suppressed-users).
-var failureClasses = [...]string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "invalid_request", "destination_unavailable", "suppressed", "deleted", "other"}
+var failureClasses = []string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "invalid_request", "destination_unavailable", "suppressed", "deleted", "other"}
 
 func classIndex(c string) int {
-	if i := slices.Index(failureClasses[:], c); i >= 0 {
+	if i := slices.Index(failureClasses, c); i >= 0 {
 		return i
 	}
 	return len(failureClasses) - 1
@@ -97,7 +97,7 @@ type minute struct {
 	at        int64 // unix minute
 	attempts  uint32
 	successes uint32
-	failures  [len(failureClasses)]uint32 // by failureClasses
+	failures  [14]uint32 // by failureClasses
 	hist      [histBuckets]uint32
 }
 
@@ -354,7 +354,7 @@ func statusMatches(a *attempt, status string) bool {
 	return a.ErrorClass == status
 }
 
-var statusFilters = append([]string{"success", "failure", "2xx", "3xx", "4xx", "5xx", successClass}, failureClasses[:]...)
+var statusFilters = append([]string{"success", "failure", "2xx", "3xx", "4xx", "5xx", successClass}, failureClasses...)
 
 // maxPage bounds a page of attempts.
 const maxPage = 1000
