@@ -33,7 +33,12 @@ import (
 // forgotten says why d must not be delivered: Deleted (its user was deleted after it was
 // accepted), Suppressed (its user is suppressed), or "" (deliver it).
 func (s *Service) forgotten(d *delivery) Class {
-	switch s.regs.Forgets(d.r, d.destID, d.notice || d.test) {
+	return classOf(s.regs.Forgets(d.r, d.destID, d.notice || d.test))
+}
+
+// classOf is the class of a platform.Regulations.Forgets reason ("": none).
+func classOf(reason string) Class {
+	switch reason {
 	case platform.ForgetDeleted:
 		return Deleted
 	case platform.ForgetSuppressed:

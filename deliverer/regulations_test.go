@@ -283,3 +283,35 @@ func testReplayedRecordOfADeletedUserIsDropped(t *testing.T) {
 		t.Errorf("attempt-log drops %v: want old's, class deleted", drops)
 	}
 }
+
+// A user's retry-tier records parked behind an open breaker are dropped at the next sweep once
+// the user is suppressed, instead of waiting in memory for the breaker.
+func TestParkedRecordsOfASuppressedUserAreDropped(t *testing.T) {
+	synctest.Test(t, testParkedRecordsOfASuppressedUserAreDropped)
+}
+
+func testParkedRecordsOfASuppressedUserAreDropped(t *testing.T) {
+	h := newVirtualHarness(t, "1s", destYAML(dest("d1", []string{"http://localhost:9206/hook"}, "")))
+	h.env.VirtualReceiver(9206, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+	attempts := h.reader(schemas.TopicAttempts)
+	cfg := h.config()
+	cfg.BreakerFailures = 2
+	cfg.BreakerCooldown = time.Hour
+	reg, _ := h.run(cfg)
+	h.env.Produce(userDeliveries("d1", "u-p", time.Now(), "p1", "p2", "p3")...)
+	time.Sleep(3 * time.Second) // failed, breaker open, due in the tier: parked
+	if got := counter(t, reg, "tributary_deliverer_parked"); got != 3 {
+		t.Fatalf("parked %v, want 3: the test needs them parked", got)
+	}
+	h.regulate(schemas.KindSuppressOnly, "u-p", "r7")
+	time.Sleep(time.Second)
+	if got := counter(t, reg, "tributary_deliverer_parked"); got != 0 {
+		t.Errorf("parked %v after the suppression, want 0", got)
+	}
+	if got := counter(t, reg, "tributary_deliverer_dropped_total", "destination", "d1", "reason", "suppressed"); got != 3 {
+		t.Errorf("dropped_total{reason=suppressed} %v, want 3", got)
+	}
+	if drops := dropLines(t, attempts.waitFor(6, 10*time.Second), "suppressed"); len(drops) != 3 {
+		t.Errorf("attempt-log drops %v: want p1, p2, p3", drops)
+	}
+}
