@@ -111,7 +111,16 @@ type partition struct {
 	// transactions), and pass counts what it sent so far; nil: no sync in progress.
 	pending []string
 	pass    *changeCounter
+	// deletedAt holds, by user id, when this instance processed the user's deletion (unix ms,
+	// the batch's clock): a later-read event of the user accepted before then does not build a
+	// profile again (docs/audiences.md#deletion-and-suppression). Kept for deletedAtKept, in
+	// memory only.
+	deletedAt map[string]int64
 }
+
+// deletedAtKept is how long partition.deletedAt remembers a deletion: the lateness of an event
+// behind a deletion of its user that it covers.
+const deletedAtKept = 24 * time.Hour
 
 type partMeta struct {
 	Defs map[string]metaDef `json:"defs"`
@@ -653,6 +662,9 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 	if id == "" {
 		return
 	}
+	if at, ok := part.deletedAt[id]; ok && acceptedMilli(m, recTime) < at {
+		return // accepted before its user's deletion: forgotten with the user
+	}
 	prof := part.profiles[id]
 	switch {
 	case prof != nil && prof.Suppressed:
@@ -784,6 +796,20 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, key string, o *op
 		if req == nil || req.UserID == "" {
 			return
 		}
+		if req.Deletes() || req.Suppresses() {
+			// The user's identify calls this batch computed before the request are not sent:
+			// they would reach destinations after the user's delete notice
+			// (docs/audiences.md#deletion-and-suppression).
+			b.out = slices.DeleteFunc(b.out, func(r *kgo.Record) bool {
+				return r.Topic == s.cfg.EventsTopic && string(r.Key) == req.UserID
+			})
+		}
+		if req.Deletes() {
+			if part.deletedAt == nil {
+				part.deletedAt = map[string]int64{}
+			}
+			part.deletedAt[req.UserID] = b.now
+		}
 		prof := part.profiles[req.UserID]
 		done := map[string]int64{schemas.CountProfiles: 0, schemas.CountRedirects: 0, schemas.CountTombstones: 0}
 		var merged []string
@@ -840,10 +866,24 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, key string, o *op
 			b.out = s.forgetNext(b.out, o.Deletion, o.Forget, o.Done)
 		}
 	case opTick:
+		for id, at := range part.deletedAt {
+			if b.now-at > deletedAtKept.Milliseconds() {
+				delete(part.deletedAt, id)
+			}
+		}
 		if o.Sync {
 			b.out = s.syncPartition(b, p, part)
 		}
 	}
+}
+
+// acceptedMilli is when a message was accepted (unix ms): its receivedAt, else its record's
+// time.
+func acceptedMilli(m *schemas.Message, recTime time.Time) int64 {
+	if !m.ReceivedAt.IsZero() {
+		return m.ReceivedAt.UnixMilli()
+	}
+	return recTime.UnixMilli()
 }
 
 // restoreMissing restores, from the changelog, every partition of fs that is owned but not

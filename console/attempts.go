@@ -55,8 +55,10 @@ type attemptRecord struct {
 // successClass is the error class of a 2xx.
 const successClass = "ok"
 
-// failureClasses are the error classes of docs/delivery.md, in the order of the counters.
-var failureClasses = []string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "invalid_request", "destination_unavailable", "other"}
+// failureClasses are the error classes of docs/delivery.md, in the order of the counters;
+// "suppressed" and "deleted" are records the deliverer dropped unsent because their user is
+// suppressed or deleted (docs/delivery.md#deleted-and-suppressed-users).
+var failureClasses = []string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "invalid_request", "destination_unavailable", "suppressed", "deleted", "other"}
 
 func classIndex(c string) int {
 	if i := slices.Index(failureClasses, c); i >= 0 {
@@ -95,7 +97,7 @@ type minute struct {
 	at        int64 // unix minute
 	attempts  uint32
 	successes uint32
-	failures  [12]uint32 // by failureClasses
+	failures  [14]uint32 // by failureClasses
 	hist      [histBuckets]uint32
 }
 

@@ -47,7 +47,10 @@ type Config struct {
 	// Topic names; tests on a shared broker override them.
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
-	SessionsTopic, SuppressionsTopic                                              string
+	SessionsTopic                                                                 string
+	// SuppressionsTopic is read (with DeletionsStatusTopic) before a DLQ replay: a deleted or
+	// suppressed user's dead letters are skipped (docs/console.md#replay-the-dead-letter-queue).
+	SuppressionsTopic string
 	// DelivererGroup is the deliverer's consumer group: its lag on the retry tiers is the
 	// overview's backlog.
 	DelivererGroup string
@@ -95,7 +98,7 @@ func DefaultConfig() Config {
 		SessionsTopic:          schemas.TopicSessions,
 		SuppressionsTopic:      schemas.TopicSuppressions,
 		DelivererGroup:         "tributary-deliverer",
-		RegulationStores:       []string{schemas.StoreRouter, schemas.StoreAudiences},
+		RegulationStores:       []string{schemas.StoreRouter, schemas.StoreAudiences, schemas.StoreDeliverer, schemas.StoreConsole},
 		AttemptsPerDestination: 1000,
 		DLQPerDestination:      10000,
 		StatsWindow:            24 * time.Hour,

@@ -18,7 +18,8 @@ import (
 // replayed message's new attempts show in the delivery log.
 
 func (s *Service) replayTopics() platform.ReplayTopics {
-	return platform.ReplayTopics{DLQ: s.cfg.DLQTopic, Deliveries: s.cfg.DeliveriesTopic, Replayed: s.cfg.DLQReplayedTopic}
+	return platform.ReplayTopics{DLQ: s.cfg.DLQTopic, Deliveries: s.cfg.DeliveriesTopic, Replayed: s.cfg.DLQReplayedTopic,
+		Suppressions: s.cfg.SuppressionsTopic, DeletionsStatus: s.cfg.DeletionsStatusTopic}
 }
 
 // deadLetterView is the API's form of a dead letter.
@@ -104,17 +105,42 @@ func (s *Service) replayDLQ(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		return err
 	}
-	ids, err := s.replay(r.Context(), id, req)
+	ids, sk, err := s.replay(r.Context(), id, req)
 	if err != nil {
 		return err
 	}
-	writeData(w, http.StatusOK, map[string]any{"replayed": len(ids), "messageIds": ids})
+	answer := map[string]any{"replayed": len(ids), "messageIds": ids}
+	if len(sk.ids) > 0 {
+		answer["skipped"] = len(sk.ids)
+		answer["skippedMessageIds"] = sk.ids
+		answer["reason"] = sk.reason()
+	}
+	writeData(w, http.StatusOK, answer)
 	return nil
 }
 
+// skipped are the dead letters a replay left alone because their user is deleted or
+// suppressed (docs/console.md#replay-the-dead-letter-queue).
+type skipped struct {
+	ids     []string
+	reasons map[string]bool // platform.ForgetDeleted, platform.ForgetSuppressed
+}
+
+// reason says why they were skipped: "deleted user", "suppressed user", or both.
+func (sk *skipped) reason() string {
+	switch {
+	case sk.reasons[platform.ForgetDeleted] && sk.reasons[platform.ForgetSuppressed]:
+		return "deleted or suppressed user"
+	case sk.reasons[platform.ForgetDeleted]:
+		return "deleted user"
+	}
+	return "suppressed user"
+}
+
 // replay replays the destination's dead letters (all not replayed yet, or those listed) and
-// returns the message ids replayed.
-func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]string, error) {
+// returns the message ids replayed, and those skipped: a deleted or suppressed user's.
+func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]string, skipped, error) {
+	var sk skipped
 	// One replay of a destination at a time: each reads the replay marks when it starts, so two
 	// at once (a double click) would both send what neither had marked yet.
 	mu, _ := s.replays.LoadOrStore(id, &sync.Mutex{})
@@ -122,19 +148,26 @@ func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]s
 	defer mu.(*sync.Mutex).Unlock()
 	if req.URL != "" {
 		if err := schemas.CheckWebhookURL(req.URL); err != nil {
-			return nil, errInvalid("url", "url: %v", err)
+			return nil, sk, errInvalid("url", "url: %v", err)
 		}
 	}
 	for i, m := range req.MessageIDs {
 		if strings.TrimSpace(m) == "" {
-			return nil, errInvalid("messageIds["+strconv.Itoa(i)+"]", "messageIds[%d]: must not be empty", i)
+			return nil, sk, errInvalid("messageIds["+strconv.Itoa(i)+"]", "messageIds[%d]: must not be empty", i)
 		}
 	}
 	// Listed message ids are replayed even when they were replayed before: the user asks.
 	f := platform.ReplayFilter{DestinationID: id, MessageIDs: req.MessageIDs, Again: len(req.MessageIDs) > 0}
-	done, err := platform.ReplayDeadLetters(ctx, s.deps.Kafka, s.logger, s.replayTopics(), f, platform.ReplayOptions{URL: req.URL})
+	o := platform.ReplayOptions{URL: req.URL, Skipped: func(d platform.DeadLetter, reason string) {
+		sk.ids = append(sk.ids, d.MessageID)
+		if sk.reasons == nil {
+			sk.reasons = map[string]bool{}
+		}
+		sk.reasons[reason] = true
+	}}
+	done, err := platform.ReplayDeadLetters(ctx, s.deps.Kafka, s.logger, s.replayTopics(), f, o)
 	if err != nil {
-		return nil, err
+		return nil, sk, err
 	}
 	ids := make([]string, 0, len(done))
 	now := s.now()
@@ -146,6 +179,6 @@ func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]s
 	}
 	s.dlq.mu.Unlock()
 	s.metrics.replayed.Add(float64(len(done)))
-	s.logger.Info().Str("destination", id).Int("replayed", len(done)).Bool("to_other_url", req.URL != "").Msg("DLQ replayed")
-	return ids, nil
+	s.logger.Info().Str("destination", id).Int("replayed", len(done)).Int("skipped", len(sk.ids)).Bool("to_other_url", req.URL != "").Msg("DLQ replayed")
+	return ids, sk, nil
 }

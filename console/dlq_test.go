@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -95,5 +96,68 @@ func TestDLQOncePerMessage(t *testing.T) {
 	}
 	if got := b.get("/destinations/file-hooks").Body; strings.Contains(got, "Dead letters (") {
 		t.Errorf("the destination page still counts dead letters after replaying all")
+	}
+}
+
+// TestDLQReplaySkipsDeletedUsers: after a user's deletion, replaying the DLQ re-enqueues none of
+// the user's dead letters accepted before it (the answer counts them as skipped, with the
+// reason), but does replay the user's delete notice and another user's dead letter; a
+// suppressed user's dead letters are skipped too
+// (docs/console.md#replay-the-dead-letter-queue).
+func TestDLQReplaySkipsDeletedUsers(t *testing.T) {
+	h := destHarness(t)
+	deliveries := h.env.Reader(schemas.TopicDeliveries)
+	accepted := schemas.FormatTimestamp(time.Now().Add(-time.Minute))
+	dead := func(id, user, typ string) {
+		h.env.Produce(&kgo.Record{Topic: schemas.TopicDLQ, Key: []byte("file-hooks:" + user),
+			Value: []byte(`{"type":"` + typ + `","messageId":"` + id + `","userId":"` + user + `","traits":{"email":"e@example.com","phone":"+15551234567"},"receivedAt":"` + accepted + `"}`),
+			Headers: []kgo.RecordHeader{{Key: schemas.HeaderDestinationID, Value: []byte("file-hooks")}, {Key: schemas.HeaderMessageID, Value: []byte(id)},
+				{Key: schemas.HeaderType, Value: []byte(typ)}, {Key: schemas.HeaderReason, Value: []byte("retries_exhausted")}}})
+	}
+	for _, id := range []string{"gone-1", "gone-2", "gone-3"} {
+		dead(id, "u-gone", "identify")
+	}
+	dead("delete-r1-web", "u-gone", schemas.TypeDelete)
+	dead("kept-1", "u-kept", "identify")
+	dead("sup-1", "u-sup", "identify")
+	h.env.Produce(
+		&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte("r1"), Value: schemas.DeletionStatus{RequestID: "r1", UserID: "u-gone",
+			Kind: schemas.KindSuppressWithDelete, Notices: 1, ProcessedAt: schemas.FormatTimestamp(time.Now())}.Record()},
+		&kgo.Record{Topic: schemas.TopicSuppressions, Key: []byte("u-sup"), Value: schemas.Suppression{UserID: "u-sup", RequestID: "r2"}.Record()},
+	)
+
+	r := h.do(http.MethodPost, "/v1/destinations/file-hooks/dlq/replay", `{}`)
+	expect(t, r, http.StatusOK)
+	var answer struct {
+		Replayed          int      `json:"replayed"`
+		MessageIDs        []string `json:"messageIds"`
+		Skipped           int      `json:"skipped"`
+		SkippedMessageIDs []string `json:"skippedMessageIds"`
+		Reason            string   `json:"reason"`
+	}
+	if err := json.Unmarshal(r.Body, &struct{ Data any }{&answer}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(answer.MessageIDs)
+	slices.Sort(answer.SkippedMessageIDs)
+	if answer.Replayed != 2 || !slices.Equal(answer.MessageIDs, []string{"delete-r1-web", "kept-1"}) ||
+		answer.Skipped != 4 || !slices.Equal(answer.SkippedMessageIDs, []string{"gone-1", "gone-2", "gone-3", "sup-1"}) ||
+		answer.Reason != "deleted or suppressed user" {
+		t.Fatalf("replay answer %s: want delete-r1-web and kept-1 replayed; gone-1..3 and sup-1 skipped, deleted or suppressed user", r.Body)
+	}
+	deliveries.Settle = 500 * time.Millisecond
+	var got []string
+	for _, rec := range deliveries.WaitFor(2, 10*time.Second) {
+		got = append(got, servicetest.Header(rec, schemas.HeaderMessageID))
+	}
+	if slices.Sort(got); !slices.Equal(got, []string{"delete-r1-web", "kept-1"}) {
+		t.Errorf("webhooks.deliveries after the replay: %v, want the notice and kept-1 only", got)
+	}
+
+	// Asked by id, the deleted user's dead letter is still skipped.
+	r = h.do(http.MethodPost, "/v1/destinations/file-hooks/dlq/replay", `{"messageIds":["gone-1"]}`)
+	expect(t, r, http.StatusOK)
+	if d := r.Data(t); d["replayed"].(float64) != 0 || d["skipped"].(float64) != 1 || d["reason"] != "deleted user" {
+		t.Errorf("replay of gone-1 by id: %s, want replayed 0, skipped 1, reason deleted user", r.Body)
 	}
 }

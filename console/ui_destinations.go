@@ -646,7 +646,7 @@ func (u *ui) replayDestination(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ids, err := u.s.replay(r.Context(), id, req)
+	ids, sk, err := u.s.replay(r.Context(), id, req)
 	if err != nil {
 		u.showError(w, r, err, nil, nil)
 		return
@@ -654,6 +654,9 @@ func (u *ui) replayDestination(w http.ResponseWriter, r *http.Request) {
 	done := fmt.Sprintf("Replayed %s: their new attempts show in the delivery log.", plural(len(ids), "message", "messages"))
 	if len(ids) == 0 {
 		done = "Nothing to replay: the dead-letter queue holds no message that was not replayed yet."
+	}
+	if len(sk.ids) > 0 {
+		done += fmt.Sprintf(" Skipped %s of a %s.", plural(len(sk.ids), "message", "messages"), sk.reason())
 	}
 	http.Redirect(w, r, "/destinations/"+url.PathEscape(id)+"?done="+url.QueryEscape(done)+"&flash="+u.flashMAC(done)+"#dlq", http.StatusSeeOther)
 }

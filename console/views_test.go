@@ -85,7 +85,7 @@ func TestDeliveryLog(t *testing.T) {
 	}
 	expectError(t, h.do(http.MethodGet, "/v1/messages/nope/attempts", nil), http.StatusNotFound, "not_found", `no attempt of message "nope" in the log (it keeps the last 50 attempts per destination)`, "")
 	expectError(t, h.do(http.MethodGet, "/v1/destinations/file-hooks/attempts?status=meh", nil), http.StatusBadRequest, "invalid",
-		"status: must be one of [success failure 2xx 3xx 4xx 5xx ok timeout connection status_5xx status_408 status_429 status_4xx tls blocked_address invalid_url invalid_request destination_unavailable other], got \"meh\"", "status")
+		"status: must be one of [success failure 2xx 3xx 4xx 5xx ok timeout connection status_5xx status_408 status_429 status_4xx tls blocked_address invalid_url invalid_request destination_unavailable suppressed deleted other], got \"meh\"", "status")
 	expectError(t, h.do(http.MethodGet, "/v1/destinations/ghost/attempts", nil), http.StatusNotFound, "not_found", `no destination "ghost"`, "")
 
 	st := h.do(http.MethodGet, "/v1/destinations/file-hooks/stats?window=1h", nil)

@@ -34,10 +34,12 @@ const (
 	// connects. Nothing was sent, and no retry would change that.
 	InvalidRequest Class = "invalid_request"
 	Unavailable    Class = "destination_unavailable" // deleted or disabled since routing
-	// Deleted: the body is sealed with a data key that was shredded — its user was deleted
-	// (docs/security.md#crypto-shredding). Nothing is sent; the record is dropped, never
-	// retried nor dead-lettered.
-	Deleted Class = "deleted"
+	// Not sent, ever: the message's user is suppressed, or was deleted after the message was
+	// accepted (docs/delivery.md#deleted-and-suppressed-users), or its body is sealed with a
+	// data key that was shredded (docs/security.md#crypto-shredding). The record is finished,
+	// not retried nor dead-lettered; its attempt-log line has status 0 and no url.
+	Suppressed Class = "suppressed"
+	Deleted    Class = "deleted"
 )
 
 // ErrInvalidRequest is matched (errors.Is) by the error of a request that cannot be sent as it

@@ -15,9 +15,10 @@ import (
 type Config struct {
 	// Topic names; tests on a shared broker override them.
 	DeliveriesTopic, DLQTopic, AttemptsTopic string
-	// DeletionsStatusTopic gets the deliverer's report on each regulation it applied
-	// (reportRegulation).
-	DeletionsStatusTopic string
+	// SuppressionsTopic and DeletionsStatusTopic are read whole (platform.Regulations): a
+	// suppressed or deleted user's messages are not delivered
+	// (docs/delivery.md#deleted-and-suppressed-users).
+	SuppressionsTopic, DeletionsStatusTopic string
 	// Group is the consumer group of webhooks.deliveries and the retry tiers.
 	Group string
 	// InstanceID is the static group-member id (DELIVERER_INSTANCE_ID, default
@@ -69,23 +70,25 @@ func DefaultConfig() Config {
 		host = "local"
 	}
 	return Config{
-		InstanceID:           "tributary-deliverer-" + host,
-		DeliveriesTopic:      schemas.TopicDeliveries,
-		DLQTopic:             schemas.TopicDLQ,
-		AttemptsTopic:        schemas.TopicAttempts,
+		InstanceID:        "tributary-deliverer-" + host,
+		DeliveriesTopic:   schemas.TopicDeliveries,
+		DLQTopic:          schemas.TopicDLQ,
+		AttemptsTopic:     schemas.TopicAttempts,
+		Group:             "tributary-deliverer",
+		RetrySchedule:     schemas.DefaultRetryDelays(),
+		RetryWindow:       4 * time.Hour,
+		Timeout:           5 * time.Second,
+		MaxInFlight:       12288,
+		MaxPerHost:        8192,
+		MaxWaitingPerHost: 256,
+		BreakerFailures:   20,
+		BreakerCooldown:   10 * time.Second,
+		MaxPollRecords:    2000,
+		CommitInterval:    100 * time.Millisecond,
+		ShutdownTimeout:   platform.DefaultShutdownGrace,
+
+		SuppressionsTopic:    schemas.TopicSuppressions,
 		DeletionsStatusTopic: schemas.TopicDeletionsStatus,
-		Group:                "tributary-deliverer",
-		RetrySchedule:        schemas.DefaultRetryDelays(),
-		RetryWindow:          4 * time.Hour,
-		Timeout:              5 * time.Second,
-		MaxInFlight:          12288,
-		MaxPerHost:           8192,
-		MaxWaitingPerHost:    256,
-		BreakerFailures:      20,
-		BreakerCooldown:      10 * time.Second,
-		MaxPollRecords:       2000,
-		CommitInterval:       100 * time.Millisecond,
-		ShutdownTimeout:      platform.DefaultShutdownGrace,
 	}
 }
 
@@ -105,7 +108,8 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 // Validate returns every unusable field, each naming its variable.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.DeliveriesTopic == "" || c.DLQTopic == "" || c.AttemptsTopic == "" || c.Group == "" {
+	if c.DeliveriesTopic == "" || c.DLQTopic == "" || c.AttemptsTopic == "" || c.Group == "" ||
+		c.SuppressionsTopic == "" || c.DeletionsStatusTopic == "" {
 		errs = append(errs, errors.New("deliverer topics and group: names must not be empty"))
 	}
 	errs = append(errs, schemas.ValidateRetryDelays(c.RetrySchedule))

@@ -26,6 +26,7 @@ type delivery struct {
 	firstAttemptAt time.Time
 	url            string // header url: this URL only, instead of the destination's webhooks
 	test           bool   // header test: a test delivery (dispatchTest)
+	notice         bool   // header type is delete: a delete notice, never dropped (regulations.go)
 }
 
 func parseDelivery(r *kgo.Record, now time.Time) delivery {
@@ -52,6 +53,8 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			d.url = string(h.Value)
 		case schemas.HeaderTest:
 			d.test = string(h.Value) == "1" || string(h.Value) == "true"
+		case schemas.HeaderType:
+			d.notice = string(h.Value) == schemas.TypeDelete
 		}
 	}
 	return d
@@ -72,7 +75,8 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	now := s.now()
 	d := parseDelivery(r, now)
-	if !s.openBody(&d, p) {
+	// The regulations first (a map lookup), then the body is opened: a shredded key drops it too.
+	if s.dropIfForgotten(&d, p) || !s.openBody(&d, p) {
 		<-s.sem
 		return
 	}
@@ -196,7 +200,8 @@ var errDeleted = errors.New("its user was deleted: the data key of the body was 
 // says so.
 func (s *Service) dropDeleted(d delivery, p *pending) {
 	now := s.now()
-	s.metrics.deleted.WithLabelValues(d.destID).Inc()
+	s.metrics.dropped.WithLabelValues(d.destID, string(Deleted)).Inc()
+	s.countDropped(d.r, d.destID)
 	v := appendAttemptRecord(make([]byte, 0, 288), &d, &urlResult{Class: Deleted, Err: errDeleted}, hostLimit{}, now)
 	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
 	s.track.finish(p)
@@ -350,6 +355,13 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}
 		s.dropDeleted(d, p)
+		return
+	}
+	if class := s.forgotten(&d); class != "" {
+		for _, e := range entries {
+			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
+		}
+		s.drop(&d, p, class)
 		return
 	}
 	// A POST in progress finishes even when shutdown starts: it is bounded by DELIVERY_TIMEOUT

@@ -17,5 +17,10 @@
 // through the address guard (guard.go) with the same TLS settings, send the same bytes and keep
 // the same deadline and stale-connection retry (docs/delivery.md#http-client).
 //
+// Nothing of a suppressed user, nor of a deleted user accepted before the deletion, leaves after
+// the deliverer read the regulation: every record is checked against platform.Regulations when it
+// is dispatched, right before its POST and before it is handed on, and dropped, never the delete
+// notice (regulations.go; docs/delivery.md#deleted-and-suppressed-users).
+//
 // docs/delivery.md describes the behaviour; docs/receivers.md what receivers see.
 package deliverer

@@ -40,6 +40,9 @@ func (s *Service) tierFor(delay time.Duration) int {
 // toTier hands the record to a retry tier: due after the tier's delay, with the attempt number
 // it will make there.
 func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError string, lastStatus int) {
+	if s.dropIfForgotten(&d, p) {
+		return // its user was deleted or suppressed meanwhile: it is not kept for a retry
+	}
 	due := s.now().Add(s.tierDelays[tier])
 	set := map[string]string{
 		schemas.HeaderAttempt:        strconv.Itoa(attempt),
@@ -94,6 +97,9 @@ func deferDelay(tiers []time.Duration, n int) time.Duration {
 
 // toDLQ hands the record to the dead-letter queue with its reason.
 func (s *Service) toDLQ(d delivery, p *pending, reason string, lastStatus int, lastError string) {
+	if s.dropIfForgotten(&d, p) {
+		return // its user was deleted or suppressed: it is not kept for a replay
+	}
 	rec := s.derived(d.r, s.cfg.DLQTopic, map[string]string{
 		schemas.HeaderReason:         reason,
 		schemas.HeaderLastStatus:     strconv.Itoa(lastStatus),

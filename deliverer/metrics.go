@@ -17,7 +17,7 @@ type metrics struct {
 	heldBack  prometheus.Counter
 	limit     *prometheus.GaugeVec
 	dlq       *prometheus.CounterVec
-	deleted   *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
 	lateness  *prometheus.HistogramVec
 
@@ -84,11 +84,11 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_deliverer_concurrency_limit", Help: "The adaptive concurrency limit of the destination's endpoint host, after its last POST.",
 		}, []string{"destination"}),
-		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tributary_deliverer_deleted_total", Help: "Deliveries dropped unsent because their user was deleted: the data key of the body was shredded (docs/security.md#crypto-shredding).",
-		}, []string{"destination"}),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_dlq_total", Help: "Records dead-lettered, by destination and reason.",
+		}, []string{"destination", "reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_dropped_total", Help: "Records not delivered because their user is suppressed or deleted (after the message was accepted, or its data key shredded), by destination and reason (suppressed, deleted).",
 		}, []string{"destination", "reason"}),
 		endToEnd: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tributary_deliverer_first_attempt_to_delivery_seconds", Help: "From first-attempt-at (routing) to a 2xx.",
@@ -111,7 +111,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_parked", Help: "Retry-tier records waiting in memory for their endpoint's open breaker or pause to end (not rewritten meanwhile).",
 	}, func() float64 { return float64(s.parkedCount()) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.deleted, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.dropped, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

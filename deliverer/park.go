@@ -35,6 +35,8 @@ type parkedRec struct {
 	p        *pending
 	reason   string    // why it was refused: refusedBreaker or refusedPaused
 	deadline time.Time // first-attempt-at + RETRY_WINDOW: dead-lettered then if still parked
+	destID   string    // its destination
+	exempt   bool      // a delete notice or a test: never dropped for a regulation (regulations.go)
 }
 
 // parking holds the parked records by the endpoint hosts (unitOf keys) they wait for.
@@ -66,7 +68,8 @@ func (s *Service) park(d delivery, p *pending, dest *schemas.Destination, reason
 	if s.track.genOf(partKey{d.r.Topic, d.r.Partition}) != p.gen {
 		return false
 	}
-	s.parked.byUnits[key] = append(s.parked.byUnits[key], &parkedRec{r: d.r, p: p, reason: reason, deadline: deadline})
+	s.parked.byUnits[key] = append(s.parked.byUnits[key], &parkedRec{r: d.r, p: p, reason: reason, deadline: deadline,
+		destID: d.destID, exempt: d.notice || d.test})
 	s.parked.n++
 	return true
 }
@@ -94,11 +97,13 @@ func (s *Service) parkLoop(ctx context.Context) {
 
 // sweepParked releases the parked records of every destination one of whose hosts may be tried
 // again (they are dispatched again: one becomes the breaker's trial, the others are parked again
-// until its answer), dead-letters those whose window ended, and hands on to a tier those whose
+// until its answer), drops those whose user was deleted or suppressed meanwhile
+// (regulations.go), dead-letters those whose window ended, and hands on to a tier those whose
 // partition moved more than MaxPollRecords records past them.
 func (s *Service) sweepParked(ctx context.Context, now time.Time) {
-	var release, expired, evicted []*parkedRec
+	var release, expired, evicted, forgotten []*parkedRec
 	var waits []time.Duration
+	var classes []Class
 	s.parkMu.Lock()
 	for key, recs := range s.parked.byUnits {
 		wait, blocked := time.Duration(0), true
@@ -115,7 +120,11 @@ func (s *Service) sweepParked(ctx context.Context, now time.Time) {
 		}
 		kept := recs[:0]
 		for _, pr := range recs {
+			why := s.regs.Forgets(pr.r, pr.destID, pr.exempt)
 			switch {
+			case why != "":
+				forgotten = append(forgotten, pr)
+				classes = append(classes, classOf(why))
 			case !now.Before(pr.deadline):
 				expired = append(expired, pr)
 			case s.tooFarBehind(pr.r):
@@ -128,6 +137,10 @@ func (s *Service) sweepParked(ctx context.Context, now time.Time) {
 		s.parked.keep(key, recs, kept)
 	}
 	s.parkMu.Unlock()
+	for i, pr := range forgotten {
+		d := parseDelivery(pr.r, now)
+		s.drop(&d, pr.p, classes[i])
+	}
 	for _, pr := range expired {
 		s.toDLQ(parseDelivery(pr.r, now), pr.p, "retry_window_expired", 0, "no attempt may start more than RETRY_WINDOW after the first")
 	}

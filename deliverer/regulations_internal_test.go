@@ -9,7 +9,7 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// reportRegulation writes the deliverer's report on tracking.deletions.status, keyed
+// regulationReport is the deliverer's report on tracking.deletions.status, keyed
 // <requestId>/deliverer, in the form the console reads (schemas.DecodeDeletionStatusRecord).
 func TestReportRegulation(t *testing.T) {
 	env := servicetest.New(t, servicetest.Options{})
@@ -22,8 +22,7 @@ func TestReportRegulation(t *testing.T) {
 	defer s.cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req := &schemas.DeletionRequest{UserID: "u1", Kind: schemas.KindSuppressWithDelete}
-	if err := s.reportRegulation(ctx, req, "r1", 3); err != nil {
+	if err := s.cl.ProduceSync(ctx, s.regulationReport("r1", "u1", schemas.KindSuppressWithDelete, 3)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	got := env.Reader(schemas.TopicDeletionsStatus).WaitFor(1, 10*time.Second)

@@ -62,6 +62,13 @@ type Service struct {
 	flog    *failureLog // failures and recoveries in the log
 	lag     *platform.LagCollector
 	track   *tracker
+	// regs are the suppressed and deleted users (regulations.go).
+	regs *platform.Regulations
+	// reports is the deliverer's part of the regulations' status; droppedBy counts the
+	// deliveries dropped per user, for it (regulations.go).
+	reports   reports
+	droppedMu sync.Mutex
+	droppedBy map[string]int64
 	// recovery logs when the deliverer resumed after a Kafka outage (docs/operations.md#broker-outages).
 	recovery *platform.Recovery
 	sem      chan struct{}
@@ -150,6 +157,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 			return nil, fmt.Errorf("deliverer: %w", err)
 		}
 	}
+	s.regs, err = platform.NewRegulations(platform.RegulationsConfig{Kafka: deps.Kafka, SuppressionsTopic: cfg.SuppressionsTopic,
+		StatusTopic: cfg.DeletionsStatusTopic, OnStatus: s.onStatus, Opts: deps.KafkaOpts, Logger: s.logger})
+	s.reports.reported, s.droppedBy = map[string]bool{}, map[string]int64{}
+	if err != nil {
+		s.endGrace()
+		return nil, err
+	}
 	s.lag = platform.NewLagCollector("deliverer", deps.Kafka, s.logger, []string{cfg.Group}, deps.KafkaOpts...)
 	if err := deps.Registerer.Register(s.lag); err != nil {
 		s.endGrace()
@@ -213,7 +227,16 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	for _, ready := range []<-chan struct{}{s.deps.ConfigReady, s.keys.Ready()} {
+	// The regulations are read before anything is dispatched, and followed until ctx is done.
+	regsDone := make(chan struct{})
+	go func() {
+		defer close(regsDone)
+		if err := s.regs.Run(ctx); err != nil {
+			s.logger.Error().Err(err).Msg("reading the regulations stopped: suppressions and deletions made from now on are not applied")
+		}
+	}()
+	defer func() { <-regsDone }()
+	for _, ready := range []<-chan struct{}{s.deps.ConfigReady, s.regs.Ready(), s.keys.Ready()} {
 		if ready == nil {
 			continue
 		}
@@ -228,6 +251,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	s.regulationsLoaded()
 	s.logger.Info().Strs("tiers", s.tierTopics).Dur("window", s.cfg.RetryWindow).Bool("allow_private", s.cfg.AllowPrivate).Msg("deliverer running")
 	commitsDone := make(chan struct{})
 	commitCtx, stopCommits := context.WithCancel(s.grace)
@@ -281,6 +305,13 @@ func (s *Service) poll(ctx context.Context) {
 		if fs.NumRecords() > 0 {
 			s.recovery.Resumed(fs)
 		}
+		// The deletions the poll's delete notices announce apply before any of its records is
+		// dispatched (regulations.go).
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if !s.isTier[fp.Topic] {
+				s.noteNotices(fp.Records)
+			}
+		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if ctx.Err() != nil || len(fp.Records) == 0 {
 				return

@@ -72,7 +72,7 @@ func TestSealedDeliveries(t *testing.T) {
 	if n := len(rc.requests()); n != 2 {
 		t.Fatalf("%d requests, want 2: the deleted user's retry was sent", n)
 	}
-	if n := counter(t, reg, "tributary_deliverer_deleted_total", "destination", "retry"); n != 1 {
+	if n := counter(t, reg, "tributary_deliverer_dropped_total", "destination", "retry", "reason", "deleted"); n != 1 {
 		t.Fatalf("deleted counter %v, want 1", n)
 	}
 	if n := len(h.reader(schemas.TopicDLQ).waitFor(1, 2*time.Second)); n != 1 {
@@ -100,7 +100,7 @@ func TestDeletedWhileWaiting(t *testing.T) {
 		t.Fatalf("Shred = %d, %v", n, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for counter(t, reg, "tributary_deliverer_deleted_total", "destination", "slow") != 1 {
+	for counter(t, reg, "tributary_deliverer_dropped_total", "destination", "slow", "reason", "deleted") != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiting delivery of the deleted user was not dropped")
 		}

@@ -43,16 +43,25 @@ type ReplayOptions struct {
 	// the destination's webhooks as configured at delivery time (a dead letter that had been
 	// replayed to a URL before goes back to them).
 	URL string
+	// Skipped, when set, is called for each selected dead letter that is not replayed because
+	// its user is deleted or suppressed (reason: ForgetDeleted or ForgetSuppressed; see
+	// ReplayTopics.Suppressions), dry run or not.
+	Skipped func(d DeadLetter, reason string)
 }
 
 // ReplayTopics are the topics of a replay: normally schemas.TopicDLQ, TopicDeliveries and
-// TopicDLQReplayed.
+// TopicDLQReplayed, and the regulations' schemas.TopicSuppressions and TopicDeletionsStatus.
 type ReplayTopics struct {
 	DLQ, Deliveries, Replayed string
+	// Suppressions and DeletionsStatus, when Suppressions is set, are read to their end before
+	// a replay: a dead letter its user's regulation forgets (Regulations.Forgets) is skipped,
+	// not replayed (docs/delivery.md#deleted-and-suppressed-users). Empty: nothing is skipped.
+	Suppressions, DeletionsStatus string
 }
 
 // DefaultReplayTopics are the product's topics.
-var DefaultReplayTopics = ReplayTopics{DLQ: schemas.TopicDLQ, Deliveries: schemas.TopicDeliveries, Replayed: schemas.TopicDLQReplayed}
+var DefaultReplayTopics = ReplayTopics{DLQ: schemas.TopicDLQ, Deliveries: schemas.TopicDeliveries, Replayed: schemas.TopicDLQReplayed,
+	Suppressions: schemas.TopicSuppressions, DeletionsStatus: schemas.TopicDeletionsStatus}
 
 // DeadLetter is one record of the DLQ, as `deliverer dlq list` and the console show it.
 type DeadLetter struct {
@@ -143,8 +152,10 @@ func ListDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.Lo
 // first-attempt-at now, and no reason, last-status, last-error, due-at or deferrals headers (nor
 // url, unless o.URL sets it); once Kafka acknowledged them, it marks them replayed
 // (TopicDLQReplayed), and with them the older dead letters of the same messages (superseded), so
-// that the next replay leaves them alone unless f.Again. o.DryRun replays nothing and returns
-// what it would replay. It returns what it replayed. A crash between the re-enqueue and the mark
+// that the next replay leaves them alone unless f.Again. A dead letter of a user deleted after
+// its message was accepted, or of a suppressed user, is skipped (with topics.Suppressions set):
+// neither replayed nor marked, and told to o.Skipped; a delete notice is never skipped.
+// o.DryRun replays nothing and returns what it would replay. It returns what it replayed. A crash between the re-enqueue and the mark
 // replays those again next time (at least once, as every delivery). The DLQ itself is not
 // changed.
 //
@@ -166,30 +177,59 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 		return nil, err
 	}
 	chosen := msgs.selected(f)
-	if o.DryRun || len(chosen) == 0 {
+	if len(chosen) == 0 {
+		return chosen, nil
+	}
+	var regs *Regulations
+	if topics.Suppressions != "" {
+		if regs, err = readRegulations(ctx, kafka, logger, topics); err != nil {
+			return nil, err
+		}
+	}
+	if o.DryRun && regs == nil {
 		return chosen, nil
 	}
 	want := make(map[string]bool, len(chosen))
 	for _, d := range chosen {
 		want[d.markerKey()] = true
 	}
-	producer, err := NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
+	var producer *kgo.Client
+	if !o.DryRun {
+		if producer, err = NewKafkaClient(kafka, logger, kgo.RequiredAcks(kgo.AllISRAcks())); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+		defer producer.Close()
 	}
-	defer producer.Close()
 	now := time.Now()
 	nowText := schemas.FormatTimestamp(now)
 	var done, batch []DeadLetter
 	apply := func(r *kgo.Record) {
-		if d := deadLetter(r); want[d.markerKey()] {
-			delete(want, d.markerKey()) // once, even if the topic were read twice
-			batch = append(batch, d)
+		d := deadLetter(r)
+		if !want[d.markerKey()] {
+			return
 		}
+		delete(want, d.markerKey()) // once, even if the topic were read twice
+		if regs != nil {
+			if why := regs.Forgets(r, d.DestinationID, IsDeleteNotice(r)); why != "" {
+				if o.Skipped != nil {
+					d.record = nil
+					o.Skipped(d, why)
+				}
+				return
+			}
+		}
+		batch = append(batch, d)
 	}
 	// Each poll's messages are re-enqueued, then marked, before the next poll.
 	polled := func(bool) error {
 		if len(batch) == 0 {
+			return nil
+		}
+		if o.DryRun {
+			for i := range batch {
+				batch[i].record = nil
+			}
+			done, batch = append(done, batch...), batch[:0]
 			return nil
 		}
 		out := make([]*kgo.Record, 0, len(batch))
@@ -219,7 +259,28 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 		return nil
 	}
 	err = readDLQ(ctx, kafka, logger, topics.DLQ, apply, polled)
+	if o.DryRun {
+		slices.SortFunc(done, func(a, b DeadLetter) int {
+			return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+		})
+	}
 	return done, err
+}
+
+// readRegulations reads the regulations of topics to their end.
+func readRegulations(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topics ReplayTopics) (*Regulations, error) {
+	regs, err := NewRegulations(RegulationsConfig{Kafka: kafka, SuppressionsTopic: topics.Suppressions,
+		StatusTopic: topics.DeletionsStatus, Once: true, Logger: logger})
+	if err == nil {
+		err = regs.Run(ctx)
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replay: reading the regulations (tributary-init creates their topics): %w", err)
+	}
+	return regs, nil
 }
 
 // messages are the DLQ's messages, as readMessages found them.

@@ -22,7 +22,8 @@ import (
 // without a URL), a refused URL, and the markers that make a replay idempotent.
 func TestDeadLetters(t *testing.T) {
 	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
-	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 1, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 1, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed,
+		schemas.TopicSuppressions, schemas.TopicDeletionsStatus); err != nil {
 		t.Fatal(err)
 	}
 	first := time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC)
@@ -134,7 +135,8 @@ func readAll(t *testing.T, kafka platform.KafkaSettings, logger zerolog.Logger, 
 func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
 	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed); err != nil {
+	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed,
+		schemas.TopicSuppressions, schemas.TopicDeletionsStatus); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -178,7 +180,8 @@ func TestReplayReturnsWhenDeadLettersExpired(t *testing.T) {
 // the list shows one entry per message. docs/delivery.md#dead-letters-and-replay.
 func TestReplayOncePerMessage(t *testing.T) {
 	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
-	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 1, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 1, 1, nil, schemas.TopicDLQ, schemas.TopicDeliveries, schemas.TopicDLQReplayed,
+		schemas.TopicSuppressions, schemas.TopicDeletionsStatus); err != nil {
 		t.Fatal(err)
 	}
 	topics := platform.DefaultReplayTopics

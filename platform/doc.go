@@ -20,7 +20,13 @@
 //   - The dead-letter queue: [ListDeadLetters] and [ReplayDeadLetters] (filtered by
 //     [ReplayFilter], optionally to another URL: [ReplayOptions]) list and replay webhooks.dlq
 //     for `deliverer dlq list`, `deliverer replay` and the console, once per message: a
-//     message's newest dead letter stands for it ([DeadLetter.MessageKey]).
+//     message's newest dead letter stands for it ([DeadLetter.MessageKey]); a deleted or
+//     suppressed user's dead letters are skipped ([ReplayOptions.Skipped]).
+//   - Regulations: [Regulations] holds the suppressed users (tracking.suppressions) and when
+//     each deleted user was deleted (tracking.deletions.status), read whole by every replica;
+//     [Regulations.Forgets] is the one check of a delivery record against them, shared by the
+//     router's suppression list, the deliverer at egress and DLQ replays
+//     (docs/delivery.md#deleted-and-suppressed-users).
 //   - Logging: [NewLogger] (LOG_LEVEL; JSON, or pretty on a terminal).
 //   - HTTP: [HTTPServer] serves /healthz, /readyz, Prometheus /metrics and the service's own
 //     handler with hardened timeouts, and drains in-flight requests on shutdown; [Health]

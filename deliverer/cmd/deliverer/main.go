@@ -181,7 +181,14 @@ func replay(args []string, out io.Writer) error {
 	dryRun := d.fs.Bool("dry-run", false, "list what would be replayed; replay nothing")
 	toURL := d.fs.String("url", "", "send the replayed dead letters to this URL only, instead of their destination's webhooks (signed with its secret, with its first webhook's headers)")
 	return dlqCommand(d, args, again, func(ctx context.Context, kafka platform.KafkaSettings, logger zerolog.Logger, f platform.ReplayFilter) error {
-		got, err := platform.ReplayDeadLetters(ctx, kafka, logger, platform.DefaultReplayTopics, f, platform.ReplayOptions{DryRun: *dryRun, URL: *toURL})
+		skipped := map[string]int{}
+		got, err := platform.ReplayDeadLetters(ctx, kafka, logger, platform.DefaultReplayTopics, f, platform.ReplayOptions{DryRun: *dryRun, URL: *toURL,
+			Skipped: func(_ platform.DeadLetter, reason string) { skipped[reason]++ }})
+		for _, why := range []string{platform.ForgetDeleted, platform.ForgetSuppressed} {
+			if skipped[why] > 0 {
+				fmt.Fprintf(out, "skipped %d dead letters of %s users (docs/delivery.md#deleted-and-suppressed-users)\n", skipped[why], why)
+			}
+		}
 		if *dryRun {
 			printDeadLetters(out, got)
 			fmt.Fprintf(out, "would replay %d dead letters (-dry-run)\n", len(got))
