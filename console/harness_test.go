@@ -117,6 +117,9 @@ func startConsole(t testing.TB, env *servicetest.Env, mod func(*console.Config))
 	t.Helper()
 	h := &harness{t: t, env: env, reg: prometheus.NewRegistry(), logs: &servicetest.Buffer{}, envLogs: &servicetest.Buffer{}}
 	cfg := console.DefaultConfig()
+	// No deliverer runs beside these consoles: a regulation waits for the other stores (the
+	// tests write the router's and audiences' records themselves).
+	cfg.RegulationStores = []string{schemas.StoreRouter, schemas.StoreAudiences, schemas.StoreConsole}
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Token = testToken
 	cfg.TestTimeout = 5 * time.Second
