@@ -331,16 +331,33 @@ func (k *Keyring) Prepare(ctx context.Context, subjects ...string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: waiting for the keys topic to be read: %w", ErrUnavailable, ctx.Err())
 	}
+	// The subjects' hashes outside the lock; then, under the read lock, whether any subject
+	// lacks a key: almost always none does (a user's key is made once), and the exclusive
+	// lock would serialize every service's seals and opens behind this one.
+	hashes := make([]subjectHash, 0, len(subjects))
+	for _, s := range subjects {
+		if s != "" {
+			hashes = append(hashes, hashSubject(s))
+		}
+	}
+	k.mu.RLock()
+	missing := false
+	for _, h := range hashes {
+		if k.newest(h) == nil {
+			missing = true
+			break
+		}
+	}
+	k.mu.RUnlock()
+	if !missing {
+		return nil
+	}
 	var recs []*kgo.Record
 	var made []*dataKey
 	var mine []subjectHash
 	var waits []*creation
 	k.mu.Lock()
-	for _, s := range subjects {
-		if s == "" {
-			continue
-		}
-		h := hashSubject(s)
+	for _, h := range hashes {
 		if k.newest(h) != nil {
 			continue
 		}
