@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func TestDeletionLeavesNothingReadable(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	logs := &lockedBuffer{}
+	logs := &servicetest.Buffer{}
 	dir := t.TempDir()
 	cs := startConsoleStackLogged(t, dir, nil, logs)
 	key := cs.createSource(t, "web")
@@ -114,7 +113,7 @@ func TestDeletionLeavesNothingReadable(t *testing.T) {
 		for _, leak := range searchConsole(t, cs, ui, gone) {
 			t.Errorf("%s: %s", when, leak)
 		}
-		if v := containsPlanted(logs.Bytes()); v != "" {
+		if v := containsPlanted([]byte(logs.String())); v != "" {
 			t.Errorf("%s: the logs hold %q", when, v)
 		}
 	}
@@ -265,22 +264,4 @@ func signedInUI(t *testing.T, cs *consoleStack) *http.Client {
 	}
 	resp.Body.Close()
 	return ui
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers (the stack's logger).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
 }

@@ -3,8 +3,6 @@ package devstack_test
 import (
 	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,16 +96,7 @@ func TestProfileAPITokenGenerated(t *testing.T) {
 	}
 	// The console's UI asks the profile API with the same token: signed in, its lookup of an
 	// unknown user is a 404 (a refused token would be a 503 saying the service is unavailable).
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ui := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := ui.PostForm(cs.api+"/signin", url.Values{"token": {consoleTestToken}, "next": {"/"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	ui := signedInUI(t, cs)
 	eventually(t, 30*time.Second, "the console's profile lookup of an unknown user to answer 404", func() bool {
 		resp, err := ui.Get(cs.api + "/audiences/profile?userId=nobody")
 		if err != nil {
