@@ -8,22 +8,29 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/shred"
 )
 
 // tailUsage is printed by `tributary tail -h`.
-const tailUsage = `tributary tail TOPIC [-from-beginning] [-n N] [-uncommitted]
+const tailUsage = `tributary tail TOPIC [-from-beginning] [-n N] [-uncommitted] [-sealed]
 
 Prints the records of a Kafka topic, one JSON object per line: topic, partition, offset,
 timestamp, key, headers, and the value (as JSON when it is JSON, else as a string). It reads
 the broker of KAFKA_BROKERS (and KAFKA_SASL_*, KAFKA_TLS*), or make run's embedded broker at
 127.0.0.1:9092 when it is empty. By default it prints the records written from now on and
 follows until Ctrl-C; only committed records (what Tributary's consumers see).
+
+A record sealed with its user's data key (docs/security.md#crypto-shredding) is opened with
+the keys of tributary.keys (and DATA_ENCRYPTION_KEY or CONFIG_ENCRYPTION_KEY, as the services
+have them): its line says "sealed":"opened"; one whose key was shredded (its user deleted)
+prints a null value and "sealed":"shredded". -sealed prints values as stored.
 
 `
 
@@ -36,6 +43,9 @@ type tailRecord struct {
 	Key       string            `json:"key"`
 	Headers   map[string]string `json:"headers,omitempty"`
 	Value     json.RawMessage   `json:"value"`
+	// Sealed is "opened" for a value sealed with a data key and opened, "shredded" for one
+	// whose key is gone (value null); empty for a plain value.
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // runTail is `tributary tail`: it prints records of a topic to out until ctx is done or it
@@ -47,6 +57,7 @@ func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fromBeginning := fs.Bool("from-beginning", false, "start at the oldest record kept, not at the end")
 	n := fs.Int("n", 0, "stop after this many records (0: follow until Ctrl-C)")
 	uncommitted := fs.Bool("uncommitted", false, "also print records of transactions not committed (yet, or ever)")
+	sealed := fs.Bool("sealed", false, "print sealed values as stored, without opening them")
 	// The topic comes first (tail TOPIC -n 5); flags may also come first.
 	var topic string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -86,6 +97,37 @@ func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	defer cl.Close()
+	// The keyring is started at the first sealed record, and stopped (and waited for) when
+	// tail returns.
+	var keys *shred.Keyring
+	var keysRun sync.WaitGroup
+	defer keysRun.Wait()
+	kctx, stopKeys := context.WithCancel(ctx)
+	defer stopKeys()
+	openSealed := func(r *kgo.Record) (plain []byte, state string, err error) {
+		if *sealed || shred.KeyOf(r) == nil {
+			return r.Value, "", nil
+		}
+		if keys == nil {
+			if keys, err = shred.New(shred.Config{Kafka: kafka, Logger: logger}); err != nil {
+				return nil, "", err
+			}
+			keysRun.Go(func() { _ = keys.Run(kctx) })
+			select {
+			case <-keys.Ready():
+			case <-ctx.Done():
+				return nil, "", ctx.Err()
+			}
+		}
+		switch plain, err := keys.Open(r); {
+		case err == nil:
+			return plain, "opened", nil
+		case errors.Is(err, shred.ErrShredded):
+			return nil, "shredded", nil
+		default:
+			return nil, "", fmt.Errorf("opening %s partition %d offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+	}
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	printed := 0
@@ -105,7 +147,13 @@ func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
 			if *n > 0 && printed == *n {
 				break
 			}
-			if err := enc.Encode(tailLine(r)); err != nil {
+			value, state, err := openSealed(r)
+			if err != nil {
+				return err
+			}
+			line := tailLine(r, value)
+			line.Sealed = state
+			if err := enc.Encode(line); err != nil {
 				return err
 			}
 			printed++
@@ -114,7 +162,9 @@ func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
 	return nil
 }
 
-func tailLine(r *kgo.Record) tailRecord {
+// tailLine is r's line, value its value (opened when it was sealed; nil for a tombstone or a
+// shredded one).
+func tailLine(r *kgo.Record, value []byte) tailRecord {
 	line := tailRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Timestamp: r.Timestamp.UTC().Format(time.RFC3339Nano), Key: string(r.Key)}
 	if len(r.Headers) > 0 {
@@ -124,12 +174,12 @@ func tailLine(r *kgo.Record) tailRecord {
 		}
 	}
 	switch {
-	case r.Value == nil:
-		line.Value = json.RawMessage("null") // a tombstone
-	case json.Valid(r.Value):
-		line.Value = r.Value
+	case value == nil:
+		line.Value = json.RawMessage("null") // a tombstone, or a value whose data key is gone
+	case json.Valid(value):
+		line.Value = value
 	default:
-		s, _ := json.Marshal(string(r.Value))
+		s, _ := json.Marshal(string(value))
 		line.Value = s
 	}
 	return line

@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
+	"github.com/tributary-cdp/tributary/platform/shred"
 )
 
 // TestTail prints records as JSON lines — key, headers, a JSON value as JSON, any other value
@@ -86,5 +88,70 @@ func TestTail(t *testing.T) {
 	}
 	if err := runTail(ctx, nil, &out, &errOut); err == nil || !strings.Contains(err.Error(), "which topic") {
 		t.Errorf("tail without a topic: %v", err)
+	}
+}
+
+// TestTailOpensSealedRecords: a record sealed with its user's data key is printed opened
+// ("sealed":"opened"); once the key is shredded, with a null value ("sealed":"shredded");
+// -sealed prints the value as stored.
+func TestTailOpensSealedRecords(t *testing.T) {
+	brokers := kafkatest.Embedded(t)
+	t.Setenv("KAFKA_BROKERS", strings.Join(brokers, ","))
+	kafka, err := platform.LoadKafkaSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const topic = "tail.sealed"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := shred.New(shred.Config{Kafka: kafka})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- keys.Run(kctx) }()
+	defer func() { stop(); <-done }()
+	rec := &kgo.Record{Topic: topic, Key: []byte("user-1"), Value: []byte(`{"type":"track","event":"Secret"}`)}
+	if err := keys.SealRecords(ctx, []*kgo.Record{rec}, shred.RecordKey); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(rec.Value, []byte("Secret")) || shred.KeyOf(rec) == nil {
+		t.Fatalf("the record is not sealed: %q", rec.Value)
+	}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	line := func(args ...string) map[string]any {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := runTail(ctx, append([]string{topic, "-from-beginning", "-n", "1"}, args...), &out, &errOut); err != nil {
+			t.Fatalf("tail: %v (%s)", err, errOut.String())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("not JSON: %s", out.String())
+		}
+		return m
+	}
+	if m := line(); m["sealed"] != "opened" || m["value"].(map[string]any)["event"] != "Secret" {
+		t.Errorf("sealed record: %v, want it opened", m)
+	}
+	if m := line("-sealed"); m["sealed"] != nil || strings.Contains(m["value"].(string), "Secret") {
+		t.Errorf("-sealed: %v, want the value as stored", m)
+	}
+	if n, err := keys.Shred(ctx, "user-1"); err != nil || n != 1 {
+		t.Fatalf("Shred: %d keys, %v", n, err)
+	}
+	if m := line(); m["sealed"] != "shredded" || m["value"] != nil {
+		t.Errorf("after the shred: %v, want a null value, sealed shredded", m)
 	}
 }
