@@ -16,4 +16,23 @@
 //
 // The profile API (Service.Handler) answers from the instance that owns a user's partition,
 // forwarding to it when needed.
+//
+// Where each concern lives:
+//
+//   - service.go: the wiring: Deps, New, Run (the events pipe, the deletions pipe, the sync
+//     ticker, the profile API's server), the partitioner, the check of the topics' partition
+//     counts.
+//   - partitions.go: partition ownership: assignment, revocation, readiness, the restore of
+//     an owned partition from audiences.state, a user id's partition.
+//   - handoff.go: the audiences.repartition protocol: the op record (merge, absorb, event,
+//     delete, forget, tick), its encoding, the sync ticker, the forwarding of
+//     tracking.deletions, and how the owner of a profile applies each op.
+//   - transform.go: one transaction: each record of the poll opened and applied (a message to
+//     its profile, an op), the changelog records of what changed, the sealing of what is
+//     written.
+//   - sync.go: profile → identify calls: the sync of a profile (audiences, computed traits,
+//     removed definitions) and of a partition, the identify call built, the sync figures.
+//   - model.go: the config compiled for evaluation. profile.go, series.go, value.go, codec.go
+//     and intern.go: a profile, its time buckets, its values, its changelog encoding, the
+//     strings profiles share. api.go: the profile API. config.go, metrics.go.
 package audiences

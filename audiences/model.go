@@ -13,9 +13,10 @@ import (
 // model is the config compiled for evaluation: audiences, computed traits and the aggregates
 // they read. It is immutable once built.
 type model struct {
-	audiences []*audienceDef
-	traits    []*traitDef
-	traitByID map[string]*traitDef
+	audiences     []*audienceDef // by id
+	traits        []*traitDef    // by id
+	audiencesByID map[string]*audienceDef
+	traitByID     map[string]*traitDef
 	// aggs by event name: what each track event of that name feeds.
 	aggsByEvent map[string][]*aggDef
 	// aggKeys are the keys of every aggregate (agg.Key) of the config.
@@ -87,7 +88,7 @@ func version(parts ...any) string {
 
 // compile builds the model of a config snapshot's audiences and computed traits.
 func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
-	m := &model{traitByID: map[string]*traitDef{}, aggsByEvent: map[string][]*aggDef{}, aggKeys: map[string]bool{}}
+	m := &model{audiencesByID: map[string]*audienceDef{}, traitByID: map[string]*traitDef{}, aggsByEvent: map[string][]*aggDef{}, aggKeys: map[string]bool{}}
 	aggs := map[string]*aggDef{}
 	aggFor := func(event, class string, path []string, where []schemas.PropertyCondition) *aggDef {
 		key := version(class, event, path, where)
@@ -140,12 +141,16 @@ func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
 			version: version(a.Name, a.Source, a.Rule)}
 		d.root = m.compileNode(&a.Rule, aggFor)
 		m.audiences = append(m.audiences, d)
+		m.audiencesByID[a.ID] = d
 		m.realtime = m.realtime || a.Realtime
 	}
 	sort.Slice(m.audiences, func(i, j int) bool { return m.audiences[i].id < m.audiences[j].id })
 	sort.Slice(m.traits, func(i, j int) bool { return m.traits[i].id < m.traits[j].id })
 	return m
 }
+
+// audienceByID is the audience of the config with this id; nil: none.
+func (m *model) audienceByID(id string) *audienceDef { return m.audiencesByID[id] }
 
 func (m *model) compileNode(c *schemas.Condition, aggFor func(string, string, []string, []schemas.PropertyCondition) *aggDef) *node {
 	n := &node{}
@@ -225,6 +230,17 @@ func (n *node) eval(p *profile, now int64) bool {
 		return n.cmp.match(n.ctrait.value(p, now))
 	}
 	return false
+}
+
+// empty is the computed trait's value when no event counts.
+func (d *traitDef) empty() val {
+	switch d.kind {
+	case schemas.AggCount, schemas.AggSum:
+		return numVal(0)
+	case schemas.AggUniqueList:
+		return val{k: kRaw, s: "[]"}
+	}
+	return null
 }
 
 // value is the computed trait's current value for p at now (ms): its empty value (count and

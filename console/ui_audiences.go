@@ -198,53 +198,174 @@ func windowOptions(cur string) []option {
 	return append(slices.Clone(windows), option{cur, cur})
 }
 
-// audienceForm is the audience form with the errors next to its fields.
-type audienceForm struct {
-	New                               bool
-	ID, Name, Source                  string
-	Realtime                          bool
-	Event, AtLeast, Within            string
-	Trait, TraitValue                 string
-	RuleJSON                          string
-	Version                           int64
-	Origin                            string
-	Sources                           []string
-	Windows                           []option
-	Errors                            map[string]string
-	Members, LastSync, Unavailable    string
-	ManagedByFile, TakeOver, Advanced bool
+// The audience and computed-trait forms go through one flow: newForm, formPage and saveForm
+// (and deleteObject), given the kind's formKind and its form, an objectForm.
+
+// formKind is what tells the audience pages from the computed-trait pages in the shared flow.
+type formKind struct {
+	kind     schemas.ConfigKind
+	path     string // of the pages: path+"new", path+id
+	noun     string // "Audience": the titles and the messages
+	template string
+	created  string // the message after a creation, after "<noun> <id> created: "
 }
 
-func (u *ui) audienceFormPage(w http.ResponseWriter, r *http.Request, status int, f audienceForm, general string) {
-	snap := u.s.deps.Store.Snapshot()
-	f.Sources = nil
-	for _, s := range snap.Sources() {
-		f.Sources = append(f.Sources, s.ID)
+var (
+	audienceKind = formKind{kind: schemas.ConfigKindAudience, path: "/audiences/", noun: "Audience", template: "audience",
+		created: "the next sync sends it to its members."}
+	traitKind = formKind{kind: schemas.ConfigKindComputedTrait, path: "/traits/", noun: "Computed trait", template: "trait",
+		created: "the next sync sends its values."}
+)
+
+// objectForm is the form of an audience (*audienceForm) or a computed trait (*traitForm).
+type objectForm interface {
+	base() *formBase
+	// object is the form's object as the API's body; nil, with the reason in Errors, when
+	// the form cannot make one.
+	object() map[string]any
+	// place puts the API's field errors next to the form's fields; it returns the rest.
+	place(errs map[string]string) string
+	// fill adds what the form's page shows besides the fields formPage fills.
+	fill(u *ui, r *http.Request)
+}
+
+var (
+	_ objectForm = (*audienceForm)(nil)
+	_ objectForm = (*traitForm)(nil)
+)
+
+// formBase is what the audience and computed-trait forms share, with the errors next to
+// their fields.
+type formBase struct {
+	New                     bool
+	ID, Name, Source        string
+	Realtime                bool
+	Within                  string // the window select's value
+	Version                 int64
+	Origin                  string
+	Sources                 []string
+	Windows                 []option
+	Errors                  map[string]string
+	ManagedByFile, TakeOver bool
+}
+
+func (b *formBase) base() *formBase { return b }
+
+// formBaseOf reads the fields every posted form has.
+func formBaseOf(r *http.Request) formBase {
+	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
+	return formBase{ID: v("id"), Name: v("name"), Source: v("source"), Realtime: v("realtime") == "true",
+		Within: v("within"), TakeOver: v("takeOver") == "true", Errors: map[string]string{}}
+}
+
+// commonField is whether an API error's field is one of formBase's.
+func commonField(field string) bool {
+	return field == "id" || field == "name" || field == "source" || field == "realtime"
+}
+
+// formPage renders the form of kind k, with the config's sources to choose from.
+func (u *ui) formPage(w http.ResponseWriter, r *http.Request, status int, k formKind, f objectForm, general string) {
+	b := f.base()
+	b.Sources = nil
+	for _, s := range u.s.deps.Store.Snapshot().Sources() {
+		b.Sources = append(b.Sources, s.ID)
 	}
-	f.Windows = windowOptions(f.Within)
-	f.ManagedByFile = strings.HasPrefix(f.Origin, schemas.OriginFilePrefix)
-	f.Advanced = f.Advanced || f.RuleJSON != "" || f.Errors["rule"] != ""
-	title := "New audience"
-	if !f.New {
-		title = "Audience " + f.ID
-		if fig, err := u.aud().audiences(r.Context(), []string{f.ID}); err != nil {
-			f.Unavailable = audiencesUnavailable(err)
-		} else if x, ok := fig[f.ID]; ok {
-			f.Members = fmtCount(x.Members)
-			if t, err := schemas.ParseTimestamp(x.LastSyncAt); err == nil {
-				f.LastSync = fmtAgo(t)
+	b.Windows = windowOptions(b.Within)
+	b.ManagedByFile = strings.HasPrefix(b.Origin, schemas.OriginFilePrefix)
+	f.fill(u, r)
+	title := "New " + strings.ToLower(k.noun)
+	if !b.New {
+		title = k.noun + " " + b.ID
+	}
+	u.render(w, r, status, k.template, page{Title: title, Nav: "audiences", Error: general, Data: f})
+}
+
+// newForm shows a new form of kind k, its source the config's first.
+func (u *ui) newForm(w http.ResponseWriter, r *http.Request, k formKind, f objectForm) {
+	b := f.base()
+	b.New = true
+	if srcs := u.s.deps.Store.Snapshot().Sources(); len(srcs) > 0 {
+		b.Source = srcs[0].ID
+	}
+	u.formPage(w, r, http.StatusOK, k, f, "")
+}
+
+// saveForm creates (POST <path>new) or changes (POST <path>{id}) the object of kind k that
+// the posted form f says.
+func (u *ui) saveForm(w http.ResponseWriter, r *http.Request, k formKind, f objectForm) {
+	b := f.base()
+	id := r.PathValue("id")
+	b.New = id == ""
+	if !b.New {
+		b.ID, b.Origin = id, u.originOf(k.kind, id)
+		b.Version, _ = strconv.ParseInt(r.PostFormValue("version"), 10, 64)
+	}
+	obj := f.object()
+	if obj == nil {
+		u.formPage(w, r, http.StatusBadRequest, k, f, "")
+		return
+	}
+	var err error
+	if b.New {
+		obj["id"] = b.ID
+		err = u.createFrom(r.Context(), k.kind, obj)
+	} else {
+		// The update is a merge patch: of decoded JSON values.
+		for key, v := range obj {
+			if raw, ok := v.(json.RawMessage); ok {
+				var x any
+				_ = json.Unmarshal(raw, &x)
+				obj[key] = x
 			}
 		}
+		obj["realtime"] = b.Realtime
+		_, err = u.s.updateObject(r.Context(), k.kind, id, obj,
+			writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: b.TakeOver}, nil)
 	}
-	u.render(w, r, status, "audience", page{Title: title, Nav: "audiences", Error: general, Data: f})
+	if err != nil {
+		errs, general := fieldErrors(err)
+		if g := f.place(errs); g != "" {
+			general = strings.TrimSpace(general + " " + g)
+		}
+		u.formPage(w, r, statusOf(err), k, f, general)
+		return
+	}
+	if b.New {
+		u.redirect(w, r, k.path+b.ID, k.noun+" "+b.ID+" created: "+k.created)
+		return
+	}
+	u.redirect(w, r, k.path+id, k.noun+" "+id+" saved.")
+}
+
+// audienceForm is the audience form.
+type audienceForm struct {
+	formBase
+	Event, AtLeast                 string
+	Trait, TraitValue              string
+	RuleJSON                       string
+	Members, LastSync, Unavailable string
+	Advanced                       bool
+}
+
+// fill opens the rule's JSON when it is the rule or wrong, and shows a saved audience's
+// member count from the audiences service.
+func (f *audienceForm) fill(u *ui, r *http.Request) {
+	f.Advanced = f.Advanced || f.RuleJSON != "" || f.Errors["rule"] != ""
+	if f.New {
+		return
+	}
+	if fig, err := u.aud().audiences(r.Context(), []string{f.ID}); err != nil {
+		f.Unavailable = audiencesUnavailable(err)
+	} else if x, ok := fig[f.ID]; ok {
+		f.Members = fmtCount(x.Members)
+		if t, err := schemas.ParseTimestamp(x.LastSyncAt); err == nil {
+			f.LastSync = fmtAgo(t)
+		}
+	}
 }
 
 func (u *ui) newAudience(w http.ResponseWriter, r *http.Request) {
-	f := audienceForm{New: true, AtLeast: "1", Within: "720h"}
-	if srcs := u.s.deps.Store.Snapshot().Sources(); len(srcs) > 0 {
-		f.Source = srcs[0].ID
-	}
-	u.audienceFormPage(w, r, http.StatusOK, f, "")
+	u.newForm(w, r, audienceKind, &audienceForm{formBase: formBase{Within: "720h"}, AtLeast: "1"})
 }
 
 func (u *ui) audience(w http.ResponseWriter, r *http.Request) {
@@ -255,9 +376,10 @@ func (u *ui) audience(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, errNotFound("There is no audience %q.", id))
 		return
 	}
-	f := audienceForm{ID: a.ID, Name: a.Name, Source: a.Source, Realtime: a.Realtime, Version: snap.Revision(schemas.ConfigKindAudience, id), Origin: a.Origin}
+	f := &audienceForm{formBase: formBase{ID: a.ID, Name: a.Name, Source: a.Source, Realtime: a.Realtime,
+		Version: snap.Revision(schemas.ConfigKindAudience, id), Origin: a.Origin}}
 	f.fillRule(&a.Rule)
-	u.audienceFormPage(w, r, http.StatusOK, f, "")
+	u.formPage(w, r, http.StatusOK, audienceKind, f, "")
 }
 
 // simpleEvent reports whether c is an event condition the form's fields say whole.
@@ -341,11 +463,10 @@ func formatTraitValue(v any) string {
 }
 
 // audienceFormOf reads the posted audience form.
-func audienceFormOf(r *http.Request) audienceForm {
+func audienceFormOf(r *http.Request) *audienceForm {
 	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
-	return audienceForm{ID: v("id"), Name: v("name"), Source: v("source"), Realtime: v("realtime") == "true",
-		Event: v("event"), AtLeast: v("atLeast"), Within: v("within"), Trait: v("trait"), TraitValue: v("traitValue"),
-		RuleJSON: v("rule"), TakeOver: v("takeOver") == "true", Errors: map[string]string{}}
+	return &audienceForm{formBase: formBaseOf(r), Event: v("event"), AtLeast: v("atLeast"), Trait: v("trait"),
+		TraitValue: v("traitValue"), RuleJSON: v("rule")}
 }
 
 // ruleConditions locates the form's conditions in the rule it builds: the paths of its event
@@ -422,7 +543,7 @@ func (f *audienceForm) place(errs map[string]string) string {
 	for _, field := range slices.Sorted(maps.Keys(errs)) {
 		msg := errs[field]
 		switch {
-		case field == "id" || field == "name" || field == "source" || field == "realtime":
+		case commonField(field):
 			f.Errors[field] = msg
 		case f.RuleJSON == "" && ev != "" && slices.Contains([]string{ev + ".event", ev + ".atLeast", ev + ".within"}, field):
 			f.Errors[strings.TrimPrefix(field, ev+".")] = msg
@@ -446,7 +567,7 @@ func (f *audienceForm) place(errs map[string]string) string {
 	return strings.Join(rest, " ")
 }
 
-// audienceObject is the form's audience as the API's body (nil when the form has no rule).
+// object is the form's audience as the API's body (nil when the form has no rule).
 func (f *audienceForm) object() map[string]any {
 	rule := f.rule()
 	if rule == nil {
@@ -461,42 +582,7 @@ func (f *audienceForm) object() map[string]any {
 
 // saveAudience creates (POST /audiences/new) or changes (POST /audiences/{id}) an audience.
 func (u *ui) saveAudience(w http.ResponseWriter, r *http.Request) {
-	f := audienceFormOf(r)
-	id := r.PathValue("id")
-	f.New = id == ""
-	if !f.New {
-		f.ID, f.Origin = id, u.originOf(schemas.ConfigKindAudience, id)
-		f.Version, _ = strconv.ParseInt(r.PostFormValue("version"), 10, 64)
-	}
-	obj := f.object()
-	if obj == nil {
-		u.audienceFormPage(w, r, http.StatusBadRequest, f, "")
-		return
-	}
-	var err error
-	if f.New {
-		obj["id"] = f.ID
-		err = u.createFrom(r.Context(), schemas.ConfigKindAudience, obj)
-	} else {
-		var rule any
-		_ = json.Unmarshal(obj["rule"].(json.RawMessage), &rule)
-		obj["rule"], obj["realtime"] = rule, f.Realtime
-		_, err = u.s.updateObject(r.Context(), schemas.ConfigKindAudience, id, obj,
-			writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: f.TakeOver}, nil)
-	}
-	if err != nil {
-		errs, general := fieldErrors(err)
-		if g := f.place(errs); g != "" {
-			general = strings.TrimSpace(general + " " + g)
-		}
-		u.audienceFormPage(w, r, statusOf(err), f, general)
-		return
-	}
-	if f.New {
-		u.redirect(w, r, "/audiences/"+f.ID, "Audience "+f.ID+" created: the next sync sends it to its members.")
-		return
-	}
-	u.redirect(w, r, "/audiences/"+id, "Audience "+id+" saved.")
+	u.saveForm(w, r, audienceKind, audienceFormOf(r))
 }
 
 // createFrom parses obj as a new object of kind with the config parser and creates it.
@@ -523,20 +609,20 @@ func (u *ui) originOf(kind schemas.ConfigKind, id string) string {
 }
 
 func (u *ui) deleteAudience(w http.ResponseWriter, r *http.Request) {
-	u.deleteObject(w, r, schemas.ConfigKindAudience, "/audiences/", "Audience")
+	u.deleteObject(w, r, audienceKind)
 }
 
-func (u *ui) deleteTrait(w http.ResponseWriter, r *http.Request) {
-	u.deleteObject(w, r, schemas.ConfigKindComputedTrait, "/traits/", "Computed trait")
-}
+func (u *ui) deleteTrait(w http.ResponseWriter, r *http.Request) { u.deleteObject(w, r, traitKind) }
 
-func (u *ui) deleteObject(w http.ResponseWriter, r *http.Request, kind schemas.ConfigKind, path, noun string) {
+// deleteObject deletes the object of kind k (POST <path>{id}/delete) and goes back to the
+// audiences page, which lists both kinds.
+func (u *ui) deleteObject(w http.ResponseWriter, r *http.Request, k formKind) {
 	id := r.PathValue("id")
-	if err := u.s.removeObject(r.Context(), kind, id, writeOptions{TakeOver: r.PostFormValue("takeOver") == "true"}); err != nil {
+	if err := u.s.removeObject(r.Context(), k.kind, id, writeOptions{TakeOver: r.PostFormValue("takeOver") == "true"}); err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	u.redirect(w, r, "/audiences", noun+" "+id+" deleted.")
+	u.redirect(w, r, "/audiences", k.noun+" "+id+" deleted.")
 }
 
 // previewAudience answers, as one line of text, how many profiles the form's rule matches
@@ -590,7 +676,7 @@ func (u *ui) previewAudience(w http.ResponseWriter, r *http.Request) {
 
 // checkRule validates the form's rule as the API would (the config parser and the whole
 // config's rules) and returns the first problem of the rule, "" when there is none.
-func (u *ui) checkRule(f audienceForm, rule json.RawMessage) string {
+func (u *ui) checkRule(f *audienceForm, rule json.RawMessage) string {
 	obj := map[string]any{"id": f.ID, "name": f.Name, "source": f.Source, "rule": rule}
 	b, err := json.Marshal(obj)
 	if err != nil {
@@ -623,41 +709,18 @@ func (u *ui) checkRule(f audienceForm, rule json.RawMessage) string {
 	return ""
 }
 
-// traitForm is the computed trait form with the errors next to its fields.
+// traitForm is the computed trait form.
 type traitForm struct {
-	New                                  bool
-	ID, Name, Source                     string
-	Realtime                             bool
-	Kind, Event, Property, Within, Where string
-	Version                              int64
-	Origin                               string
-	Sources, Kinds                       []string
-	Windows                              []option
-	Errors                               map[string]string
-	ManagedByFile, TakeOver              bool
+	formBase
+	Kind, Event, Property, Where string
+	Kinds                        []string
 }
 
-func (u *ui) traitFormPage(w http.ResponseWriter, r *http.Request, status int, f traitForm, general string) {
-	f.Sources = nil
-	for _, s := range u.s.deps.Store.Snapshot().Sources() {
-		f.Sources = append(f.Sources, s.ID)
-	}
-	f.Kinds = schemas.AggregateKinds
-	f.Windows = windowOptions(f.Within)
-	f.ManagedByFile = strings.HasPrefix(f.Origin, schemas.OriginFilePrefix)
-	title := "New computed trait"
-	if !f.New {
-		title = "Computed trait " + f.ID
-	}
-	u.render(w, r, status, "trait", page{Title: title, Nav: "audiences", Error: general, Data: f})
-}
+// fill lists the kinds of aggregate.
+func (f *traitForm) fill(*ui, *http.Request) { f.Kinds = schemas.AggregateKinds }
 
 func (u *ui) newTrait(w http.ResponseWriter, r *http.Request) {
-	f := traitForm{New: true, Kind: schemas.AggCount, Within: "720h"}
-	if srcs := u.s.deps.Store.Snapshot().Sources(); len(srcs) > 0 {
-		f.Source = srcs[0].ID
-	}
-	u.traitFormPage(w, r, http.StatusOK, f, "")
+	u.newForm(w, r, traitKind, &traitForm{formBase: formBase{Within: "720h"}, Kind: schemas.AggCount})
 }
 
 func (u *ui) trait(w http.ResponseWriter, r *http.Request) {
@@ -668,7 +731,8 @@ func (u *ui) trait(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, errNotFound("There is no computed trait %q.", id))
 		return
 	}
-	f := traitForm{ID: t.ID, Name: t.Name, Source: t.Source, Realtime: t.Realtime, Version: snap.Revision(schemas.ConfigKindComputedTrait, id), Origin: t.Origin}
+	f := &traitForm{formBase: formBase{ID: t.ID, Name: t.Name, Source: t.Source, Realtime: t.Realtime,
+		Version: snap.Revision(schemas.ConfigKindComputedTrait, id), Origin: t.Origin}}
 	kind, body := t.Aggregate()
 	f.Kind = kind
 	if body != nil {
@@ -681,10 +745,10 @@ func (u *ui) trait(w http.ResponseWriter, r *http.Request) {
 			f.Where = string(b)
 		}
 	}
-	u.traitFormPage(w, r, http.StatusOK, f, "")
+	u.formPage(w, r, http.StatusOK, traitKind, f, "")
 }
 
-// traitObject is the form's computed trait as the API's body (nil with f.Errors set when the
+// object is the form's computed trait as the API's body (nil with f.Errors set when the
 // form cannot make one).
 func (f *traitForm) object() map[string]any {
 	if !slices.Contains(schemas.AggregateKinds, f.Kind) {
@@ -720,7 +784,7 @@ func (f *traitForm) place(errs map[string]string) string {
 		msg := errs[field]
 		sub, inKind := strings.CutPrefix(field, f.Kind+".")
 		switch {
-		case field == "id" || field == "name" || field == "source" || field == "realtime":
+		case commonField(field):
 			f.Errors[field] = msg
 		case inKind && (sub == "event" || sub == "property" || sub == "within"):
 			f.Errors[sub] = msg
@@ -744,40 +808,6 @@ func (f *traitForm) place(errs map[string]string) string {
 // saveTrait creates (POST /traits/new) or changes (POST /traits/{id}) a computed trait.
 func (u *ui) saveTrait(w http.ResponseWriter, r *http.Request) {
 	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
-	f := traitForm{ID: v("id"), Name: v("name"), Source: v("source"), Realtime: v("realtime") == "true", Kind: v("kind"),
-		Event: v("event"), Property: v("property"), Within: v("within"), Where: v("where"), TakeOver: v("takeOver") == "true",
-		Errors: map[string]string{}}
-	id := r.PathValue("id")
-	f.New = id == ""
-	if !f.New {
-		f.ID, f.Origin = id, u.originOf(schemas.ConfigKindComputedTrait, id)
-		f.Version, _ = strconv.ParseInt(r.PostFormValue("version"), 10, 64)
-	}
-	obj := f.object()
-	if obj == nil {
-		u.traitFormPage(w, r, http.StatusBadRequest, f, "")
-		return
-	}
-	var err error
-	if f.New {
-		obj["id"] = f.ID
-		err = u.createFrom(r.Context(), schemas.ConfigKindComputedTrait, obj)
-	} else {
-		obj["realtime"] = f.Realtime
-		_, err = u.s.updateObject(r.Context(), schemas.ConfigKindComputedTrait, id, obj,
-			writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: f.TakeOver}, nil)
-	}
-	if err != nil {
-		errs, general := fieldErrors(err)
-		if g := f.place(errs); g != "" {
-			general = strings.TrimSpace(general + " " + g)
-		}
-		u.traitFormPage(w, r, statusOf(err), f, general)
-		return
-	}
-	if f.New {
-		u.redirect(w, r, "/traits/"+f.ID, "Computed trait "+f.ID+" created: the next sync sends its values.")
-		return
-	}
-	u.redirect(w, r, "/traits/"+id, "Computed trait "+id+" saved.")
+	u.saveForm(w, r, traitKind, &traitForm{formBase: formBaseOf(r), Kind: v("kind"), Event: v("event"), Property: v("property"),
+		Where: v("where")})
 }

@@ -1,0 +1,237 @@
+package audiences
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
+)
+
+// metaKey is the changelog key of a partition's sync metadata (which audiences it synced,
+// with the trait key and source to send false with once an audience is removed).
+const metaKey = "\x00meta"
+
+// partition is the state of one owned partition of tracking.events.
+type partition struct {
+	restored bool
+	profiles map[string]*profile
+	meta     partMeta
+	dirty    map[string]bool // profiles changed in the batch being processed (metaKey: meta)
+	synced   time.Time
+	// pending are the profiles the sync in progress has still to go through (a sync that
+	// sends more than MaxChangesPerTransaction identify calls goes on in the next
+	// transactions), and pass counts what it sent so far; nil: no sync in progress.
+	pending []string
+	pass    *changeCounter
+	// deletedAt holds, by user id, when this instance processed the user's deletion (unix ms,
+	// the batch's clock): a later-read event of the user accepted before then does not build a
+	// profile again (docs/audiences.md#deletion-and-suppression). Kept for deletedAtKept, in
+	// memory only.
+	deletedAt map[string]int64
+}
+
+// markDirty notes that the changelog is to get the profile id's new version (metaKey: the
+// partition's metadata) at the end of the batch.
+func (part *partition) markDirty(id string) {
+	if part.dirty == nil {
+		part.dirty = map[string]bool{}
+	}
+	part.dirty[id] = true
+}
+
+// deletedAtKept is how long partition.deletedAt remembers a deletion: the lateness of an event
+// behind a deletion of its user that it covers.
+const deletedAtKept = 24 * time.Hour
+
+// partMeta is a partition's sync metadata, the changelog value under metaKey: by synced id
+// ("a/<id>", "t/<id>"), the definition last synced.
+type partMeta struct {
+	Defs map[string]metaDef `json:"defs"`
+}
+
+type metaDef struct {
+	Key     string `json:"key"`
+	Source  string `json:"source"`
+	Version string `json:"version"`
+}
+
+// partitionOf is the tracking.events partition of a user id.
+func (s *Service) partitionOf(id string) int32 {
+	return int32(s.keyPart.Partition(&kgo.Record{Key: []byte(id)}, int(s.nparts)))
+}
+
+// apiPartitionOf is partitionOf for the API's goroutines; ok is false until the partition
+// count is known.
+func (s *Service) apiPartitionOf(id string) (p int32, ok bool) {
+	s.mu.RLock()
+	n := s.nparts
+	s.mu.RUnlock()
+	if n == 0 {
+		return 0, false
+	}
+	s.apiPart.Lock()
+	defer s.apiPart.Unlock()
+	return int32(s.apiKey.Partition(&kgo.Record{Key: []byte(id)}, int(n))), true
+}
+
+// assigned marks partitions as owned, to be restored before their first record, and asks for
+// a tick on each so that they are restored (and readiness reached) without waiting for one.
+func (s *Service) assigned(ps []int32) {
+	s.mu.Lock()
+	for _, p := range ps {
+		s.parts[p] = &partition{}
+	}
+	s.mu.Unlock()
+	s.updateReady()
+	for _, p := range ps {
+		s.produceTick(p, false)
+	}
+}
+
+// revoked drops the partitions' state: their next owner restores it from the changelog.
+func (s *Service) revoked(ps []int32) {
+	s.mu.Lock()
+	for _, p := range ps {
+		delete(s.parts, p)
+	}
+	s.recountProfiles()
+	s.mu.Unlock()
+	s.updateReady()
+}
+
+// ended is the pipe's Ended: a batch that did not commit leaves the in-memory state ahead of
+// the changelog, so every partition is restored again before its next record.
+func (s *Service) ended(committed bool) {
+	if committed {
+		return
+	}
+	s.mu.Lock()
+	for p := range s.parts {
+		s.parts[p] = &partition{}
+	}
+	s.mu.Unlock()
+	s.updateReady()
+}
+
+// updateReady reports the "audiences state" health component ready once every owned
+// partition is restored.
+func (s *Service) updateReady() {
+	if s.deps.Health == nil {
+		return
+	}
+	s.mu.RLock()
+	ready := true
+	for _, part := range s.parts {
+		ready = ready && part.restored
+	}
+	s.mu.RUnlock()
+	s.deps.Health.SetWarming("audiences state", ready)
+}
+
+// restoreMissing restores, from the changelog, every partition of fs that is owned but not
+// restored yet. It runs before the batch's transaction has written anything.
+func (s *Service) restoreMissing(ctx context.Context, fs kgo.Fetches) error {
+	var missing []int32
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if part := s.parts[fp.Partition]; part != nil && !part.restored && !slices.Contains(missing, fp.Partition) {
+			missing = append(missing, fp.Partition)
+		}
+	})
+	if len(missing) == 0 {
+		return nil
+	}
+	start := time.Now()
+	// The restore reads into maps of its own: the profile API need not wait for it (it
+	// answers 503 for these partitions meanwhile). s.mu is held again after it.
+	s.mu.Unlock()
+	restored, err := s.restore(ctx, missing)
+	s.mu.Lock()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for p, part := range restored {
+		if cur := s.parts[p]; cur == nil || cur.restored {
+			continue // revoked meanwhile (or assigned again and restored by another batch)
+		}
+		part.restored = true
+		s.parts[p] = part
+		n += len(part.profiles)
+	}
+	s.metrics.restores.Inc()
+	s.recountProfiles()
+	s.logger.Info().Ints32("partitions", missing).Int("profiles", n).Str("took", time.Since(start).String()).
+		Msg("audiences state restored from " + s.cfg.StateTopic)
+	go s.updateReady()
+	return nil
+}
+
+// recountProfiles sets the profiles gauge to what the owned partitions hold (under s.mu).
+func (s *Service) recountProfiles() {
+	n := 0
+	for _, part := range s.parts {
+		n += len(part.profiles)
+	}
+	s.metrics.profiles.Set(float64(n))
+}
+
+// restore reads the changelog partitions up to their last stable offsets: what committed
+// transactions wrote.
+func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*partition, error) {
+	out := make(map[int32]*partition, len(partitions))
+	for _, p := range partitions {
+		out[p] = &partition{profiles: map[string]*profile{}, meta: partMeta{Defs: map[string]metaDef{}}}
+	}
+	var bad int
+	var unavailable error
+	err := platform.ReadCommittedRange(ctx, s.deps.Kafka, s.logger, append(slices.Clone(s.deps.KafkaOpts), kgo.FetchMaxBytes(64<<20)),
+		s.cfg.StateTopic, partitions, 0, func(r *kgo.Record) {
+			part := out[r.Partition]
+			key := string(r.Key)
+			switch {
+			case key == metaKey:
+				var m partMeta
+				if json.Unmarshal(r.Value, &m) == nil && m.Defs != nil {
+					part.meta = m
+				}
+			case len(r.Value) == 0:
+				delete(part.profiles, key)
+			default:
+				// A version sealed with a shredded key is the profile of a deleted user:
+				// skipped (counted), as is every older version of it.
+				value, ok, err := s.open(r)
+				if err != nil && unavailable == nil {
+					unavailable = err
+				}
+				if !ok {
+					delete(part.profiles, key)
+					return
+				}
+				var prof profile
+				if err := json.Unmarshal(value, &prof); err != nil {
+					bad++
+					return
+				}
+				if prof.ID == "" { // a redirect or a suppression marker: the key is the id
+					prof.ID = key
+				}
+				s.intern.profile(&prof)
+				part.profiles[key] = &prof
+			}
+		})
+	if err == nil && unavailable != nil {
+		err = fmt.Errorf("restoring %s: %w", s.cfg.StateTopic, unavailable)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if bad > 0 {
+		s.logger.Warn().Int("records", bad).Msg("skipped audiences.state records that do not decode")
+	}
+	return out, nil
+}

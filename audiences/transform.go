@@ -1,0 +1,292 @@
+package audiences
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform/shred"
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// batch is what one transaction produces.
+type batch struct {
+	out     []*kgo.Record
+	now     int64
+	touched map[int32]*partition
+	events  int // tracking.events records read (opened)
+}
+
+// transform processes one poll of tracking.events and audiences.repartition in one
+// transaction: profile updates, their changelog records, hand-offs to other partitions and
+// identify calls.
+func (s *Service) transform(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshModel()
+	if err := s.restoreMissing(ctx, fs); err != nil {
+		return nil, err
+	}
+	b := &batch{now: s.now().UnixMilli(), touched: map[int32]*partition{}}
+	var unavailable error
+	fs.EachRecord(func(r *kgo.Record) {
+		if unavailable == nil {
+			unavailable = s.process(b, r)
+		}
+	})
+	if unavailable != nil {
+		return nil, fmt.Errorf("opening a sealed record: %w", unavailable)
+	}
+	s.metrics.events.Add(float64(b.events))
+	for p, part := range b.touched {
+		b.out = s.changelog(b.out, p, part)
+	}
+	// What is written of a user is sealed with the user's data key: profile versions on
+	// audiences.state, identify calls, events and profiles handed to another partition
+	// (docs/security.md#crypto-shredding). Keys are written before the transaction's records.
+	if err := s.keys.SealRecords(ctx, b.out, s.sealSubject); err != nil {
+		return nil, fmt.Errorf("sealing: %w", err)
+	}
+	return b.out, nil
+}
+
+// process applies one record of the poll: a message of tracking.events to its profile, an
+// audiences.repartition record as its op says (handoff.go). The error is the keyring's being
+// unavailable: the batch is not processed.
+func (s *Service) process(b *batch, r *kgo.Record) error {
+	part := s.parts[r.Partition]
+	if part == nil || !part.restored {
+		return nil // revoked meanwhile: the transaction aborts, the next owner reads it
+	}
+	if r.Topic == s.cfg.EventsTopic && headerIs(r, HeaderOrigin, OriginAudiences) {
+		return nil
+	}
+	value, ok, err := s.open(r)
+	if err != nil || !ok {
+		return err
+	}
+	switch r.Topic {
+	case s.cfg.EventsTopic:
+		b.events++
+		m, err := schemas.DecodeMessage(value)
+		if err != nil {
+			s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a tracking.events record that does not decode")
+			return nil
+		}
+		s.handleMessage(b, r.Partition, part, m, value, "", r.Timestamp)
+	case s.cfg.RepartitionTopic:
+		o, err := decodeOp(value)
+		if err != nil {
+			s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping an audiences.repartition record that does not decode")
+			return nil
+		}
+		s.handleOp(b, r.Partition, part, &o, r.Timestamp)
+	}
+	return nil
+}
+
+// open returns a record's value in clear; ok false for a record to skip: sealed with a
+// shredded key (counted) or damaged (logged). The error is the keyring's being unavailable:
+// the batch is not processed.
+func (s *Service) open(r *kgo.Record) (value []byte, ok bool, err error) {
+	value, err = s.keys.Open(r)
+	switch {
+	case err == nil:
+		return value, true, nil
+	case errors.Is(err, shred.ErrShredded):
+		s.metrics.shredded.WithLabelValues(r.Topic).Inc()
+		return nil, false, nil
+	case errors.Is(err, shred.ErrUnavailable):
+		return nil, false, err
+	default:
+		s.logger.Warn().Err(err).Str("topic", r.Topic).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a sealed record that does not open")
+		return nil, false, nil
+	}
+}
+
+// sealSubject is the user whose data key seals a record audiences writes (under s.mu): the
+// profile's userId, else its id, for a profile version; the record key (the profile's user)
+// for an identify call and for an event or a profile handed to another partition. Partition
+// metadata, ticks, merges and deletion requests (which must outlive the user's keys) stay
+// plain.
+func (s *Service) sealSubject(r *kgo.Record) string {
+	key := string(r.Key)
+	switch r.Topic {
+	case s.cfg.StateTopic:
+		if key == metaKey {
+			return ""
+		}
+		if part := s.parts[r.Partition]; part != nil {
+			if prof := part.profiles[key]; prof != nil && prof.UserID != "" {
+				return prof.UserID
+			}
+		}
+		return key
+	case s.cfg.EventsTopic:
+		return key
+	case s.cfg.RepartitionTopic:
+		if carriesUserData(r.Value) {
+			return key
+		}
+	}
+	return ""
+}
+
+func headerIs(r *kgo.Record, key, value string) bool {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value) == value
+		}
+	}
+	return false
+}
+
+// refreshModel recompiles the model when the config changed.
+func (s *Service) refreshModel() {
+	snap := s.deps.Config()
+	if s.modelSet && snap.Version() == s.modelVer {
+		return
+	}
+	s.model, s.modelVer, s.modelSet = compile(snap.Audiences(), snap.ComputedTraits()), snap.Version(), true
+	s.model.in = s.intern
+}
+
+// touch marks the profile id of partition p as changed in this batch (changelog).
+func (b *batch) touch(p int32, part *partition, id string) {
+	part.markDirty(id)
+	b.touched[p] = part
+}
+
+// changelog appends the records of the partition's changed profiles (a tombstone for a
+// removed one) and clears its dirty set.
+func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.Record {
+	for id := range part.dirty {
+		r := &kgo.Record{Topic: s.cfg.StateTopic, Partition: p, Key: []byte(id)}
+		if id == metaKey {
+			r.Value, _ = json.Marshal(part.meta)
+		} else if prof := part.profiles[id]; prof != nil {
+			r.Value = prof.changelogValue(make([]byte, 0, 512))
+		}
+		out = append(out, r)
+	}
+	part.dirty = nil
+	return out
+}
+
+// eventTime is when a message happened, for windows: its timestamp, never later than now.
+func eventTime(m *schemas.Message, recTime time.Time, now int64) int64 {
+	t := m.Timestamp
+	if t.IsZero() {
+		t = recTime
+	}
+	ms := t.UnixMilli()
+	if ms > now {
+		ms = now
+	}
+	return ms
+}
+
+// handleMessage applies one message to its profile: into is "" for a tracking.events record
+// (the profile is the message's key), or the profile an "event" hand-off names.
+func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.Message, raw []byte, into string, recTime time.Time) {
+	id := into
+	if id == "" {
+		id = m.Key()
+	}
+	if id == "" {
+		return
+	}
+	if at, ok := part.deletedAt[id]; ok && acceptedMilli(m, recTime) < at {
+		return // accepted before its user's deletion: forgotten with the user
+	}
+	prof := s.messageProfile(b, part, id, m, raw, into)
+	if prof == nil {
+		return
+	}
+	if prof.repeated(messageHash(m.MessageID)) {
+		s.metrics.duplicates.Inc()
+		return
+	}
+	at := eventTime(m, recTime, b.now)
+	prof.seen(at)
+	s.countMessage(prof, m, at, b.now)
+	b.touch(p, part, id)
+	s.mergeOtherIDs(b, prof, m)
+	if s.model.realtime {
+		b.out = s.syncProfile(b.out, part, prof, b.now, true, nil)
+	}
+}
+
+// messageProfile is the profile id a message counts on, made when it is new; nil when the
+// message does not count here: the id is suppressed, or merged into another profile (the
+// message is handed on to it).
+func (s *Service) messageProfile(b *batch, part *partition, id string, m *schemas.Message, raw []byte, into string) *profile {
+	prof := part.profiles[id]
+	switch {
+	case prof != nil && prof.Suppressed:
+		return nil
+	case prof != nil && prof.MergedInto != "":
+		// An id merged into another profile: its events count there.
+		b.out = append(b.out, s.handOff(prof.MergedInto, op{Op: opEvent, Into: prof.MergedInto, Message: raw}))
+		return nil
+	case prof == nil:
+		prof = &profile{ID: id}
+		// A message handed on by a merged id (into) goes to an identified profile.
+		if into != "" || m.UserID == id {
+			prof.UserID = id
+		} else {
+			prof.AnonymousID = id
+		}
+		if part.profiles == nil {
+			part.profiles = map[string]*profile{}
+		}
+		part.profiles[id] = prof
+		s.metrics.profiles.Inc()
+	}
+	return prof
+}
+
+// countMessage adds a message that happened at (ms) to its profile: an identify's traits, a
+// track event's counters and the aggregates the model reads of it.
+func (s *Service) countMessage(prof *profile, m *schemas.Message, at, now int64) {
+	switch m.Type {
+	case schemas.TypeIdentify:
+		prof.mergeTraits(m.Traits, s.intern)
+	case schemas.TypeTrack:
+		if m.Event != "" {
+			if ser := prof.eventSeries(s.intern.str(m.Event), true); ser != nil {
+				ser.add(at, now, 0, false)
+			}
+			s.model.apply(prof, m.Event, m.Properties, at, now)
+		}
+	}
+}
+
+// mergeOtherIDs is identity: an identified message that carries another id merges that
+// profile into this one, through a merge hand-off to the id's partition
+// (docs/audiences.md#merging-profiles).
+func (s *Service) mergeOtherIDs(b *batch, prof *profile, m *schemas.Message) {
+	if prof.UserID == "" {
+		return
+	}
+	for _, other := range []string{m.AnonymousID, m.PreviousID} {
+		if other != "" && other != prof.ID && !slices.Contains(prof.Merged, other) {
+			prof.addMerged(other)
+			b.out = append(b.out, s.handOff(other, op{Op: opMerge, From: other, Into: prof.ID}))
+		}
+	}
+}
+
+// acceptedMilli is when a message was accepted (unix ms): its receivedAt, else its record's
+// time.
+func acceptedMilli(m *schemas.Message, recTime time.Time) int64 {
+	if !m.ReceivedAt.IsZero() {
+		return m.ReceivedAt.UnixMilli()
+	}
+	return recTime.UnixMilli()
+}
