@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -214,25 +214,9 @@ func (s *Service) runAttempts(ctx context.Context) error {
 	}
 	var batch []attempt
 	dec := newAttemptDecoder()
-	return s.runTail(ctx, &tail{
-		name:   "attempts",
-		topics: []string{s.cfg.AttemptsTopic},
-		ready:  s.attempts.ready,
-		start: func(ctx context.Context, adm *kadm.Client, _ kadm.ListedOffsets) (map[string]map[int32]int64, error) {
-			lo, err := adm.ListOffsetsAfterMilli(ctx, s.now().Add(-s.cfg.StatsWindow).UnixMilli(), s.cfg.AttemptsTopic)
-			if err == nil {
-				err = lo.Error()
-			}
-			out := map[string]map[int32]int64{}
-			lo.Each(func(o kadm.ListedOffset) {
-				if out[o.Topic] == nil {
-					out[o.Topic] = map[int32]int64{}
-				}
-				out[o.Topic][o.Partition] = o.Offset
-			})
-			return out, err
-		},
-		apply: func(r *kgo.Record) {
+	return s.runView(ctx, "attempts", s.attempts.ready, platform.TopicReaderConfig{
+		Topic: s.cfg.AttemptsTopic, Start: platform.StartAfter(s.now().Add(-s.cfg.StatsWindow)),
+		Apply: func(r *kgo.Record) {
 			a, ok := dec.attempt(r)
 			if !ok {
 				s.metrics.attemptsSkipped.Inc()
@@ -240,28 +224,27 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			}
 			batch = append(batch, a)
 		},
-		polled: func() {
-			if len(batch) == 0 {
-				return
+	}, func() {
+		if len(batch) == 0 {
+			return
+		}
+		forgotten := 0
+		s.attempts.mu.Lock()
+		for _, a := range batch {
+			// Checked under the log's lock: a purge remembers the message ids, then takes it.
+			if a.MessageID != "" && s.forget.messageForgotten(a.MessageID) {
+				forgotten++
+				continue
 			}
-			forgotten := 0
-			s.attempts.mu.Lock()
-			for _, a := range batch {
-				// Checked under the log's lock: a purge remembers the message ids, then takes it.
-				if a.MessageID != "" && s.forget.messageForgotten(a.MessageID) {
-					forgotten++
-					continue
-				}
-				s.attempts.add(a)
-			}
-			s.attempts.mu.Unlock()
-			if forgotten > 0 {
-				s.metrics.forgotten.WithLabelValues("attempts").Add(float64(forgotten))
-			}
-			s.metrics.attemptsRead.Add(float64(len(batch)))
-			clear(batch)
-			batch = batch[:0]
-		},
+			s.attempts.add(a)
+		}
+		s.attempts.mu.Unlock()
+		if forgotten > 0 {
+			s.metrics.forgotten.WithLabelValues("attempts").Add(float64(forgotten))
+		}
+		s.metrics.attemptsRead.Add(float64(len(batch)))
+		clear(batch)
+		batch = batch[:0]
 	})
 }
 

@@ -198,11 +198,9 @@ func (s *Service) runDLQView(ctx context.Context) error {
 		return nil
 	}
 	c := s.dlq
-	return s.runTail(ctx, &tail{
-		name:   "dlq",
-		topics: []string{s.cfg.DLQTopic, s.cfg.DLQReplayedTopic},
-		ready:  c.ready,
-		apply: func(r *kgo.Record) {
+	return s.runView(ctx, "dlq", c.ready, platform.TopicReaderConfig{
+		Topics: []string{s.cfg.DLQTopic, s.cfg.DLQReplayedTopic},
+		Apply: func(r *kgo.Record) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if r.Topic == s.cfg.DLQTopic {
@@ -236,7 +234,7 @@ func (s *Service) runDLQView(ctx context.Context) error {
 			}
 			c.mark(string(r.Key), msg, at)
 		},
-	})
+	}, nil)
 }
 
 // replayMark is what the view reads of a webhooks.dlq.replayed record.

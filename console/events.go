@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -303,21 +303,9 @@ func (s *Service) runEvents(ctx context.Context) error {
 	}
 	var batch []pending
 	sources := interner{} // the source ids, read in every record
-	return s.runTail(ctx, &tail{
-		name:   "events",
-		topics: []string{s.cfg.EventsTopic, s.cfg.RejectedTopic},
-		ready:  s.events.ready,
-		start: func(_ context.Context, _ *kadm.Client, ends kadm.ListedOffsets) (map[string]map[int32]int64, error) {
-			out := map[string]map[int32]int64{}
-			ends.Each(func(o kadm.ListedOffset) {
-				if out[o.Topic] == nil {
-					out[o.Topic] = map[int32]int64{}
-				}
-				out[o.Topic][o.Partition] = max(0, o.Offset-s.cfg.EventsBackfill)
-			})
-			return out, nil
-		},
-		apply: func(r *kgo.Record) {
+	return s.runView(ctx, "events", s.events.ready, platform.TopicReaderConfig{
+		Topics: []string{s.cfg.EventsTopic, s.cfg.RejectedTopic}, Start: platform.StartLast(s.cfg.EventsBackfill),
+		Apply: func(r *kgo.Record) {
 			src := sourceOf(r, sources)
 			if src == "" {
 				return // a rejected message of no known source
@@ -327,28 +315,27 @@ func (s *Service) runEvents(ctx context.Context) error {
 			}
 			batch = append(batch, pending{source: src, r: r, rejected: r.Topic == s.cfg.RejectedTopic})
 		},
-		polled: func() {
-			if len(batch) == 0 {
-				return
+	}, func() {
+		if len(batch) == 0 {
+			return
+		}
+		var dropped []string
+		s.events.mu.Lock()
+		for _, p := range batch {
+			if s.forgets(p.r, p.rejected) {
+				dropped = append(dropped, messageIDOf(p.r))
+				continue
 			}
-			var dropped []string
-			s.events.mu.Lock()
-			for _, p := range batch {
-				if s.forgets(p.r, p.rejected) {
-					dropped = append(dropped, messageIDOf(p.r))
-					continue
-				}
-				s.events.add(p.source, p.r, p.rejected)
-			}
-			s.events.mu.Unlock()
-			if len(dropped) > 0 {
-				s.metrics.forgotten.WithLabelValues("events").Add(float64(len(dropped)))
-				s.forget.forgetMessages(dropped)
-				s.dropAttempts(dropped) // of a message read late, after the purge
-			}
-			clear(batch)
-			batch = batch[:0]
-		},
+			s.events.add(p.source, p.r, p.rejected)
+		}
+		s.events.mu.Unlock()
+		if len(dropped) > 0 {
+			s.metrics.forgotten.WithLabelValues("events").Add(float64(len(dropped)))
+			s.forget.forgetMessages(dropped)
+			s.dropAttempts(dropped) // of a message read late, after the purge
+		}
+		clear(batch)
+		batch = batch[:0]
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -301,11 +302,9 @@ func (f *forgetting) done(subjects []statusDone) []statusDone {
 func (s *Service) runForget(ctx context.Context) error {
 	changed := map[string]struct{}{}
 	var statuses []statusDone
-	return s.runTail(ctx, &tail{
-		name:   "forget",
-		topics: []string{s.cfg.DeletionsTopic, s.cfg.DeletionsStatusTopic, s.cfg.SuppressionsTopic},
-		ready:  s.forget.ready,
-		apply: func(r *kgo.Record) {
+	return s.runView(ctx, "forget", s.forget.ready, platform.TopicReaderConfig{
+		Topics: []string{s.cfg.DeletionsTopic, s.cfg.DeletionsStatusTopic, s.cfg.SuppressionsTopic},
+		Apply: func(r *kgo.Record) {
 			user, st := s.forget.applyRegulation(r, &s.cfg)
 			if user != "" {
 				changed[user] = struct{}{}
@@ -314,21 +313,20 @@ func (s *Service) runForget(ctx context.Context) error {
 				statuses = append(statuses, *st)
 			}
 		},
-		polled: func() {
-			if len(changed) == 0 {
-				return
+	}, func() {
+		if len(changed) == 0 {
+			return
+		}
+		purged := s.purge(changed)
+		// The console's report on each subject, once its views forgot it: a regulation
+		// waits for it when "console" is in CONSOLE_REGULATION_STORES.
+		for _, d := range s.forget.done(statuses) {
+			if err := s.reportRegulation(ctx, d.request, d.user, d.kind, int64(purged)); err != nil {
+				s.logger.Warn().Err(err).Str("regulation", d.request).Msg("console report on a regulation not written")
 			}
-			purged := s.purge(changed)
-			// The console's report on each subject, once its views forgot it: a regulation
-			// waits for it when "console" is in CONSOLE_REGULATION_STORES.
-			for _, d := range s.forget.done(statuses) {
-				if err := s.reportRegulation(ctx, d.request, d.user, d.kind, int64(purged)); err != nil {
-					s.logger.Warn().Err(err).Str("regulation", d.request).Msg("console report on a regulation not written")
-				}
-			}
-			clear(changed)
-			statuses = statuses[:0]
-		},
+		}
+		clear(changed)
+		statuses = statuses[:0]
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -226,11 +227,9 @@ func (l *regulationLog) done(rep schemas.DeletionReport, st *schemas.DeletionSta
 
 // runRegulations keeps the regulations view: both topics from their start.
 func (s *Service) runRegulations(ctx context.Context) error {
-	return s.runTail(ctx, &tail{
-		name:   "regulations",
-		topics: []string{s.cfg.DeletionsTopic, s.cfg.DeletionsStatusTopic},
-		ready:  s.regulations.ready,
-		apply: func(r *kgo.Record) {
+	return s.runView(ctx, "regulations", s.regulations.ready, platform.TopicReaderConfig{
+		Topics: []string{s.cfg.DeletionsTopic, s.cfg.DeletionsStatusTopic},
+		Apply: func(r *kgo.Record) {
 			l := s.regulations
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -253,7 +252,7 @@ func (s *Service) runRegulations(ctx context.Context) error {
 			}
 			l.requested(id, req, at.UTC())
 		},
-	})
+	}, nil)
 }
 
 var regulationTypes = []string{schemas.KindDeleteOnly, schemas.KindSuppressWithDelete, schemas.KindSuppressOnly, schemas.KindUnsuppress}

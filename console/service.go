@@ -104,11 +104,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	opts, err := deps.Kafka.ClientOpts()
-	if err != nil {
+	if _, err := deps.Kafka.ClientOpts(); err != nil {
 		return nil, err
 	}
-	s.producer, err = kgo.NewClient(append(append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)), deps.KafkaOpts...)...)
+	s.producer, err = platform.NewKafkaClient(deps.Kafka, s.logger,
+		append([]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)}, deps.KafkaOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("console: kafka client: %w", err)
 	}
@@ -190,6 +190,39 @@ func (s *Service) Run(ctx context.Context) error {
 		return nil
 	})
 	return platform.RunAll(ctx, append(views, s.server, ready)...)
+}
+
+// runView keeps one view: a platform.TopicReader of its topics, every partition, without a
+// consumer group (every console replica reads everything), committed records only, following
+// them until ctx is done. It closes ready, and logs "view caught up", once everything written
+// before the start was applied (docs/console.md#what-the-console-forgets: the forget view's
+// ready is what the others wait for). cfg gives the topics, where to start (by default at the
+// start of each partition), Apply and, optionally, Polled's work (polled); the rest is set here.
+func (s *Service) runView(ctx context.Context, name string, ready chan struct{}, cfg platform.TopicReaderConfig, polled func()) error {
+	logger := s.logger.With().Str("view", name).Logger()
+	caughtUp := false
+	cfg.Kafka, cfg.Logger = s.deps.Kafka, logger
+	cfg.ReadCommitted, cfg.Follow, cfg.Retry = true, true, true
+	cfg.Opts = append([]kgo.Opt{kgo.FetchMaxWait(platform.ConfigFetchMaxWait)}, s.deps.KafkaOpts...)
+	cfg.Polled = func(now bool) error {
+		if polled != nil {
+			polled()
+		}
+		if now && !caughtUp {
+			caughtUp = true
+			logger.Info().Msg("view caught up")
+			close(ready)
+		}
+		return nil
+	}
+	r, err := platform.NewTopicReader(cfg)
+	if err != nil {
+		return fmt.Errorf("console %s: %w", name, err)
+	}
+	if err := r.Run(ctx); err != nil {
+		return fmt.Errorf("console %s: %w", name, err)
+	}
+	return nil
 }
 
 // apiError is the body of every error answer: {code, message, field}.

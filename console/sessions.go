@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -112,11 +113,9 @@ func (v *sessionView) prune(now time.Time) {
 
 // runSessions keeps the sessions view: tributary.sessions from its start.
 func (s *Service) runSessions(ctx context.Context) error {
-	return s.runTail(ctx, &tail{
-		name:   "sessions",
-		topics: []string{s.cfg.SessionsTopic},
-		ready:  s.sessions.ready,
-		apply: func(r *kgo.Record) {
+	return s.runView(ctx, "sessions", s.sessions.ready, platform.TopicReaderConfig{
+		Topic: s.cfg.SessionsTopic,
+		Apply: func(r *kgo.Record) {
 			key := string(r.Key)
 			if r.Value == nil {
 				s.sessions.forget(key)
@@ -131,7 +130,7 @@ func (s *Service) runSessions(ctx context.Context) error {
 				s.sessions.revoke(key, expires)
 			}
 		},
-	})
+	}, nil)
 }
 
 // revokeTimeout bounds the write of a revocation.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -102,24 +103,19 @@ func (s *Service) runTierLag(ctx context.Context) error {
 func (s *Service) readTierLag(ctx context.Context) ([]tierRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	lags, err := s.adm.Lag(ctx, s.cfg.DelivererGroup)
+	lags, err := platform.ReadGroupLag(ctx, s.adm, s.cfg.DelivererGroup)
 	if err != nil {
 		return nil, err
 	}
 	var out []tierRow
 	for _, l := range lags {
-		if err := l.Error(); err != nil {
-			return nil, err
+		if l.Err != nil {
+			return nil, l.Err
 		}
-		for topic, ps := range l.Lag {
-			if !strings.HasPrefix(topic, schemas.RetryTopicPrefix) {
-				continue
+		for topic, sum := range l.Topics {
+			if strings.HasPrefix(topic, schemas.RetryTopicPrefix) {
+				out = append(out, tierRow{Topic: topic, Lag: max(0, sum)})
 			}
-			var sum int64
-			for _, p := range ps {
-				sum += max(0, p.Lag)
-			}
-			out = append(out, tierRow{Topic: topic, Lag: sum})
 		}
 	}
 	slices.SortFunc(out, func(a, b tierRow) int { return strings.Compare(a.Topic, b.Topic) })

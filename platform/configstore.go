@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -425,60 +423,4 @@ func (cs *ConfigStore) polled(caughtUp bool) error {
 			Msg("config loaded")
 	}
 	return nil
-}
-
-// WaitEndOffsets lists, per partition of topic, the end offset a reader of the whole topic
-// must reach to have read everything written before the call (partitions that are empty or
-// fully compacted away are left out). It waits, logging, while the topic does not exist yet;
-// other errors are retried for about ten seconds. TopicReader uses it to know when it has
-// caught up.
-func WaitEndOffsets(ctx context.Context, adm *kadm.Client, topic string, logger zerolog.Logger) (map[int32]int64, error) {
-	for attempt := 0; ; attempt++ {
-		ends, err := listEnds(ctx, adm, topic)
-		if err == nil {
-			return ends, nil
-		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) && attempt >= 20 {
-			return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
-		}
-		if attempt%10 == 0 {
-			logger.Warn().Err(err).Str("topic", topic).Msg("waiting for the topic")
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-func listEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, err
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		end := o.Offset
-		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Offset >= end {
-			end = 0 // nothing left to read in this partition
-		}
-		if end > 0 {
-			out[o.Partition] = end
-		}
-	})
-	if len(out) == 0 && len(ends[topic]) == 0 {
-		return nil, fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
-	}
-	return out, nil
 }

@@ -398,8 +398,7 @@ func deadLetter(r *kgo.Record) DeadLetter {
 func readMarkers(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topic string) (map[string]time.Time, error) {
 	marks := map[string]time.Time{}
 	reader, err := NewTopicReader(TopicReaderConfig{
-		Kafka: kafka, Topic: topic, NoWait: true, Logger: logger,
-		Opts: []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
+		Kafka: kafka, Topic: topic, NoWait: true, ReadCommitted: true, Logger: logger,
 		Apply: func(r *kgo.Record) {
 			var m replayMarker
 			if json.Unmarshal(r.Value, &m) == nil {
@@ -422,8 +421,7 @@ func readMarkers(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger
 // expired count as read), calling apply per record and polled after each poll.
 func readDLQ(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger, topic string, apply func(*kgo.Record), polled func(bool) error) error {
 	reader, err := NewTopicReader(TopicReaderConfig{
-		Kafka: kafka, Topic: topic, NoWait: true, Logger: logger,
-		Opts:   []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())},
+		Kafka: kafka, Topic: topic, NoWait: true, ReadCommitted: true, Logger: logger,
 		Apply:  apply,
 		Polled: polled,
 	})

@@ -14,9 +14,14 @@
 //     immutable [Snapshot] that every service reads without locks.
 //   - Kafka loops: [Pipe] is the one consume → transform → produce → commit loop over a
 //     consumer group (exactly once in transactions, or at least once: commit only after every
-//     acknowledgement), with a bounded stop; [TopicReader] reads a whole topic from its start
-//     to the end offsets found at start ([WaitEndOffsets]) and optionally keeps following it;
-//     [RetryUntil] is the one retry-until-acknowledged loop.
+//     acknowledgement), with a bounded stop; [TopicReader] is the one read-to-the-end loop
+//     without a group: topics (or chosen partitions) from their start, from a time or their
+//     last N records, committed records only or all, to the end offsets found at start, then
+//     optionally following — the config store, the regulations, the DLQ, the state restores
+//     ([ReadCommittedRange]) and the console's views are configurations of it
+//     (docs/architecture.md#reading-topics); [RetryUntil] is the one retry-until-acknowledged
+//     loop; [ReadGroupLag] is the one reading of consumer groups' lag ([LagCollector], the
+//     console's overview).
 //   - The dead-letter queue: [ListDeadLetters] and [ReplayDeadLetters] (filtered by
 //     [ReplayFilter], optionally to another URL: [ReplayOptions]) list and replay webhooks.dlq
 //     for `deliverer dlq list`, `deliverer replay` and the console, once per message: a

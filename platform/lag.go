@@ -58,27 +58,60 @@ func (c *LagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)
 	defer cancel()
-	lags, err := kadm.NewClient(c.cl).Lag(ctx, c.groups...)
+	lags, err := ReadGroupLag(ctx, kadm.NewClient(c.cl), c.groups...)
 	if err != nil {
 		c.logger.Debug().Err(err).Msg("consumer lag: Kafka did not answer")
 		return
 	}
-	for _, g := range lags.Sorted() {
-		if g.Error() != nil {
+	for _, g := range lags {
+		if g.Err != nil {
 			continue
 		}
-		for topic, parts := range g.Lag {
-			sum, ok := int64(0), false
-			for _, p := range parts {
-				if p.Err == nil && p.Lag >= 0 {
-					sum, ok = sum+p.Lag, true
-				}
-			}
-			if ok {
+		for topic, sum := range g.Topics {
+			if sum >= 0 {
 				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(sum), g.Group, topic)
 			}
 		}
 	}
+}
+
+// GroupLag is a consumer group's lag: per topic, the records it has not committed yet, the
+// sum over the topic's partitions of the end offset (the last stable one) minus the group's
+// committed offset. A partition Kafka could not answer for is left out of its topic's sum;
+// a topic none of whose partitions it answered for is -1.
+type GroupLag struct {
+	Group  string
+	Topics map[string]int64
+	// Err is why the group's lag is unknown (Kafka could not describe the group or fetch its
+	// offsets); Topics is then empty.
+	Err error
+}
+
+// ReadGroupLag reads the lag of groups (kadm's Client.Lag), sorted by group: the one reading
+// of consumer lag, shared by LagCollector and the console's overview. An error says Kafka did
+// not answer at all.
+func ReadGroupLag(ctx context.Context, adm *kadm.Client, groups ...string) ([]GroupLag, error) {
+	lags, err := adm.Lag(ctx, groups...)
+	if err != nil {
+		return nil, err
+	}
+	var out []GroupLag
+	for _, g := range lags.Sorted() {
+		gl := GroupLag{Group: g.Group, Topics: map[string]int64{}, Err: g.Error()}
+		if gl.Err == nil {
+			for topic, parts := range g.Lag {
+				sum := int64(-1)
+				for _, p := range parts {
+					if p.Err == nil && p.Lag >= 0 {
+						sum = max(sum, 0) + p.Lag
+					}
+				}
+				gl.Topics[topic] = sum
+			}
+		}
+		out = append(out, gl)
+	}
+	return out, nil
 }
 
 // Close closes its client.

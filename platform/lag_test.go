@@ -49,3 +49,41 @@ tributary_consumer_lag_records{group="lagging",service="router",topic="` + topic
 		t.Error(err)
 	}
 }
+
+// TestReadGroupLag: the one reading of a group's lag sums it per topic over the partitions (3
+// of 5 records behind on one, 1 on the other: 4), as the console's overview and the collector
+// read it.
+func TestReadGroupLag(t *testing.T) {
+	s := platform.KafkaSettings{Brokers: kafkatest.Embedded(t), ReplicationFactor: -1, Partitions: 2}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := platform.NewKafkaClient(s, zerolog.Nop(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic := kafkatest.UniqueTopic(t, "lag")
+	if err := platform.EnsureTopics(ctx, adm, -1, []platform.TopicSpec{{Name: topic, Partitions: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		r := &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("x")}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offsets := kadm.Offsets{}
+	offsets.AddOffset(topic, 0, 2, -1)
+	offsets.AddOffset(topic, 1, 4, -1)
+	if _, err := adm.CommitOffsets(ctx, "lagging", offsets); err != nil {
+		t.Fatal(err)
+	}
+	lags, err := platform.ReadGroupLag(ctx, adm, "lagging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lags) != 1 || lags[0].Group != "lagging" || lags[0].Err != nil || lags[0].Topics[topic] != 4 || len(lags[0].Topics) != 1 {
+		t.Fatalf("lag %+v, want group lagging 4 behind on %s only", lags, topic)
+	}
+}

@@ -66,16 +66,12 @@ func NewRegulations(cfg RegulationsConfig) (*Regulations, error) {
 		return nil, errors.New("regulations: no suppressions topic")
 	}
 	g := &Regulations{cfg: cfg, ready: make(chan struct{}), suppressed: map[string]struct{}{}, deleted: map[string]time.Time{}}
-	// Read committed, control records kept: a topic whose last record is a transaction's
-	// commit marker is read to its end only once the reader has seen that marker.
-	opts := append([]kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, cfg.Opts...)
+	// Read committed (the reader sees the transactions' markers, so that a topic whose last
+	// record is a commit marker is read to its end, and applies none).
 	sup, err := NewTopicReader(TopicReaderConfig{
-		Kafka: cfg.Kafka, Topic: cfg.SuppressionsTopic, Follow: !cfg.Once, NoWait: cfg.Once, Opts: opts, Logger: cfg.Logger,
-		Apply: func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
-				g.ApplySuppression(string(r.Key), r.Value != nil)
-			}
-		},
+		Kafka: cfg.Kafka, Topic: cfg.SuppressionsTopic, ReadCommitted: true, Follow: !cfg.Once, NoWait: cfg.Once,
+		Opts: cfg.Opts, Logger: cfg.Logger,
+		Apply:  func(r *kgo.Record) { g.ApplySuppression(string(r.Key), r.Value != nil) },
 		Polled: g.loaded(cfg.SuppressionsTopic),
 	})
 	if err != nil {
@@ -84,7 +80,8 @@ func NewRegulations(cfg RegulationsConfig) (*Regulations, error) {
 	g.readers = append(g.readers, sup)
 	if cfg.StatusTopic != "" {
 		st, err := NewTopicReader(TopicReaderConfig{
-			Kafka: cfg.Kafka, Topic: cfg.StatusTopic, Follow: !cfg.Once, NoWait: cfg.Once, Opts: opts, Logger: cfg.Logger,
+			Kafka: cfg.Kafka, Topic: cfg.StatusTopic, ReadCommitted: true, Follow: !cfg.Once, NoWait: cfg.Once,
+			Opts: cfg.Opts, Logger: cfg.Logger,
 			Apply:  g.applyStatus,
 			Polled: g.loaded(cfg.StatusTopic),
 		})
@@ -99,7 +96,7 @@ func NewRegulations(cfg RegulationsConfig) (*Regulations, error) {
 // applyStatus reads one tracking.deletions.status record: a deleting request's user and
 // processedAt. A record that does not decode is logged and skipped.
 func (g *Regulations) applyStatus(r *kgo.Record) {
-	if r.Value == nil || r.Attrs.IsControl() {
+	if r.Value == nil {
 		return
 	}
 	rep, st, err := schemas.DecodeDeletionStatusRecord(r.Value)

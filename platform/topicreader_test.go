@@ -2,6 +2,7 @@ package platform_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -145,5 +146,183 @@ func TestTopicReaderNoWaitMissingTopic(t *testing.T) {
 	defer cancel()
 	if err := reader.Run(ctx); err == nil || ctx.Err() != nil {
 		t.Fatalf("Run: %v (context: %v), want an error at once", err, ctx.Err())
+	}
+}
+
+// TestTopicReaderStarts: a reader of two topics starts where its configuration says — each
+// partition's start, its last N records (none for N = 0, all when it holds fewer), the
+// records at or after a time — or reads only the partitions it names, and is ready once it
+// read them to their ends; a partition whose records were all deleted counts as read whatever
+// the start.
+func TestTopicReaderStarts(t *testing.T) {
+	kafka, _, logger := servicetest.Connect(t, kafkatest.Embedded(t))
+	cl, err := platform.NewKafkaClient(kafka, logger, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const a, b, gone = "starts-a", "starts-b", "starts-deleted"
+	if _, err := adm.CreateTopics(t.Context(), 2, 1, nil, a, b, gone); err != nil {
+		t.Fatal(err)
+	}
+	// Per topic and partition: o0..o2 two hours old, then (in later batches) n3, n4 now.
+	now := time.Now()
+	produce := func(from, to int, key string, ts time.Time) {
+		t.Helper()
+		var recs []*kgo.Record
+		for _, topic := range []string{a, b, gone} {
+			for p := range int32(2) {
+				for i := from; i < to; i++ {
+					recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Timestamp: ts,
+						Key: []byte(topic + "/" + strconv.Itoa(int(p)) + "/" + key + strconv.Itoa(i))})
+				}
+			}
+		}
+		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 3, "o", now.Add(-2*time.Hour))
+	produce(3, 5, "n", now)
+	servicetest.DeleteRecords(t, t.Context(), adm, gone)
+
+	for _, tt := range []struct {
+		name       string
+		topics     []string
+		partitions []int32
+		start      platform.Start
+		want       []string // suffixes of the keys read, per partition read: topic/partition/ is left out
+	}{
+		{name: "from the start", topics: []string{a, b}, want: []string{"o0", "o1", "o2", "n3", "n4"}},
+		{name: "last 2", topics: []string{a, b}, start: platform.StartLast(2), want: []string{"n3", "n4"}},
+		{name: "last 0", topics: []string{a, b}, start: platform.StartLast(0)},
+		{name: "last 9 of 5", topics: []string{a, b}, start: platform.StartLast(9), want: []string{"o0", "o1", "o2", "n3", "n4"}},
+		{name: "after an hour ago", topics: []string{a, b}, start: platform.StartAfter(now.Add(-time.Hour)), want: []string{"n3", "n4"}},
+		{name: "partition 1 only", topics: []string{a}, partitions: []int32{1}, want: []string{"o0", "o1", "o2", "n3", "n4"}},
+		{name: "deleted, from the start", topics: []string{gone}},
+		{name: "deleted, last 2", topics: []string{gone}, start: platform.StartLast(2)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			reader, err := platform.NewTopicReader(platform.TopicReaderConfig{
+				Kafka: kafka, Topics: tt.topics, Partitions: tt.partitions, Start: tt.start, Logger: logger,
+				Opts:  []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)},
+				Apply: func(r *kgo.Record) { got = append(got, string(r.Key)) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+			defer cancel()
+			if err := reader.Run(ctx); err != nil || ctx.Err() != nil {
+				t.Fatalf("Run: %v (context: %v), want it to return once caught up", err, ctx.Err())
+			}
+			var want []string
+			for _, topic := range tt.topics {
+				for p := range int32(2) {
+					if tt.partitions != nil && !slices.Contains(tt.partitions, p) {
+						continue
+					}
+					for _, k := range tt.want {
+						want = append(want, topic+"/"+strconv.Itoa(int(p))+"/"+k)
+					}
+				}
+			}
+			slices.Sort(got) // in order per partition; the partitions interleave
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("read %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestTopicReaderReadCommitted: a reader of committed records applies what committed
+// transactions wrote and no transaction marker, and is ready at the last stable offsets: an
+// open transaction does not hold it back; following, it applies that transaction's records
+// once it commits.
+func TestTopicReaderReadCommitted(t *testing.T) {
+	kafka, cl, logger := servicetest.Connect(t, kafkatest.Embedded(t))
+	const topic = "committed"
+	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	txn := func(id string, keys ...string) *kgo.Client {
+		t.Helper()
+		tc, err := platform.NewKafkaClient(kafka, logger, kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tc.Close)
+		if err := tc.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if err := tc.ProduceSync(t.Context(), &kgo.Record{Key: []byte(k)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tc
+	}
+	if err := txn("committed", "c1", "c2").EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn("aborted", "x").EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	open := txn("open", "o1")
+
+	applied := make(chan string, 10)
+	reader, err := platform.NewTopicReader(platform.TopicReaderConfig{
+		Kafka: kafka, Topic: topic, ReadCommitted: true, Follow: true, Logger: logger,
+		Opts: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)},
+		Apply: func(r *kgo.Record) {
+			if r.Attrs.IsControl() {
+				applied <- "control record at " + strconv.FormatInt(r.Offset, 10)
+				return
+			}
+			applied <- string(r.Key)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- reader.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-reader.Ready():
+	case <-time.After(15 * time.Second):
+		t.Fatal("reader not ready with a transaction open")
+	}
+	var got []string
+	for len(applied) > 0 {
+		got = append(got, <-applied)
+	}
+	if !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Fatalf("applied %q when ready, want the committed c1 and c2 only", got)
+	}
+	if err := open.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-applied:
+		if k != "o1" {
+			t.Fatalf("applied %q after the commit, want o1", k)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("o1 not applied once its transaction committed")
+	}
+	select {
+	case k := <-applied:
+		t.Fatalf("applied %q after o1, want nothing", k)
+	case <-time.After(300 * time.Millisecond):
 	}
 }

@@ -106,7 +106,7 @@ type Keyring struct {
 // listing is one ListEndOffsets shared by every miss that joined it before it started.
 type listing struct {
 	done chan struct{}
-	ends map[int32]int64
+	ends kadm.ListedOffsets
 	err  error
 }
 
@@ -526,12 +526,7 @@ func (k *Keyring) catchUp(ctx context.Context, id keyID) error {
 		k.mu.RLock()
 		_, found := k.keys[id]
 		behind := false
-		for p, end := range l.ends {
-			if k.read[p] < end {
-				behind = true
-				break
-			}
-		}
+		l.ends.Each(func(o kadm.ListedOffset) { behind = behind || k.read[o.Partition] < o.Offset })
 		advanced := k.advanced
 		k.mu.RUnlock()
 		if found && id != (keyID{}) || !behind {
@@ -570,8 +565,7 @@ func (k *Keyring) list(l *listing) {
 		l.err = err
 		return
 	}
-	l.ends = map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { l.ends[o.Partition] = o.Offset })
+	l.ends = ends
 }
 
 // Shred tombstones every live key of subject and waits for Kafka's acknowledgement; it returns
