@@ -61,13 +61,8 @@ func (s *Service) Handler() http.Handler {
 	})
 }
 
-type apiError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, apiError{Code: code, Message: msg})
+	writeJSON(w, status, schemas.ProfileAPIError{Code: code, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -76,58 +71,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// ProfileView is the answer of GET /v1/profiles/{id}.
-type ProfileView struct {
-	UserID         string                     `json:"userId,omitempty"`
-	AnonymousID    string                     `json:"anonymousId,omitempty"`
-	Traits         json.RawMessage            `json:"traits"`
-	ComputedTraits map[string]json.RawMessage `json:"computedTraits"`
-	Audiences      []AudienceRef              `json:"audiences"`
-	FirstSeen      string                     `json:"firstSeen,omitempty"`
-	LastSeen       string                     `json:"lastSeen,omitempty"`
-	// MergedIDs are the ids (anonymous, or an alias's previous id) merged into the profile.
-	MergedIDs []string `json:"mergedIds,omitempty"`
-}
-
-// AudienceRef names an audience a profile belongs to.
-type AudienceRef struct {
-	ID  string `json:"id"`
-	Key string `json:"key"`
-}
-
-// AudienceView is the answer of GET /v1/audiences/{id}.
-type AudienceView struct {
-	ID         string `json:"id"`
-	Name       string `json:"name"`
-	Key        string `json:"key"`
-	Source     string `json:"source"`
-	Realtime   bool   `json:"realtime"`
-	Members    int    `json:"members"`
-	LastSyncAt string `json:"lastSyncAt,omitempty"`
-	// LastSync counts the joins and leaves the last sync of each partition sent.
-	LastSync struct {
-		Joins  int `json:"joins"`
-		Leaves int `json:"leaves"`
-	} `json:"lastSync"`
-	// Partitions is how many of the Total partitions the figures cover: fewer while a
-	// partition is being restored, or when another instance could not be asked.
-	Partitions int  `json:"partitions"`
-	Total      int  `json:"totalPartitions"`
-	Partial    bool `json:"partial,omitempty"`
-}
-
-// MembersPage is the answer of GET /v1/audiences/{id}/members.
-type MembersPage struct {
-	Data []Member `json:"data"`
-	// Next is the cursor of the next page; empty on the last.
-	Next string `json:"next,omitempty"`
-}
-
-// Member is one member of an audience.
-type Member struct {
-	UserID      string `json:"userId,omitempty"`
-	AnonymousID string `json:"anonymousId,omitempty"`
-}
+// The profile API's requests and answers are declared in schemas (schemas/profiles.go), with
+// the console's client that reads them; these are their names here.
+type (
+	// ProfileView is the answer of GET /v1/profiles/{id}.
+	ProfileView = schemas.ProfileView
+	// AudienceRef names an audience a profile belongs to.
+	AudienceRef = schemas.AudienceRef
+	// AudienceView is the answer of GET /v1/audiences/{id}.
+	AudienceView = schemas.AudienceView
+	// MembersPage is the answer of GET /v1/audiences/{id}/members.
+	MembersPage = schemas.MembersPage
+	// Member is one member of an audience.
+	Member = schemas.Member
+	// PreviewRequest is the body of POST /v1/audiences/preview.
+	PreviewRequest = schemas.PreviewRequest
+	// PreviewView is the answer of POST /v1/audiences/preview.
+	PreviewView = schemas.PreviewView
+)
 
 func (s *Service) getProfile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
@@ -504,29 +465,6 @@ func (s *Service) owners(ctx context.Context) (map[int32]string, error) {
 
 // maxPreviewBody bounds the body of POST /v1/audiences/preview.
 const maxPreviewBody = 1 << 20
-
-// PreviewRequest is the body of POST /v1/audiences/preview.
-type PreviewRequest struct {
-	// Rule is a rule as in an audience of the config (docs/audiences.md#rules).
-	Rule json.RawMessage `json:"rule"`
-	// Now, when set, is the time the rule is evaluated at (a timestamp); default: now.
-	Now string `json:"now,omitempty"`
-}
-
-// PreviewView is the answer of POST /v1/audiences/preview.
-type PreviewView struct {
-	// Count is how many profiles match the rule at At; Profiles how many profiles there are.
-	Count    int    `json:"count"`
-	Profiles int    `json:"profiles"`
-	At       string `json:"at"`
-	// Partitions of Total: see AudienceView.
-	Partitions int  `json:"partitions"`
-	Total      int  `json:"totalPartitions"`
-	Partial    bool `json:"partial,omitempty"`
-	// NewAggregate: an event condition of the rule has a where that no audience or computed
-	// trait of the config counts yet; it counts no event before it is saved (no backfill).
-	NewAggregate bool `json:"newAggregate,omitempty"`
-}
 
 // previewAudience counts the profiles that match a candidate rule now, with the evaluation of
 // membership, over this instance's partitions plus (asked with scope=local) every other

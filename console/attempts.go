@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -23,7 +22,8 @@ import (
 // start the console reads the attempts of the last StatsWindow again, so a restarted console
 // shows the same log and stats.
 
-// attempt is one line of webhooks.attempts (docs/topics.md#webhooksattempts).
+// attempt is one line of webhooks.attempts (schemas.AttemptRecord) as the log keeps and the API
+// answers it.
 type attempt struct {
 	Seq           uint64    `json:"id,string"`
 	At            time.Time `json:"at"`
@@ -38,27 +38,25 @@ type attempt struct {
 	Test          bool      `json:"test,omitempty"`
 }
 
-// attemptRecord is the JSON of a webhooks.attempts record.
-type attemptRecord struct {
-	DestinationID string  `json:"destinationId"`
-	MessageID     string  `json:"messageId"`
-	URL           string  `json:"url"`
-	Attempt       int     `json:"attempt"`
-	Status        int     `json:"status"`
-	LatencyMs     float64 `json:"latencyMs"`
-	ErrorClass    string  `json:"errorClass"`
-	Error         string  `json:"error"`
-	At            string  `json:"at"`
-	Test          bool    `json:"test"`
-}
-
 // successClass is the error class of a 2xx.
-const successClass = "ok"
+const successClass = string(schemas.ClassOK)
 
-// failureClasses are the error classes of docs/delivery.md, in the order of the counters;
-// "suppressed" and "deleted" are records the deliverer dropped unsent because their user is
-// suppressed or deleted (docs/delivery.md#deleted-and-suppressed-users).
-var failureClasses = []string{"timeout", "connection", "status_5xx", "status_408", "status_429", "status_4xx", "tls", "blocked_address", "invalid_url", "invalid_request", "destination_unavailable", "suppressed", "deleted", "other"}
+// otherClass counts the failures of a class the console does not know (a newer deliverer's).
+const otherClass = "other"
+
+// failureClasses are the error classes but ok (schemas.Classes, docs/delivery.md), in the order
+// of the counters, then otherClass; "suppressed" and "deleted" are records the deliverer dropped
+// unsent because their user is suppressed or deleted
+// (docs/delivery.md#deleted-and-suppressed-users).
+var failureClasses = func() []string {
+	out := make([]string, 0, schemas.ErrorClassCount)
+	for _, c := range schemas.Classes() {
+		if c != schemas.ClassOK {
+			out = append(out, string(c))
+		}
+	}
+	return append(out, otherClass)
+}()
 
 func classIndex(c string) int {
 	if i := slices.Index(failureClasses, c); i >= 0 {
@@ -97,7 +95,7 @@ type minute struct {
 	at        int64 // unix minute
 	attempts  uint32
 	successes uint32
-	failures  [14]uint32 // by failureClasses
+	failures  [schemas.ErrorClassCount]uint32 // by failureClasses: every class but ok, then other
 	hist      [histBuckets]uint32
 }
 
@@ -248,20 +246,23 @@ func (s *Service) runAttempts(ctx context.Context) error {
 	})
 }
 
-// attemptNames are the members of a webhooks.attempts record the log keeps, in the order of
-// attemptFields.
-var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "at", "test"}
+// attemptNames are the JSON names of schemas.AttemptRecord's fields, in their order (the order
+// the deliverer writes them).
+var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at"}
 
-// attemptFields are those members as read: the strings alias the record.
+// attemptFields are those members as read: the strings alias the record. The log keeps no
+// concurrencyLimit nor pausedForMs; they are read to refuse a record as
+// schemas.DecodeAttemptRecord would.
 type attemptFields struct {
 	destinationID, messageID, url, errorClass, err, at []byte
-	attempt, status                                    int
+	attempt, status, concurrencyLimit, pausedForMs     int
 	latencyMs                                          float64
 	test                                               bool
 }
 
-// decodeAttemptFields reads b's attemptNames into f as json.Unmarshal into attemptRecord reads
-// them (console/decode.go); errUnsure for a record it leaves to json.Unmarshal.
+// decodeAttemptFields reads b's attemptNames into f as schemas.DecodeAttemptRecord
+// (json.Unmarshal) reads them (console/decode.go); errUnsure for a record it leaves to
+// json.Unmarshal.
 func decodeAttemptFields(b []byte, f *attemptFields) error {
 	err := schemas.EachMember(b, func(key, v []byte) error {
 		i, err := fieldIndex(key, attemptNames)
@@ -283,9 +284,13 @@ func decodeAttemptFields(b []byte, f *attemptFields) error {
 		case 7:
 			return decodeString(v, &f.err)
 		case 8:
-			return decodeString(v, &f.at)
+			return decodeInt(v, &f.concurrencyLimit)
 		case 9:
+			return decodeInt(v, &f.pausedForMs)
+		case 10:
 			return decodeBool(v, &f.test)
+		case 11:
+			return decodeString(v, &f.at)
 		}
 		return err
 	})
@@ -341,11 +346,11 @@ func (d *attemptDecoder) redacted(u []byte) string {
 	return s
 }
 
-// attemptOf reads one webhooks.attempts record with json.Unmarshal; false for a record that
-// cannot be read.
+// attemptOf reads one webhooks.attempts record with schemas.DecodeAttemptRecord; false for a
+// record that cannot be read.
 func attemptOf(r *kgo.Record) (attempt, bool) {
-	var rec attemptRecord
-	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.DestinationID == "" {
+	rec, err := schemas.DecodeAttemptRecord(r.Value)
+	if err != nil || rec.DestinationID == "" {
 		return attempt{}, false
 	}
 	at, err := time.Parse(time.RFC3339Nano, rec.At)
@@ -353,7 +358,7 @@ func attemptOf(r *kgo.Record) (attempt, bool) {
 		at = r.Timestamp
 	}
 	return attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
-		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: rec.ErrorClass, Error: rec.Error, Test: rec.Test}, true
+		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: string(rec.ErrorClass), Error: rec.Error, Test: rec.Test}, true
 }
 
 // statusMatches reports whether a matches the ?status= filter: success, failure, 2xx, 4xx,

@@ -12,12 +12,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // The console's client of the audiences service's profile API (docs/audiences.md#profile-api,
 // CONSOLE_AUDIENCES_URL, AUDIENCES_TOKEN): member counts and last syncs, profiles and rule
-// previews for the audiences pages. The console does not import the audiences package; the
-// answers' fields it reads are declared here. Every call is short (audiencesTimeout), and once
+// previews for the audiences pages. The console does not import the audiences package: the
+// requests and answers are schemas' (schemas/profiles.go), which the service serves. Every call is short (audiencesTimeout), and once
 // the service failed to answer the client does not ask it again for audiencesBackoff, so that
 // a page renders at once, with "unavailable", while it is down.
 
@@ -44,40 +46,6 @@ type audiencesClient struct {
 func newAudiencesClient(base, token string) *audiencesClient {
 	return &audiencesClient{base: strings.TrimSuffix(base, "/"), token: token, now: time.Now,
 		http: &http.Client{Timeout: audiencesTimeout}}
-}
-
-// audienceFigures are the fields of GET /v1/audiences/{id} the console shows.
-type audienceFigures struct {
-	Members    int    `json:"members"`
-	LastSyncAt string `json:"lastSyncAt"`
-	Partitions int    `json:"partitions"`
-	Total      int    `json:"totalPartitions"`
-	Partial    bool   `json:"partial"`
-}
-
-// profileAnswer is GET /v1/profiles/{id}.
-type profileAnswer struct {
-	UserID         string                     `json:"userId"`
-	AnonymousID    string                     `json:"anonymousId"`
-	Traits         json.RawMessage            `json:"traits"`
-	ComputedTraits map[string]json.RawMessage `json:"computedTraits"`
-	Audiences      []struct {
-		ID  string `json:"id"`
-		Key string `json:"key"`
-	} `json:"audiences"`
-	FirstSeen string   `json:"firstSeen"`
-	LastSeen  string   `json:"lastSeen"`
-	MergedIDs []string `json:"mergedIds"`
-}
-
-// previewAnswer is POST /v1/audiences/preview.
-type previewAnswer struct {
-	Count        int  `json:"count"`
-	Profiles     int  `json:"profiles"`
-	Partitions   int  `json:"partitions"`
-	Total        int  `json:"totalPartitions"`
-	Partial      bool `json:"partial"`
-	NewAggregate bool `json:"newAggregate"`
 }
 
 // audiencesError is a non-2xx answer of the service: its status and message.
@@ -133,9 +101,7 @@ func (c *audiencesClient) call(ctx context.Context, method, path string, body []
 		return errAudiencesDown
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Message string `json:"message"`
-		}
+		var e schemas.ProfileAPIError
 		if json.Unmarshal(b, &e) != nil || e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
 		}
@@ -148,8 +114,8 @@ func (c *audiencesClient) call(ctx context.Context, method, path string, body []
 }
 
 // audiences returns the figures of each audience id (absent: not had), asked in parallel.
-func (c *audiencesClient) audiences(ctx context.Context, ids []string) (map[string]audienceFigures, error) {
-	out := make(map[string]audienceFigures, len(ids))
+func (c *audiencesClient) audiences(ctx context.Context, ids []string) (map[string]schemas.AudienceView, error) {
+	out := make(map[string]schemas.AudienceView, len(ids))
 	var mu sync.Mutex
 	var firstErr error
 	sem := make(chan struct{}, audiencesParallel)
@@ -159,7 +125,7 @@ func (c *audiencesClient) audiences(ctx context.Context, ids []string) (map[stri
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			var f audienceFigures
+			var f schemas.AudienceView
 			err := c.call(ctx, http.MethodGet, "/v1/audiences/"+url.PathEscape(id), nil, &f)
 			mu.Lock()
 			defer mu.Unlock()
@@ -178,8 +144,8 @@ func (c *audiencesClient) audiences(ctx context.Context, ids []string) (map[stri
 
 // profile returns the profile of a user or anonymous id; nil (and no error) when there is
 // none.
-func (c *audiencesClient) profile(ctx context.Context, id string) (*profileAnswer, error) {
-	var p profileAnswer
+func (c *audiencesClient) profile(ctx context.Context, id string) (*schemas.ProfileView, error) {
+	var p schemas.ProfileView
 	err := c.call(ctx, http.MethodGet, "/v1/profiles/"+url.PathEscape(id), nil, &p)
 	var ae *audiencesError
 	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
@@ -192,12 +158,12 @@ func (c *audiencesClient) profile(ctx context.Context, id string) (*profileAnswe
 }
 
 // preview counts the profiles that match rule now.
-func (c *audiencesClient) preview(ctx context.Context, rule json.RawMessage) (*previewAnswer, error) {
-	body, err := json.Marshal(map[string]json.RawMessage{"rule": rule})
+func (c *audiencesClient) preview(ctx context.Context, rule json.RawMessage) (*schemas.PreviewView, error) {
+	body, err := json.Marshal(schemas.PreviewRequest{Rule: rule})
 	if err != nil {
 		return nil, err
 	}
-	var p previewAnswer
+	var p schemas.PreviewView
 	if err := c.call(ctx, http.MethodPost, "/v1/audiences/preview", body, &p); err != nil {
 		return nil, err
 	}

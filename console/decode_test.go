@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,9 @@ var attemptCases = []attemptCase{
 	{"message id an array", `{"destinationId":"d","messageId":["m"]}`, false},
 	{"url a bool", `{"destinationId":"d","url":false}`, false},
 	{"wrong type then invalid", `{"destinationId":"d","attempt":"1",`, false},
+	{"concurrency limit a string", `{"destinationId":"d","concurrencyLimit":"16"}`, false},
+	{"paused a fraction", `{"destinationId":"d","pausedForMs":1.5}`, false},
+	{"concurrency limit and pause null", `{"destinationId":"d","concurrencyLimit":null,"pausedForMs":null}`, false},
 	// malformed: skipped
 	{"empty", ``, true},
 	{"null", `null`, true},
@@ -188,6 +192,9 @@ var replayCases = []string{
 	`{"messageId":"m-4"}`,
 	`{"destinationId":1}`,
 	`{"destinationId":"hooks","replayedAt":7}`,
+	`{"replayedAt":"2026-11-27T03:00:00.000Z","destinationId":"hooks","messageId":"m-6","url":"https://xxxxx@other.example.com/in","supersededBy":"0:12"}`,
+	`{"destinationId":"hooks","url":5}`,
+	`{"destinationId":"hooks","SupersededBy":["0:1"]}`,
 	`{"destinationId":"hooks","meſſageId":"m-5"}`,
 	"{\"destinationId\":\"h\xff\"}",
 	`{"destinationId":"hooks"`,
@@ -196,9 +203,10 @@ var replayCases = []string{
 	``,
 }
 
-// oldReplayMark is how the DLQ view read a replay mark before the lean decoder.
-func oldReplayMark(b []byte) (replayMark, bool) {
-	var m replayMark
+// oldReplayMark is how the DLQ view read a replay mark before the lean decoder: json.Unmarshal
+// into schemas.ReplayMark.
+func oldReplayMark(b []byte) (schemas.ReplayMark, bool) {
+	var m schemas.ReplayMark
 	return m, len(b) > 0 && json.Unmarshal(b, &m) == nil
 }
 
@@ -241,3 +249,24 @@ func FuzzViewDecoders(f *testing.F) {
 }
 
 func jsonTextString(a, b []byte) (string, string) { return string(a), string(b) }
+
+// jsonNames are the JSON names of a struct type's fields, in their order.
+func jsonNames(typ reflect.Type) []string {
+	var out []string
+	for f := range typ.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}
+
+// TestViewDecodersReadSchemasTypes: the lean decoders know every member of the records they
+// read, by the names of the schemas types (so that they refuse what schemas' decoders refuse).
+func TestViewDecodersReadSchemasTypes(t *testing.T) {
+	if want := jsonNames(reflect.TypeFor[schemas.AttemptRecord]()); !slices.Equal(attemptNames, want) {
+		t.Errorf("attemptNames = %v, want schemas.AttemptRecord's %v", attemptNames, want)
+	}
+	if want := jsonNames(reflect.TypeFor[schemas.ReplayMark]()); !slices.Equal(replayMarkNames, want) {
+		t.Errorf("replayMarkNames = %v, want schemas.ReplayMark's %v", replayMarkNames, want)
+	}
+}

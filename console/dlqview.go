@@ -2,10 +2,8 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,7 +135,7 @@ func (c *dlqView) mark(key string, msg platform.DeadLetter, at time.Time) {
 	cur, ok := d.newest[msg.MessageKey()]
 	newest := ok && cur.markerKey() == key
 	if ok && !newest {
-		if p, o, ok := splitMarkerKey(key); ok && p == cur.partition && o < cur.offset {
+		if p, o, ok := schemas.ParseReplayMarkKey(key); ok && p == cur.partition && o < cur.offset {
 			return // of a dead letter superseded already
 		}
 	}
@@ -147,14 +145,6 @@ func (c *dlqView) mark(key string, msg platform.DeadLetter, at time.Time) {
 	if at.After(d.replayed[key]) {
 		d.replayed[key] = at
 	}
-}
-
-// splitMarkerKey reads a marker key "partition:offset".
-func splitMarkerKey(key string) (int32, int64, bool) {
-	ps, os, ok := strings.Cut(key, ":")
-	p, err1 := strconv.ParseInt(ps, 10, 32)
-	o, err2 := strconv.ParseInt(os, 10, 64)
-	return int32(p), o, ok && err1 == nil && err2 == nil
 }
 
 // pending returns the destination's messages not replayed yet.
@@ -229,7 +219,7 @@ func (s *Service) runDLQView(ctx context.Context) error {
 			}
 			msg := platform.DeadLetter{DestinationID: m.DestinationID, MessageID: m.MessageID}
 			if m.MessageID == "" { // a dead letter without a message id stands alone
-				p, o, _ := splitMarkerKey(string(r.Key))
+				p, o, _ := schemas.ParseReplayMarkKey(string(r.Key))
 				msg.Partition, msg.Offset = p, o
 			}
 			c.mark(string(r.Key), msg, at)
@@ -237,22 +227,16 @@ func (s *Service) runDLQView(ctx context.Context) error {
 	}, nil)
 }
 
-// replayMark is what the view reads of a webhooks.dlq.replayed record.
-type replayMark struct {
-	DestinationID string `json:"destinationId"`
-	MessageID     string `json:"messageId"`
-	ReplayedAt    string `json:"replayedAt"`
-}
+// replayMarkNames are the JSON names of schemas.ReplayMark's fields, in their order.
+var replayMarkNames = []string{"replayedAt", "destinationId", "messageId", "url", "supersededBy"}
 
-var replayMarkNames = []string{"destinationId", "messageId", "replayedAt"}
-
-// replayMarkOf reads a webhooks.dlq.replayed record as json.Unmarshal would (console/decode.go);
-// false when it cannot be read.
-func replayMarkOf(b []byte) (replayMark, bool) {
+// replayMarkOf reads a webhooks.dlq.replayed record as schemas.DecodeReplayMark would
+// (console/decode.go); false when it cannot be read.
+func replayMarkOf(b []byte) (schemas.ReplayMark, bool) {
 	if len(b) == 0 {
-		return replayMark{}, false
+		return schemas.ReplayMark{}, false
 	}
-	var f [3][]byte
+	var f [5][]byte
 	err := schemas.EachMember(b, func(key, v []byte) error {
 		i, err := fieldIndex(key, replayMarkNames)
 		if i < 0 {
@@ -261,8 +245,9 @@ func replayMarkOf(b []byte) (replayMark, bool) {
 		return decodeString(v, &f[i])
 	})
 	if err != nil && !errors.Is(err, errWrongType) {
-		var m replayMark // the scanner refused it, or a key it cannot match
-		return m, json.Unmarshal(b, &m) == nil
+		m, err := schemas.DecodeReplayMark(b) // the scanner refused it, or a key it cannot match
+		return m, err == nil
 	}
-	return replayMark{DestinationID: string(f[0]), MessageID: string(f[1]), ReplayedAt: string(f[2])}, err == nil
+	return schemas.ReplayMark{ReplayedAt: string(f[0]), DestinationID: string(f[1]), MessageID: string(f[2]),
+		URL: string(f[3]), SupersededBy: string(f[4])}, err == nil
 }

@@ -100,7 +100,7 @@ func (u *ui) audiences(w http.ResponseWriter, r *http.Request) {
 	for _, a := range snap.Audiences() {
 		ids = append(ids, a.ID)
 	}
-	figures := map[string]audienceFigures{}
+	figures := map[string]schemas.AudienceView{}
 	if len(ids) > 0 {
 		var err error
 		figures, err = u.aud().audiences(r.Context(), ids)
@@ -149,7 +149,7 @@ func (u *ui) profile(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, status, "profile", page{Title: "Profile lookup", Nav: "audiences", Data: l})
 }
 
-func profileOf(p *profileAnswer) *profileData {
+func profileOf(p *schemas.ProfileView) *profileData {
 	d := &profileData{UserID: p.UserID, AnonymousID: p.AnonymousID, MergedIDs: p.MergedIDs}
 	for _, ts := range []struct {
 		raw string

@@ -13,11 +13,10 @@ import (
 
 // The attempt log webhooks.attempts and the attempt metrics (docs/delivery.md#attempt-log-and-metrics).
 
-// attemptRecord appends one line of webhooks.attempts: {"destinationId", "messageId", "url",
-// "attempt", "status", "latencyMs", "errorClass", "error" (on failure), "concurrencyLimit" (the
-// host's limit after this POST), "pausedForMs" (when the endpoint paused its host), "test"
-// (true, on a test delivery only), "at"}. It is
-// written by hand: one per POST, on the hot path.
+// appendAttemptRecord appends one record of webhooks.attempts, a schemas.AttemptRecord: its
+// members in the type's order, "error" on failure only, "pausedForMs" only while the endpoint
+// pauses its host, "test" on a test delivery only. It is written by hand (one per POST, on the
+// hot path), and writes what encoding/json writes of the type (TestAttemptRecordRoundTrip).
 func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, now time.Time) []byte {
 	b = append(b, `{"destinationId":`...)
 	b = schemas.AppendJSONString(b, d.destID)

@@ -9,37 +9,39 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// Class is the outcome class of one POST. Its string is the error_class of the attempt log.
-type Class string
+// Class is the outcome class of one POST: its string is the errorClass of the attempt log. The
+// classes, and which are retryable (Class.Retryable), are declared once in schemas
+// (schemas.ErrorClass, schemas/attempts.go), which the console reads them from; these are their
+// names here. Classify returns no other.
+type Class = schemas.ErrorClass
 
-// Outcome classes.
+// Outcome classes (schemas.Classes).
 const (
 	// Success: a 2xx answer.
-	Success Class = "ok"
+	Success = schemas.ClassOK
 	// Retryable failures: tried again on the next tier.
-	Timeout   Class = "timeout"    // no answer within DELIVERY_TIMEOUT
-	ConnError Class = "connection" // refused, reset, DNS failure...
-	Status5xx Class = "status_5xx"
-	Status408 Class = "status_408"
-	Status429 Class = "status_429"
+	Timeout   = schemas.ClassTimeout    // no answer within DELIVERY_TIMEOUT
+	ConnError = schemas.ClassConnection // refused, reset, DNS failure...
+	Status5xx = schemas.ClassStatus5xx
+	Status408 = schemas.ClassStatus408
+	Status429 = schemas.ClassStatus429
 	// Permanent failures: to the DLQ at once.
-	Status4xx  Class = "status_4xx" // other 4xx, and 1xx/3xx (redirects are not followed)
-	TLSError   Class = "tls"        // certificate refused: no request was sent
-	Blocked    Class = "blocked_address"
-	InvalidURL Class = "invalid_url"
-	// InvalidRequest: a request no HTTP client may send as it is — a messageId or a static
-	// header value holding a control character, or anything else net/http refuses before it
-	// connects. Nothing was sent, and no retry would change that.
-	InvalidRequest Class = "invalid_request"
-	Unavailable    Class = "destination_unavailable" // deleted or disabled since routing
+	Status4xx      = schemas.ClassStatus4xx // other 4xx, and 1xx/3xx (redirects are not followed)
+	TLSError       = schemas.ClassTLS       // certificate refused: no request was sent
+	Blocked        = schemas.ClassBlockedAddress
+	InvalidURL     = schemas.ClassInvalidURL
+	InvalidRequest = schemas.ClassInvalidRequest         // a request net/http refuses as it is: ErrInvalidRequest
+	Unavailable    = schemas.ClassDestinationUnavailable // deleted or disabled since routing
 	// Not sent, ever: the message's user is suppressed, or was deleted after the message was
 	// accepted (docs/delivery.md#deleted-and-suppressed-users), or its body is sealed with a
 	// data key that was shredded (docs/security.md#crypto-shredding). The record is finished,
 	// not retried nor dead-lettered; its attempt-log line has status 0 and no url.
-	Suppressed Class = "suppressed"
-	Deleted    Class = "deleted"
+	Suppressed = schemas.ClassSuppressed
+	Deleted    = schemas.ClassDeleted
 )
 
 // ErrInvalidRequest is matched (errors.Is) by the error of a request that cannot be sent as it
@@ -61,15 +63,6 @@ type invalidURLError struct{ err error }
 
 func (e *invalidURLError) Error() string { return e.err.Error() }
 func (e *invalidURLError) Unwrap() error { return e.err }
-
-// Retryable reports whether a failure of this class is tried again.
-func (c Class) Retryable() bool {
-	switch c {
-	case Timeout, ConnError, Status5xx, Status408, Status429:
-		return true
-	}
-	return false
-}
 
 // Classify is the one place that decides what an answer (status, header) or a transport error
 // means: Success, a retryable class, or a permanent one. retryAfter is the delay a 429 or 503

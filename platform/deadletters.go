@@ -3,7 +3,6 @@ package platform
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -89,20 +88,8 @@ type DeadLetter struct {
 	record *kgo.Record
 }
 
-// markerKey is a dead letter's key in TopicDLQReplayed.
-func (d DeadLetter) markerKey() string {
-	return strconv.Itoa(int(d.Partition)) + ":" + strconv.FormatInt(d.Offset, 10)
-}
-
-type replayMarker struct {
-	ReplayedAt    string `json:"replayedAt"`
-	DestinationID string `json:"destinationId"`
-	MessageID     string `json:"messageId"`
-	URL           string `json:"url,omitempty"`
-	// SupersededBy is set on the mark of an older dead letter of a replayed message: the marker
-	// key of the newest one, which the replay sent instead.
-	SupersededBy string `json:"supersededBy,omitempty"`
-}
+// markerKey is a dead letter's key in TopicDLQReplayed (schemas.ReplayMarkKey).
+func (d DeadLetter) markerKey() string { return schemas.ReplayMarkKey(d.Partition, d.Offset) }
 
 // A message's dead letters are one (docs/delivery.md#dead-letters-and-replay): each replay of a
 // message that fails again adds a dead letter of it, so the DLQ may hold several records of one
@@ -235,8 +222,8 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 		out := make([]*kgo.Record, 0, len(batch))
 		marks := make([]*kgo.Record, 0, len(batch))
 		mark := func(key string, d DeadLetter, supersededBy string) {
-			v, _ := json.Marshal(replayMarker{ReplayedAt: nowText, DestinationID: d.DestinationID, MessageID: d.MessageID, URL: schemas.RedactURL(o.URL), SupersededBy: supersededBy})
-			marks = append(marks, &kgo.Record{Topic: topics.Replayed, Key: []byte(key), Value: v})
+			v := schemas.ReplayMark{ReplayedAt: nowText, DestinationID: d.DestinationID, MessageID: d.MessageID, URL: schemas.RedactURL(o.URL), SupersededBy: supersededBy}
+			marks = append(marks, &kgo.Record{Topic: topics.Replayed, Key: []byte(key), Value: v.Record()})
 		}
 		for _, d := range batch {
 			out = append(out, redelivery(d.record, topics.Deliveries, nowText, o.URL))
@@ -400,8 +387,7 @@ func readMarkers(ctx context.Context, kafka KafkaSettings, logger zerolog.Logger
 	reader, err := NewTopicReader(TopicReaderConfig{
 		Kafka: kafka, Topic: topic, NoWait: true, ReadCommitted: true, Logger: logger,
 		Apply: func(r *kgo.Record) {
-			var m replayMarker
-			if json.Unmarshal(r.Value, &m) == nil {
+			if m, err := schemas.DecodeReplayMark(r.Value); err == nil {
 				if at, err := schemas.ParseTimestamp(m.ReplayedAt); err == nil && at.After(marks[string(r.Key)]) {
 					marks[string(r.Key)] = at
 				}

@@ -34,10 +34,10 @@ const (
 	TopicDeliveries = "webhooks.deliveries"
 	// TopicDLQ carries deliveries that failed permanently or ran out of retry window.
 	TopicDLQ = "webhooks.dlq"
-	// TopicDLQReplayed marks the dead letters that were replayed: key "<DLQ partition>:<offset>",
-	// value {"replayedAt","destinationId","messageId"}, so a replay does not send them again.
+	// TopicDLQReplayed marks the dead letters that were replayed: key ReplayMarkKey ("<DLQ
+	// partition>:<offset>"), value a ReplayMark, so a replay does not send them again.
 	TopicDLQReplayed = "webhooks.dlq.replayed"
-	// TopicAttempts carries one JSON record per delivery attempt, keyed by destination id.
+	// TopicAttempts carries one AttemptRecord per delivery attempt, keyed by destination id.
 	TopicAttempts = "webhooks.attempts"
 	// TopicConfig is the compacted tenant-config topic: keys "source/<id>",
 	// "destination/<id>", "audience/<id>", "computed-trait/<id>"; a tombstone deletes.

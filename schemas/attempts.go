@@ -1,0 +1,129 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// The attempt log, webhooks.attempts (docs/topics.md#webhooksattempts): one AttemptRecord per
+// POST, written by the deliverer and read by the console's delivery log. Its error classes are
+// the outcomes of docs/delivery.md#outcome-one-function-decides; the deliverer's classifier
+// returns only these, and the console counts each by name.
+
+// ErrorClass is the outcome class of one POST: the errorClass of an AttemptRecord, the reason
+// of a dead letter for a permanent failure (docs/topics.md#webhooksdlq).
+type ErrorClass string
+
+// Error classes, in the order of Classes.
+const (
+	// ClassOK: a 2xx answer.
+	ClassOK ErrorClass = "ok"
+
+	// Retryable failures (ErrorClass.Retryable): tried again on the next retry tier.
+
+	// ClassTimeout: no answer within DELIVERY_TIMEOUT.
+	ClassTimeout ErrorClass = "timeout"
+	// ClassConnection: the connection was refused or reset, DNS failed...
+	ClassConnection ErrorClass = "connection"
+	// ClassStatus5xx: a 5xx answer.
+	ClassStatus5xx ErrorClass = "status_5xx"
+	// ClassStatus408: a 408 answer.
+	ClassStatus408 ErrorClass = "status_408"
+	// ClassStatus429: a 429 answer.
+	ClassStatus429 ErrorClass = "status_429"
+
+	// Permanent failures: to the DLQ at once.
+
+	// ClassStatus4xx: another 4xx answer, or a 1xx or 3xx (redirects are not followed).
+	ClassStatus4xx ErrorClass = "status_4xx"
+	// ClassTLS: the endpoint's certificate was refused: no request was sent.
+	ClassTLS ErrorClass = "tls"
+	// ClassBlockedAddress: the host resolved to an address egress may not reach
+	// (docs/security.md).
+	ClassBlockedAddress ErrorClass = "blocked_address"
+	// ClassInvalidURL: a webhook URL no request can be made of.
+	ClassInvalidURL ErrorClass = "invalid_url"
+	// ClassInvalidRequest: a request no HTTP client may send as it is — a messageId or a
+	// static header value holding a control character, or anything else net/http refuses
+	// before it connects. Nothing was sent, and no retry would change that.
+	ClassInvalidRequest ErrorClass = "invalid_request"
+	// ClassDestinationUnavailable: the destination was deleted or disabled since routing.
+	ClassDestinationUnavailable ErrorClass = "destination_unavailable"
+
+	// Not sent, ever: the message's user is suppressed, or was deleted after the message was
+	// accepted (docs/delivery.md#deleted-and-suppressed-users), or its body is sealed with a
+	// data key that was shredded (docs/security.md#crypto-shredding). The record is finished,
+	// neither retried nor dead-lettered; its attempt record has status 0 and no url.
+
+	// ClassSuppressed: the message's user is suppressed.
+	ClassSuppressed ErrorClass = "suppressed"
+	// ClassDeleted: the message's user was deleted, or its data key shredded.
+	ClassDeleted ErrorClass = "deleted"
+)
+
+// errorClasses is every ErrorClass, ClassOK first.
+var errorClasses = [...]ErrorClass{
+	ClassOK,
+	ClassTimeout, ClassConnection, ClassStatus5xx, ClassStatus408, ClassStatus429,
+	ClassStatus4xx, ClassTLS, ClassBlockedAddress, ClassInvalidURL, ClassInvalidRequest, ClassDestinationUnavailable,
+	ClassSuppressed, ClassDeleted,
+}
+
+// ErrorClassCount is how many error classes there are (len(Classes())), a constant: a reader
+// may size an array of counters by class with it.
+const ErrorClassCount = len(errorClasses)
+
+// Classes returns every error class, ClassOK first, in the order of the constants. The caller
+// owns the slice.
+func Classes() []ErrorClass { return slices.Clone(errorClasses[:]) }
+
+// Retryable reports whether a failure of this class is tried again (on the next retry tier).
+func (c ErrorClass) Retryable() bool {
+	switch c {
+	case ClassTimeout, ClassConnection, ClassStatus5xx, ClassStatus408, ClassStatus429:
+		return true
+	}
+	return false
+}
+
+// AttemptRecord is the value of one webhooks.attempts record (docs/topics.md#webhooksattempts),
+// keyed by destination id: one POST of a delivery to one URL, or a record the deliverer
+// dropped unsent (ClassSuppressed, ClassDeleted: status 0, url empty). The deliverer writes it
+// with a hand-written encoder of these fields, in this order (deliverer/attempts.go); a reader
+// decodes it with DecodeAttemptRecord, or reads the members it needs by these JSON names.
+type AttemptRecord struct {
+	DestinationID string `json:"destinationId"`
+	MessageID     string `json:"messageId"`
+	// URL is the URL posted to, without credentials (RedactURL); empty on a record dropped
+	// unsent.
+	URL string `json:"url"`
+	// Attempt is the delivery's attempt number, from 1.
+	Attempt int `json:"attempt"`
+	// Status is the HTTP status of the answer; 0 when no answer came.
+	Status int `json:"status"`
+	// LatencyMs is how long the POST took, in milliseconds (microsecond precision).
+	LatencyMs  float64    `json:"latencyMs"`
+	ErrorClass ErrorClass `json:"errorClass"`
+	// Error is what went wrong, "<class>: <detail>" (never the URL's query); absent on ClassOK.
+	Error string `json:"error,omitempty"`
+	// ConcurrencyLimit is the endpoint host's concurrency limit after this POST
+	// (docs/delivery.md#concurrency-found-per-endpoint); 0 when the host had none yet.
+	ConcurrencyLimit int `json:"concurrencyLimit"`
+	// PausedForMs is what is left of the host's Retry-After pause; absent when not paused.
+	PausedForMs int64 `json:"pausedForMs,omitempty"`
+	// Test marks a POST of a test delivery (docs/delivery.md#test-deliveries); absent otherwise.
+	Test bool `json:"test,omitempty"`
+	// At is when the attempt ended (FormatTimestamp).
+	At string `json:"at"`
+}
+
+// DecodeAttemptRecord decodes one webhooks.attempts value as encoding/json does (keys matched
+// case-insensitively, unknown members ignored, a member of the wrong type an error).
+func DecodeAttemptRecord(data []byte) (AttemptRecord, error) {
+	var r AttemptRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return AttemptRecord{}, fmt.Errorf("attempt record: %w", err)
+	}
+	return r, nil
+}
