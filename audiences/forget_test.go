@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -23,7 +24,7 @@ func TestDeletionForgetsLateEvents(t *testing.T) {
 	}
 	h.clock.Advance(time.Minute)
 	h.deletion("gone", schemas.KindDeleteOnly)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the deleted profile gone", func() string {
 		if code := get(t, svc, "/v1/profiles/gone", testToken, nil); code != http.StatusNotFound {
 			return fmt.Sprintf("profile after its deletion: %d", code)
 		}

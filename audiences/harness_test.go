@@ -3,7 +3,6 @@ package audiences_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -201,36 +200,7 @@ const testToken = "audiences-test-token-0123456789"
 // answer into v; it returns the status.
 func get(t *testing.T, svc *audiences.Service, path, token string, v any) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if v != nil && len(body) > 0 {
-		if err := json.Unmarshal(body, v); err != nil {
-			t.Fatalf("GET %s: %v: %s", path, err, body)
-		}
-	}
-	return resp.StatusCode
-}
-
-// eventually retries f until it returns "" or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := f()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a := servicetest.Call(t, http.MethodGet, "http://"+svc.Addr()+path, "", "Authorization", servicetest.Bearer(token))
+	a.Decode(t, v)
+	return a.Status
 }

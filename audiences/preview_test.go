@@ -1,9 +1,7 @@
 package audiences_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,23 +15,9 @@ import (
 // status.
 func post(t *testing.T, svc *audiences.Service, path, token, body string, v any) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+svc.Addr()+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if v != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("POST %s: %v: %s", path, err, b)
-		}
-	}
-	return resp.StatusCode
+	a := servicetest.Call(t, http.MethodPost, "http://"+svc.Addr()+path, body, "Authorization", servicetest.Bearer(token))
+	a.Decode(t, v)
+	return a.Status
 }
 
 // TestPreview: POST /v1/audiences/preview counts the profiles a candidate rule matches now,
@@ -55,7 +39,7 @@ func TestPreview(t *testing.T) {
 			h.track(u, "Order Completed", `{"revenue":10}`)
 		}
 	}
-	eventually(t, 20*time.Second, func() string {
+	servicetest.Eventually(t, 20*time.Second, "profile u11 with its orders", func() string {
 		var p audiences.ProfileView
 		if code := get(t, svc, "/v1/profiles/u11", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "30" {
 			return fmt.Sprintf("profile u11: %d %+v", code, p)
@@ -179,7 +163,7 @@ func TestPreviewOverTwoInstances(t *testing.T) {
 		}
 		h.send(fmt.Sprintf(`{"type":"identify","userId":"u%02d","traits":{"plan":%q}}`, i, plan))
 	}
-	eventually(t, 30*time.Second, func() string {
+	servicetest.Eventually(t, 30*time.Second, "the preview from both instances", func() string {
 		for _, svc := range []*audiences.Service{a, b} {
 			var v audiences.PreviewView
 			code := post(t, svc, "/v1/audiences/preview", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &v)

@@ -118,7 +118,7 @@ func TestSyncSendsMembersThenChanges(t *testing.T) {
 		}
 	}
 	var a audiences.AudienceView
-	eventually(t, 5*time.Second, func() string {
+	servicetest.Eventually(t, 5*time.Second, "the audience emptied by the window", func() string {
 		get(t, svc, "/v1/audiences/buyers", testToken, &a)
 		if a.Members != 0 || a.LastSync.Leaves+a.LastSync.Joins != 0 && a.LastSync.Leaves != 4 {
 			return fmt.Sprintf("audience view after the window: %+v", a)
@@ -205,7 +205,7 @@ computedTraits:
 	h.send(fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"email":"a@example.com"}}`, user, anon))
 	h.send(order("userId", user, "pro"))
 	h.send(order("anonymousId", anon, "team")) // after the merge: still the user's
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the merged profile in the audience", func() string {
 		var p audiences.ProfileView
 		get(t, svc, "/v1/profiles/"+user, testToken, &p)
 		if len(p.Audiences) != 1 || p.Audiences[0].ID != "loyal" || !sameSet(p.ComputedTraits["plans_seen"], "free", "pro", "team") {
@@ -278,7 +278,7 @@ func TestDeletionAndSuppression(t *testing.T) {
 	}
 	h.deletion("gone", schemas.KindDeleteOnly)
 	h.deletion("quiet", schemas.KindSuppressOnly)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the deleted and the suppressed profile gone", func() string {
 		for _, u := range []string{"gone", "quiet"} {
 			if code := get(t, svc, "/v1/profiles/"+u, testToken, nil); code != http.StatusNotFound {
 				return fmt.Sprintf("profile %s after its deletion: %d", u, code)
@@ -312,7 +312,7 @@ func TestDeletionAndSuppression(t *testing.T) {
 	// Unsuppressed: the next events count again (once the request reached the profile's
 	// partition: it goes through tracking.deletions, the events do not).
 	h.deletion("quiet", schemas.KindUnsuppress)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "three deletion requests applied", func() string {
 		if n := servicetest.Counter(t, reg, "tributary_audiences_deletion_requests_total"); n != 3 {
 			return fmt.Sprintf("deletion requests applied: %v", n)
 		}
@@ -339,7 +339,7 @@ func TestRestartResendsNothing(t *testing.T) {
 	}
 	stop()
 	svc, reg, _ := h.run("aud-restart", nil)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the profile restored after the restart", func() string {
 		var p audiences.ProfileView
 		if code := get(t, svc, "/v1/profiles/u7", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "3" {
 			return fmt.Sprintf("profile after the restart: %d %+v", code, p)
@@ -465,7 +465,7 @@ func TestTwoInstancesRebalance(t *testing.T) {
 			b, _, _ = h.run(addrB, with(addrB))
 		case 2:
 			// Both run: either answers for every user, forwarding to the owner.
-			eventually(t, 20*time.Second, func() string {
+			servicetest.Eventually(t, 20*time.Second, "every profile from either instance", func() string {
 				for i := range users {
 					var p audiences.ProfileView
 					u := fmt.Sprintf("u%02d", i)
@@ -616,7 +616,7 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 	svc, _, _ := h.run("aud-forget", func(c *audiences.Config) { c.SyncInterval = time.Hour })
 	h.send(fmt.Sprintf(`{"type":"track","anonymousId":%q,"event":"Viewed"}`, anon),
 		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"email":"o@example.com"}}`, other, kept))
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the anonymous id merged into the other user", func() string {
 		var p audiences.ProfileView
 		if code := get(t, svc, "/v1/profiles/"+kept, testToken, &p); code != http.StatusOK || p.UserID != other {
 			return fmt.Sprintf("%s not merged into %s yet: %d %+v", kept, other, code, p)
@@ -626,7 +626,7 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 	h.send(fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"email":"u@example.com","phone":"+331234"}}`, user, anon),
 		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"plan":"pro"}}`, user, anon2),
 		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q}`, user, kept))
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "three merged ids", func() string {
 		var p audiences.ProfileView
 		get(t, svc, "/v1/profiles/"+user, testToken, &p)
 		if len(p.MergedIDs) != 3 {
@@ -689,7 +689,7 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 	}
 	// The anonymous id's next message starts a profile of its own.
 	h.send(fmt.Sprintf(`{"type":"track","anonymousId":%q,"event":"Viewed"}`, anon))
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the anonymous id's own profile after the deletion", func() string {
 		var p audiences.ProfileView
 		if code := get(t, svc, "/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != anon {
 			return fmt.Sprintf("profile of %s after the deletion: %d %+v", anon, code, p)
@@ -714,7 +714,7 @@ func TestDeletionForgetsOldRedirects(t *testing.T) {
 		msgs = append(msgs, fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":"old-%d","traits":{"email":"m@example.com"}}`, user, i))
 	}
 	h.send(msgs...)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the merge of old-0", func() string {
 		var p audiences.ProfileView
 		if code := get(t, svc, "/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != user {
 			return fmt.Sprintf("old-0 not merged yet: %d %+v", code, p)
@@ -731,7 +731,7 @@ func TestDeletionForgetsOldRedirects(t *testing.T) {
 		t.Fatalf("report %s: want 16 redirects", reps[0].Value)
 	}
 	h.send(`{"type":"track","anonymousId":"old-0","event":"Viewed"}`)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "old-0's own profile", func() string {
 		var p audiences.ProfileView
 		if code := get(t, svc, "/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != "old-0" {
 			return fmt.Sprintf("profile of old-0: %d %+v", code, p)

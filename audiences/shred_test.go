@@ -50,7 +50,7 @@ func TestSealedProfiles(t *testing.T) {
 	}
 	state := h.Reader(schemas.TopicAudiencesState)
 	var versions int
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the sealed versions of the profile on audiences.state", func() string {
 		state.Poll()
 		versions = 0
 		for _, r := range state.Got {
@@ -73,7 +73,7 @@ func TestSealedProfiles(t *testing.T) {
 	stop()
 	// A restart restores the sealed profile.
 	svc, _, stop = h.run("aud-shred", nil)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the profile restored after a restart", func() string {
 		if code := get(t, svc, "/v1/profiles/jane", testToken, &p); code != http.StatusOK {
 			return fmt.Sprintf("profile after a restart: %d", code)
 		}
@@ -84,7 +84,7 @@ func TestSealedProfiles(t *testing.T) {
 		t.Fatalf("Shred = %d, %v", n, err)
 	}
 	svc, reg, _ := h.run("aud-shred", nil)
-	eventually(t, 10*time.Second, func() string {
+	servicetest.Eventually(t, 10*time.Second, "the restore that skips the shredded versions", func() string {
 		if n := servicetest.Counter(t, reg, "tributary_audiences_restores_total"); n < 1 {
 			return "not restored yet"
 		}

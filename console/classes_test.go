@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -34,7 +35,7 @@ func TestEveryErrorClassCountedByName(t *testing.T) {
 	}
 	h.env.Produce(recs...)
 	var data map[string]any
-	waitFor(t, 5*time.Second, "every attempt in the stats", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "every attempt in the stats", func() bool {
 		st := h.do(http.MethodGet, "/v1/destinations/file-hooks/stats?window=1h", nil)
 		expect(t, st, http.StatusOK)
 		data = st.Data(t)

@@ -47,7 +47,7 @@ func TestDLQOncePerMessage(t *testing.T) {
 	until := func(msg, reason string) page {
 		t.Helper()
 		var p page
-		waitFor(t, 10*time.Second, msg+" "+reason+" in the DLQ list", func() bool {
+		servicetest.Eventually(t, 10*time.Second, msg+" "+reason+" in the DLQ list", func() bool {
 			p = list("")
 			for _, d := range p.Data {
 				if d.MessageID == msg && d.Reason == reason {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -23,7 +24,7 @@ func TestDeliveryLogCountsDrops(t *testing.T) {
 	h.env.Produce(drop("m1", "deleted"), drop("m2", "deleted"), drop("m3", "suppressed"),
 		&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("file-hooks"), Value: attemptJSON("file-hooks", "m4", "http://127.0.0.1:9/file", 1, 200, 5, "ok", now)})
 	var failures map[string]any
-	waitFor(t, 5*time.Second, "the drops in the stats", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "the drops in the stats", func() bool {
 		st := h.do(http.MethodGet, "/v1/destinations/file-hooks/stats?window=1h", nil)
 		expect(t, st, http.StatusOK)
 		failures = st.Data(t)["failures"].(map[string]any)

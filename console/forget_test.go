@@ -17,6 +17,7 @@ import (
 
 	"github.com/tributary-cdp/tributary/console"
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -105,7 +106,7 @@ func TestDeletedUserForgotten(t *testing.T) {
 	} {
 		h.env.Produce(r)
 		msg := string(r.Value)
-		waitFor(t, 5*time.Second, "event in the recent events", func() bool { return recentHas(h, msg[len(msg)-30:]) })
+		servicetest.Eventually(t, 5*time.Second, "event in the recent events", func() bool { return recentHas(h, msg[len(msg)-30:]) })
 	}
 	// A message without a userId whose anonymousId is the id the regulation names: the user's.
 	h.env.Produce(eventRecord("m-anon", "u-del", true, `{"email":"anon.deleted@example.com"}`))
@@ -116,7 +117,7 @@ func TestDeletedUserForgotten(t *testing.T) {
 		deadLetterRecord("m-keep-3", "u-keep", `{"email":"kept.three@example.com"}`),
 	)
 	var delSeq string
-	waitFor(t, 5*time.Second, "the attempts and dead letters", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "the attempts and dead letters", func() bool {
 		page := h.do(http.MethodGet, "/v1/destinations/file-hooks/attempts", nil).JSON(t)
 		for _, a := range page["data"].([]any) {
 			if a := a.(map[string]any); a["messageId"] == "m-del-2" {
@@ -178,7 +179,7 @@ func TestDeletedUserForgotten(t *testing.T) {
 	r := h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "SUPPRESS_WITH_DELETE", "subjectType": "USER_ID", "subjectIds": []string{"u-del"}})
 	expect(t, r, http.StatusOK)
 	id := r.Data(t)["regulateId"].(string)
-	waitFor(t, 5*time.Second, "the deleted user's events gone", func() bool { return !recentHas(h, "ada.deleted@example.com") })
+	servicetest.Eventually(t, 5*time.Second, "the deleted user's events gone", func() bool { return !recentHas(h, "ada.deleted@example.com") })
 	after := consoleViews(t, h, b, attemptPage)
 	nowhere(t, "after the deletion", after, planted...)
 	expect(t, h.do(http.MethodGet, "/v1/messages/m-del-2/attempts", nil), http.StatusNotFound)
@@ -206,7 +207,7 @@ func TestDeletedUserForgotten(t *testing.T) {
 		&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(id), Value: schemas.DeletionStatus{RequestID: id, UserID: "u-del", Kind: schemas.KindSuppressWithDelete, ProcessedAt: schemas.FormatTimestamp(processed)}.Record()},
 		&kgo.Record{Topic: schemas.TopicSuppressions, Key: []byte("u-del"), Value: schemas.Suppression{UserID: "u-del", RequestID: id, SuppressedAt: schemas.FormatTimestamp(processed)}.Record()},
 	)
-	waitFor(t, 5*time.Second, "the regulation forgotten", func() bool { return h.svc.Forgotten(id) })
+	servicetest.Eventually(t, 5*time.Second, "the regulation forgotten", func() bool { return h.svc.Forgotten(id) })
 	if h.svc.Forgotten("no-such-regulation") {
 		t.Error("a regulation the console does not know is forgotten")
 	}
@@ -264,10 +265,10 @@ func TestDeletedUserForgotten(t *testing.T) {
 		&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(unsuppress), Value: schemas.DeletionStatus{RequestID: unsuppress, UserID: "u-del", Kind: schemas.KindUnsuppress, ProcessedAt: schemas.FormatTimestamp(time.Now())}.Record()},
 		&kgo.Record{Topic: schemas.TopicSuppressions, Key: []byte("u-del")},
 	)
-	waitFor(t, 5*time.Second, "the unsuppression read", func() bool { return h2.svc.Forgotten(unsuppress) })
+	servicetest.Eventually(t, 5*time.Second, "the unsuppression read", func() bool { return h2.svc.Forgotten(unsuppress) })
 	time.Sleep(5 * time.Millisecond)
 	h2.env.Produce(eventRecord("m-back", "u-del", false, `{"email":"back.again@example.com"}`))
-	waitFor(t, 5*time.Second, "the unsuppressed user's event", func() bool { return recentHas(h2, "back.again@example.com") })
+	servicetest.Eventually(t, 5*time.Second, "the unsuppressed user's event", func() bool { return recentHas(h2, "back.again@example.com") })
 	nowhere(t, "after UNSUPPRESS", consoleViews(t, h2, b2, attemptPage), planted...)
 }
 
@@ -299,13 +300,13 @@ func TestDeleteOnlyForgetsThePast(t *testing.T) {
 		return strings.Contains(string(h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body), text)
 	}
 	h.env.Produce(eventRecord("m-old", "u-x", false, `{"email":"old.deleted@example.com"}`), eventRecord("m-y", "u-y", false, `{"email":"y.kept@example.com"}`))
-	waitFor(t, 5*time.Second, "the events", func() bool { return recentHas("old.deleted@example.com") && recentHas("y.kept@example.com") })
+	servicetest.Eventually(t, 5*time.Second, "the events", func() bool { return recentHas("old.deleted@example.com") && recentHas("y.kept@example.com") })
 	time.Sleep(5 * time.Millisecond)
 	expect(t, h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u-x"}}), http.StatusOK)
-	waitFor(t, 5*time.Second, "the user's past events gone", func() bool { return !recentHas("old.deleted@example.com") })
+	servicetest.Eventually(t, 5*time.Second, "the user's past events gone", func() bool { return !recentHas("old.deleted@example.com") })
 	time.Sleep(5 * time.Millisecond)
 	h.env.Produce(eventRecord("m-new", "u-x", false, `{"email":"new.shown@example.com"}`))
-	waitFor(t, 5*time.Second, "the user's later event", func() bool { return recentHas("new.shown@example.com") })
+	servicetest.Eventually(t, 5*time.Second, "the user's later event", func() bool { return recentHas("new.shown@example.com") })
 	if !recentHas("y.kept@example.com") || recentHas("old.deleted@example.com") {
 		t.Errorf("recent events: %s", h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body)
 	}
@@ -329,13 +330,13 @@ func TestViewsReadTheRegulationsFirst(t *testing.T) {
 		return string(b)
 	}
 	h.env.Produce(eventRecord("m-del", "u-del", false, `{"email":"ada.deleted@example.com"}`), eventRecord("m-keep", "u-keep", false, `{"email":"kept@example.com"}`))
-	waitFor(t, 5*time.Second, "the events", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "the events", func() bool {
 		b := recent(h.srv)
 		return strings.Contains(b, "ada.deleted") && strings.Contains(b, "kept@")
 	})
 	time.Sleep(5 * time.Millisecond)
 	expect(t, h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u-del"}}), http.StatusOK)
-	waitFor(t, 5*time.Second, "the deleted user's event gone", func() bool { return !strings.Contains(recent(h.srv), "ada.deleted") })
+	servicetest.Eventually(t, 5*time.Second, "the deleted user's event gone", func() bool { return !strings.Contains(recent(h.srv), "ada.deleted") })
 	h.stop()
 
 	const later = "tracking.suppressions.later"
@@ -360,7 +361,7 @@ func TestViewsReadTheRegulationsFirst(t *testing.T) {
 	if _, err := kadm.NewClient(h.env.Client).CreateTopic(context.Background(), 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, later); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the other user's event", func() bool {
+	servicetest.Eventually(t, 15*time.Second, "the other user's event", func() bool {
 		b := recent(srv)
 		if strings.Contains(b, "ada.deleted") {
 			t.Fatalf("the deleted user's event was read back: %s", b)

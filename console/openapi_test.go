@@ -269,18 +269,6 @@ func (c *oasClient) schema(name string, v any) {
 	}
 }
 
-// oasUntil polls cond until it holds.
-func oasUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // oasField is an error answer's field.
 func oasField(t testing.TB, r response) string {
 	f, _ := r.JSON(t)["field"].(string)
@@ -384,7 +372,7 @@ func TestOpenAPI(t *testing.T) {
 		}
 	}()
 	c.call(200, oasRequest{method: "GET", path: "/v1/sources/app/events/live", stream: true})
-	oasUntil(t, "recent events", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "recent events", func() bool {
 		return len(c.ok(200, "GET", "/v1/sources/app/events/recent", nil).JSON(t)["data"].([]any)) == 2
 	})
 
@@ -436,7 +424,7 @@ func TestOpenAPI(t *testing.T) {
 		return &kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("hooks"), Value: b}
 	}
 	h.env.Produce(attempt("m-1", 1, 500, "status_5xx", false), attempt("m-1", 2, 200, "ok", false), attempt("m-2", 1, 204, "ok", true))
-	oasUntil(t, "attempts", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "attempts", func() bool {
 		return len(c.ok(200, "GET", "/v1/destinations/hooks/attempts", nil).JSON(t)["data"].([]any)) == 3
 	})
 	page := c.ok(200, "GET", "/v1/destinations/hooks/attempts?status=success&limit=1", nil).JSON(t)
@@ -463,7 +451,7 @@ func TestOpenAPI(t *testing.T) {
 			{Key: schemas.HeaderReason, Value: []byte("retries exhausted")}, {Key: schemas.HeaderLastStatus, Value: []byte("500")},
 			{Key: schemas.HeaderLastError, Value: []byte("HTTP 500")}, {Key: schemas.HeaderAttempt, Value: []byte("8")},
 			{Key: schemas.HeaderFirstAttemptAt, Value: []byte(schemas.FormatTimestamp(now.Add(-time.Hour)))}}})
-	oasUntil(t, "the dead letter", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the dead letter", func() bool {
 		return len(c.ok(200, "GET", "/v1/destinations/hooks/dlq", nil).JSON(t)["data"].([]any)) == 1
 	})
 	c.bad(400, "GET", "/v1/destinations/hooks/dlq?limit=5000", nil)
@@ -560,7 +548,7 @@ func TestOpenAPI(t *testing.T) {
 		return &kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(id), Value: b}
 	}
 	h.env.Produce(status("u1"), status("u2"), audiencesReport(id, "u1"), audiencesReport(id, "u2"))
-	oasUntil(t, "the regulation finished", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the regulation finished", func() bool {
 		return c.ok(200, "GET", "/v1/regulations/"+id, nil).Data(t)["overallStatus"] == "FINISHED"
 	})
 	page = c.ok(200, "GET", "/v1/regulations?limit=1", nil).JSON(t)

@@ -301,7 +301,7 @@ destinations:
 	}
 	seqs := map[string]string{}
 	for _, id := range []string{"file-secrets", "api-secrets"} {
-		oasUntil(t, "the attempt of "+id, func() bool {
+		servicetest.Eventually(t, 10*time.Second, "the attempt of "+id, func() bool {
 			list, _ := h.do(http.MethodGet, "/v1/destinations/"+id+"/attempts", nil).JSON(t)["data"].([]any)
 			if len(list) == 0 {
 				return false
@@ -309,7 +309,7 @@ destinations:
 			seqs[id] = list[0].(map[string]any)["id"].(string)
 			return true
 		})
-		oasUntil(t, "the dead letter of "+id, func() bool {
+		servicetest.Eventually(t, 10*time.Second, "the dead letter of "+id, func() bool {
 			list, _ := h.do(http.MethodGet, "/v1/destinations/"+id+"/dlq", nil).JSON(t)["data"].([]any)
 			return len(list) == 1
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // as returns a browser of h with b's cookies and CSRF token: the same session, sent to another
@@ -50,7 +51,7 @@ func TestSignOutRevokesSession(t *testing.T) {
 	}
 	// Within a second, on the other console.
 	start := time.Now()
-	waitFor(t, 5*time.Second, "the revocation on the other console", func() bool { return onB.get("/").Status == http.StatusSeeOther })
+	servicetest.Eventually(t, 5*time.Second, "the revocation on the other console", func() bool { return onB.get("/").Status == http.StatusSeeOther })
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the other console refused the session after %s, want within 1s", took)
 	}
@@ -93,5 +94,5 @@ func TestSignOutEndsLiveStream(t *testing.T) {
 		t.Fatalf("the stream: %d %q", s.status, s.first)
 	}
 	user.post("/signout", nil)
-	waitFor(t, 2*time.Second, "the signed-out session's stream to end", func() bool { return h.liveStreams(t) == 0 })
+	servicetest.Eventually(t, 2*time.Second, "the signed-out session's stream to end", func() bool { return h.liveStreams(t) == 0 })
 }

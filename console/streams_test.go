@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -108,12 +109,12 @@ func TestLiveStreamLimits(t *testing.T) {
 	}
 
 	api1.cancel()
-	waitFor(t, 5*time.Second, "the closed stream's place", func() bool { return h.liveStreams(t) == 2 })
+	servicetest.Eventually(t, 5*time.Second, "the closed stream's place", func() bool { return h.liveStreams(t) == 2 })
 	if s := openStream(t, user1.c, page, ""); s.status != http.StatusOK || !strings.Contains(s.first, ": watching source web") {
 		t.Fatalf("a second stream of user 1, once one ended: %q", s.first)
 	}
 	api2.cancel()
-	waitFor(t, 5*time.Second, "the closed stream's place", func() bool { return h.liveStreams(t) == 2 })
+	servicetest.Eventually(t, 5*time.Second, "the closed stream's place", func() bool { return h.liveStreams(t) == 2 })
 	if s := openStream(t, user1.c, page, ""); !strings.Contains(s.first, "event: refused") || !strings.Contains(s.first, "CONSOLE_MAX_STREAMS_PER_SESSION") {
 		t.Fatalf("a third stream of user 1 (2 per session): %q", s.first)
 	}
@@ -134,7 +135,7 @@ func TestLiveStreamClientNotReading(t *testing.T) {
 	defer conn.Close()
 	_ = conn.(*net.TCPConn).SetReadBuffer(4096) // a small window: the console's writes block soon
 	fmt.Fprintf(conn, "GET /v1/sources/web/events/live HTTP/1.1\r\nHost: console\r\nAuthorization: Bearer %s\r\n\r\n", testToken)
-	waitFor(t, 5*time.Second, "the stream", func() bool { return h.liveStreams(t) == 1 })
+	servicetest.Eventually(t, 5*time.Second, "the stream", func() bool { return h.liveStreams(t) == 1 })
 	if !goroutineIn("console.(*Service).streamEvents") {
 		t.Fatal("no goroutine in streamEvents while the stream is open")
 	}
@@ -153,8 +154,8 @@ func TestLiveStreamClientNotReading(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, 10*time.Second, "the stream of a client that does not read to end", func() bool { return h.liveStreams(t) == 0 })
-	waitFor(t, 5*time.Second, "the stream's goroutine to end", func() bool { return !goroutineIn("console.(*Service).streamEvents") })
+	servicetest.Eventually(t, 10*time.Second, "the stream of a client that does not read to end", func() bool { return h.liveStreams(t) == 0 })
+	servicetest.Eventually(t, 5*time.Second, "the stream's goroutine to end", func() bool { return !goroutineIn("console.(*Service).streamEvents") })
 }
 
 // goroutineIn reports whether a goroutine's stack has fn.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -166,7 +167,7 @@ func TestUIDestinationPage(t *testing.T) {
 	b := newDestBrowser(t, h)
 	expect(t, h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "signed", "type": "webhooks", "sources": []string{"web"},
 		"settings": map[string]any{"sharedSecret": "sign-me-0123", "webhooks": []any{map[string]any{"url": "http://127.0.0.1:9/signed", "headers": map[string]string{"Authorization": "Bearer abc"}}}}}), http.StatusCreated)
-	waitFor(t, 5*time.Second, "destination signed", func() bool { _, ok := h.env.Store.Snapshot().DestinationByID("signed"); return ok })
+	servicetest.Eventually(t, 5*time.Second, "destination signed", func() bool { _, ok := h.env.Store.Snapshot().DestinationByID("signed"); return ok })
 
 	// No attempt yet: the empty states say what to do.
 	p := b.get("/destinations/signed")
@@ -192,7 +193,7 @@ func TestUIDestinationPage(t *testing.T) {
 		&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("signed"), Value: attemptJSON("signed", "m-ui-1", "http://127.0.0.1:9/signed", 2, 200, 12, "ok", now.Add(-time.Second))},
 		&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("signed"), Value: attemptJSON("signed", "m-gone", "http://127.0.0.1:9/signed", 1, 200, 12, "ok", now)})
 	h.env.Produce(recs...)
-	waitFor(t, 5*time.Second, "the attempts on the page", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "the attempts on the page", func() bool {
 		p = b.get("/destinations/signed")
 		return strings.Contains(p.Body, "m-gone") && strings.Contains(p.Body, "<svg")
 	})
@@ -312,7 +313,7 @@ func TestUIDestinationDLQ(t *testing.T) {
 				{Key: schemas.HeaderFirstAttemptAt, Value: []byte(schemas.FormatTimestamp(now.Add(-time.Hour)))}}})
 	}
 	var p destPage
-	waitFor(t, 10*time.Second, "the dead letters on the page", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the dead letters on the page", func() bool {
 		p = b.send(http.MethodGet, "/destinations/file-hooks", nil)
 		return strings.Contains(p.Body, "m-dead-1") && strings.Contains(p.Body, "m-dead-2") && strings.Contains(p.Body, "Dead letters (2)")
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -275,7 +276,7 @@ func TestUISources(t *testing.T) {
 
 	h.env.Produce(&kgo.Record{Topic: schemas.TopicEvents, Key: []byte("u1"), Value: []byte(`{"type":"track","event":"Signed Up","userId":"u1","messageId":"m-ui-1"}`),
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderSourceID, Value: []byte("app")}, {Key: schemas.HeaderMessageID, Value: []byte("m-ui-1")}, {Key: schemas.HeaderType, Value: []byte("track")}}})
-	waitFor(t, 5*time.Second, "the event on the source page", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "the event on the source page", func() bool {
 		return strings.Contains(b.get("/sources/app").Body, "m-ui-1")
 	})
 	page := b.get("/sources/app")
@@ -324,7 +325,7 @@ func TestUIOverviewDeletionsSettings(t *testing.T) {
 	recs = append(recs, &kgo.Record{Topic: schemas.TopicRejected, Key: []byte("u"), Value: []byte(`{"type":"track"}`),
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderReason, Value: []byte("event: required")}, {Key: schemas.HeaderSourceID, Value: []byte("web")}}})
 	h.env.Produce(recs...)
-	waitFor(t, 5*time.Second, "the problems on the overview", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "the problems on the overview", func() bool {
 		p := b.get("/")
 		return strings.Contains(p.Body, "Destination file-hooks is failing: 20.0 %") && strings.Contains(p.Body, "Source web had 1 messages rejected")
 	})
@@ -359,14 +360,14 @@ func TestDeletionsPageStores(t *testing.T) {
 			Kind: schemas.KindDeleteOnly, Notices: 1, ProcessedAt: schemas.FormatTimestamp(time.Now())}.Record()})
 	}
 	h.env.Produce(audiencesReport(id, "u1"))
-	waitFor(t, 5*time.Second, "audiences' report on u1 shown", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "audiences' report on u1 shown", func() bool {
 		return strings.Contains(b.get("/deletions").Body, `<span class="badge warn">audiences</span> 1/2 <span class="muted">profiles 1, tombstones 2</span>`)
 	})
 	b.get("/deletions").contains(t, http.StatusOK, "RUNNING", `<span class="badge ok">router</span> 2/2 <span class="muted">notices 2</span>`)
 	h.env.Produce(audiencesReport(id, "u2"))
 	rep := schemas.DeletionReport{RequestID: id, UserID: "u1", Store: schemas.StoreDeliverer, Counts: map[string]int64{schemas.CountDropped: 4}, DoneAt: schemas.FormatTimestamp(time.Now())}
 	h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(schemas.DeletionReportKey(id, schemas.StoreDeliverer)), Value: rep.Record()})
-	waitFor(t, 5*time.Second, "FINISHED", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "FINISHED", func() bool {
 		p := b.get("/deletions").Body
 		return strings.Contains(p, `<span class="badge ok">FINISHED</span> in `) && strings.Contains(p, `<span class="badge">deliverer</span> 1/2 (not waited for) <span class="muted">dropped 4</span>`)
 	})

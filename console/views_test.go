@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -44,7 +45,7 @@ func TestDeliveryLog(t *testing.T) {
 	recs = append(recs, &kgo.Record{Topic: schemas.TopicAttempts, Value: []byte("not json")})
 	h.env.Produce(recs...)
 	var page map[string]any
-	waitFor(t, 5*time.Second, "attempts in the log", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "attempts in the log", func() bool {
 		page = h.do(http.MethodGet, "/v1/destinations/file-hooks/attempts?limit=1000", nil).JSON(t)
 		return len(page["data"].([]any)) == 50
 	})
@@ -128,18 +129,6 @@ func ids(page any) string {
 		fmt.Fprintf(&b, "%s/%v ", m["messageId"], m["attempt"])
 	}
 	return b.String()
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestSourceEvents: accepted events of tracking.events and rejected ones of tracking.rejected
@@ -258,24 +247,24 @@ func TestRegulations(t *testing.T) {
 		return &kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(id), Value: schemas.DeletionStatus{RequestID: id, UserID: user, Kind: schemas.KindSuppressWithDelete, Notices: notices, ProcessedAt: schemas.FormatTimestamp(time.Now())}.Record()}
 	}
 	h.env.Produce(status("u1", 1), status("u1", 1))
-	waitFor(t, 5*time.Second, "one subject processed", func() bool { return get()["subjectsProcessed"] == float64(1) })
+	servicetest.Eventually(t, 5*time.Second, "one subject processed", func() bool { return get()["subjectsProcessed"] == float64(1) })
 	if g := get(); g["overallStatus"] != "RUNNING" {
 		t.Fatalf("half done: %v", g)
 	}
 	h.env.Produce(status("u2", 1))
-	waitFor(t, 5*time.Second, "every subject processed", func() bool { return get()["subjectsProcessed"] == float64(2) })
+	servicetest.Eventually(t, 5*time.Second, "every subject processed", func() bool { return get()["subjectsProcessed"] == float64(2) })
 	// The router has processed every subject; audiences (expected by default) has not reported.
 	if g := get(); g["overallStatus"] != "RUNNING" || g["finishedAt"] != nil || storeOf(g, "audiences")["expected"] != true ||
 		storeOf(g, "audiences")["subjectsReported"] != float64(0) || storeOf(g, "router")["subjectsReported"] != float64(2) {
 		t.Fatalf("processed by the router only: %v", g)
 	}
 	h.env.Produce(audiencesReport(id, "u1"), audiencesReport(id, "u1"))
-	waitFor(t, 5*time.Second, "audiences reported on u1", func() bool { return storeOf(get(), "audiences")["subjectsReported"] == float64(1) })
+	servicetest.Eventually(t, 5*time.Second, "audiences reported on u1", func() bool { return storeOf(get(), "audiences")["subjectsReported"] == float64(1) })
 	if g := get(); g["overallStatus"] != "RUNNING" {
 		t.Fatalf("audiences reported on one subject of two: %v", g)
 	}
 	h.env.Produce(audiencesReport(id, "u2"))
-	waitFor(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
+	servicetest.Eventually(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
 	g := get()
 	if g["noticesSent"] != float64(2) || g["finishedAt"] == nil || g["finishedAfterMs"] == nil {
 		t.Fatalf("finished: %v", g)
@@ -305,7 +294,7 @@ func TestViewsDropDeletedObjects(t *testing.T) {
 	expect(t, h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "gone", "type": "webhooks", "sources": []string{"web"},
 		"settings": map[string]any{"webhooks": []map[string]any{{"url": "https://a.example.com/x"}}}}), http.StatusCreated)
 	h.env.Produce(&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("gone"), Value: attemptJSON("gone", "m-gone", "https://a.example.com/x", 1, 200, 5, "ok", time.Now())})
-	waitFor(t, 5*time.Second, "the attempt in the log", func() bool {
+	servicetest.Eventually(t, 5*time.Second, "the attempt in the log", func() bool {
 		return h.do(http.MethodGet, "/v1/messages/m-gone/attempts", nil).Status == http.StatusOK
 	})
 	h.svc.Prune()
@@ -351,7 +340,7 @@ func TestRegulationStores(t *testing.T) {
 			h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(id), Value: schemas.DeletionStatus{RequestID: id, UserID: "u1",
 				Kind: schemas.KindDeleteOnly, Notices: 1, ProcessedAt: schemas.FormatTimestamp(time.Now())}.Record()})
 			if len(tt.stores) == 1 {
-				waitFor(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
+				servicetest.Eventually(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
 				// The router is waited for; any other store that reported (the console's own) is
 				// shown, not waited for.
 				g := get()
@@ -362,7 +351,7 @@ func TestRegulationStores(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, 5*time.Second, "the console's own report", func() bool { return storeOf(get(), "console")["subjectsReported"] == float64(1) })
+			servicetest.Eventually(t, 5*time.Second, "the console's own report", func() bool { return storeOf(get(), "console")["subjectsReported"] == float64(1) })
 			steps := []struct {
 				store string
 				send  func()
@@ -375,14 +364,14 @@ func TestRegulationStores(t *testing.T) {
 				}},
 			}
 			for _, st := range steps {
-				waitFor(t, 5*time.Second, "the store before "+st.store+" read", func() bool { return get()["subjectsProcessed"] == float64(1) })
+				servicetest.Eventually(t, 5*time.Second, "the store before "+st.store+" read", func() bool { return get()["subjectsProcessed"] == float64(1) })
 				if g := get(); g["overallStatus"] != "RUNNING" {
 					t.Fatalf("before %s reported: %v", st.store, g)
 				}
 				st.send()
-				waitFor(t, 5*time.Second, st.store+" reported", func() bool { return storeOf(get(), st.store)["subjectsReported"] == float64(1) })
+				servicetest.Eventually(t, 5*time.Second, st.store+" reported", func() bool { return storeOf(get(), st.store)["subjectsReported"] == float64(1) })
 			}
-			waitFor(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
+			servicetest.Eventually(t, 5*time.Second, "FINISHED", func() bool { return get()["overallStatus"] == "FINISHED" })
 			g := get()
 			if c := storeOf(g, "deliverer")["counts"].(map[string]any); c["dropped"] != float64(3) {
 				t.Errorf("deliverer's counts %v", c)
@@ -393,7 +382,7 @@ func TestRegulationStores(t *testing.T) {
 			// A store the console does not wait for is shown, not waited for.
 			rep := schemas.DeletionReport{RequestID: id, UserID: "u1", Store: "warehouse", DoneAt: schemas.FormatTimestamp(time.Now())}
 			h.env.Produce(&kgo.Record{Topic: schemas.TopicDeletionsStatus, Key: []byte(schemas.DeletionReportKey(id, "warehouse")), Value: rep.Record()})
-			waitFor(t, 5*time.Second, "the other store shown", func() bool { return storeOf(get(), "warehouse")["expected"] == false })
+			servicetest.Eventually(t, 5*time.Second, "the other store shown", func() bool { return storeOf(get(), "warehouse")["expected"] == false })
 			if g := get(); g["overallStatus"] != "FINISHED" {
 				t.Fatalf("after another store's report: %v", g)
 			}

@@ -67,7 +67,7 @@ type Setting struct {
 }
 
 // Settings lists every run-time setting, in the order the structs declare them (Kafka, the
-// common ones, ingest, router, deliverer, tributary-init, make run). A variable declared by
+// common ones, ingest, router, deliverer, audiences, console, tributary-init, make run). A variable declared by
 // several structs is one row; it fails if their defaults differ, if more than one has a doc
 // tag or if none has.
 func Settings() ([]Setting, error) {

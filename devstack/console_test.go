@@ -110,78 +110,28 @@ func startConsoleStackLogged(t *testing.T, dataDir string, extra map[string]stri
 	if st.ConsoleAddr() != env["CONSOLE_ADDR"] || st.IngestAddr() != env["INGEST_ADDR"] {
 		t.Fatalf("console on %s, ingest on %s: want CONSOLE_ADDR %s and INGEST_ADDR %s", st.ConsoleAddr(), st.IngestAddr(), env["CONSOLE_ADDR"], env["INGEST_ADDR"])
 	}
-	eventually(t, 20*time.Second, "the console's /readyz answers 200", func() bool {
-		resp, err := http.Get(cs.api + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	servicetest.WaitReady(t, cs.api+"/readyz", 20*time.Second)
 	return cs
-}
-
-// eventually polls cond every 20 ms until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: want %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// apiAnswer is one answer of the console's API.
-type apiAnswer struct {
-	status int
-	header http.Header
-	body   []byte
 }
 
 // call sends a request to the console's API with the bearer token; header is pairs of names
 // and values.
-func (cs *consoleStack) call(t *testing.T, method, path, body string, header ...string) apiAnswer {
+func (cs *consoleStack) call(t *testing.T, method, path, body string, header ...string) servicetest.Answer {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, cs.api+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+consoleTestToken)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return apiAnswer{status: resp.StatusCode, header: resp.Header, body: b}
+	return servicetest.Call(t, method, cs.api+path, body, append([]string{"Authorization", servicetest.Bearer(consoleTestToken)}, header...)...)
 }
 
 // must is call that fails the test unless the answer has status want; it decodes the body
 // into out (when not nil).
-func (cs *consoleStack) must(t *testing.T, want int, out any, method, path, body string, header ...string) apiAnswer {
+func (cs *consoleStack) must(t *testing.T, want int, out any, method, path, body string, header ...string) servicetest.Answer {
 	t.Helper()
 	a := cs.call(t, method, path, body, header...)
-	if a.status != want {
-		t.Fatalf("%s %s: %d %s, want %d", method, path, a.status, a.body, want)
+	if a.Status != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, a.Status, a.Body, want)
 	}
 	if out != nil {
-		if err := json.Unmarshal(a.body, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, a.body)
+		if err := json.Unmarshal(a.Body, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, a.Body)
 		}
 	}
 	return a
@@ -190,22 +140,11 @@ func (cs *consoleStack) must(t *testing.T, want int, out any, method, path, body
 // send posts a Segment call to ingest with writeKey and returns the status.
 func (cs *consoleStack) send(t *testing.T, writeKey, path, body string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, cs.ingest+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	a := servicetest.Call(t, http.MethodPost, cs.ingest+path, body, "Authorization", servicetest.Basic(writeKey))
+	if a.Status == http.StatusOK && !bytes.Contains(a.Body, []byte(`"success":true`)) {
+		t.Fatalf("%s: 200 %s", path, a.Body)
 	}
-	req.SetBasicAuth(writeKey, "")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusOK && !bytes.Contains(b, []byte(`"success":true`)) {
-		t.Fatalf("%s: 200 %s", path, b)
-	}
-	return resp.StatusCode
+	return a.Status
 }
 
 // mustSend is send that fails the test unless ingest accepted the call.
@@ -245,13 +184,13 @@ func (cs *consoleStack) createDestination(t *testing.T, id, secret string, sourc
 	}
 	a := cs.must(t, http.StatusCreated, &out, http.MethodPost, "/v1/destinations", string(body))
 	st, _ := out.Data["settings"].(map[string]any)
-	if out.Data["enabled"] != true || st["hasSharedSecret"] != true || st["sharedSecret"] != nil || bytes.Contains(a.body, []byte(secret)) {
-		t.Fatalf("POST /v1/destinations: %s: want it enabled, hasSharedSecret and no secret", a.body)
+	if out.Data["enabled"] != true || st["hasSharedSecret"] != true || st["sharedSecret"] != nil || bytes.Contains(a.Body, []byte(secret)) {
+		t.Fatalf("POST /v1/destinations: %s: want it enabled, hasSharedSecret and no secret", a.Body)
 	}
-	if a.header.Get("ETag") == "" {
+	if a.Header.Get("ETag") == "" {
 		t.Fatal("POST /v1/destinations: no ETag")
 	}
-	return a.header.Get("ETag")
+	return a.Header.Get("ETag")
 }
 
 // xSignature is the X-Signature of body under secret: hex HMAC-SHA1 (docs/receivers.md).
@@ -307,16 +246,16 @@ func TestConsoleDestinationLifecycle(t *testing.T) {
 
 	// A stale version is refused; the current one (the ETag) disables the destination.
 	a := cs.call(t, http.MethodPatch, "/v1/destinations/hooks", `{"enabled":false}`, "If-Match", `"1"`)
-	if a.status != http.StatusConflict || !bytes.Contains(a.body, []byte(`"version_mismatch"`)) {
-		t.Errorf("PATCH with a stale If-Match: %d %s, want 409 version_mismatch", a.status, a.body)
+	if a.Status != http.StatusConflict || !bytes.Contains(a.Body, []byte(`"version_mismatch"`)) {
+		t.Errorf("PATCH with a stale If-Match: %d %s, want 409 version_mismatch", a.Status, a.Body)
 	}
 	var got struct {
 		Data map[string]any `json:"data"`
 	}
 	cs.must(t, http.StatusOK, nil, http.MethodGet, "/v1/destinations/hooks", "")
 	a = cs.must(t, http.StatusOK, &got, http.MethodPatch, "/v1/destinations/hooks", `{"enabled":false}`, "If-Match", tag)
-	if got.Data["enabled"] != false || a.header.Get("ETag") == tag {
-		t.Fatalf("PATCH enabled:false: %s (ETag %s, was %s)", a.body, a.header.Get("ETag"), tag)
+	if got.Data["enabled"] != false || a.Header.Get("ETag") == tag {
+		t.Fatalf("PATCH enabled:false: %s (ETag %s, was %s)", a.Body, a.Header.Get("ETag"), tag)
 	}
 	disabledAt := time.Now()
 	for i := range 3 {
@@ -416,7 +355,7 @@ func TestConsoleRegulation(t *testing.T) {
 	var reg struct {
 		Data regulationView `json:"data"`
 	}
-	eventually(t, 10*time.Second, "the regulation FINISHED", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the regulation FINISHED", func() bool {
 		reg.Data = regulationView{}
 		cs.must(t, http.StatusOK, &reg, http.MethodGet, "/v1/regulations/"+id, "")
 		return reg.Data.OverallStatus == "FINISHED"
@@ -640,7 +579,7 @@ func TestConsoleDeliveryLogDLQAndReplay(t *testing.T) {
 		`{"type":"track","userId":"u3","event":"C","messageId":"dlq-3"}]}`)
 
 	var log []attemptView
-	eventually(t, 10*time.Second, "failed attempts of the 3 messages in the log", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "failed attempts of the 3 messages in the log", func() bool {
 		log = cs.attempts(t, "hooks", "&status=failure")
 		seen := map[string]bool{}
 		for _, a := range log {
@@ -655,7 +594,7 @@ func TestConsoleDeliveryLogDLQAndReplay(t *testing.T) {
 	}
 
 	var page dlqPage
-	eventually(t, 15*time.Second, "the 3 messages in the DLQ", func() bool {
+	servicetest.Eventually(t, 15*time.Second, "the 3 messages in the DLQ", func() bool {
 		page = cs.dlq(t, "hooks", "")
 		return page.Total == 3
 	})
@@ -666,7 +605,7 @@ func TestConsoleDeliveryLogDLQAndReplay(t *testing.T) {
 			Data []attemptView `json:"data"`
 		}
 		// The dead letter may be read before the log has read its last attempt.
-		eventually(t, 5*time.Second, "every attempt of "+d.MessageID+" in the log", func() bool {
+		servicetest.Eventually(t, 5*time.Second, "every attempt of "+d.MessageID+" in the log", func() bool {
 			per.Data = nil
 			cs.must(t, http.StatusOK, &per, http.MethodGet, "/v1/messages/"+d.MessageID+"/attempts", "")
 			return len(per.Data) >= d.Attempts
@@ -714,7 +653,7 @@ func TestConsoleDeliveryLogDLQAndReplay(t *testing.T) {
 			t.Errorf("replayed webhook not signed with the secret: %v", r.Header)
 		}
 	}
-	eventually(t, 10*time.Second, "the 3 successful attempts in the log", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the 3 successful attempts in the log", func() bool {
 		return len(cs.attempts(t, "hooks", "&status=success")) == 3
 	})
 	for _, a := range cs.attempts(t, "hooks", "&status=success") {
@@ -744,7 +683,7 @@ func TestConsoleDeliveryLogDLQAndReplay(t *testing.T) {
 	if o.Path != "/elsewhere" || o.Header.Get("X-Message-Id") != "dlq-2" || o.Header.Get("X-Signature") != xSignature(secret, o.Body) {
 		t.Errorf("replay to another URL: %s %v", o.Path, o.Header)
 	}
-	eventually(t, 10*time.Second, "the attempt at the other URL in the log", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the attempt at the other URL in the log", func() bool {
 		return len(cs.attempts(t, "hooks", "")) == failures+4
 	})
 	if a := cs.attempts(t, "hooks", "")[0]; a.URL != other.URL+"/elsewhere" || a.MessageID != "dlq-2" || a.Status != 200 {
@@ -930,8 +869,8 @@ func TestConsoleLiveEvents(t *testing.T) {
 	if got, want := cs.recent(t, "web"), []string{"accepted:live-2", "rejected:live-bad:" + bad.Reason}; len(got) != 3 || got[2] != "accepted:live-1" || !sameSet(got[:2], want) {
 		t.Errorf("recent events %v, want %v, then accepted:live-1", got, want)
 	}
-	if a := cs.call(t, http.MethodGet, "/v1/sources/nope/events/recent", ""); a.status != http.StatusNotFound {
-		t.Errorf("recent events of an unknown source: %d %s", a.status, a.body)
+	if a := cs.call(t, http.MethodGet, "/v1/sources/nope/events/recent", ""); a.Status != http.StatusNotFound {
+		t.Errorf("recent events of an unknown source: %d %s", a.Status, a.Body)
 	}
 }
 
@@ -989,7 +928,7 @@ func TestConsoleRestartKeepsLogAndStats(t *testing.T) {
 		`{"type":"track","userId":"u1","event":"A","messageId":"rs-1"},`+
 		`{"type":"identify","userId":"u2","messageId":"rs-2"},`+
 		`{"type":"track","userId":"u3","event":"C","messageId":"rs-fail"}]}`)
-	eventually(t, 10*time.Second, "3 attempts in the log and rs-fail in the DLQ", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "3 attempts in the log and rs-fail in the DLQ", func() bool {
 		return len(cs.attempts(t, "hooks", "")) == 3 && cs.dlq(t, "hooks", "").Total == 1
 	})
 	before := cs.attempts(t, "hooks", "")

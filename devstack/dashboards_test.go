@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // repoRoot is the repository's root folder.
@@ -119,12 +121,7 @@ func TestDashboardAndAlertsNameLiveMetrics(t *testing.T) {
 // scrapeFamilies returns the metric families of a /metrics page.
 func scrapeFamilies(t *testing.T, url string) map[string]bool {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw := servicetest.Call(t, http.MethodGet, url, "").Body
 	out := map[string]bool{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {

@@ -59,8 +59,8 @@ func TestDeletionLeavesNothingReadable(t *testing.T) {
 	// The test can see the values before the deletion: the console shows them (so a search
 	// that finds nothing later is not a search that cannot find).
 	ui := signedInUI(t, cs)
-	eventually(t, 20*time.Second, "the planted values in the console's recent events and attempt log", func() bool {
-		return len(rc.Requests()) >= 5 && strings.Contains(string(cs.call(t, http.MethodGet, "/v1/sources/web/events/recent", "").body), plantedValues[2])
+	servicetest.Eventually(t, 20*time.Second, "the planted values in the console's recent events and attempt log", func() bool {
+		return len(rc.Requests()) >= 5 && strings.Contains(string(cs.call(t, http.MethodGet, "/v1/sources/web/events/recent", "").Body), plantedValues[2])
 	})
 
 	var created struct {
@@ -75,7 +75,7 @@ func TestDeletionLeavesNothingReadable(t *testing.T) {
 	var reg struct {
 		Data regulationView `json:"data"`
 	}
-	eventually(t, 60*time.Second, "the regulation FINISHED within 60 s", func() bool {
+	servicetest.Eventually(t, 60*time.Second, "the regulation FINISHED within 60 s", func() bool {
 		reg.Data = regulationView{}
 		cs.must(t, http.StatusOK, &reg, http.MethodGet, "/v1/regulations/"+id, "")
 		return reg.Data.OverallStatus == "FINISHED"
@@ -84,7 +84,7 @@ func TestDeletionLeavesNothingReadable(t *testing.T) {
 	// The other user's track is delivered; a track of the suppressed user sent now is not.
 	cs.mustSend(t, key, "/v1/track", `{"userId":"`+gone+`","messageId":"gone-after","event":"Order Completed","properties":{"card":"`+plantedValues[2]+`"}}`)
 	cs.mustSend(t, key, "/v1/track", `{"userId":"`+kept+`","messageId":"kept-order-2","event":"Order Completed","properties":{"card":"kept-card-2"}}`)
-	eventually(t, 30*time.Second, "kept-user's tracks delivered after the recovery", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "kept-user's tracks delivered after the recovery", func() bool {
 		return delivered(rc, "kept-order-1") && delivered(rc, "kept-order-2")
 	})
 	time.Sleep(3 * time.Second) // the 1 s retry tier comes round again: nothing of the user may come with it
@@ -122,7 +122,7 @@ func TestDeletionLeavesNothingReadable(t *testing.T) {
 	again := startConsoleStackLogged(t, dir, nil, logs)
 	time.Sleep(3 * time.Second) // the views read their topics back
 	search("after a restart", again, signedInUI(t, again))
-	if again.call(t, http.MethodGet, "/v1/sources/web/events/recent", "").status != http.StatusOK {
+	if again.call(t, http.MethodGet, "/v1/sources/web/events/recent", "").Status != http.StatusOK {
 		t.Error("the console's recent events after the restart")
 	}
 }
@@ -228,7 +228,7 @@ func searchConsole(t *testing.T, cs *consoleStack, ui *http.Client, user string)
 		api = append(api, "/v1/messages/"+m+"/attempts")
 	}
 	for _, p := range api {
-		if v := containsPlanted(cs.call(t, http.MethodGet, p, "").body); v != "" {
+		if v := containsPlanted(cs.call(t, http.MethodGet, p, "").Body); v != "" {
 			leaks = append(leaks, "console API "+p+" holds "+v)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/devstack"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -111,19 +112,13 @@ func withConfig(t testing.TB, yaml string) func(*devstack.Config) {
 	}
 }
 
+// post sends a Segment call to the stack's ingest with the write key wk_e2e and fails the test
+// unless ingest accepted it.
 func post(t testing.TB, st *devstack.Stack, path, body string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+st.IngestAddr()+path, strings.NewReader(body))
-	req.SetBasicAuth("wk_e2e", "")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"success":true`)) {
-		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+	a := servicetest.Call(t, http.MethodPost, "http://"+st.IngestAddr()+path, body, "Authorization", servicetest.Basic("wk_e2e"))
+	if a.Status != 200 || !bytes.Contains(a.Body, []byte(`"success":true`)) {
+		t.Fatalf("%s: %d %s", path, a.Status, a.Body)
 	}
 }
 
@@ -313,15 +308,8 @@ computedTraits:
 		}
 	}
 	// The profile API of make run, with the token it generated.
-	req, _ := http.NewRequest(http.MethodGet, "http://"+st.AudiencesAddr()+"/v1/profiles/u1", nil)
-	req.Header.Set("Authorization", "Bearer "+st.AudiencesToken())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"orders_placed":2`)) || !bytes.Contains(b, []byte(`"big-spenders"`)) {
-		t.Fatalf("profile API: %d %s", resp.StatusCode, b)
+	a := servicetest.Call(t, http.MethodGet, "http://"+st.AudiencesAddr()+"/v1/profiles/u1", "", "Authorization", servicetest.Bearer(st.AudiencesToken()))
+	if a.Status != 200 || !bytes.Contains(a.Body, []byte(`"orders_placed":2`)) || !bytes.Contains(a.Body, []byte(`"big-spenders"`)) {
+		t.Fatalf("profile API: %d %s", a.Status, a.Body)
 	}
 }

@@ -1,34 +1,22 @@
 package devstack_test
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // hostGet GETs url with the Host header host (and the bearer token when set), and returns the
 // status and body.
 func hostGet(t *testing.T, url, host, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("GET %s (Host %s): %v", url, host, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b)
+	a := servicetest.Call(t, http.MethodGet, url, "", "Host", host, "Authorization", servicetest.Bearer(token))
+	return a.Status, string(a.Body)
 }
 
 // TestServicesRefuseForeignHosts: every HTTP service of make run answers only its own names
@@ -97,7 +85,7 @@ func TestProfileAPITokenGenerated(t *testing.T) {
 	// The console's UI asks the profile API with the same token: signed in, its lookup of an
 	// unknown user is a 404 (a refused token would be a 503 saying the service is unavailable).
 	ui := signedInUI(t, cs)
-	eventually(t, 30*time.Second, "the console's profile lookup of an unknown user to answer 404", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the console's profile lookup of an unknown user to answer 404", func() bool {
 		resp, err := ui.Get(cs.api + "/audiences/profile?userId=nobody")
 		if err != nil {
 			return false

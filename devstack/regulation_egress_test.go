@@ -49,7 +49,7 @@ func TestRegulationStopsRetries(t *testing.T) {
 	}
 	cs.must(t, http.StatusOK, &created, http.MethodPost, "/v1/regulations", `{"regulationType":"SUPPRESS_WITH_DELETE","subjectType":"USER_ID","subjectIds":["u-gone"]}`)
 	id := created.Data.RegulateID
-	eventually(t, 10*time.Second, "the regulation FINISHED", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the regulation FINISHED", func() bool {
 		var reg struct {
 			Data regulationView `json:"data"`
 		}
@@ -65,7 +65,7 @@ func TestRegulationStopsRetries(t *testing.T) {
 	}
 	// The three drops are logged on webhooks.attempts, class deleted (the console's delivery
 	// log forgets them with the user: docs/console.md#what-the-console-forgets).
-	eventually(t, 10*time.Second, "three drops of u-gone on webhooks.attempts, class deleted", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "three drops of u-gone on webhooks.attempts, class deleted", func() bool {
 		n := 0
 		for _, r := range readAll(t, cs.st, `^`+regexp.QuoteMeta(schemas.TopicAttempts)+`$`) {
 			if bytes.Contains(r.Value, []byte(`"errorClass":"deleted"`)) {

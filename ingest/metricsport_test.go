@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,17 +11,6 @@ import (
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // TestMetricsOffThePublicPort runs the real ingest binary with METRICS_ADDR set (the images
 // set it): /metrics is served there and not on the public API port, whose /healthz stays.
 func TestMetricsOffThePublicPort(t *testing.T) {
@@ -30,27 +18,17 @@ func TestMetricsOffThePublicPort(t *testing.T) {
 	env := servicetest.New(t, servicetest.Options{Config: "sources: [{id: web, writeKey: " + testKey + "}]\n", LogLevel: zerolog.ErrorLevel})
 	api, metrics := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	servicetest.Spawn(t, bin, servicetest.ServiceEnv(env.Kafka.Brokers, "INGEST_ADDR="+api, "METRICS_ADDR="+metrics, "LOG_LEVEL=error")...)
-	deadline := time.Now().Add(30 * time.Second)
-	for code, _ := httpGet(t, "http://"+api+"/readyz"); code != http.StatusOK; code, _ = httpGet(t, "http://"+api+"/readyz") {
-		if time.Now().After(deadline) {
-			t.Fatal("ingest not ready within 30 s")
-		}
-		time.Sleep(100 * time.Millisecond)
+	servicetest.WaitReady(t, "http://"+api+"/readyz", 30*time.Second)
+	if a := servicetest.Call(t, http.MethodPost, "http://"+api+"/v1/track", `{"type":"track","event":"E","userId":"u1"}`, "Authorization", servicetest.Basic(testKey)); a.Status != http.StatusOK {
+		t.Fatalf("POST /v1/track: %d %s", a.Status, a.Body)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+api+"/v1/track", strings.NewReader(`{"type":"track","event":"E","userId":"u1"}`))
-	req.SetBasicAuth(testKey, "")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /v1/track: %v %v", resp, err)
-	} else {
-		resp.Body.Close()
+	if a := servicetest.Call(t, http.MethodGet, "http://"+api+"/metrics", ""); a.Status == http.StatusOK {
+		t.Errorf("/metrics on the public port: %d %.80s, want it gone", a.Status, a.Body)
 	}
-	if code, body := httpGet(t, "http://"+api+"/metrics"); code == http.StatusOK {
-		t.Errorf("/metrics on the public port: %d %.80s, want it gone", code, body)
+	if a := servicetest.Call(t, http.MethodGet, "http://"+metrics+"/metrics", ""); a.Status != http.StatusOK || !strings.Contains(string(a.Body), "tributary_ingest_requests_total") {
+		t.Errorf("/metrics on METRICS_ADDR: %d %.200s", a.Status, a.Body)
 	}
-	if code, body := httpGet(t, "http://"+metrics+"/metrics"); code != http.StatusOK || !strings.Contains(body, "tributary_ingest_requests_total") {
-		t.Errorf("/metrics on METRICS_ADDR: %d %.200s", code, body)
-	}
-	if code, _ := httpGet(t, "http://"+metrics+"/readyz"); code != http.StatusOK {
-		t.Errorf("/readyz on METRICS_ADDR: %d", code)
+	if a := servicetest.Call(t, http.MethodGet, "http://"+metrics+"/readyz", ""); a.Status != http.StatusOK {
+		t.Errorf("/readyz on METRICS_ADDR: %d", a.Status)
 	}
 }

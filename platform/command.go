@@ -61,11 +61,11 @@ func (s CommandSettings) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Command is what every service command (ingest, router, deliverer) builds the same way from
-// the environment: the Kafka settings (KAFKA_*), the CommandSettings (LOG_LEVEL,
-// METRICS_ADDR, SHUTDOWN_TIMEOUT), the logger, the config store of tributary.config, a
-// metrics registry with the Go and process collectors, and a Health that is not ready until
-// the config store has loaded the config.
+// Command is what every service command (ingest, router, deliverer, audiences, console)
+// builds the same way from the environment: the Kafka settings (KAFKA_*), the
+// CommandSettings (LOG_LEVEL, METRICS_ADDR, SHUTDOWN_TIMEOUT), the logger, the config store
+// of tributary.config, a metrics registry with the Go and process collectors, and a Health
+// that is not ready until the config store has loaded the config.
 type Command struct {
 	Kafka    KafkaSettings
 	Settings CommandSettings

@@ -6,7 +6,7 @@ import "time"
 // docs/audiences.md): audiences, their rules, and computed traits.
 
 // MaxWithin is the longest window an event condition or computed trait may look back over:
-// the audiences service keeps per-user event buckets for 90 days (docs/audiences.md#buckets).
+// the audiences service keeps per-user event buckets for 90 days (docs/audiences.md#time-buckets).
 const MaxWithin = 90 * 24 * time.Hour
 
 // MaxRuleDepth bounds the nesting of all/any/not in one rule.

@@ -34,7 +34,7 @@ func TestSignatureVectors(t *testing.T) {
 }
 
 // TestXSignaturePooledIsHMAC: the pooled X-Signature is lowercase hex HMAC-SHA1 of the body,
-// byte for byte, for every secret and body, from concurrent callers (docs/receivers.md#x-signature).
+// byte for byte, for every secret and body, from concurrent callers (docs/receivers.md#x-signature-segment-compatible).
 func TestXSignaturePooledIsHMAC(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, secret := range []string{"s3cret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "é", "a-secret-longer-than-the-sha1-block-size-of-sixty-four-bytes-0123456789"} {

@@ -1,8 +1,10 @@
-// Package servicetest is the test harness of the services built on platform (router,
-// deliverer, and those to come): an Env is a fresh embedded broker with every default topic, a
-// tenant config applied and a running config store, plus the readers and probes service tests
-// share: a topic reader (Reader), a metric reader (Counter), a header reader (Header) and a
-// webhook endpoint that records what it receives (Receiver).
+// Package servicetest is the test harness of the services built on platform (ingest, router,
+// deliverer, audiences, console) and of devstack: an Env is a fresh embedded broker with every
+// default topic, a tenant config applied and a running config store, plus the readers and
+// probes service tests share: a topic reader (Reader), a metric reader (Counter), a header
+// reader (Header) and a webhook endpoint that records what it receives (Receiver). Every
+// package's tests wait with Eventually (poll a condition until a timeout) and call an HTTP
+// service with Call (and WaitReady for its /readyz) rather than a copy of their own.
 //
 // Everything an Env starts is stopped on t.Cleanup, in reverse order (services, readers, the
 // config store, the client, the broker), so a test that uses it leaves no goroutine behind

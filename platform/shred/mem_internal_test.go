@@ -9,7 +9,7 @@ import (
 )
 
 // TestMemoryPerKey measures the heap a keyring holds per live key: the AES-GCM state, the id,
-// the index entries (docs/security.md#memory-and-growth).
+// the index entries (docs/security.md#crypto-shredding, "Memory and growth").
 func TestMemoryPerKey(t *testing.T) {
 	const n = 5000
 	k := &Keyring{keys: map[keyID]*dataKey{}, bySubject: map[subjectHash][]keyID{}}

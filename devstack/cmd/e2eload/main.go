@@ -1,7 +1,7 @@
 // Command e2eload measures Tributary end to end: it runs the whole stack of `make run` in this
-// process (embedded broker, ingest, router, deliverer) with a tenant config whose one
-// destination posts to a fast webhook receiver that e2eload also runs, sends Segment batches
-// over HTTP, and reports
+// process (embedded broker, ingest, router, deliverer, audiences, console) with a tenant
+// config whose one destination posts to a fast webhook receiver that e2eload also runs, sends
+// Segment batches over HTTP, and reports
 //
 //   - events/s acknowledged by ingest and webhooks/s received,
 //   - the latency from ingest's 200 to the webhook's receipt (p50, p90, p99, max) per message,
