@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -261,6 +262,23 @@ func TestReadCommittedRangeWarnsWhenHeldBackByATransaction(t *testing.T) {
 		produce(b, "open")
 		if err := a.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			t.Fatal(err)
+		}
+		// The coordinator writes A's abort marker after EndTransaction returns: until it is in
+		// the partition, the last stable offset is A's record (0) and there is nothing to wait
+		// for. Wait until B alone holds it (1), the state this test is about.
+		adm := kadm.NewClient(e.cl)
+		for lso := int64(-1); lso != 1; {
+			offs, err := adm.ListCommittedOffsets(ctx, e.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, ok := offs.Lookup(e.out, 0); ok {
+				lso = o.Offset
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the last stable offset stayed at %d, want 1", lso)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		var logs servicetest.Buffer
 		done := make(chan error, 1)
