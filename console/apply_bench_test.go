@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -59,10 +60,11 @@ func benchAttemptRecords(n int) []*kgo.Record {
 // BenchmarkAttemptsApply: one webhooks.attempts record read into the delivery log.
 func BenchmarkAttemptsApply(b *testing.B) {
 	recs := benchAttemptRecords(1000)
-	l, dec := newAttemptLog(1000, time.Hour), newAttemptDecoder()
+	l, dec := views.NewAttempts(1000, time.Hour), newAttemptDecoder()
+	one := make([]attempt, 1)
 	for _, r := range recs { // the rings and minute counters allocated: measure the steady state
-		a, _ := dec.attempt(r)
-		l.add(a)
+		one[0], _ = dec.attempt(r)
+		l.Add(one, nil)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -70,9 +72,8 @@ func BenchmarkAttemptsApply(b *testing.B) {
 		if !ok {
 			b.Fatal("skipped")
 		}
-		l.mu.Lock()
-		l.add(a)
-		l.mu.Unlock()
+		one[0] = a
+		l.Add(one, nil)
 	}
 }
 
@@ -116,17 +117,18 @@ func BenchmarkEventsApply(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			recs := benchEventRecords(1000, rejected)
-			l, sources := newEventLog(100), interner{}
+			l, sources := views.NewEvents(100), interner{}
+			one := make([]views.Record, 1)
 			for _, r := range recs { // the rings' buffers allocated: measure the steady state
-				l.add(sourceOf(r, sources), r, rejected)
+				one[0] = views.Record{Source: sourceOf(r, sources), R: r, Rejected: rejected}
+				l.Add(one, nil)
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				r := recs[i%len(recs)]
 				src := sourceOf(r, sources)
-				l.mu.Lock()
-				l.add(src, r, rejected)
-				l.mu.Unlock()
+				one[0] = views.Record{Source: src, R: r, Rejected: rejected}
+				l.Add(one, nil)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -106,21 +107,5 @@ func decodeBool(v []byte, dst *bool) error {
 	return nil
 }
 
-// interner shares one string among the records that repeat a value (destination ids, error
-// classes), so that reading one allocates nothing. Bounded: it starts again when full. Not safe
-// for concurrent use: a view's goroutine owns it.
-type interner map[string]string
-
-const maxInterned = 4096
-
-func (in interner) get(b []byte) string {
-	if s, ok := in[string(b)]; ok {
-		return s
-	}
-	if len(in) >= maxInterned {
-		clear(in)
-	}
-	s := string(b)
-	in[s] = s
-	return s
-}
+// interner shares one string among the records that repeat a value: views.Interner.
+type interner = views.Interner

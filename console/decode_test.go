@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -87,7 +88,7 @@ var attemptCases = []attemptCase{
 // read by the lean decoder as by json.Unmarshal.
 func TestAttemptDecoderMatchesUnmarshal(t *testing.T) {
 	ts := time.Date(2026, 11, 27, 3, 0, 0, 0, time.FixedZone("x", 3600))
-	lean, old := newAttemptLog(10, time.Hour), newAttemptLog(10, time.Hour)
+	lean, old := views.NewAttempts(10, time.Hour), views.NewAttempts(10, time.Hour)
 	dec := newAttemptDecoder()
 	var leanSkipped, oldSkipped int
 	for _, c := range append(attemptCases, attemptCases...) { // twice: the second time from the caches
@@ -102,12 +103,12 @@ func TestAttemptDecoderMatchesUnmarshal(t *testing.T) {
 			t.Errorf("%s:\n lean %v %+v\n json %v %+v", c.name, gotOK, got, wantOK, want)
 		}
 		if gotOK {
-			lean.add(got)
+			lean.Add([]attempt{got}, nil)
 		} else {
 			leanSkipped++
 		}
 		if wantOK {
-			old.add(want)
+			old.Add([]attempt{want}, nil)
 		} else {
 			oldSkipped++
 		}
@@ -115,7 +116,7 @@ func TestAttemptDecoderMatchesUnmarshal(t *testing.T) {
 	if leanSkipped != oldSkipped || leanSkipped == 0 {
 		t.Errorf("skipped %d records, json.Unmarshal %d", leanSkipped, oldSkipped)
 	}
-	if !reflect.DeepEqual(lean.dests, old.dests) {
+	if !reflect.DeepEqual(lean, old) { // every destination's ring and counters
 		t.Error("the delivery logs differ")
 	}
 }
@@ -163,20 +164,20 @@ func oldRejectedFields(raw []byte, typ, messageID string) (string, string) {
 // The debugger shows the same type and message id of a rejected message as with
 // json.Unmarshal, for messages with and without headers of their own.
 func TestRejectedEventFieldsMatchUnmarshal(t *testing.T) {
-	l := newEventLog(2 * len(rejectedCases))
+	l := views.NewEvents(2 * len(rejectedCases))
 	headers := [][]kgo.RecordHeader{nil, {{Key: schemas.HeaderType, Value: []byte("alias")}}}
 	for _, h := range headers {
 		for _, raw := range rejectedCases {
 			r := &kgo.Record{Topic: schemas.TopicRejected, Value: []byte(raw), Headers: h, Timestamp: time.Now()}
-			l.add("web", r, true)
-			e := l.sources["web"].ring[(l.sources["web"].next+len(l.sources["web"].ring)-1)%len(l.sources["web"].ring)]
+			l.Add([]views.Record{{Source: "web", R: r, Rejected: true}}, nil)
+			e := l.Recent("web", 1)[0]
 			var htyp string
 			if h != nil {
 				htyp = "alias"
 			}
 			typ, id := oldRejectedFields([]byte(raw), htyp, "")
-			if e.typ != typ || e.messageID != id {
-				t.Errorf("%q: type %q, message id %q; json.Unmarshal: %q, %q", raw, e.typ, e.messageID, typ, id)
+			if e.Type != typ || e.MessageID != id {
+				t.Errorf("%q: type %q, message id %q; json.Unmarshal: %q, %q", raw, e.Type, e.MessageID, typ, id)
 			}
 		}
 	}
@@ -237,7 +238,7 @@ func FuzzViewDecoders(f *testing.F) {
 		if gotOK != wantOK || !reflect.DeepEqual(got, want) {
 			t.Errorf("attempt %q:\n lean %v %+v\n json %v %+v", b, gotOK, got, wantOK, want)
 		}
-		typ, id := jsonTextString(rejectedFields(b))
+		typ, id := jsonTextString(views.RejectedFields(b))
 		if wtyp, wid := oldRejectedFields(b, "", ""); typ != wtyp || id != wid {
 			t.Errorf("rejected %q: %q %q; json.Unmarshal: %q %q", b, typ, id, wtyp, wid)
 		}

@@ -72,7 +72,7 @@ func (s *Service) listDLQ(w http.ResponseWriter, r *http.Request) error {
 // deadLetters lists the destination's dead letters, newest first (replayed ones too with
 // again), from the DLQ view: the last DLQPerDestination of each destination.
 func (s *Service) deadLetters(_ context.Context, id string, again bool) ([]deadLetterView, error) {
-	dls := s.dlq.list(id, again)
+	dls := s.dlq.List(id, again)
 	out := make([]deadLetterView, 0, len(dls))
 	for _, d := range dls {
 		v := deadLetterView{MessageID: d.MessageID, Reason: d.Reason, LastStatus: d.LastStatus, LastError: d.LastError,
@@ -171,13 +171,11 @@ func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]s
 	}
 	ids := make([]string, 0, len(done))
 	now := s.now()
-	s.dlq.mu.Lock()
 	for _, d := range done {
 		ids = append(ids, d.MessageID)
-		// The view reads the replay marks a moment later; the next list is right at once.
-		s.dlq.mark(d.MarkerKey(), d, now)
 	}
-	s.dlq.mu.Unlock()
+	// The view reads the replay marks a moment later; the next list is right at once.
+	s.dlq.MarkReplayed(done, now)
 	s.metrics.replayed.Add(float64(len(done)))
 	s.logger.Info().Str("destination", id).Int("replayed", len(done)).Int("skipped", len(sk.ids)).Bool("to_other_url", req.URL != "").Msg("DLQ replayed")
 	return ids, sk, nil

@@ -335,41 +335,17 @@ func (s *Service) runForget(ctx context.Context) error {
 func (s *Service) purge(users map[string]struct{}) int {
 	f := s.forget
 	start := time.Now()
-	// The recent events (and so the bodies of the attempt pages).
-	var ids []string
-	events := 0
-	s.events.mu.Lock()
-	for _, se := range s.events.sources {
-		var told []eventView // the live streams' pages remove them
-		events += se.remove(func(e *event) bool {
-			user := e.userID()
-			if _, ok := users[user]; !ok || !f.hides(user, e.receivedAt) {
-				return false
-			}
-			ids = append(ids, e.messageID)
-			if len(se.watchers) > 0 {
-				told = append(told, eventView{ID: strconv.FormatUint(e.seq, 10), ReceivedAt: e.receivedAt, Status: statusForgotten})
-			}
-			return true
-		})
-		for _, v := range told {
-			se.tell(v)
-		}
+	// hides: the user's rule hides what was received at at.
+	hides := func(user string, at time.Time) bool {
+		_, ok := users[user]
+		return ok && f.hides(user, at)
 	}
-	s.events.mu.Unlock()
+	// The recent events (and so the bodies of the attempt pages); the live streams' pages
+	// remove them.
+	ids, events := s.events.Forget(hides)
 	// The DLQ lists.
-	dead := 0
-	s.dlq.mu.Lock()
-	for _, d := range s.dlq.dests {
-		dead += d.remove(func(e *dlqEntry) bool {
-			if _, ok := users[e.user]; !ok || !f.hides(e.user, e.received()) {
-				return false
-			}
-			ids = append(ids, e.MessageID)
-			return true
-		})
-	}
-	s.dlq.mu.Unlock()
+	deadIDs, dead := s.dlq.Forget(hides)
+	ids = append(ids, deadIDs...)
 	f.forgetMessages(ids)
 	// The delivery log: the attempts of those messages.
 	attempts := s.dropAttempts(ids)
@@ -390,18 +366,7 @@ func (s *Service) dropAttempts(ids []string) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	gone := make(map[string]struct{}, len(ids))
-	for _, id := range ids {
-		if id != "" {
-			gone[id] = struct{}{}
-		}
-	}
-	n := 0
-	s.attempts.mu.Lock()
-	for _, d := range s.attempts.dests {
-		n += d.remove(func(a *attempt) bool { _, ok := gone[a.MessageID]; return ok })
-	}
-	s.attempts.mu.Unlock()
+	n := s.attempts.Forget(ids)
 	s.metrics.forgotten.WithLabelValues("attempts").Add(float64(n))
 	return n
 }

@@ -45,39 +45,3 @@ func TestUserRuleHides(t *testing.T) {
 		}
 	}
 }
-
-// TestEventRingRemove: removing events from a ring that has wrapped keeps the others in order,
-// newest last, and the next events go after them; the removed ones' bytes are zeroed.
-func TestEventRingRemove(t *testing.T) {
-	se := &sourceEvents{ring: make([]event, 4)}
-	add := func(id string) {
-		e := &se.ring[se.next]
-		e.messageID, e.raw = id, append(e.raw[:0], id...)
-		se.next = (se.next + 1) % len(se.ring)
-		se.size = min(se.size+1, len(se.ring))
-	}
-	for _, id := range []string{"a", "x1", "b", "x2", "c", "x3"} { // the ring holds b x2 c x3
-		add(id)
-	}
-	var dropped [][]byte
-	n := se.remove(func(e *event) bool {
-		if e.messageID[0] == 'x' {
-			dropped = append(dropped, e.raw)
-			return true
-		}
-		return false
-	})
-	for _, b := range dropped {
-		if string(b[:cap(b)][:1]) != "\x00" {
-			t.Errorf("a removed event's bytes are not zeroed: %q", b[:cap(b)])
-		}
-	}
-	add("d")
-	var got string
-	for i := se.size; i >= 1; i-- {
-		got += se.ring[(se.next-i+len(se.ring))%len(se.ring)].messageID
-	}
-	if n != 2 || got != "bcd" {
-		t.Errorf("removed %d, ring %q; want 2 and bcd", n, got)
-	}
-}

@@ -28,25 +28,8 @@ func (s *Service) prune() {
 	if snap.Version() == 0 {
 		return // not loaded: everything would look deleted
 	}
-	s.attempts.mu.Lock()
-	for id := range s.attempts.dests {
-		if _, ok := snap.DestinationByID(id); !ok {
-			delete(s.attempts.dests, id)
-		}
-	}
-	s.attempts.mu.Unlock()
-	s.dlq.mu.Lock()
-	for id := range s.dlq.dests {
-		if _, ok := snap.DestinationByID(id); !ok {
-			delete(s.dlq.dests, id)
-		}
-	}
-	s.dlq.mu.Unlock()
-	s.events.mu.Lock()
-	for id, se := range s.events.sources {
-		if _, ok := snap.SourceByID(id); !ok && len(se.watchers) == 0 {
-			delete(s.events.sources, id)
-		}
-	}
-	s.events.mu.Unlock()
+	hasDestination := func(id string) bool { _, ok := snap.DestinationByID(id); return ok }
+	s.attempts.Prune(hasDestination)
+	s.dlq.Prune(hasDestination)
+	s.events.Prune(func(id string) bool { _, ok := snap.SourceByID(id); return ok }) // but a watched one
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -74,15 +75,16 @@ type Service struct {
 	stopping     chan struct{}
 	stoppingOnce sync.Once
 
-	attempts    *attemptLog
-	events      *eventLog
-	regulations *regulationLog
+	attempts    *views.Attempts
+	events      *views.Events
+	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
-	dlq         *dlqView
+	dlq         *views.DLQ
 	sessions    *sessionView
 	streams     *streamLimits
-	tiers       tierLag  // the retry tiers' backlog, read in the background
-	replays     sync.Map // destination id → *sync.Mutex: one DLQ replay at a time
+	tiers       views.TierLag // the retry tiers' backlog, read in the background
+	ready       viewsReady    // closed as each view catches up
+	replays     sync.Map      // destination id → *sync.Mutex: one DLQ replay at a time
 	metrics     *metrics
 	ui          *ui
 }
@@ -125,11 +127,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 	}
-	s.attempts = newAttemptLog(cfg.AttemptsPerDestination, cfg.StatsWindow)
-	s.events = newEventLog(cfg.RecentEvents)
-	s.regulations = newRegulationLog()
+	s.attempts = views.NewAttempts(cfg.AttemptsPerDestination, cfg.StatsWindow)
+	s.events = views.NewEvents(cfg.RecentEvents)
+	s.regulations = views.NewRegulations(cfg.RegulationStores)
 	s.forget = newForgetting()
-	s.dlq = newDLQView(cfg.DLQPerDestination)
+	s.dlq = views.NewDLQ(cfg.DLQPerDestination)
+	s.ready = newViewsReady()
 	s.sessions = newSessionView()
 	s.streams = newStreamLimits(cfg.MaxStreams, cfg.MaxStreamsPerSession)
 	if s.ui, err = newUI(s); err != nil {
@@ -175,7 +178,7 @@ func (s *Service) Run(ctx context.Context) error {
 		views = append(views, s.dataKeys)
 	}
 	ready := platform.RunnerFunc(func(ctx context.Context) error {
-		for _, ch := range []<-chan struct{}{s.forget.ready, s.attempts.ready, s.events.ready, s.regulations.ready, s.dlq.ready, s.sessions.ready, s.deps.Store.Ready()} {
+		for _, ch := range []<-chan struct{}{s.forget.ready, s.ready.attempts, s.ready.events, s.ready.regulations, s.ready.dlq, s.sessions.ready, s.deps.Store.Ready()} {
 			select {
 			case <-ch:
 			case <-ctx.Done():

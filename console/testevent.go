@@ -125,7 +125,7 @@ func (s *Service) runTest(ctx context.Context, id string, req testRequest) (*tes
 	results := map[string][]testResult{}
 	received := 0
 	got := make(chan attempt, len(urls)*2)
-	stop := s.attempts.wait(messageID, got)
+	stop := s.attempts.Wait(messageID, got)
 	defer stop()
 	rec := &kgo.Record{Topic: s.cfg.DeliveriesTopic, Key: []byte(id + ":test-user-1"), Value: body, Headers: []kgo.RecordHeader{
 		{Key: schemas.HeaderDestinationID, Value: []byte(id)},

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"maps"
 	"net/http"
 	"slices"
@@ -33,15 +34,11 @@ func (u *ui) deletionsData() deletionsData {
 	for _, src := range u.s.deps.Store.Snapshot().Sources() {
 		d.Sources = append(d.Sources, src.ID)
 	}
-	u.s.regulations.mu.Lock()
-	for i := len(u.s.regulations.order) - 1; i >= 0 && len(d.Regulations) < 100; i-- {
-		if g := u.s.regulations.order[i]; g.requested > 0 {
-			v := g.view(listedSubjects, u.s.cfg.RegulationStores)
-			d.Running = d.Running || v.OverallStatus == statusRunning
-			d.Regulations = append(d.Regulations, newRegulationRow(v, u.s.cfg.RegulationStores))
-		}
+	regs, _ := u.s.regulations.List(0, 100, listedSubjects)
+	for _, v := range regs {
+		d.Running = d.Running || v.OverallStatus == views.StatusRunning
+		d.Regulations = append(d.Regulations, newRegulationRow(v, u.s.cfg.RegulationStores))
 	}
-	u.s.regulations.mu.Unlock()
 	return d
 }
 

@@ -472,23 +472,13 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 	if c, err := strconv.ParseUint(q.Get("cursor"), 10, 64); err == nil {
 		before, data.Cursor = c, q.Get("cursor")
 	}
-	u.s.attempts.mu.RLock()
-	if dl := u.s.attempts.dests[id]; dl != nil {
-		for i := 1; i <= dl.size; i++ {
-			a := &dl.ring[(dl.next-i+len(dl.ring))%len(dl.ring)]
-			if a.Seq >= before || !statusMatches(a, data.Status) {
-				continue
-			}
-			if len(data.Log) == logPage {
-				data.NextCursor = strconv.FormatUint(data.Log[len(data.Log)-1].Seq, 10)
-				break
-			}
-			data.Log = append(data.Log, logRow{attempt: *a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
-		}
+	log, next := u.s.attemptsPage(id, before, data.Status, logPage)
+	for _, a := range log {
+		data.Log = append(data.Log, logRow{attempt: a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
 	}
-	u.s.attempts.mu.RUnlock()
+	data.NextCursor = next
 	// The DLQ: read from webhooks.dlq only when the DLQ view counts dead letters.
-	data.DLQPending = u.s.dlq.pending(id)
+	data.DLQPending = u.s.dlq.Pending(id)
 	if data.DLQPending > 0 {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		dls, err := u.s.deadLetters(dctx, id, false)
@@ -718,17 +708,9 @@ func (u *ui) destinationAttempt(w http.ResponseWriter, r *http.Request) {
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 	var a *attempt
 	if err == nil {
-		u.s.attempts.mu.RLock()
-		if dl := u.s.attempts.dests[id]; dl != nil {
-			for i := 0; i < dl.size; i++ {
-				if dl.ring[i].Seq == seq {
-					c := dl.ring[i]
-					a = &c
-					break
-				}
-			}
+		if got, ok := u.s.attempts.Attempt(id, seq); ok {
+			a = &got
 		}
-		u.s.attempts.mu.RUnlock()
 	}
 	if a == nil {
 		u.fail(w, r, errNotFound("Attempt %s of destination %s is not in the delivery log (it keeps the last %d attempts per destination).",
@@ -776,24 +758,7 @@ func (u *ui) deliveredBody(d *schemas.Destination, messageID string) []byte {
 	if messageID == "" {
 		return nil
 	}
-	var raw []byte
-	u.s.events.mu.Lock()
-	for _, src := range d.Sources {
-		se := u.s.events.sources[src]
-		if se == nil {
-			continue
-		}
-		for i := 1; i <= se.size && raw == nil; i++ {
-			e := &se.ring[(se.next-i+len(se.ring))%len(se.ring)]
-			if !e.rejected && e.messageID == messageID {
-				raw = append([]byte(nil), e.raw...)
-			}
-		}
-		if raw != nil {
-			break
-		}
-	}
-	u.s.events.mu.Unlock()
+	raw := u.s.events.Delivered(d.Sources, messageID)
 	if raw == nil {
 		return nil
 	}

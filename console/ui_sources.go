@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,15 +51,11 @@ func (u *ui) sources(w http.ResponseWriter, r *http.Request) {
 	snap := u.s.deps.Store.Snapshot()
 	now := u.s.now()
 	var rows []sourceRow
-	u.s.events.mu.Lock()
 	for _, src := range snap.Sources() {
 		row := sourceRow{ID: src.ID, Name: src.Name}
-		if se := u.s.events.sources[src.ID]; se != nil {
-			row.Accepted, row.Rejected = se.lastHour(now)
-		}
+		row.Accepted, row.Rejected = u.s.events.LastHour(src.ID, now)
 		rows = append(rows, row)
 	}
-	u.s.events.mu.Unlock()
 	u.render(w, r, http.StatusOK, "sources", page{Title: "Sources", Nav: "sources", Data: rows})
 }
 
@@ -155,14 +152,11 @@ func (u *ui) sourceData(id string) (*sourceData, bool) {
 	for _, dest := range snap.DestinationsForSource(id) {
 		d.Destinations = append(d.Destinations, dest.ID)
 	}
-	u.s.events.mu.Lock()
-	if se := u.s.events.sources[id]; se != nil {
-		for i := se.size; i >= 1; i-- { // oldest first: the page's script puts each on top
-			d.Recent = append(d.Recent, se.ring[(se.next-i+len(se.ring))%len(se.ring)].view())
-		}
-		d.Accepted, d.Rejected = se.lastHour(u.s.now())
+	if recent := u.s.events.Recent(id, -1); len(recent) > 0 {
+		slices.Reverse(recent) // oldest first: the page's script puts each on top
+		d.Recent = recent
 	}
-	u.s.events.mu.Unlock()
+	d.Accepted, d.Rejected = u.s.events.LastHour(id, u.s.now())
 	return d, true
 }
 

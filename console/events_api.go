@@ -1,0 +1,152 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tributary-cdp/tributary/console/internal/views"
+)
+
+// The source debugger's API: a source's recent events, and its live stream (Server-Sent
+// Events) within the stream limits (docs/console.md#live-stream-limits).
+
+// recentEvents answers the source's last events, newest first.
+func (s *Service) recentEvents(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().SourceByID(id); !ok {
+		return errNotFound("no source %q", id)
+	}
+	writeData(w, http.StatusOK, s.events.Recent(id, -1))
+	return nil
+}
+
+// sseHeartbeat is how often an idle stream sends a comment, so proxies keep it open.
+const sseHeartbeat = 15 * time.Second
+
+// streamLimits counts the open live streams (docs/console.md#live-stream-limits): at most max
+// on the console, perClient per client (a UI session; the API's callers, who share its one
+// token, together). Safe for concurrent use.
+type streamLimits struct {
+	mu             sync.Mutex
+	max, perClient int
+	total          int
+	clients        map[string]int
+}
+
+func newStreamLimits(max, perClient int) *streamLimits {
+	return &streamLimits{max: max, perClient: perClient, clients: map[string]int{}}
+}
+
+// acquire takes a stream for client, or returns the 429 error that refuses it; release gives
+// it back.
+func (l *streamLimits) acquire(client string) (release func(), err *apiError) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.total >= l.max:
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
+			Message: fmt.Sprintf("the console has %d live streams open, its limit (CONSOLE_MAX_STREAMS): try again when one ends", l.total)}
+	case l.clients[client] >= l.perClient && client == apiStreamClient:
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
+			Message: fmt.Sprintf("the API's callers have %d live streams open, their limit (CONSOLE_MAX_STREAMS_PER_SESSION, shared by every caller of the token): close one first", l.clients[client])}
+	case l.clients[client] >= l.perClient:
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
+			Message: fmt.Sprintf("you have %d live streams open, the limit per session (CONSOLE_MAX_STREAMS_PER_SESSION): close one (a tab of a source's page) first", l.clients[client])}
+	}
+	l.total++
+	l.clients[client]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.total--
+			if l.clients[client]--; l.clients[client] <= 0 {
+				delete(l.clients, client)
+			}
+		})
+	}, nil
+}
+
+// apiStreamClient is the stream client of every API caller: they share CONSOLE_TOKEN.
+const apiStreamClient = "api"
+
+// liveEvents streams the source's events as Server-Sent Events (text/event-stream) as they
+// arrive: "event: accepted" or "event: rejected", "id:", and the event's JSON as data. Beyond the
+// stream limits it answers 429 with the error body.
+func (s *Service) liveEvents(w http.ResponseWriter, r *http.Request) error {
+	return s.streamEvents(w, r, apiStreamClient, false)
+}
+
+// streamEvents is the live stream of the source r names, for client. Beyond the stream limits
+// it answers 429 with the error body, or, with refuseInStream (the UI's EventSource, which
+// shows no error body), a stream of one "event: refused" whose data is the error, and no
+// reconnection for a minute. Every write has a deadline (StreamWriteTimeout): a client that
+// stops reading is dropped, and the stream's goroutine ends.
+func (s *Service) streamEvents(w http.ResponseWriter, r *http.Request, client string, refuseInStream bool) error {
+	id := r.PathValue("id")
+	if _, ok := s.deps.Store.Snapshot().SourceByID(id); !ok {
+		return errNotFound("no source %q", id)
+	}
+	rc := http.NewResponseController(w)
+	// write sends one piece of the stream and flushes it, within the write deadline.
+	write := func(format string, args ...any) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	h := w.Header()
+	release, refused := s.streams.acquire(client)
+	if refused != nil {
+		s.metrics.streamsRefused.Inc()
+		if !refuseInStream {
+			w.Header().Set("Retry-After", "5")
+			return refused
+		}
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		b, _ := json.Marshal(refused)
+		_ = write("retry: 60000\nevent: refused\ndata: %s\n\n", b)
+		return nil
+	}
+	defer release()
+	ch := make(chan views.EventView, 256)
+	unwatch := s.events.Watch(id, ch)
+	s.metrics.liveStreams.Inc()
+	defer func() {
+		unwatch()
+		s.metrics.liveStreams.Dec()
+	}()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := write("retry: 2000\n: watching source %s\n\n", id); err != nil {
+		return nil
+	}
+	beat := time.NewTicker(sseHeartbeat)
+	defer beat.Stop()
+	for {
+		var err error
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.stopping:
+			return nil
+		case <-beat.C:
+			err = write(": keep-alive\n\n")
+		case v := <-ch:
+			b, _ := json.Marshal(v)
+			err = write("event: %s\nid: %s\ndata: %s\n\n", v.Status, v.ID, b)
+		}
+		if err != nil {
+			return nil // the client went away, or stopped reading
+		}
+	}
+}
