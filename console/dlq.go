@@ -11,7 +11,7 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// The dead-letter queue of a destination: listed from the console's DLQ view (dlqview.go: the
+// The dead-letter queue of a destination: listed from the console's DLQ view (views.DLQ, read by dlq_reader.go: the
 // last DLQPerDestination dead letters of each destination, their headers only) and replayed
 // with the deliverer's own library (platform.ReplayDeadLetters), both once per message: a
 // message's newest dead letter stands for it (docs/console.md#replay-the-dead-letter-queue). A
