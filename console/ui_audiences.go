@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -308,7 +307,10 @@ func (u *ui) saveForm(w http.ResponseWriter, r *http.Request, k formKind, f obje
 	var err error
 	if b.New {
 		obj["id"] = b.ID
-		err = u.createFrom(r.Context(), k.kind, obj)
+		var body []byte
+		if body, err = json.Marshal(obj); err == nil {
+			_, err = u.s.createJSON(r.Context(), k.kind, body)
+		}
 	} else {
 		// The update is a merge patch: of decoded JSON values.
 		for key, v := range obj {
@@ -583,20 +585,6 @@ func (f *audienceForm) object() map[string]any {
 // saveAudience creates (POST /audiences/new) or changes (POST /audiences/{id}) an audience.
 func (u *ui) saveAudience(w http.ResponseWriter, r *http.Request) {
 	u.saveForm(w, r, audienceKind, audienceFormOf(r))
-}
-
-// createFrom parses obj as a new object of kind with the config parser and creates it.
-func (u *ui) createFrom(ctx context.Context, kind schemas.ConfigKind, obj map[string]any) error {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	o, err := parseObject(kind, b)
-	if err != nil {
-		return err
-	}
-	_, err = u.s.createObject(ctx, o)
-	return err
 }
 
 // originOf is the origin of the current object of kind and id.
