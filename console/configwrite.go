@@ -196,6 +196,17 @@ func (s *Service) checkNew(o schemas.ConfigObject) error {
 		return &apiError{Status: http.StatusConflict, Code: codeConflict, Field: "id",
 			Message: fmt.Sprintf("id: a %s with id %q exists already", nouns[o.Kind], o.ID)}
 	}
+	return validateIn(snap, o)
+}
+
+// validateObject validates o as the console's object in the current config, as a write of it
+// would (the preview of an audience's rule).
+func (s *Service) validateObject(o schemas.ConfigObject) error {
+	return validateIn(s.deps.Store.Snapshot(), o)
+}
+
+// validateIn validates the config snap would be with o, the console's, in it.
+func validateIn(snap *platform.Snapshot, o schemas.ConfigObject) error {
 	o.SetOrigin(schemas.OriginConsole)
 	cfg := configOf(snap, o)
 	if err := cfg.Validate(); err != nil {
