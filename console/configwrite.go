@@ -93,10 +93,11 @@ func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject
 	return snap, nil
 }
 
-// writeOptions are the conditions of a write: the request's If-Match and ?takeOver=true.
+// writeOptions are the conditions of a write: the API's If-Match header and ?takeOver=true,
+// the UI's form fields version and takeOver.
 type writeOptions struct {
-	// IfMatch is an If-Match header: a version as an ETag ("12", 12, W/"12", several
-	// separated by commas) or *; "": no condition.
+	// IfMatch is the version the write expects, written as an If-Match header is: a version
+	// as an ETag ("12", 12, W/"12", several separated by commas) or *; "": no condition.
 	IfMatch string
 	// TakeOver lets the write change an object a config file manages (it becomes the
 	// console's).
