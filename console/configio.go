@@ -106,20 +106,31 @@ func configYAML(cfg *schemas.Config, comment string, lineComments map[string]str
 	return []byte(b.String()), nil
 }
 
-func (s *Service) exportConfig(w http.ResponseWriter, _ *http.Request) error {
+// exportYAML is the current config as a config file (GET /v1/config and the settings page's
+// download): secrets as references, never in the clear.
+func (s *Service) exportYAML() ([]byte, error) {
 	snap := s.deps.Store.Snapshot()
 	cfg, comments := s.exportedConfig(snap, s.now())
-	out, err := configYAML(cfg,
+	return configYAML(cfg,
 		"Tributary config exported by the console at "+schemas.FormatTimestamp(s.now())+".\n"+
 			"Write keys are their hashes; shared secrets, header values and URLs with credentials references (hmac-sha256:);\n"+
 			"applying it with PUT /v1/config keeps the secret a reference names.", comments)
+}
+
+func (s *Service) exportConfig(w http.ResponseWriter, _ *http.Request) error {
+	out, err := s.exportYAML()
 	if err != nil {
 		return err
 	}
+	return downloadYAML(w, out)
+}
+
+// downloadYAML answers an exported config file as a download.
+func downloadYAML(w http.ResponseWriter, out []byte) error {
 	w.Header().Set("Content-Type", "application/yaml")
 	w.Header().Set("Content-Disposition", `attachment; filename="tributary.yaml"`)
 	w.Header().Set("Cache-Control", "no-store")
-	_, err = w.Write(out)
+	_, err := w.Write(out)
 	return err
 }
 

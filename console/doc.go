@@ -12,4 +12,10 @@
 // views forget a deleted or suppressed user's entries, and read the regulations before
 // anything else at start (forget.go, docs/console.md#what-the-console-forgets); sessions stay
 // in this package (sessions.go).
+//
+// Config writes have one service layer, configwrite.go (with configobject.go): methods that take
+// a context, a kind and id, a patch or an object and writeOptions, and return the snapshot that
+// holds the change or an *apiError the front ends show. The API's handlers (api_objects.go) and
+// the UI's (ui_*.go) only read their request, call it and answer; no UI handler calls an API
+// handler (docs/architecture.md#console-layers).
 package console

@@ -50,7 +50,11 @@ func (u *ui) reencrypt(w http.ResponseWriter, r *http.Request) {
 // exportYAML downloads the config file.
 func (u *ui) exportYAML(w http.ResponseWriter, r *http.Request) {
 	headers(w)
-	if err := u.s.exportConfig(w, r); err != nil {
+	out, err := u.s.exportYAML()
+	if err == nil {
+		err = downloadYAML(w, out)
+	}
+	if err != nil {
 		u.fail(w, r, err)
 	}
 }

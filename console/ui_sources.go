@@ -98,9 +98,9 @@ func fieldErrors(err error) (map[string]string, string) {
 
 func (u *ui) createSource(w http.ResponseWriter, r *http.Request) {
 	f := sourceForm{ID: strings.TrimSpace(r.PostFormValue("id")), Name: strings.TrimSpace(r.PostFormValue("name"))}
-	key := newWriteKey()
-	o := schemas.ConfigObject{Kind: schemas.ConfigKindSource, ID: f.ID, Source: &schemas.Source{ID: f.ID, Name: f.Name, WriteKey: key}}
-	if _, err := u.s.createObject(r.Context(), o); err != nil {
+	o := schemas.ConfigObject{Kind: schemas.ConfigKindSource, ID: f.ID, Source: &schemas.Source{ID: f.ID, Name: f.Name}}
+	_, key, err := u.s.newSource(r.Context(), o)
+	if err != nil {
 		var general string
 		f.Errors, general = fieldErrors(err)
 		u.render(w, r, http.StatusBadRequest, "source_new", page{Title: "Add a source", Nav: "sources", Error: general, Data: f})
@@ -213,21 +213,7 @@ func (u *ui) rotateSource(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, errInvalid("overlap", "Choose how long the old key keeps working."))
 		return
 	}
-	key := newWriteKey()
-	var expires string
-	_, err = u.s.updateObject(r.Context(), schemas.ConfigKindSource, id, map[string]any{}, writeOptions{TakeOver: r.PostFormValue("takeOver") == "true"},
-		func(cur schemas.ConfigObject, merged map[string]any) error {
-			delete(merged, "writeKeyHash")
-			merged["writeKey"] = key
-			delete(merged, "previousWriteKeyHash")
-			delete(merged, "previousWriteKeyExpiresAt")
-			if overlap > 0 {
-				expires = schemas.FormatTimestamp(u.s.now().Add(overlap))
-				merged["previousWriteKeyHash"] = cur.Source.KeyHash()
-				merged["previousWriteKeyExpiresAt"] = expires
-			}
-			return nil
-		})
+	_, key, expires, err := u.s.rotateWriteKey(r.Context(), id, overlap, writeOptions{TakeOver: r.PostFormValue("takeOver") == "true"})
 	if err != nil {
 		u.fail(w, r, err)
 		return
