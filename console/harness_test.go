@@ -1,10 +1,8 @@
 package console_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -139,29 +137,12 @@ func startConsole(t testing.TB, env *servicetest.Env, mod func(*console.Config))
 	h.stop = env.Start("console", svc.Run)
 	h.srv = httptest.NewServer(svc.Handler())
 	t.Cleanup(h.srv.Close)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + svc.Addr() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("console not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	servicetest.WaitReady(t, "http://"+svc.Addr()+"/readyz", 15*time.Second)
 	return h
 }
 
 // response is one answer of the API.
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
+type response servicetest.Answer
 
 // JSON decodes the body into a map.
 func (r response) JSON(t testing.TB) map[string]any {
@@ -192,42 +173,21 @@ func (h *harness) do(method, path string, body any, headers ...string) response 
 // doAs sends a request with token ("" : no Authorization header).
 func (h *harness) doAs(token, method, path string, body any, headers ...string) response {
 	h.t.Helper()
-	var rd io.Reader
+	var text string
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		text = b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		rd = bytes.NewReader(j)
+		text = string(j)
 	}
-	req, err := http.NewRequest(method, h.srv.URL+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.answers = append(h.answers, answer{request: method + " " + strings.SplitN(path, "?", 2)[0], body: string(b)})
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	a := servicetest.Call(h.t, method, h.srv.URL+path, text, append([]string{"Authorization", servicetest.Bearer(token)}, headers...)...)
+	h.answers = append(h.answers, answer{request: method + " " + strings.SplitN(path, "?", 2)[0], body: string(a.Body)})
+	return response(a)
 }
 
 // expect fails unless r has status.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -250,10 +251,9 @@ audiences:
 	if ch := dry.Data(t)["changes"].([]any); len(ch) != 2 || !strings.Contains(string(dry.Body), `"fields":["settings.webhooks[0].url"]`) {
 		t.Fatalf("dry run: %s", dry.Body)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if h.env.Store.Snapshot().Version() != before {
-		t.Fatal("a dry run wrote to the config topic")
-	}
+	servicetest.Consistently(t, 300*time.Millisecond, "no write of a dry run to the config topic", func() bool {
+		return h.env.Store.Snapshot().Version() == before
+	})
 	expect(t, h.do(http.MethodPut, "/v1/config", changed, "Content-Type", "application/yaml"), http.StatusOK)
 	d, _ := h.env.Store.Snapshot().DestinationByID("hooks")
 	if d.Settings.Webhooks[0].URL != "https://b.example.com/y" || d.Settings.SharedSecret != secret {
