@@ -25,7 +25,7 @@ func TestDeletionForgetsLateEvents(t *testing.T) {
 	h.clock.Advance(time.Minute)
 	h.deletion("gone", schemas.KindDeleteOnly)
 	servicetest.Eventually(t, 10*time.Second, "the deleted profile gone", func() string {
-		if code := get(t, svc, "/v1/profiles/gone", testToken, nil); code != http.StatusNotFound {
+		if code := servicetest.Get(t, "http://"+svc.Addr()+"/v1/profiles/gone", testToken, nil); code != http.StatusNotFound {
 			return fmt.Sprintf("profile after its deletion: %d", code)
 		}
 		return ""
@@ -34,7 +34,7 @@ func TestDeletionForgetsLateEvents(t *testing.T) {
 	// Accepted 30 s before the deletion, read after it.
 	h.send(fmt.Sprintf(`{"type":"identify","userId":"gone","traits":{"plan":"team"},"receivedAt":%q}`, h.clock.At(-90*time.Second)))
 	h.quiet(2500 * time.Millisecond)
-	if code := get(t, svc, "/v1/profiles/gone", testToken, nil); code != http.StatusNotFound {
+	if code := servicetest.Get(t, "http://"+svc.Addr()+"/v1/profiles/gone", testToken, nil); code != http.StatusNotFound {
 		t.Fatalf("a late event of the deleted user built its profile again: %d", code)
 	}
 	h.send(fmt.Sprintf(`{"type":"identify","userId":"gone","traits":{"plan":"team"},"receivedAt":%q}`, h.clock.At(0)))

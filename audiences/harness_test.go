@@ -3,7 +3,6 @@ package audiences_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,8 +147,9 @@ func (h *harness) identifies(n int, timeout time.Duration) []identify {
 		h.events.Poll()
 		got := decodeIdentifies(h.t, h.events.Got)[h.seen:]
 		if len(got) >= n {
-			time.Sleep(h.events.Settle)
-			h.events.Poll()
+			for settled := time.Now().Add(h.events.Settle); time.Now().Before(settled); {
+				h.events.Poll()
+			}
 			got = decodeIdentifies(h.t, h.events.Got)[h.seen:]
 			h.seen += len(got)
 			return got
@@ -195,12 +195,3 @@ func byUser(ids []identify) map[string]map[string]any {
 
 // testToken is the AUDIENCES_TOKEN of the harness's services.
 const testToken = "audiences-test-token-0123456789"
-
-// get GETs the service's API with the bearer token (none when empty) and decodes the JSON
-// answer into v; it returns the status.
-func get(t *testing.T, svc *audiences.Service, path, token string, v any) int {
-	t.Helper()
-	a := servicetest.Call(t, http.MethodGet, "http://"+svc.Addr()+path, "", "Authorization", servicetest.Bearer(token))
-	a.Decode(t, v)
-	return a.Status
-}

@@ -11,15 +11,6 @@ import (
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
-// post POSTs body to the service's API and decodes the JSON answer into v; it returns the
-// status.
-func post(t *testing.T, svc *audiences.Service, path, token, body string, v any) int {
-	t.Helper()
-	a := servicetest.Call(t, http.MethodPost, "http://"+svc.Addr()+path, body, "Authorization", servicetest.Bearer(token))
-	a.Decode(t, v)
-	return a.Status
-}
-
 // TestPreview: POST /v1/audiences/preview counts the profiles a candidate rule matches now,
 // with the evaluation of membership (event counts and windows, traits, computed traits,
 // groups), asks for the token, and names the field of an invalid rule.
@@ -41,7 +32,7 @@ func TestPreview(t *testing.T) {
 	}
 	servicetest.Eventually(t, 20*time.Second, "profile u11 with its orders", func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/u11", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "30" {
+		if code := servicetest.Get(t, "http://"+svc.Addr()+"/v1/profiles/u11", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "30" {
 			return fmt.Sprintf("profile u11: %d %+v", code, p)
 		}
 		return ""
@@ -55,9 +46,9 @@ func TestPreview(t *testing.T) {
 		}
 		var v audiences.PreviewView
 		var e struct{ Code, Message string }
-		code := post(t, svc, "/v1/audiences/preview", testToken, body+"}", &v)
+		code := servicetest.Post(t, "http://"+svc.Addr()+"/v1/audiences/preview", testToken, body+"}", &v)
 		if code != http.StatusOK {
-			post(t, svc, "/v1/audiences/preview", testToken, body+"}", &e)
+			servicetest.Post(t, "http://"+svc.Addr()+"/v1/audiences/preview", testToken, body+"}", &e)
 			t.Fatalf("preview %s: %d %+v", rule, code, e)
 		}
 		if v.Profiles != users || v.Partitions != 3 || v.Total != 3 || v.Partial || v.At == "" {
@@ -86,7 +77,7 @@ func TestPreview(t *testing.T) {
 	}
 	// The same rule as the vip audience counts its members.
 	var a audiences.AudienceView
-	get(t, svc, "/v1/audiences/vip", testToken, &a)
+	servicetest.Get(t, "http://"+svc.Addr()+"/v1/audiences/vip", testToken, &a)
 	if v := count(`{"trait":"plan","in":["pro","team"]}`, ""); v.Count != 6 {
 		t.Errorf("vip's rule: %d", v.Count)
 	}
@@ -107,7 +98,7 @@ func TestPreview(t *testing.T) {
 
 	// Errors: the token, a body that is not one, an invalid rule naming its field.
 	var e struct{ Code, Message string }
-	if code := post(t, svc, "/v1/audiences/preview", "", `{"rule":{"trait":"plan","equals":"pro"}}`, &e); code != http.StatusUnauthorized || e.Code != "unauthorized" {
+	if code := servicetest.Post(t, "http://"+svc.Addr()+"/v1/audiences/preview", "", `{"rule":{"trait":"plan","equals":"pro"}}`, &e); code != http.StatusUnauthorized || e.Code != "unauthorized" {
 		t.Errorf("no token: %d %+v", code, e)
 	}
 	for body, want := range map[string]string{
@@ -121,7 +112,7 @@ func TestPreview(t *testing.T) {
 		`not json`: "the body must be",
 	} {
 		e = struct{ Code, Message string }{}
-		if code := post(t, svc, "/v1/audiences/preview", testToken, body, &e); code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Message, want) {
+		if code := servicetest.Post(t, "http://"+svc.Addr()+"/v1/audiences/preview", testToken, body, &e); code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Message, want) {
 			t.Errorf("%s: %d %+v, want a 400 with %q", body, code, e, want)
 		}
 	}
@@ -129,7 +120,7 @@ func TestPreview(t *testing.T) {
 	// over 1 MiB is 413, headers over platform.DefaultMaxHeaderBytes 431.
 	e = struct{ Code, Message string }{}
 	big := `{"rule":{"trait":"plan","equals":"` + strings.Repeat("p", 3<<20) + `"}}`
-	if code := post(t, svc, "/v1/audiences/preview", testToken, big, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || !strings.Contains(e.Message, "1048576") {
+	if code := servicetest.Post(t, "http://"+svc.Addr()+"/v1/audiences/preview", testToken, big, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || !strings.Contains(e.Message, "1048576") {
 		t.Errorf("a 3 MB body: %d %+v, want a 413 too_large", code, e)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+"/v1/profiles/u1", nil)
@@ -140,7 +131,7 @@ func TestPreview(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if code := get(t, svc, "/v1/audiences/preview", testToken, nil); code == http.StatusOK {
+	if code := servicetest.Get(t, "http://"+svc.Addr()+"/v1/audiences/preview", testToken, nil); code == http.StatusOK {
 		t.Errorf("GET /v1/audiences/preview: %d", code)
 	}
 }
@@ -166,12 +157,12 @@ func TestPreviewOverTwoInstances(t *testing.T) {
 	servicetest.Eventually(t, 30*time.Second, "the preview from both instances", func() string {
 		for _, svc := range []*audiences.Service{a, b} {
 			var v audiences.PreviewView
-			code := post(t, svc, "/v1/audiences/preview", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &v)
+			code := servicetest.Post(t, "http://"+svc.Addr()+"/v1/audiences/preview", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &v)
 			if code != http.StatusOK || v.Count != 15 || v.Profiles != users || v.Partial || v.Partitions != 3 {
 				return fmt.Sprintf("preview from %s: %d %+v", svc.Addr(), code, v)
 			}
 			var local audiences.PreviewView
-			post(t, svc, "/v1/audiences/preview?scope=local", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &local)
+			servicetest.Post(t, "http://"+svc.Addr()+"/v1/audiences/preview?scope=local", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &local)
 			if local.Partitions == 3 || local.Partitions == 0 {
 				return fmt.Sprintf("scope=local of %s covers %d partitions: both instances should own some", svc.Addr(), local.Partitions)
 			}

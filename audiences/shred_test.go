@@ -67,14 +67,14 @@ func TestSealedProfiles(t *testing.T) {
 		return ""
 	})
 	var p audiences.ProfileView
-	if code := get(t, svc, "/v1/profiles/jane", testToken, &p); code != http.StatusOK || !bytes.Contains(p.Traits, []byte(email)) {
+	if code := servicetest.Get(t, "http://"+svc.Addr()+"/v1/profiles/jane", testToken, &p); code != http.StatusOK || !bytes.Contains(p.Traits, []byte(email)) {
 		t.Fatalf("profile: %d %+v", code, p)
 	}
 	stop()
 	// A restart restores the sealed profile.
 	svc, _, stop = h.run("aud-shred", nil)
 	servicetest.Eventually(t, 10*time.Second, "the profile restored after a restart", func() string {
-		if code := get(t, svc, "/v1/profiles/jane", testToken, &p); code != http.StatusOK {
+		if code := servicetest.Get(t, "http://"+svc.Addr()+"/v1/profiles/jane", testToken, &p); code != http.StatusOK {
 			return fmt.Sprintf("profile after a restart: %d", code)
 		}
 		return ""
@@ -91,7 +91,7 @@ func TestSealedProfiles(t *testing.T) {
 		if n := servicetest.Counter(t, reg, "tributary_audiences_shredded_records_total", "topic", schemas.TopicAudiencesState); n != float64(versions) {
 			return fmt.Sprintf("%v shredded versions skipped, want %d", n, versions)
 		}
-		if code := get(t, svc, "/v1/profiles/jane", testToken, nil); code != http.StatusNotFound {
+		if code := servicetest.Get(t, "http://"+svc.Addr()+"/v1/profiles/jane", testToken, nil); code != http.StatusNotFound {
 			return fmt.Sprintf("the shredded profile: %d, want 404", code)
 		}
 		return ""

@@ -85,7 +85,7 @@ func TestEventually(t *testing.T) {
 }
 
 // TestCall: Call sends the method, body (as JSON), headers (Host as the request's host,
-// empty values left out) and reads the answer in full; Decode decodes it; a refused
+// empty values left out) and reads the answer in full; Decode decodes it (as Get and Post do); a refused
 // connection fails the test naming the request.
 func TestCall(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +109,13 @@ func TestCall(t *testing.T) {
 	a = servicetest.Call(t, http.MethodGet, srv.URL, "", "Authorization", servicetest.Bearer(""))
 	if seen := a.Header.Get("X-Seen"); !strings.HasPrefix(seen, "GET|") || !strings.HasSuffix(seen, "||[]") {
 		t.Errorf("a GET without body or token was sent as %q", seen)
+	}
+	if status := servicetest.Post(t, srv.URL, "tok", `{"b":2}`, &got); status != http.StatusAccepted || got.Got != `{"b":2}` {
+		t.Errorf("Post: %d %+v", status, got)
+	}
+	got.Got = ""
+	if status := servicetest.Get(t, srv.URL, "", &got); status != http.StatusAccepted || got.Got != "" {
+		t.Errorf("Get: %d %+v", status, got)
 	}
 	if b := servicetest.Basic("wk_web"); b != "Basic d2tfd2ViOg==" {
 		t.Errorf("Basic = %q", b)

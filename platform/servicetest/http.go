@@ -76,6 +76,25 @@ func Call(t testing.TB, method, url, body string, header ...string) Answer {
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
+// Get GETs url with token as a bearer token (none when "") and decodes the JSON answer into v
+// (Answer.Decode); it returns the status. It must be called from the test's goroutine.
+func Get(t testing.TB, url, token string, v any) int {
+	t.Helper()
+	a := Call(t, http.MethodGet, url, "", "Authorization", Bearer(token))
+	a.Decode(t, v)
+	return a.Status
+}
+
+// Post POSTs body (JSON) to url with token as a bearer token (none when "") and decodes the
+// JSON answer into v (Answer.Decode); it returns the status. It must be called from the test's
+// goroutine.
+func Post(t testing.TB, url, token, body string, v any) int {
+	t.Helper()
+	a := Call(t, http.MethodPost, url, body, "Authorization", Bearer(token))
+	a.Decode(t, v)
+	return a.Status
+}
+
 // Bearer is the Authorization value that presents token: "Bearer <token>", or "" (Call sends
 // no Authorization) when token is "".
 func Bearer(token string) string {
