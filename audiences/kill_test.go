@@ -21,7 +21,7 @@ import (
 func TestAudiencesSIGKILL(t *testing.T) {
 	t.Parallel()
 	bin := servicetest.Binary(t, "./cmd/audiences", "builds and kills the audiences binary")
-	h := newHarness(t, sources+`
+	h := newTCPHarness(t, sources+`
 audiences:
   - id: active
     name: Active

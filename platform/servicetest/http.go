@@ -40,6 +40,34 @@ func (a Answer) Decode(t testing.TB, v any) {
 // from the test's goroutine.
 func Call(t testing.TB, method, url, body string, header ...string) Answer {
 	t.Helper()
+	return call(t, &http.Client{Timeout: CallTimeout}, method, url, body, header...)
+}
+
+// Call is Call through the Env's HTTP client (Env.HTTPClient): on the virtual network with
+// Options.Virtual. It fails the Env's test.
+func (e *Env) Call(method, url, body string, header ...string) Answer {
+	e.T.Helper()
+	return call(e.T, e.HTTPClient(), method, url, body, header...)
+}
+
+// Get is Get through the Env's HTTP client (Env.HTTPClient).
+func (e *Env) Get(url, token string, v any) int {
+	e.T.Helper()
+	a := e.Call(http.MethodGet, url, "", "Authorization", Bearer(token))
+	a.Decode(e.T, v)
+	return a.Status
+}
+
+// Post is Post through the Env's HTTP client (Env.HTTPClient).
+func (e *Env) Post(url, token, body string, v any) int {
+	e.T.Helper()
+	a := e.Call(http.MethodPost, url, body, "Authorization", Bearer(token))
+	a.Decode(e.T, v)
+	return a.Status
+}
+
+func call(t testing.TB, client *http.Client, method, url, body string, header ...string) Answer {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -63,7 +91,6 @@ func Call(t testing.TB, method, url, body string, header ...string) Answer {
 			req.Header.Set(name, value)
 		}
 	}
-	client := http.Client{Timeout: CallTimeout}
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)

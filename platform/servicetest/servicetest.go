@@ -15,6 +15,9 @@ package servicetest
 import (
 	"context"
 	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +84,29 @@ type Env struct {
 	// CloseBroker stops the broker (Broker) with Options.Closable, else it is nil. The config
 	// store, ready by then, keeps running until cleanup and then stops without error.
 	CloseBroker func()
+
+	http *http.Client
+}
+
+// HTTPClient is the client of Env.Call, Get and Post, with a timeout of CallTimeout: with
+// Options.Virtual it dials the virtual network (where a service listens on Env.Listen), else
+// loopback TCP. Its idle connections are closed on cleanup.
+func (e *Env) HTTPClient() *http.Client { return e.http }
+
+// Listen returns a listener on the Env's virtual network (Options.Virtual) at localhost:port,
+// for a service's HTTP server inside a testing/synctest bubble (platform.HTTPServer's
+// UseListener); the server closes it, else cleanup does.
+func (e *Env) Listen(port int) net.Listener {
+	e.T.Helper()
+	if e.Network == nil {
+		e.T.Fatal("Listen needs an Env with Options.Virtual")
+	}
+	ln, err := e.Network.Listen("tcp", "localhost:"+strconv.Itoa(port))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() { _ = ln.Close() })
+	return ln
 }
 
 // New starts an Env: the broker, the topics of platform.DefaultTopics, the tenant config
@@ -113,6 +139,12 @@ func New(t testing.TB, o Options) *Env {
 	} else {
 		brokers = kafkatest.Embedded(t)
 	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if e.Network != nil {
+		transport.DialContext = e.Network.DialContext
+	}
+	e.http = &http.Client{Timeout: CallTimeout, Transport: transport}
+	t.Cleanup(transport.CloseIdleConnections)
 	e.Kafka = platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: o.Partitions, ConfigEncryptionKey: o.ConfigEncryptionKey}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // after the store and the client below (cleanups run last in, first out)
