@@ -49,7 +49,9 @@ func testDeletionForgetsLateEvents(t *testing.T) {
 // TestDeletionDropsIdentifiesOfItsBatch: an identify computed for a user in the same batch
 // (transaction) as the user's deletion, before it, is not produced: it would reach
 // destinations after the delete notice (docs/audiences.md#deletion-and-suppression).
-func TestDeletionDropsIdentifiesOfItsBatch(t *testing.T) { synctest.Test(t, testDeletionDropsIdentifiesOfItsBatch) }
+func TestDeletionDropsIdentifiesOfItsBatch(t *testing.T) {
+	synctest.Test(t, testDeletionDropsIdentifiesOfItsBatch)
+}
 
 func testDeletionDropsIdentifiesOfItsBatch(t *testing.T) {
 	h := newHarness(t, sources+`

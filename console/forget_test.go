@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -81,8 +82,10 @@ func nowhere(t *testing.T, when string, views map[string]string, values ...strin
 // entries stay, and a restarted console does not read them back. The suppressed user's later
 // events never show, until an UNSUPPRESS; the purge is counted and the regulation reported
 // forgotten.
-func TestDeletedUserForgotten(t *testing.T) {
-	h := newHarness(t, func(c *console.Config) { c.RecentEvents = 8 })
+func TestDeletedUserForgotten(t *testing.T) { synctest.Test(t, testDeletedUserForgotten) }
+
+func testDeletedUserForgotten(t *testing.T) {
+	h := newVirtualHarness(t, func(c *console.Config) { c.RecentEvents = 8 })
 	b := h.signInFollowing(t)
 	recentHas := func(h *harness, text string) bool {
 		return strings.Contains(string(h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body), text)
@@ -294,8 +297,10 @@ func counterValue(t *testing.T, h *harness, name, view string) float64 {
 
 // TestDeleteOnlyForgetsThePast: a DELETE_ONLY regulation forgets the user's entries received
 // before it, and suppresses nothing: the user's later events show.
-func TestDeleteOnlyForgetsThePast(t *testing.T) {
-	h := newHarness(t, nil)
+func TestDeleteOnlyForgetsThePast(t *testing.T) { synctest.Test(t, testDeleteOnlyForgetsThePast) }
+
+func testDeleteOnlyForgetsThePast(t *testing.T) {
+	h := newVirtualHarness(t, nil)
 	recentHas := func(text string) bool {
 		return strings.Contains(string(h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body), text)
 	}
@@ -317,7 +322,11 @@ func TestDeleteOnlyForgetsThePast(t *testing.T) {
 // list, not created yet) is not read to its end, the recent events stay empty; then the other
 // user's event shows, and the deleted user's never does, not even for a moment.
 func TestViewsReadTheRegulationsFirst(t *testing.T) {
-	h := newHarness(t, nil)
+	synctest.Test(t, testViewsReadTheRegulationsFirst)
+}
+
+func testViewsReadTheRegulationsFirst(t *testing.T) {
+	h := newVirtualHarness(t, nil)
 	recent := func(srv *httptest.Server) string {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/sources/web/events/recent", nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
@@ -347,12 +356,9 @@ func TestViewsReadTheRegulationsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	listen(t, h.env, svc)
 	h.env.Start("console", svc.Run)
-	srv := httptest.NewServer(svc.Handler())
-	defer srv.Close()
+	srv := serve(t, h.env, svc.Handler())
 	servicetest.Consistently(t, time.Second, "the recent events empty before the rules are read", func() string {
 		if b := recent(srv); !strings.Contains(b, `"data":[]`) {
 			return "the recent events were read before the rules: " + b

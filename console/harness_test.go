@@ -3,6 +3,7 @@ package console_test
 import (
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -95,6 +96,41 @@ func newHarnessWith(t testing.TB, o servicetest.Options, mod func(*console.Confi
 	o.LogWriter = envLogs
 	env := servicetest.New(t, o)
 	// Applied as a config file is: its objects are the file's (origin file:base.yaml).
+	applyBaseConfig(t, env)
+	if _, err := env.Store.WaitFor(env.Ctx, func(s *platform.Snapshot) bool { _, ok := s.DestinationByID("file-hooks"); return ok }); err != nil {
+		t.Fatal(err)
+	}
+	h := startConsole(t, env, mod)
+	h.envLogs = envLogs
+	return h
+}
+
+// applyBaseConfig applies baseConfig as the config file base.yaml is applied: its objects are
+// the file's (origin file:base.yaml). ApplyConfigFile dials Kafka on its own, over loopback TCP:
+// on the virtual network, the same records are written through the Env's client.
+func applyBaseConfig(t testing.TB, env *servicetest.Env) {
+	t.Helper()
+	if env.Network != nil {
+		cfg, err := schemas.ParseConfig([]byte(baseConfig), schemas.ConfigFormatYAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		origin := schemas.FileOrigin("base.yaml")
+		for i := range cfg.Sources {
+			cfg.Sources[i].Origin = origin
+		}
+		for i := range cfg.Destinations {
+			cfg.Destinations[i].Origin = origin
+		}
+		keys, err := env.Kafka.ConfigKeyring()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := platform.ApplyConfig(env.Ctx, env.Client, schemas.TopicConfig, cfg, keys); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	path := filepath.Join(t.TempDir(), "base.yaml")
 	if err := os.WriteFile(path, []byte(baseConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -102,12 +138,6 @@ func newHarnessWith(t testing.TB, o servicetest.Options, mod func(*console.Confi
 	if _, err := platform.ApplyConfigFile(env.Ctx, env.Kafka, schemas.TopicConfig, path, platform.ApplyOptions{}, env.Logger); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Store.WaitFor(env.Ctx, func(s *platform.Snapshot) bool { _, ok := s.DestinationByID("file-hooks"); return ok }); err != nil {
-		t.Fatal(err)
-	}
-	h := startConsole(t, env, mod)
-	h.envLogs = envLogs
-	return h
 }
 
 // startConsole starts a console on env and waits until it is ready.
@@ -131,14 +161,47 @@ func startConsole(t testing.TB, env *servicetest.Env, mod func(*console.Config))
 		t.Fatal(err)
 	}
 	h.svc = svc
-	if err := svc.Listen(); err != nil {
+	listen(t, env, svc)
+	h.stop = env.Start("console", svc.Run)
+	h.srv = serve(t, env, svc.Handler())
+	env.WaitReady("http://"+svc.Addr()+"/readyz", 15*time.Second)
+	return h
+}
+
+// newVirtualHarness is newHarness on the virtual network (servicetest.Options.Virtual), for a
+// test inside a testing/synctest bubble: the console's clock and every wait of the test are
+// the bubble's.
+func newVirtualHarness(t *testing.T, mod func(*console.Config)) *harness {
+	t.Helper()
+	return newHarnessWith(t, servicetest.Options{Virtual: true}, mod)
+}
+
+// listen binds svc's address: on env's virtual network when it has one, else CONSOLE_ADDR.
+func listen(t testing.TB, env *servicetest.Env, svc *console.Service) {
+	t.Helper()
+	if env.Network != nil {
+		svc.ServeOn(env.Listen(0))
+	} else if err := svc.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	h.stop = env.Start("console", svc.Run)
-	h.srv = httptest.NewServer(svc.Handler())
-	t.Cleanup(h.srv.Close)
-	servicetest.WaitReady(t, "http://"+svc.Addr()+"/readyz", 15*time.Second)
-	return h
+}
+
+// serve serves handler on a test server, closed on cleanup: on env's virtual network when it
+// has one (its Client dials there), else on loopback.
+func serve(t testing.TB, env *servicetest.Env, handler http.Handler) *httptest.Server {
+	t.Helper()
+	if env.Network == nil {
+		srv := httptest.NewServer(handler)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := httptest.NewUnstartedServer(handler)
+	_ = srv.Listener.Close() // a loopback one
+	srv.Listener = env.Listen(0)
+	srv.Start()
+	srv.Client().Transport.(*http.Transport).DialContext = env.Network.DialContext
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // response is one answer of the API.
@@ -185,7 +248,7 @@ func (h *harness) doAs(token, method, path string, body any, headers ...string) 
 		}
 		text = string(j)
 	}
-	a := servicetest.Call(h.t, method, h.srv.URL+path, text, append([]string{"Authorization", servicetest.Bearer(token)}, headers...)...)
+	a := h.env.Call(method, h.srv.URL+path, text, append([]string{"Authorization", servicetest.Bearer(token)}, headers...)...)
 	h.answers = append(h.answers, answer{request: method + " " + strings.SplitN(path, "?", 2)[0], body: string(a.Body)})
 	return response(a)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -218,8 +219,10 @@ func TestAudiencesAndComputedTraits(t *testing.T) {
 
 // TestConfigExportAndImport: the export re-applies as it is (nothing changes), a changed file
 // updates, creates and deletes what the console manages, a dry run writes nothing.
-func TestConfigExportAndImport(t *testing.T) {
-	h := newHarness(t, nil)
+func TestConfigExportAndImport(t *testing.T) { synctest.Test(t, testConfigExportAndImport) }
+
+func testConfigExportAndImport(t *testing.T) {
+	h := newVirtualHarness(t, nil)
 	const secret = "export-secret-0123456789"
 	expect(t, h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "hooks", "type": "webhooks", "sources": []string{"web"},
 		"settings": map[string]any{"webhooks": []map[string]any{{"url": "https://a.example.com/x"}}, "sharedSecret": secret}}), http.StatusCreated)

@@ -3,6 +3,7 @@ package console_test
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,8 +14,10 @@ import (
 
 // TestSourceEventsSealed: the source debugger shows sealed events opened, and never shows an
 // event whose data key was shredded (its user was deleted).
-func TestSourceEventsSealed(t *testing.T) {
-	h := newHarness(t, nil)
+func TestSourceEventsSealed(t *testing.T) { synctest.Test(t, testSourceEventsSealed) }
+
+func testSourceEventsSealed(t *testing.T) {
+	h := newVirtualHarness(t, nil)
 	keys := h.env.Keyring()
 	rec := func(user, id string) *kgo.Record {
 		return &kgo.Record{Topic: schemas.TopicEvents, Key: []byte(user),

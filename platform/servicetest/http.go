@@ -141,7 +141,17 @@ func Basic(user string) string {
 // timeout. Refused connections count as not ready yet: the service may still be starting.
 func WaitReady(t testing.TB, url string, timeout time.Duration) {
 	t.Helper()
-	client := http.Client{Timeout: time.Second}
+	waitReady(t, &http.Client{Timeout: time.Second}, url, timeout)
+}
+
+// WaitReady is WaitReady through the Env's HTTP client (Env.HTTPClient).
+func (e *Env) WaitReady(url string, timeout time.Duration) {
+	e.T.Helper()
+	waitReady(e.T, &http.Client{Timeout: time.Second, Transport: e.HTTPClient().Transport}, url, timeout)
+}
+
+func waitReady(t testing.TB, client *http.Client, url string, timeout time.Duration) {
+	t.Helper()
 	Eventually(t, timeout, url+" to answer 200", func() bool {
 		resp, err := client.Get(url)
 		if err != nil {

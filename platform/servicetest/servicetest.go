@@ -85,8 +85,12 @@ type Env struct {
 	// store, ready by then, keeps running until cleanup and then stops without error.
 	CloseBroker func()
 
-	http *http.Client
+	http     *http.Client
+	nextPort int // ports Listen gave for port 0
 }
+
+// FirstVirtualPort is the first port Env.Listen gives for port 0 on the virtual network.
+const FirstVirtualPort = 10000
 
 // HTTPClient is the client of Env.Call, Get and Post, with a timeout of CallTimeout: with
 // Options.Virtual it dials the virtual network (where a service listens on Env.Listen), else
@@ -95,11 +99,16 @@ func (e *Env) HTTPClient() *http.Client { return e.http }
 
 // Listen returns a listener on the Env's virtual network (Options.Virtual) at localhost:port,
 // for a service's HTTP server inside a testing/synctest bubble (platform.HTTPServer's
-// UseListener); the server closes it, else cleanup does.
+// UseListener); the server closes it, else cleanup does. Port 0 is the next port Listen has not
+// given yet, from FirstVirtualPort.
 func (e *Env) Listen(port int) net.Listener {
 	e.T.Helper()
 	if e.Network == nil {
 		e.T.Fatal("Listen needs an Env with Options.Virtual")
+	}
+	if port == 0 {
+		e.nextPort++
+		port = FirstVirtualPort + e.nextPort - 1
 	}
 	ln, err := e.Network.Listen("tcp", "localhost:"+strconv.Itoa(port))
 	if err != nil {
