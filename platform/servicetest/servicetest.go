@@ -3,13 +3,17 @@
 // default topic, a tenant config applied and a running config store, plus the readers and
 // probes service tests share: a topic reader (Reader), a metric reader (Counter), a header
 // reader (Header) and a webhook endpoint that records what it receives (Receiver). Every
-// package's tests wait with Eventually (poll a condition until a timeout) and call an HTTP
-// service with Call (and WaitReady for its /readyz) rather than a copy of their own.
+// package's tests wait with Eventually (poll a condition until a timeout), check that a
+// condition stays so with Consistently, and call an HTTP service with Call, Get and Post (and
+// WaitReady for its /readyz) rather than a copy of their own.
 //
 // Everything an Env starts is stopped on t.Cleanup, in reverse order (services, readers, the
 // config store, the client, the broker), so a test that uses it leaves no goroutine behind
 // (goleak). With Options.Virtual the broker listens on an in-memory network, and the whole Env
-// can run inside a testing/synctest bubble: see kafkatest.Virtual.
+// can run inside a testing/synctest bubble: see kafkatest.Virtual. A service's HTTP server then
+// listens there too (Env.Listen, platform.HTTPServer's UseListener), and the test calls it
+// through the Env's client (Env.Call, Get, Post, WaitReady): a goroutine in real network I/O
+// would keep the bubble's clock from moving.
 package servicetest
 
 import (
