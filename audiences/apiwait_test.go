@@ -40,15 +40,16 @@ func TestProfileAPIAnswersDuringASync(t *testing.T) {
 	}
 	s.nparts, s.parts[0] = 1, part
 
-	done := make(chan time.Duration)
+	done, locked := make(chan time.Duration), make(chan struct{})
 	go func() {
 		start := time.Now()
 		s.mu.Lock()
+		close(locked)
 		s.syncPartition(&batch{now: time.Now().UnixMilli(), touched: map[int32]*partition{}}, 0, part)
 		s.mu.Unlock()
 		done <- time.Since(start)
 	}()
-	time.Sleep(5 * time.Millisecond) // the sync has the lock
+	<-locked // the sync has the lock
 	start := time.Now()
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/v1/profiles/u7", nil)

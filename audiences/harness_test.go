@@ -3,8 +3,8 @@ package audiences_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"sync/atomic"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,44 +16,76 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// harness is an embedded broker with every topic and a config store (servicetest.Env), a
-// clock the test moves, and a reader of the identify calls the service writes.
+// harness is an embedded broker with every topic and a config store (servicetest.Env) and a
+// reader of the identify calls the service writes. newHarness's runs on the virtual network,
+// for a test inside a testing/synctest bubble: the services' clock (Deps.Now unset: time.Now)
+// and every wait of the test are the bubble's, so time passes (advance) in no real time.
 type harness struct {
 	*servicetest.Env
 	t      *testing.T
-	clock  *clock
 	events *servicetest.Reader
 	seen   int // records of events already returned by identifies
+	// port is the last port given to a service's API on the virtual network (0: loopback TCP).
+	port int
 }
 
+// newHarness is a harness on the virtual network: call it inside synctest.Test.
 func newHarness(t *testing.T, yaml string) *harness {
 	t.Helper()
-	env := servicetest.New(t, servicetest.Options{Config: yaml})
-	h := &harness{Env: env, t: t, clock: newClock(), events: env.Reader(schemas.TopicEvents)}
+	return newHarnessWith(t, servicetest.Options{Config: yaml, Virtual: true})
+}
+
+// newTCPHarness is a harness on loopback TCP, in real time, whose broker a service process
+// (servicetest.Spawn) can reach.
+func newTCPHarness(t *testing.T, yaml string) *harness {
+	t.Helper()
+	return newHarnessWith(t, servicetest.Options{Config: yaml})
+}
+
+func newHarnessWith(t *testing.T, o servicetest.Options) *harness {
+	t.Helper()
+	env := servicetest.New(t, o)
+	h := &harness{Env: env, t: t, events: env.Reader(schemas.TopicEvents)}
 	h.events.Settle = 300 * time.Millisecond
+	if o.Virtual {
+		h.port = 8100
+	}
 	return h
 }
 
-// clock is a settable clock for Deps.Now.
-type clock struct{ ms atomic.Int64 }
+// at is the timestamp d from now.
+func at(d time.Duration) string { return schemas.FormatTimestamp(time.Now().Add(d).UTC()) }
 
-func newClock() *clock {
-	c := &clock{}
-	c.ms.Store(time.Now().UnixMilli())
-	return c
+// advance lets d pass, in virtual time: the services' syncs and timers run meanwhile.
+func (h *harness) advance(d time.Duration) {
+	if h.Network == nil {
+		h.t.Fatal("advance needs a harness on the virtual network (newHarness)")
+	}
+	time.Sleep(d)
 }
 
-func (c *clock) Now() time.Time            { return time.UnixMilli(c.ms.Load()) }
-func (c *clock) Advance(d time.Duration)   { c.ms.Add(d.Milliseconds()) }
-func (c *clock) At(d time.Duration) string { return schemas.FormatTimestamp(c.Now().Add(d).UTC()) }
+// addr is an address for a service's API: on the virtual network, a port of its own; else a
+// free loopback port.
+func (h *harness) addr() string {
+	h.t.Helper()
+	if h.Network == nil {
+		return servicetest.FreeAddr(h.t)
+	}
+	h.port++
+	return "localhost:" + strconv.Itoa(h.port)
+}
 
-// service builds an audiences service of the harness (sync every second, a free port for the
-// API, the test's clock) with mod applied.
+// api is the base URL of svc's API.
+func api(svc *audiences.Service) string { return "http://" + svc.Addr() }
+
+// service builds an audiences service of the harness (sync every second, an address of
+// its own for the API) with mod applied. On the virtual network it serves its API there and
+// asks its peers through it.
 func (h *harness) service(id string, mod func(*audiences.Config)) (*audiences.Service, *prometheus.Registry) {
 	h.t.Helper()
 	cfg := audiences.DefaultConfig()
 	cfg.SyncInterval = time.Second
-	cfg.Addr = "127.0.0.1:0"
+	cfg.Addr = h.addr()
 	cfg.TransactionalID = id
 	cfg.TransactionTimeout = 5 * time.Second
 	cfg.Token = testToken
@@ -62,12 +94,16 @@ func (h *harness) service(id string, mod func(*audiences.Config)) (*audiences.Se
 	}
 	reg := prometheus.NewRegistry()
 	svc, err := audiences.New(cfg, audiences.Deps{Kafka: h.Kafka, KafkaOpts: h.KafkaOpts, Logger: h.Logger,
-		Registerer: reg, Gatherer: reg, Now: h.clock.Now,
+		Registerer: reg, Gatherer: reg,
 		Config: func() audiences.Snapshot { return h.Store.Snapshot() }, ConfigReady: h.Store.Ready()})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := svc.Listen(); err != nil {
+	if h.Network != nil {
+		_, port, _ := net.SplitHostPort(cfg.Addr)
+		p, _ := strconv.Atoi(port)
+		svc.ServeOn(h.Listen(p), h.HTTPClient().Transport)
+	} else if err := svc.Listen(); err != nil {
 		h.t.Fatal(err)
 	}
 	return svc, reg
@@ -95,7 +131,7 @@ func (h *harness) track(user, event string, props string) {
 	if props == "" {
 		props = "{}"
 	}
-	h.send(fmt.Sprintf(`{"type":"track","userId":%q,"event":%q,"properties":%s,"timestamp":%q}`, user, event, props, h.clock.At(0)))
+	h.send(fmt.Sprintf(`{"type":"track","userId":%q,"event":%q,"properties":%s,"timestamp":%q}`, user, event, props, at(0)))
 }
 
 // identify is one identify call the service produced.
@@ -148,8 +184,9 @@ func (h *harness) identifies(n int, timeout time.Duration) []identify {
 		h.events.Poll()
 		got := decodeIdentifies(h.t, h.events.Got)[h.seen:]
 		if len(got) >= n {
-			time.Sleep(h.events.Settle)
-			h.events.Poll()
+			for settled := time.Now().Add(h.events.Settle); time.Now().Before(settled); {
+				h.events.Poll()
+			}
 			got = decodeIdentifies(h.t, h.events.Got)[h.seen:]
 			h.seen += len(got)
 			return got
@@ -195,12 +232,3 @@ func byUser(ids []identify) map[string]map[string]any {
 
 // testToken is the AUDIENCES_TOKEN of the harness's services.
 const testToken = "audiences-test-token-0123456789"
-
-// get GETs the service's API with the bearer token (none when empty) and decodes the JSON
-// answer into v; it returns the status.
-func get(t *testing.T, svc *audiences.Service, path, token string, v any) int {
-	t.Helper()
-	a := servicetest.Call(t, http.MethodGet, "http://"+svc.Addr()+path, "", "Authorization", servicetest.Bearer(token))
-	a.Decode(t, v)
-	return a.Status
-}

@@ -21,7 +21,7 @@ import (
 func TestAudiencesSIGKILL(t *testing.T) {
 	t.Parallel()
 	bin := servicetest.Binary(t, "./cmd/audiences", "builds and kills the audiences binary")
-	h := newHarness(t, sources+`
+	h := newTCPHarness(t, sources+`
 audiences:
   - id: active
     name: Active
@@ -87,11 +87,13 @@ computedTraits:
 	<-produced
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var got []identify
+	joined := map[string]int{}
+	servicetest.Eventually(t, 60*time.Second, "every user's traits as the stream has them", func() string {
 		h.events.Poll()
-		got := decodeIdentifies(t, opened(t, keys, h.events.Got))
-		joined, lastCount, lastSum := map[string]int{}, map[string]float64{}, map[string]float64{}
+		got = decodeIdentifies(t, opened(t, keys, h.events.Got))
+		lastCount, lastSum := map[string]float64{}, map[string]float64{}
+		joined = map[string]int{}
 		for _, id := range got {
 			if v, ok := id.Traits["active"]; ok {
 				if v != true {
@@ -113,18 +115,15 @@ computedTraits:
 				wrong = append(wrong, fmt.Sprintf("%s: count %v/%d sum %v/%d member %v", u, lastCount[u], c, lastSum[u], sum[u], member))
 			}
 		}
-		if len(wrong) == 0 {
-			for u, n := range joined {
-				if n != 1 {
-					t.Errorf("%s was sent active true %d times", u, n)
-				}
-			}
-			t.Logf("%d users, %d members, %d identify calls", len(count), len(joined), len(got))
-			return
+		if len(wrong) > 0 {
+			return fmt.Sprintf("%d users differ from the stream, e.g. %v", len(wrong), wrong[:min(5, len(wrong))])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s, %d users differ from the stream, e.g. %v", len(wrong), wrong[:min(5, len(wrong))])
+		return ""
+	})
+	for u, n := range joined {
+		if n != 1 {
+			t.Errorf("%s was sent active true %d times", u, n)
 		}
-		time.Sleep(300 * time.Millisecond)
 	}
+	t.Logf("%d users, %d members, %d identify calls", len(count), len(joined), len(got))
 }

@@ -5,25 +5,19 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tributary-cdp/tributary/audiences"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
-// post POSTs body to the service's API and decodes the JSON answer into v; it returns the
-// status.
-func post(t *testing.T, svc *audiences.Service, path, token, body string, v any) int {
-	t.Helper()
-	a := servicetest.Call(t, http.MethodPost, "http://"+svc.Addr()+path, body, "Authorization", servicetest.Bearer(token))
-	a.Decode(t, v)
-	return a.Status
-}
-
 // TestPreview: POST /v1/audiences/preview counts the profiles a candidate rule matches now,
 // with the evaluation of membership (event counts and windows, traits, computed traits,
 // groups), asks for the token, and names the field of an invalid rule.
-func TestPreview(t *testing.T) {
+func TestPreview(t *testing.T) { synctest.Test(t, testPreview) }
+
+func testPreview(t *testing.T) {
 	h := newHarness(t, sources+vip+orders)
 	svc, _, _ := h.run("aud-preview", func(c *audiences.Config) { c.Token = testToken })
 	// 12 users: u00..u11; the even ones are pro; user i ordered i%4 times (revenue 10 each).
@@ -41,7 +35,7 @@ func TestPreview(t *testing.T) {
 	}
 	servicetest.Eventually(t, 20*time.Second, "profile u11 with its orders", func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/u11", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "30" {
+		if code := h.Get(api(svc)+"/v1/profiles/u11", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "30" {
 			return fmt.Sprintf("profile u11: %d %+v", code, p)
 		}
 		return ""
@@ -55,9 +49,9 @@ func TestPreview(t *testing.T) {
 		}
 		var v audiences.PreviewView
 		var e struct{ Code, Message string }
-		code := post(t, svc, "/v1/audiences/preview", testToken, body+"}", &v)
+		code := h.Post(api(svc)+"/v1/audiences/preview", testToken, body+"}", &v)
 		if code != http.StatusOK {
-			post(t, svc, "/v1/audiences/preview", testToken, body+"}", &e)
+			h.Post(api(svc)+"/v1/audiences/preview", testToken, body+"}", &e)
 			t.Fatalf("preview %s: %d %+v", rule, code, e)
 		}
 		if v.Profiles != users || v.Partitions != 3 || v.Total != 3 || v.Partial || v.At == "" {
@@ -86,7 +80,7 @@ func TestPreview(t *testing.T) {
 	}
 	// The same rule as the vip audience counts its members.
 	var a audiences.AudienceView
-	get(t, svc, "/v1/audiences/vip", testToken, &a)
+	h.Get(api(svc)+"/v1/audiences/vip", testToken, &a)
 	if v := count(`{"trait":"plan","in":["pro","team"]}`, ""); v.Count != 6 {
 		t.Errorf("vip's rule: %d", v.Count)
 	}
@@ -97,7 +91,7 @@ func TestPreview(t *testing.T) {
 	if v := count(`{"event":"Order Completed","atLeast":2}`, ""); v.NewAggregate {
 		t.Errorf("a plain count is flagged: %+v", v)
 	}
-	later := h.clock.At(3 * time.Hour)
+	later := at(3 * time.Hour)
 	if v := count(`{"event":"Order Completed","atLeast":1,"within":"1h"}`, later); v.Count != 0 || v.At != later {
 		t.Errorf("1h window evaluated 3h later: %+v", v)
 	}
@@ -107,7 +101,7 @@ func TestPreview(t *testing.T) {
 
 	// Errors: the token, a body that is not one, an invalid rule naming its field.
 	var e struct{ Code, Message string }
-	if code := post(t, svc, "/v1/audiences/preview", "", `{"rule":{"trait":"plan","equals":"pro"}}`, &e); code != http.StatusUnauthorized || e.Code != "unauthorized" {
+	if code := h.Post(api(svc)+"/v1/audiences/preview", "", `{"rule":{"trait":"plan","equals":"pro"}}`, &e); code != http.StatusUnauthorized || e.Code != "unauthorized" {
 		t.Errorf("no token: %d %+v", code, e)
 	}
 	for body, want := range map[string]string{
@@ -121,7 +115,7 @@ func TestPreview(t *testing.T) {
 		`not json`: "the body must be",
 	} {
 		e = struct{ Code, Message string }{}
-		if code := post(t, svc, "/v1/audiences/preview", testToken, body, &e); code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Message, want) {
+		if code := h.Post(api(svc)+"/v1/audiences/preview", testToken, body, &e); code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Message, want) {
 			t.Errorf("%s: %d %+v, want a 400 with %q", body, code, e, want)
 		}
 	}
@@ -129,27 +123,24 @@ func TestPreview(t *testing.T) {
 	// over 1 MiB is 413, headers over platform.DefaultMaxHeaderBytes 431.
 	e = struct{ Code, Message string }{}
 	big := `{"rule":{"trait":"plan","equals":"` + strings.Repeat("p", 3<<20) + `"}}`
-	if code := post(t, svc, "/v1/audiences/preview", testToken, big, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || !strings.Contains(e.Message, "1048576") {
+	if code := h.Post(api(svc)+"/v1/audiences/preview", testToken, big, &e); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || !strings.Contains(e.Message, "1048576") {
 		t.Errorf("a 3 MB body: %d %+v, want a 413 too_large", code, e)
 	}
-	req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+"/v1/profiles/u1", nil)
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	req.Header.Set("X-Big", strings.Repeat("h", 3<<20))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("a 3 MB header: %v %v, want 431", resp, err)
-	} else {
-		resp.Body.Close()
+	if code := h.Call(http.MethodGet, api(svc)+"/v1/profiles/u1", "", "Authorization", servicetest.Bearer(testToken), "X-Big", strings.Repeat("h", 3<<20)).Status; code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a 3 MB header: %d, want 431", code)
 	}
-	if code := get(t, svc, "/v1/audiences/preview", testToken, nil); code == http.StatusOK {
+	if code := h.Get(api(svc)+"/v1/audiences/preview", testToken, nil); code == http.StatusOK {
 		t.Errorf("GET /v1/audiences/preview: %d", code)
 	}
 }
 
 // TestPreviewOverTwoInstances: each instance counts its own partitions and asks the other for
 // its own; either answers the whole count.
-func TestPreviewOverTwoInstances(t *testing.T) {
+func TestPreviewOverTwoInstances(t *testing.T) { synctest.Test(t, testPreviewOverTwoInstances) }
+
+func testPreviewOverTwoInstances(t *testing.T) {
 	h := newHarness(t, sources+vip)
-	addrA, addrB := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
+	addrA, addrB := h.addr(), h.addr()
 	with := func(addr string) func(*audiences.Config) {
 		return func(c *audiences.Config) { c.Addr, c.PeerURL = addr, "http://{instance}" }
 	}
@@ -166,12 +157,12 @@ func TestPreviewOverTwoInstances(t *testing.T) {
 	servicetest.Eventually(t, 30*time.Second, "the preview from both instances", func() string {
 		for _, svc := range []*audiences.Service{a, b} {
 			var v audiences.PreviewView
-			code := post(t, svc, "/v1/audiences/preview", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &v)
+			code := h.Post(api(svc)+"/v1/audiences/preview", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &v)
 			if code != http.StatusOK || v.Count != 15 || v.Profiles != users || v.Partial || v.Partitions != 3 {
 				return fmt.Sprintf("preview from %s: %d %+v", svc.Addr(), code, v)
 			}
 			var local audiences.PreviewView
-			post(t, svc, "/v1/audiences/preview?scope=local", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &local)
+			h.Post(api(svc)+"/v1/audiences/preview?scope=local", testToken, `{"rule":{"trait":"plan","equals":"pro"}}`, &local)
 			if local.Partitions == 3 || local.Partitions == 0 {
 				return fmt.Sprintf("scope=local of %s covers %d partitions: both instances should own some", svc.Addr(), local.Partitions)
 			}

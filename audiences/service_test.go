@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,7 +53,9 @@ audiences:
 // TestSyncSendsMembersThenChanges: a new audience over existing profiles sends one identify
 // per member; later syncs send only joins and leaves; a window that expires makes a member
 // leave without any new event.
-func TestSyncSendsMembersThenChanges(t *testing.T) {
+func TestSyncSendsMembersThenChanges(t *testing.T) { synctest.Test(t, testSyncSendsMembersThenChanges) }
+
+func testSyncSendsMembersThenChanges(t *testing.T) {
 	h := newHarness(t, sources+orders)
 	svc, _, _ := h.run("aud-0", nil)
 	for i := range 5 {
@@ -110,7 +113,7 @@ func TestSyncSendsMembersThenChanges(t *testing.T) {
 
 	// The window (1h) passes: every member leaves at the next sync, no event needed. The
 	// all-time sum does not change.
-	h.clock.Advance(61 * time.Minute)
+	h.advance(61 * time.Minute)
 	got = h.identifies(4, 10*time.Second)
 	for _, id := range got {
 		if len(id.Traits) != 1 || id.Traits["repeat_buyers"] != false {
@@ -119,7 +122,7 @@ func TestSyncSendsMembersThenChanges(t *testing.T) {
 	}
 	var a audiences.AudienceView
 	servicetest.Eventually(t, 5*time.Second, "the audience emptied by the window", func() string {
-		get(t, svc, "/v1/audiences/buyers", testToken, &a)
+		h.Get(api(svc)+"/v1/audiences/buyers", testToken, &a)
 		if a.Members != 0 || a.LastSync.Leaves+a.LastSync.Joins != 0 && a.LastSync.Leaves != 4 {
 			return fmt.Sprintf("audience view after the window: %+v", a)
 		}
@@ -129,7 +132,9 @@ func TestSyncSendsMembersThenChanges(t *testing.T) {
 }
 
 // TestRealtimeAudience: a realtime audience sends the join within a second of the event.
-func TestRealtimeAudience(t *testing.T) {
+func TestRealtimeAudience(t *testing.T) { synctest.Test(t, testRealtimeAudience) }
+
+func testRealtimeAudience(t *testing.T) {
 	h := newHarness(t, sources+`
 audiences:
   - id: vip
@@ -179,7 +184,9 @@ func onOtherPartitions(t *testing.T) (anon, user string) {
 // TestMergeAcrossPartitions: the events of an anonymous id count for the user it is
 // identified as, though the two profiles live on different partitions, before and after the
 // identify; the anonymous profile sends nothing of its own.
-func TestMergeAcrossPartitions(t *testing.T) {
+func TestMergeAcrossPartitions(t *testing.T) { synctest.Test(t, testMergeAcrossPartitions) }
+
+func testMergeAcrossPartitions(t *testing.T) {
 	h := newHarness(t, sources+`
 audiences:
   - id: loyal
@@ -207,7 +214,7 @@ computedTraits:
 	h.send(order("anonymousId", anon, "team")) // after the merge: still the user's
 	servicetest.Eventually(t, 10*time.Second, "the merged profile in the audience", func() string {
 		var p audiences.ProfileView
-		get(t, svc, "/v1/profiles/"+user, testToken, &p)
+		h.Get(api(svc)+"/v1/profiles/"+user, testToken, &p)
 		if len(p.Audiences) != 1 || p.Audiences[0].ID != "loyal" || !sameSet(p.ComputedTraits["plans_seen"], "free", "pro", "team") {
 			return fmt.Sprintf("profile of %s: %+v %s", user, p, p.ComputedTraits["plans_seen"])
 		}
@@ -218,7 +225,7 @@ computedTraits:
 	})
 	// The anonymous id answers with the profile it was merged into.
 	var p audiences.ProfileView
-	if code := get(t, svc, "/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != user {
+	if code := h.Get(api(svc)+"/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != user {
 		t.Fatalf("profile of the merged anonymous id: %d %+v", code, p)
 	}
 	// The first sync, by the same instance restarted with a short interval (so restored from
@@ -231,7 +238,7 @@ computedTraits:
 	if len(got) != 2 || u[user]["loyal"] != true || !sameSet(plans, "free", "pro", "team") {
 		t.Fatalf("sync after the merge: got %v", u)
 	}
-	if code := get(t, svc, "/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != user {
+	if code := h.Get(api(svc)+"/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != user {
 		t.Fatalf("after the restart, profile of the merged anonymous id: %d %+v", code, p)
 	}
 	h.quiet(2500 * time.Millisecond)
@@ -267,7 +274,9 @@ func (h *harness) deletion(user, kind string) {
 // TestDeletionAndSuppression: a deletion removes the profile (a tombstone on audiences.state)
 // and its membership, with no identify for that user afterwards; a suppressed user's later
 // events build no profile until it is unsuppressed.
-func TestDeletionAndSuppression(t *testing.T) {
+func TestDeletionAndSuppression(t *testing.T) { synctest.Test(t, testDeletionAndSuppression) }
+
+func testDeletionAndSuppression(t *testing.T) {
 	h := newHarness(t, sources+vip)
 	svc, reg, _ := h.run("aud-del", nil)
 	h.send(`{"type":"identify","userId":"gone","traits":{"plan":"pro"}}`,
@@ -280,7 +289,7 @@ func TestDeletionAndSuppression(t *testing.T) {
 	h.deletion("quiet", schemas.KindSuppressOnly)
 	servicetest.Eventually(t, 10*time.Second, "the deleted and the suppressed profile gone", func() string {
 		for _, u := range []string{"gone", "quiet"} {
-			if code := get(t, svc, "/v1/profiles/"+u, testToken, nil); code != http.StatusNotFound {
+			if code := h.Get(api(svc)+"/v1/profiles/"+u, testToken, nil); code != http.StatusNotFound {
 				return fmt.Sprintf("profile %s after its deletion: %d", u, code)
 			}
 		}
@@ -289,11 +298,11 @@ func TestDeletionAndSuppression(t *testing.T) {
 	// The suppressed user's events build nothing; the deleted one's start afresh.
 	h.send(`{"type":"identify","userId":"quiet","traits":{"plan":"team"}}`)
 	h.quiet(2500 * time.Millisecond)
-	if code := get(t, svc, "/v1/profiles/quiet", testToken, nil); code != http.StatusNotFound {
+	if code := h.Get(api(svc)+"/v1/profiles/quiet", testToken, nil); code != http.StatusNotFound {
 		t.Fatalf("a suppressed user's profile: %d", code)
 	}
 	var a audiences.AudienceView
-	get(t, svc, "/v1/audiences/vip", testToken, &a)
+	h.Get(api(svc)+"/v1/audiences/vip", testToken, &a)
 	if a.Members != 1 {
 		t.Errorf("members after the deletions: %+v", a)
 	}
@@ -327,7 +336,9 @@ func TestDeletionAndSuppression(t *testing.T) {
 
 // TestRestartResendsNothing: a restarted instance restores its partitions from
 // audiences.state (the profile API answers as before) and sends nothing again.
-func TestRestartResendsNothing(t *testing.T) {
+func TestRestartResendsNothing(t *testing.T) { synctest.Test(t, testRestartResendsNothing) }
+
+func testRestartResendsNothing(t *testing.T) {
 	h := newHarness(t, sources+vip+orders)
 	_, _, stop := h.run("aud-restart", nil)
 	for i := range 20 {
@@ -341,7 +352,7 @@ func TestRestartResendsNothing(t *testing.T) {
 	svc, reg, _ := h.run("aud-restart", nil)
 	servicetest.Eventually(t, 10*time.Second, "the profile restored after the restart", func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/u7", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "3" {
+		if code := h.Get(api(svc)+"/v1/profiles/u7", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "3" {
 			return fmt.Sprintf("profile after the restart: %d %+v", code, p)
 		}
 		return ""
@@ -359,7 +370,9 @@ func TestRestartResendsNothing(t *testing.T) {
 }
 
 // TestProfileAPI: the bearer token, 404s, a paged member list that covers every member once.
-func TestProfileAPI(t *testing.T) {
+func TestProfileAPI(t *testing.T) { synctest.Test(t, testProfileAPI) }
+
+func testProfileAPI(t *testing.T) {
 	h := newHarness(t, sources+vip)
 	svc, _, _ := h.run("aud-api", func(c *audiences.Config) { c.Token = testToken })
 	const n = 25
@@ -371,50 +384,43 @@ func TestProfileAPI(t *testing.T) {
 	h.identifies(n+1, 10*time.Second)
 
 	var e struct{ Code, Message string }
-	if code := get(t, svc, "/v1/profiles/u01", "", &e); code != http.StatusUnauthorized || e.Code != "unauthorized" {
+	if code := h.Get(api(svc)+"/v1/profiles/u01", "", &e); code != http.StatusUnauthorized || e.Code != "unauthorized" {
 		t.Errorf("no token: %d %+v", code, e)
 	}
-	if code := get(t, svc, "/v1/profiles/u01", "wrong", nil); code != http.StatusUnauthorized {
+	if code := h.Get(api(svc)+"/v1/profiles/u01", "wrong", nil); code != http.StatusUnauthorized {
 		t.Errorf("wrong token: %d", code)
 	}
 	// The scheme in any case (RFC 7235), as the console's API takes it.
 	for _, scheme := range []string{"bearer", "BEARER"} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+svc.Addr()+"/v1/profiles/nobody", nil)
-		req.Header.Set("Authorization", scheme+" "+testToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound {
-			t.Errorf("Authorization: %s <token>: %d, want 404 (let in, no such profile)", scheme, resp.StatusCode)
+		if code := h.Call(http.MethodGet, api(svc)+"/v1/profiles/nobody", "", "Authorization", scheme+" "+testToken).Status; code != http.StatusNotFound {
+			t.Errorf("Authorization: %s <token>: %d, want 404 (let in, no such profile)", scheme, code)
 		}
 	}
-	if code := get(t, svc, "/healthz", "", nil); code != http.StatusOK {
+	if code := h.Get(api(svc)+"/healthz", "", nil); code != http.StatusOK {
 		t.Errorf("/healthz without a token: %d", code)
 	}
-	if code := get(t, svc, "/v1/profiles/nobody", testToken, &e); code != http.StatusNotFound {
+	if code := h.Get(api(svc)+"/v1/profiles/nobody", testToken, &e); code != http.StatusNotFound {
 		t.Errorf("unknown profile: %d", code)
 	}
-	if code := get(t, svc, "/v1/audiences/nope", testToken, &e); code != http.StatusNotFound || e.Message != `no audience "nope"` {
+	if code := h.Get(api(svc)+"/v1/audiences/nope", testToken, &e); code != http.StatusNotFound || e.Message != `no audience "nope"` {
 		t.Errorf("unknown audience: %d %+v", code, e)
 	}
-	if code := get(t, svc, "/v1/audiences/vip/members?cursor=x", testToken, &e); code != http.StatusBadRequest {
+	if code := h.Get(api(svc)+"/v1/audiences/vip/members?cursor=x", testToken, &e); code != http.StatusBadRequest {
 		t.Errorf("bad cursor: %d %+v", code, e)
 	}
 	var p audiences.ProfileView
-	if code := get(t, svc, "/v1/profiles/anon-9", testToken, &p); code != http.StatusOK || p.AnonymousID != "anon-9" || p.UserID != "" || string(p.Traits) != `{"plan":"team"}` {
+	if code := h.Get(api(svc)+"/v1/profiles/anon-9", testToken, &p); code != http.StatusOK || p.AnonymousID != "anon-9" || p.UserID != "" || string(p.Traits) != `{"plan":"team"}` {
 		t.Errorf("anonymous profile: %d %+v", code, p)
 	}
 	var a audiences.AudienceView
-	if get(t, svc, "/v1/audiences/vip", testToken, &a); a.Members != n+1 || a.LastSync.Joins != n+1 || a.Partial || a.Total != 3 || a.LastSyncAt == "" {
+	if h.Get(api(svc)+"/v1/audiences/vip", testToken, &a); a.Members != n+1 || a.LastSync.Joins != n+1 || a.Partial || a.Total != 3 || a.LastSyncAt == "" {
 		t.Errorf("audience: %+v", a)
 	}
 	seen := map[string]int{}
 	cursor, pages := "", 0
 	for {
 		var page audiences.MembersPage
-		if code := get(t, svc, "/v1/audiences/vip/members?limit=4&cursor="+cursor, testToken, &page); code != http.StatusOK {
+		if code := h.Get(api(svc)+"/v1/audiences/vip/members?limit=4&cursor="+cursor, testToken, &page); code != http.StatusOK {
 			t.Fatalf("members page: %d", code)
 		}
 		if len(page.Data) > 4 {
@@ -442,10 +448,12 @@ func TestProfileAPI(t *testing.T) {
 // TestTwoInstancesRebalance: events stream in while a second instance joins and the first
 // leaves; every member is sent true exactly once, every computed value ends right, and
 // the profile API of either instance answers for any user (forwarding to the owner).
-func TestTwoInstancesRebalance(t *testing.T) {
+func TestTwoInstancesRebalance(t *testing.T) { synctest.Test(t, testTwoInstancesRebalance) }
+
+func testTwoInstancesRebalance(t *testing.T) {
 	h := newHarness(t, sources+vip+orders)
 	// Each instance's id is its API's address, so "http://{instance}" reaches it.
-	addrA, addrB := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
+	addrA, addrB := h.addr(), h.addr()
 	with := func(addr string) func(*audiences.Config) {
 		return func(c *audiences.Config) { c.Addr, c.PeerURL = addr, "http://{instance}" }
 	}
@@ -470,7 +478,7 @@ func TestTwoInstancesRebalance(t *testing.T) {
 					var p audiences.ProfileView
 					u := fmt.Sprintf("u%02d", i)
 					for _, svc := range []*audiences.Service{a, b} {
-						if code := get(t, svc, "/v1/profiles/"+u, testToken, &p); code != http.StatusOK || p.UserID != u {
+						if code := h.Get(api(svc)+"/v1/profiles/"+u, testToken, &p); code != http.StatusOK || p.UserID != u {
 							return fmt.Sprintf("profile %s from %s: %d", u, svc.Addr(), code)
 						}
 					}
@@ -478,20 +486,21 @@ func TestTwoInstancesRebalance(t *testing.T) {
 				return ""
 			})
 			var view audiences.AudienceView
-			if get(t, b, "/v1/audiences/vip", testToken, &view); view.Partial || view.Partitions != 3 {
+			if h.Get(api(b)+"/v1/audiences/vip", testToken, &view); view.Partial || view.Partitions != 3 {
 				t.Errorf("audience view over two instances: %+v", view)
 			}
 		case 3:
 			stopA()
 		}
-		time.Sleep(700 * time.Millisecond)
+		h.advance(700 * time.Millisecond)
 	}
 	// Every user: vip true once, orders_total ending at 6.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	vipTrue := map[string]int{}
+	servicetest.Eventually(t, 30*time.Second, "vip true and orders_total 6 for every user", func() string {
 		h.events.Poll()
 		got := decodeIdentifies(t, h.events.Got)
-		vipTrue, last := map[string]int{}, map[string]any{}
+		last := map[string]any{}
+		vipTrue = map[string]int{}
 		for _, id := range got {
 			if v, ok := id.Traits["vip"]; ok {
 				if v != true {
@@ -507,21 +516,18 @@ func TestTwoInstancesRebalance(t *testing.T) {
 		for _, v := range last {
 			done = done && v == 6.0
 		}
-		if done {
-			for u, n := range vipTrue {
-				if n != 1 {
-					t.Errorf("%s was sent vip true %d times", u, n)
-				}
-			}
-			break
+		if !done {
+			return fmt.Sprintf("vip true for %d users, orders_total %v", len(vipTrue), last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30s: vip true for %d users, orders_total %v", len(vipTrue), last)
+		return ""
+	})
+	for u, n := range vipTrue {
+		if n != 1 {
+			t.Errorf("%s was sent vip true %d times", u, n)
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	var p audiences.ProfileView
-	if code := get(t, b, "/v1/profiles/u03", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "6" {
+	if code := h.Get(api(b)+"/v1/profiles/u03", testToken, &p); code != http.StatusOK || string(p.ComputedTraits["orders_total"]) != "6" {
 		t.Fatalf("profile from the remaining instance: %d %+v", code, p)
 	}
 }
@@ -529,7 +535,9 @@ func TestTwoInstancesRebalance(t *testing.T) {
 // TestConfigChanges: a changed rule is a new audience (true for every member of the new rule,
 // false for those who left); a renamed one sends false under the old key and true under the
 // new; a removed one sends false to its members once, then nothing.
-func TestConfigChanges(t *testing.T) {
+func TestConfigChanges(t *testing.T) { synctest.Test(t, testConfigChanges) }
+
+func testConfigChanges(t *testing.T) {
 	h := newHarness(t, sources+vip)
 	h.run("aud-cfg", nil)
 	h.send(`{"type":"identify","userId":"p1","traits":{"plan":"pro"}}`,
@@ -582,7 +590,9 @@ audiences:
 
 // TestSyncInChunks: a sync with more changes than one transaction may send goes on in the
 // next ones, sending each member once.
-func TestSyncInChunks(t *testing.T) {
+func TestSyncInChunks(t *testing.T) { synctest.Test(t, testSyncInChunks) }
+
+func testSyncInChunks(t *testing.T) {
 	h := newHarness(t, sources+vip)
 	for i := range 25 {
 		h.send(fmt.Sprintf(`{"type":"identify","userId":"u%d","traits":{"plan":"pro"}}`, i))
@@ -599,7 +609,7 @@ func TestSyncInChunks(t *testing.T) {
 	}
 	h.quiet(2500 * time.Millisecond)
 	var a audiences.AudienceView
-	if get(t, svc, "/v1/audiences/vip", testToken, &a); a.Members != 25 || a.LastSync.Joins != 0 {
+	if h.Get(api(svc)+"/v1/audiences/vip", testToken, &a); a.Members != 25 || a.LastSync.Joins != 0 {
 		t.Errorf("after the chunked sync and a quiet one: %+v", a)
 	}
 }
@@ -609,7 +619,9 @@ func TestSyncInChunks(t *testing.T) {
 // a redirect another user keeps stays. A redirect's value holds only the profile it leads to.
 // The service's report on tracking.deletions.status counts what went, and is committed after
 // the tombstones.
-func TestDeletionForgetsChangelog(t *testing.T) {
+func TestDeletionForgetsChangelog(t *testing.T) { synctest.Test(t, testDeletionForgetsChangelog) }
+
+func testDeletionForgetsChangelog(t *testing.T) {
 	h := newHarness(t, sources+vip)
 	anon, user := onOtherPartitions(t)
 	anon2, kept, other := "anon-second", "anon-kept", "user-other"
@@ -618,7 +630,7 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q,"traits":{"email":"o@example.com"}}`, other, kept))
 	servicetest.Eventually(t, 10*time.Second, "the anonymous id merged into the other user", func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/"+kept, testToken, &p); code != http.StatusOK || p.UserID != other {
+		if code := h.Get(api(svc)+"/v1/profiles/"+kept, testToken, &p); code != http.StatusOK || p.UserID != other {
 			return fmt.Sprintf("%s not merged into %s yet: %d %+v", kept, other, code, p)
 		}
 		return ""
@@ -628,13 +640,13 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 		fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q}`, user, kept))
 	servicetest.Eventually(t, 10*time.Second, "three merged ids", func() string {
 		var p audiences.ProfileView
-		get(t, svc, "/v1/profiles/"+user, testToken, &p)
+		h.Get(api(svc)+"/v1/profiles/"+user, testToken, &p)
 		if len(p.MergedIDs) != 3 {
 			return fmt.Sprintf("merged ids of %s: %v", user, p.MergedIDs)
 		}
 		for _, id := range []string{anon, anon2} {
 			var q audiences.ProfileView
-			if code := get(t, svc, "/v1/profiles/"+id, testToken, &q); code != http.StatusOK || q.UserID != user {
+			if code := h.Get(api(svc)+"/v1/profiles/"+id, testToken, &q); code != http.StatusOK || q.UserID != user {
 				return fmt.Sprintf("%s not merged into %s yet: %d %+v", id, user, code, q)
 			}
 		}
@@ -691,10 +703,10 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 	h.send(fmt.Sprintf(`{"type":"track","anonymousId":%q,"event":"Viewed"}`, anon))
 	servicetest.Eventually(t, 10*time.Second, "the anonymous id's own profile after the deletion", func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != anon {
+		if code := h.Get(api(svc)+"/v1/profiles/"+anon, testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != anon {
 			return fmt.Sprintf("profile of %s after the deletion: %d %+v", anon, code, p)
 		}
-		if code := get(t, svc, "/v1/profiles/"+user, testToken, nil); code != http.StatusNotFound {
+		if code := h.Get(api(svc)+"/v1/profiles/"+user, testToken, nil); code != http.StatusNotFound {
 			return fmt.Sprintf("profile of %s after the deletion: %d", user, code)
 		}
 		return ""
@@ -705,7 +717,9 @@ func TestDeletionForgetsChangelog(t *testing.T) {
 // remembers is still a redirect after the deletion; its next message reaches the deleted
 // profile's partition, is handed back, and starts a profile of the id's own instead of
 // rebuilding the deleted user's.
-func TestDeletionForgetsOldRedirects(t *testing.T) {
+func TestDeletionForgetsOldRedirects(t *testing.T) { synctest.Test(t, testDeletionForgetsOldRedirects) }
+
+func testDeletionForgetsOldRedirects(t *testing.T) {
 	h := newHarness(t, sources+vip)
 	svc, _, _ := h.run("aud-old-redirects", func(c *audiences.Config) { c.SyncInterval = time.Hour })
 	const user = "user-many"
@@ -716,10 +730,10 @@ func TestDeletionForgetsOldRedirects(t *testing.T) {
 	h.send(msgs...)
 	servicetest.Eventually(t, 10*time.Second, "the merge of old-0", func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != user {
+		if code := h.Get(api(svc)+"/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != user {
 			return fmt.Sprintf("old-0 not merged yet: %d %+v", code, p)
 		}
-		if get(t, svc, "/v1/profiles/"+user, testToken, &p); len(p.MergedIDs) != 16 || slices.Contains(p.MergedIDs, "old-0") {
+		if h.Get(api(svc)+"/v1/profiles/"+user, testToken, &p); len(p.MergedIDs) != 16 || slices.Contains(p.MergedIDs, "old-0") {
 			return fmt.Sprintf("merged ids: %v", p.MergedIDs)
 		}
 		return ""
@@ -733,12 +747,12 @@ func TestDeletionForgetsOldRedirects(t *testing.T) {
 	h.send(`{"type":"track","anonymousId":"old-0","event":"Viewed"}`)
 	servicetest.Eventually(t, 10*time.Second, "old-0's own profile", func() string {
 		var p audiences.ProfileView
-		if code := get(t, svc, "/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != "old-0" {
+		if code := h.Get(api(svc)+"/v1/profiles/old-0", testToken, &p); code != http.StatusOK || p.UserID != "" || p.AnonymousID != "old-0" {
 			return fmt.Sprintf("profile of old-0: %d %+v", code, p)
 		}
 		return ""
 	})
-	if code := get(t, svc, "/v1/profiles/"+user, testToken, nil); code != http.StatusNotFound {
+	if code := h.Get(api(svc)+"/v1/profiles/"+user, testToken, nil); code != http.StatusNotFound {
 		t.Fatalf("the deleted user's profile came back: %d", code)
 	}
 }

@@ -46,12 +46,7 @@ func BenchmarkAudiencesThroughput(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	env.Start("audiences", svc.Run)
-	for committed(b, adm, cfg) < int64(b.N) {
-		if time.Since(start) > 10*time.Minute {
-			b.Fatal("not caught up after 10 minutes")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	servicetest.Eventually(b, 10*time.Minute, "the service caught up", func() bool { return committed(b, adm, cfg) >= int64(b.N) })
 	el := time.Since(start).Seconds()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el, "events/s")

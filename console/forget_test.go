@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -81,8 +82,10 @@ func nowhere(t *testing.T, when string, views map[string]string, values ...strin
 // entries stay, and a restarted console does not read them back. The suppressed user's later
 // events never show, until an UNSUPPRESS; the purge is counted and the regulation reported
 // forgotten.
-func TestDeletedUserForgotten(t *testing.T) {
-	h := newHarness(t, func(c *console.Config) { c.RecentEvents = 8 })
+func TestDeletedUserForgotten(t *testing.T) { synctest.Test(t, testDeletedUserForgotten) }
+
+func testDeletedUserForgotten(t *testing.T) {
+	h := newVirtualHarness(t, func(c *console.Config) { c.RecentEvents = 8 })
 	b := h.signInFollowing(t)
 	recentHas := func(h *harness, text string) bool {
 		return strings.Contains(string(h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body), text)
@@ -175,7 +178,7 @@ func TestDeletedUserForgotten(t *testing.T) {
 		}
 	}
 
-	time.Sleep(5 * time.Millisecond) // the regulation is later than every planted event
+	servicetest.NextMillisecond() // the regulation is later than every planted event
 	r := h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "SUPPRESS_WITH_DELETE", "subjectType": "USER_ID", "subjectIds": []string{"u-del"}})
 	expect(t, r, http.StatusOK)
 	id := r.Data(t)["regulateId"].(string)
@@ -212,7 +215,7 @@ func TestDeletedUserForgotten(t *testing.T) {
 		t.Error("a regulation the console does not know is forgotten")
 	}
 	// The suppressed user's later events never show; another user's do.
-	time.Sleep(5 * time.Millisecond)
+	servicetest.NextMillisecond()
 	h.env.Produce(eventRecord("m-del-later", "u-del", false, `{"email":"later.suppressed@example.com"}`))
 	h.env.Produce(eventRecord("m-keep-5", "u-keep", false, `{"email":"kept.five@example.com"}`))
 	read := liveUntil("kept.five@example.com")
@@ -266,7 +269,7 @@ func TestDeletedUserForgotten(t *testing.T) {
 		&kgo.Record{Topic: schemas.TopicSuppressions, Key: []byte("u-del")},
 	)
 	servicetest.Eventually(t, 5*time.Second, "the unsuppression read", func() bool { return h2.svc.Forgotten(unsuppress) })
-	time.Sleep(5 * time.Millisecond)
+	servicetest.NextMillisecond()
 	h2.env.Produce(eventRecord("m-back", "u-del", false, `{"email":"back.again@example.com"}`))
 	servicetest.Eventually(t, 5*time.Second, "the unsuppressed user's event", func() bool { return recentHas(h2, "back.again@example.com") })
 	nowhere(t, "after UNSUPPRESS", consoleViews(t, h2, b2, attemptPage), planted...)
@@ -294,17 +297,19 @@ func counterValue(t *testing.T, h *harness, name, view string) float64 {
 
 // TestDeleteOnlyForgetsThePast: a DELETE_ONLY regulation forgets the user's entries received
 // before it, and suppresses nothing: the user's later events show.
-func TestDeleteOnlyForgetsThePast(t *testing.T) {
-	h := newHarness(t, nil)
+func TestDeleteOnlyForgetsThePast(t *testing.T) { synctest.Test(t, testDeleteOnlyForgetsThePast) }
+
+func testDeleteOnlyForgetsThePast(t *testing.T) {
+	h := newVirtualHarness(t, nil)
 	recentHas := func(text string) bool {
 		return strings.Contains(string(h.do(http.MethodGet, "/v1/sources/web/events/recent", nil).Body), text)
 	}
 	h.env.Produce(eventRecord("m-old", "u-x", false, `{"email":"old.deleted@example.com"}`), eventRecord("m-y", "u-y", false, `{"email":"y.kept@example.com"}`))
 	servicetest.Eventually(t, 5*time.Second, "the events", func() bool { return recentHas("old.deleted@example.com") && recentHas("y.kept@example.com") })
-	time.Sleep(5 * time.Millisecond)
+	servicetest.NextMillisecond()
 	expect(t, h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u-x"}}), http.StatusOK)
 	servicetest.Eventually(t, 5*time.Second, "the user's past events gone", func() bool { return !recentHas("old.deleted@example.com") })
-	time.Sleep(5 * time.Millisecond)
+	servicetest.NextMillisecond()
 	h.env.Produce(eventRecord("m-new", "u-x", false, `{"email":"new.shown@example.com"}`))
 	servicetest.Eventually(t, 5*time.Second, "the user's later event", func() bool { return recentHas("new.shown@example.com") })
 	if !recentHas("y.kept@example.com") || recentHas("old.deleted@example.com") {
@@ -317,7 +322,11 @@ func TestDeleteOnlyForgetsThePast(t *testing.T) {
 // list, not created yet) is not read to its end, the recent events stay empty; then the other
 // user's event shows, and the deleted user's never does, not even for a moment.
 func TestViewsReadTheRegulationsFirst(t *testing.T) {
-	h := newHarness(t, nil)
+	synctest.Test(t, testViewsReadTheRegulationsFirst)
+}
+
+func testViewsReadTheRegulationsFirst(t *testing.T) {
+	h := newVirtualHarness(t, nil)
 	recent := func(srv *httptest.Server) string {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/sources/web/events/recent", nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
@@ -334,7 +343,7 @@ func TestViewsReadTheRegulationsFirst(t *testing.T) {
 		b := recent(h.srv)
 		return strings.Contains(b, "ada.deleted") && strings.Contains(b, "kept@")
 	})
-	time.Sleep(5 * time.Millisecond)
+	servicetest.NextMillisecond()
 	expect(t, h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u-del"}}), http.StatusOK)
 	servicetest.Eventually(t, 5*time.Second, "the deleted user's event gone", func() bool { return !strings.Contains(recent(h.srv), "ada.deleted") })
 	h.stop()
@@ -347,17 +356,15 @@ func TestViewsReadTheRegulationsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	listen(t, h.env, svc)
 	h.env.Start("console", svc.Run)
-	srv := httptest.NewServer(svc.Handler())
-	defer srv.Close()
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	srv := serve(t, h.env, svc.Handler())
+	servicetest.Consistently(t, time.Second, "the recent events empty before the rules are read", func() string {
 		if b := recent(srv); !strings.Contains(b, `"data":[]`) {
-			t.Fatalf("the recent events were read before the rules: %s", b)
+			return "the recent events were read before the rules: " + b
 		}
-	}
+		return ""
+	})
 	if _, err := kadm.NewClient(h.env.Client).CreateTopic(context.Background(), 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, later); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -97,6 +96,41 @@ func newHarnessWith(t testing.TB, o servicetest.Options, mod func(*console.Confi
 	o.LogWriter = envLogs
 	env := servicetest.New(t, o)
 	// Applied as a config file is: its objects are the file's (origin file:base.yaml).
+	applyBaseConfig(t, env)
+	if _, err := env.Store.WaitFor(env.Ctx, func(s *platform.Snapshot) bool { _, ok := s.DestinationByID("file-hooks"); return ok }); err != nil {
+		t.Fatal(err)
+	}
+	h := startConsole(t, env, mod)
+	h.envLogs = envLogs
+	return h
+}
+
+// applyBaseConfig applies baseConfig as the config file base.yaml is applied: its objects are
+// the file's (origin file:base.yaml). ApplyConfigFile dials Kafka on its own, over loopback TCP:
+// on the virtual network, the same records are written through the Env's client.
+func applyBaseConfig(t testing.TB, env *servicetest.Env) {
+	t.Helper()
+	if env.Network != nil {
+		cfg, err := schemas.ParseConfig([]byte(baseConfig), schemas.ConfigFormatYAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		origin := schemas.FileOrigin("base.yaml")
+		for i := range cfg.Sources {
+			cfg.Sources[i].Origin = origin
+		}
+		for i := range cfg.Destinations {
+			cfg.Destinations[i].Origin = origin
+		}
+		keys, err := env.Kafka.ConfigKeyring()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := platform.ApplyConfig(env.Ctx, env.Client, schemas.TopicConfig, cfg, keys); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	path := filepath.Join(t.TempDir(), "base.yaml")
 	if err := os.WriteFile(path, []byte(baseConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -104,12 +138,6 @@ func newHarnessWith(t testing.TB, o servicetest.Options, mod func(*console.Confi
 	if _, err := platform.ApplyConfigFile(env.Ctx, env.Kafka, schemas.TopicConfig, path, platform.ApplyOptions{}, env.Logger); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Store.WaitFor(env.Ctx, func(s *platform.Snapshot) bool { _, ok := s.DestinationByID("file-hooks"); return ok }); err != nil {
-		t.Fatal(err)
-	}
-	h := startConsole(t, env, mod)
-	h.envLogs = envLogs
-	return h
 }
 
 // startConsole starts a console on env and waits until it is ready.
@@ -133,35 +161,51 @@ func startConsole(t testing.TB, env *servicetest.Env, mod func(*console.Config))
 		t.Fatal(err)
 	}
 	h.svc = svc
-	if err := svc.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	listen(t, env, svc)
 	h.stop = env.Start("console", svc.Run)
-	h.srv = httptest.NewServer(svc.Handler())
-	t.Cleanup(h.srv.Close)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + svc.Addr() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("console not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.srv = serve(t, env, svc.Handler())
+	env.WaitReady("http://"+svc.Addr()+"/readyz", 15*time.Second)
 	return h
 }
 
-// response is one answer of the API.
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
+// newVirtualHarness is newHarness on the virtual network (servicetest.Options.Virtual), for a
+// test inside a testing/synctest bubble: the console's clock and every wait of the test are
+// the bubble's.
+func newVirtualHarness(t *testing.T, mod func(*console.Config)) *harness {
+	t.Helper()
+	return newHarnessWith(t, servicetest.Options{Virtual: true}, mod)
 }
+
+// listen binds svc's address: on env's virtual network when it has one, else CONSOLE_ADDR.
+func listen(t testing.TB, env *servicetest.Env, svc *console.Service) {
+	t.Helper()
+	if env.Network != nil {
+		svc.ServeOn(env.Listen(0))
+	} else if err := svc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serve serves handler on a test server, closed on cleanup: on env's virtual network when it
+// has one (its Client dials there), else on loopback.
+func serve(t testing.TB, env *servicetest.Env, handler http.Handler) *httptest.Server {
+	t.Helper()
+	if env.Network == nil {
+		srv := httptest.NewServer(handler)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := httptest.NewUnstartedServer(handler)
+	_ = srv.Listener.Close() // a loopback one
+	srv.Listener = env.Listen(0)
+	srv.Start()
+	srv.Client().Transport.(*http.Transport).DialContext = env.Network.DialContext
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// response is one answer of the API.
+type response servicetest.Answer
 
 // JSON decodes the body into a map.
 func (r response) JSON(t testing.TB) map[string]any {
@@ -192,42 +236,21 @@ func (h *harness) do(method, path string, body any, headers ...string) response 
 // doAs sends a request with token ("" : no Authorization header).
 func (h *harness) doAs(token, method, path string, body any, headers ...string) response {
 	h.t.Helper()
-	var rd io.Reader
+	var text string
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		text = b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		rd = bytes.NewReader(j)
+		text = string(j)
 	}
-	req, err := http.NewRequest(method, h.srv.URL+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.answers = append(h.answers, answer{request: method + " " + strings.SplitN(path, "?", 2)[0], body: string(b)})
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	a := h.env.Call(method, h.srv.URL+path, text, append([]string{"Authorization", servicetest.Bearer(token)}, headers...)...)
+	h.answers = append(h.answers, answer{request: method + " " + strings.SplitN(path, "?", 2)[0], body: string(a.Body)})
+	return response(a)
 }
 
 // expect fails unless r has status.

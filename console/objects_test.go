@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -217,8 +219,10 @@ func TestAudiencesAndComputedTraits(t *testing.T) {
 
 // TestConfigExportAndImport: the export re-applies as it is (nothing changes), a changed file
 // updates, creates and deletes what the console manages, a dry run writes nothing.
-func TestConfigExportAndImport(t *testing.T) {
-	h := newHarness(t, nil)
+func TestConfigExportAndImport(t *testing.T) { synctest.Test(t, testConfigExportAndImport) }
+
+func testConfigExportAndImport(t *testing.T) {
+	h := newVirtualHarness(t, nil)
 	const secret = "export-secret-0123456789"
 	expect(t, h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "hooks", "type": "webhooks", "sources": []string{"web"},
 		"settings": map[string]any{"webhooks": []map[string]any{{"url": "https://a.example.com/x"}}, "sharedSecret": secret}}), http.StatusCreated)
@@ -250,10 +254,9 @@ audiences:
 	if ch := dry.Data(t)["changes"].([]any); len(ch) != 2 || !strings.Contains(string(dry.Body), `"fields":["settings.webhooks[0].url"]`) {
 		t.Fatalf("dry run: %s", dry.Body)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if h.env.Store.Snapshot().Version() != before {
-		t.Fatal("a dry run wrote to the config topic")
-	}
+	servicetest.Consistently(t, 300*time.Millisecond, "no write of a dry run to the config topic", func() bool {
+		return h.env.Store.Snapshot().Version() == before
+	})
 	expect(t, h.do(http.MethodPut, "/v1/config", changed, "Content-Type", "application/yaml"), http.StatusOK)
 	d, _ := h.env.Store.Snapshot().DestinationByID("hooks")
 	if d.Settings.Webhooks[0].URL != "https://b.example.com/y" || d.Settings.SharedSecret != secret {

@@ -71,7 +71,7 @@ func (h *harness) signInFollowing(t testing.TB) *browser {
 
 func (h *harness) newBrowser(t testing.TB, follow bool) *browser {
 	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: h.env.HTTPClient().Transport}
 	if !follow {
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}

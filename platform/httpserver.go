@@ -139,6 +139,15 @@ func (s *HTTPServer) Listen() error {
 	return nil
 }
 
+// UseListener makes the server serve on ln instead of binding its address: a test's in-memory
+// network (kfake.VirtualNetwork), on which a service runs inside a testing/synctest bubble. Call
+// it instead of Listen, before Run; Run closes ln.
+func (s *HTTPServer) UseListener(ln net.Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ln = ln
+}
+
 // Addr returns the bound address (host:port) once Listen has succeeded, else the configured
 // one.
 func (s *HTTPServer) Addr() string {

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tributary-cdp/tributary/platform"
 )
@@ -272,4 +274,44 @@ func TestHTTPServerListenError(t *testing.T) {
 	if err := other.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "listening on") {
 		t.Errorf("Run on a taken port = %v, want a listen error", err)
 	}
+}
+
+// TestHTTPServerUseListener: a server given a listener (a test's in-memory network) serves on
+// it rather than binding its address, and tells its address; inside a testing/synctest bubble
+// its requests and shutdown then run in virtual time.
+func TestHTTPServerUseListener(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var network kfake.VirtualNetwork
+		ln, err := network.Listen("tcp", "localhost:8100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := platform.NewHTTPServer("127.0.0.1:1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(time.Minute) // virtual
+			_, _ = io.WriteString(w, "served")
+		}), nil, nil, zerolog.Nop())
+		srv.UseListener(ln)
+		if got := srv.Addr(); got != "localhost:8100" {
+			t.Errorf("Addr = %q, want the listener's", got)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx) }()
+		client := &http.Client{Transport: &http.Transport{DialContext: network.DialContext}}
+		start := time.Now()
+		resp, err := client.Get("http://localhost:8100/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "served" || time.Since(start) != time.Minute {
+			t.Errorf("answer %q after %v, want served after 1m", b, time.Since(start))
+		}
+		client.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
 }

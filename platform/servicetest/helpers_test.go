@@ -84,9 +84,55 @@ func TestEventually(t *testing.T) {
 	})
 }
 
+// TestConsistently: a condition that holds throughout returns at the end of the period, having
+// checked it at its start, every EventuallyPoll and at its end; one that stops holding fails
+// at the first check that sees it, naming what and, for a func() string, its answer. Time is
+// virtual.
+func TestConsistently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		checks := 0
+		start := time.Now()
+		if msg := fatalOf(t, func(tb testing.TB) {
+			servicetest.Consistently(tb, 50*time.Millisecond, "a bool that holds", func() bool { checks++; return true })
+		}); msg != "" {
+			t.Fatalf("a condition that always holds failed: %s", msg)
+		}
+		if took := time.Since(start); checks != 4 || took != 50*time.Millisecond {
+			t.Errorf("returned after %d checks and %v, want 4 (at 0, 20, 40, 50 ms) and 50ms", checks, took)
+		}
+		checks = 0
+		start = time.Now()
+		msg := fatalOf(t, func(tb testing.TB) {
+			servicetest.Consistently(tb, time.Second, "the view empty", func() bool { checks++; return checks < 3 })
+		})
+		if msg != "the view empty did not hold throughout 1s" || time.Since(start) != 2*servicetest.EventuallyPoll {
+			t.Errorf("a bool that stops holding at the third check failed with %q after %v", msg, time.Since(start))
+		}
+		msg = fatalOf(t, func(tb testing.TB) {
+			servicetest.Consistently(tb, time.Second, "no write", func() string { return "version 2" })
+		})
+		if msg != "no write did not hold throughout 1s: version 2" {
+			t.Errorf("a func() string that does not hold failed with %q", msg)
+		}
+	})
+}
+
+// TestNextMillisecond: after NextMillisecond the clock is in the next millisecond, less than a
+// millisecond later. Time is virtual.
+func TestNextMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(300 * time.Microsecond)
+		before := time.Now()
+		servicetest.NextMillisecond()
+		if after := time.Now(); after.UnixMilli() != before.UnixMilli()+1 || after.Sub(before) > time.Millisecond {
+			t.Errorf("NextMillisecond went from %v to %v", before, after)
+		}
+	})
+}
+
 // TestCall: Call sends the method, body (as JSON), headers (Host as the request's host,
-// empty values left out) and reads the answer in full; Decode decodes it; a refused
-// connection fails the test naming the request.
+// empty values left out) and reads the answer in full; Decode decodes it (as Get and Post do);
+// a refused connection fails the test naming the request.
 func TestCall(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -109,6 +155,13 @@ func TestCall(t *testing.T) {
 	a = servicetest.Call(t, http.MethodGet, srv.URL, "", "Authorization", servicetest.Bearer(""))
 	if seen := a.Header.Get("X-Seen"); !strings.HasPrefix(seen, "GET|") || !strings.HasSuffix(seen, "||[]") {
 		t.Errorf("a GET without body or token was sent as %q", seen)
+	}
+	if status := servicetest.Post(t, srv.URL, "tok", `{"b":2}`, &got); status != http.StatusAccepted || got.Got != `{"b":2}` {
+		t.Errorf("Post: %d %+v", status, got)
+	}
+	got.Got = ""
+	if status := servicetest.Get(t, srv.URL, "", &got); status != http.StatusAccepted || got.Got != "" {
+		t.Errorf("Get: %d %+v", status, got)
 	}
 	if b := servicetest.Basic("wk_web"); b != "Basic d2tfd2ViOg==" {
 		t.Errorf("Basic = %q", b)

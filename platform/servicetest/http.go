@@ -40,6 +40,34 @@ func (a Answer) Decode(t testing.TB, v any) {
 // from the test's goroutine.
 func Call(t testing.TB, method, url, body string, header ...string) Answer {
 	t.Helper()
+	return call(t, &http.Client{Timeout: CallTimeout}, method, url, body, header...)
+}
+
+// Call is Call through the Env's HTTP client (Env.HTTPClient): on the virtual network with
+// Options.Virtual. It fails the Env's test.
+func (e *Env) Call(method, url, body string, header ...string) Answer {
+	e.T.Helper()
+	return call(e.T, e.HTTPClient(), method, url, body, header...)
+}
+
+// Get is Get through the Env's HTTP client (Env.HTTPClient).
+func (e *Env) Get(url, token string, v any) int {
+	e.T.Helper()
+	a := e.Call(http.MethodGet, url, "", "Authorization", Bearer(token))
+	a.Decode(e.T, v)
+	return a.Status
+}
+
+// Post is Post through the Env's HTTP client (Env.HTTPClient).
+func (e *Env) Post(url, token, body string, v any) int {
+	e.T.Helper()
+	a := e.Call(http.MethodPost, url, body, "Authorization", Bearer(token))
+	a.Decode(e.T, v)
+	return a.Status
+}
+
+func call(t testing.TB, client *http.Client, method, url, body string, header ...string) Answer {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -63,7 +91,6 @@ func Call(t testing.TB, method, url, body string, header ...string) Answer {
 			req.Header.Set(name, value)
 		}
 	}
-	client := http.Client{Timeout: CallTimeout}
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
@@ -74,6 +101,25 @@ func Call(t testing.TB, method, url, body string, header ...string) Answer {
 		t.Fatalf("%s %s: reading the answer: %v", method, url, err)
 	}
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Get GETs url with token as a bearer token (none when "") and decodes the JSON answer into v
+// (Answer.Decode); it returns the status. It must be called from the test's goroutine.
+func Get(t testing.TB, url, token string, v any) int {
+	t.Helper()
+	a := Call(t, http.MethodGet, url, "", "Authorization", Bearer(token))
+	a.Decode(t, v)
+	return a.Status
+}
+
+// Post POSTs body (JSON) to url with token as a bearer token (none when "") and decodes the
+// JSON answer into v (Answer.Decode); it returns the status. It must be called from the test's
+// goroutine.
+func Post(t testing.TB, url, token, body string, v any) int {
+	t.Helper()
+	a := Call(t, http.MethodPost, url, body, "Authorization", Bearer(token))
+	a.Decode(t, v)
+	return a.Status
 }
 
 // Bearer is the Authorization value that presents token: "Bearer <token>", or "" (Call sends
@@ -95,7 +141,17 @@ func Basic(user string) string {
 // timeout. Refused connections count as not ready yet: the service may still be starting.
 func WaitReady(t testing.TB, url string, timeout time.Duration) {
 	t.Helper()
-	client := http.Client{Timeout: time.Second}
+	waitReady(t, &http.Client{Timeout: time.Second}, url, timeout)
+}
+
+// WaitReady is WaitReady through the Env's HTTP client (Env.HTTPClient).
+func (e *Env) WaitReady(url string, timeout time.Duration) {
+	e.T.Helper()
+	waitReady(e.T, &http.Client{Timeout: time.Second, Transport: e.HTTPClient().Transport}, url, timeout)
+}
+
+func waitReady(t testing.TB, client *http.Client, url string, timeout time.Duration) {
+	t.Helper()
 	Eventually(t, timeout, url+" to answer 200", func() bool {
 		resp, err := client.Get(url)
 		if err != nil {

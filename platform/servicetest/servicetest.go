@@ -3,18 +3,25 @@
 // default topic, a tenant config applied and a running config store, plus the readers and
 // probes service tests share: a topic reader (Reader), a metric reader (Counter), a header
 // reader (Header) and a webhook endpoint that records what it receives (Receiver). Every
-// package's tests wait with Eventually (poll a condition until a timeout) and call an HTTP
-// service with Call (and WaitReady for its /readyz) rather than a copy of their own.
+// package's tests wait with Eventually (poll a condition until a timeout), check that a
+// condition stays so with Consistently, and call an HTTP service with Call, Get and Post (and
+// WaitReady for its /readyz) rather than a copy of their own.
 //
 // Everything an Env starts is stopped on t.Cleanup, in reverse order (services, readers, the
 // config store, the client, the broker), so a test that uses it leaves no goroutine behind
 // (goleak). With Options.Virtual the broker listens on an in-memory network, and the whole Env
-// can run inside a testing/synctest bubble: see kafkatest.Virtual.
+// can run inside a testing/synctest bubble: see kafkatest.Virtual. A service's HTTP server then
+// listens there too (Env.Listen, platform.HTTPServer's UseListener), and the test calls it
+// through the Env's client (Env.Call, Get, Post, WaitReady): a goroutine in real network I/O
+// would keep the bubble's clock from moving.
 package servicetest
 
 import (
 	"context"
 	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +88,38 @@ type Env struct {
 	// CloseBroker stops the broker (Broker) with Options.Closable, else it is nil. The config
 	// store, ready by then, keeps running until cleanup and then stops without error.
 	CloseBroker func()
+
+	http     *http.Client
+	nextPort int // ports Listen gave for port 0
+}
+
+// FirstVirtualPort is the first port Env.Listen gives for port 0 on the virtual network.
+const FirstVirtualPort = 10000
+
+// HTTPClient is the client of Env.Call, Get and Post, with a timeout of CallTimeout: with
+// Options.Virtual it dials the virtual network (where a service listens on Env.Listen), else
+// loopback TCP. Its idle connections are closed on cleanup.
+func (e *Env) HTTPClient() *http.Client { return e.http }
+
+// Listen returns a listener on the Env's virtual network (Options.Virtual) at localhost:port,
+// for a service's HTTP server inside a testing/synctest bubble (platform.HTTPServer's
+// UseListener); the server closes it, else cleanup does. Port 0 is the next port Listen has not
+// given yet, from FirstVirtualPort.
+func (e *Env) Listen(port int) net.Listener {
+	e.T.Helper()
+	if e.Network == nil {
+		e.T.Fatal("Listen needs an Env with Options.Virtual")
+	}
+	if port == 0 {
+		e.nextPort++
+		port = FirstVirtualPort + e.nextPort - 1
+	}
+	ln, err := e.Network.Listen("tcp", "localhost:"+strconv.Itoa(port))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() { _ = ln.Close() })
+	return ln
 }
 
 // New starts an Env: the broker, the topics of platform.DefaultTopics, the tenant config
@@ -113,6 +152,12 @@ func New(t testing.TB, o Options) *Env {
 	} else {
 		brokers = kafkatest.Embedded(t)
 	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if e.Network != nil {
+		transport.DialContext = e.Network.DialContext
+	}
+	e.http = &http.Client{Timeout: CallTimeout, Transport: transport}
+	t.Cleanup(transport.CloseIdleConnections)
 	e.Kafka = platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: o.Partitions, ConfigEncryptionKey: o.ConfigEncryptionKey}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // after the store and the client below (cleanups run last in, first out)

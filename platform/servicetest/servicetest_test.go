@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -92,6 +93,22 @@ func TestEnvVirtual(t *testing.T) {
 		}
 		if took := time.Since(start); took < 10*time.Second {
 			t.Fatalf("WaitFor returned after %v, before its settle period", took)
+		}
+		// A server on the virtual network (Listen) answers the Env's client (Get, Post).
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, `{"got":%q}`, r.Method+" "+r.Header.Get("Authorization")+" "+string(b))
+		})}
+		ln := e.Listen(8100)
+		served := make(chan struct{})
+		go func() { defer close(served); _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close(); <-served }()
+		var got struct{ Got string }
+		if status := e.Get("http://localhost:8100/x", "tok", &got); status != http.StatusOK || got.Got != "GET Bearer tok " {
+			t.Errorf("Get on the virtual network: %d %+v", status, got)
+		}
+		if status := e.Post("http://localhost:8100/x", "", `{"a":1}`, &got); status != http.StatusOK || got.Got != `POST  {"a":1}` {
+			t.Errorf("Post on the virtual network: %d %+v", status, got)
 		}
 	})
 }
