@@ -47,7 +47,7 @@ bench:
 	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 2000 -batch 10 -receiver-latency 200ms
 	$(GO) run ./devstack/cmd/e2eload -d $(BENCH_LOAD_DURATION) -rate 5000 -neighbour hang
 
-## bench-compare: the whole stack's end-to-end load (e2eload) of BASE and of the work tree, alternated ROUNDS times each, and the ratios head/base: webhooks/s, p99, CPU s per 1,000 webhooks, peak RSS (docs/benchmarks.md#comparing-two-builds). ARGS: e2eload's flags.
+## bench-compare: the whole stack's end-to-end load (e2eload) of BASE and of the work tree, alternated ROUNDS times each, and the ratios head/base: webhooks/s, p99, CPU s per 1,000 webhooks, peak RSS (docs/benchmarks.md#comparing-two-builds). ARGS: e2eload's flags; MAKE_RUN=1: each build's make run; BASE_ENV/HEAD_ENV: settings of each side (BASE=HEAD: one build, a setting off and on).
 BASE ?= main
 ROUNDS ?= 2
 ARGS ?= -d 20s -rate 15000

@@ -114,27 +114,26 @@ func (s *Service) open(r *kgo.Record) (value []byte, ok bool, err error) {
 // for an identify call and for an event or a profile handed to another partition. Partition
 // metadata, ticks, merges and deletion requests (which must outlive the user's keys) stay
 // plain.
-func (s *Service) sealSubject(r *kgo.Record) string {
-	key := string(r.Key)
+func (s *Service) sealSubject(r *kgo.Record) []byte {
 	switch r.Topic {
 	case s.cfg.StateTopic:
-		if key == metaKey {
-			return ""
+		if string(r.Key) == metaKey {
+			return nil
 		}
 		if part := s.parts[r.Partition]; part != nil {
-			if prof := part.profiles[key]; prof != nil && prof.UserID != "" {
-				return prof.UserID
+			if prof := part.profiles[string(r.Key)]; prof != nil && prof.UserID != "" {
+				return []byte(prof.UserID)
 			}
 		}
-		return key
+		return r.Key
 	case s.cfg.EventsTopic:
-		return key
+		return r.Key
 	case s.cfg.RepartitionTopic:
 		if carriesUserData(r.Value) {
-			return key
+			return r.Key
 		}
 	}
-	return ""
+	return nil
 }
 
 func headerIs(r *kgo.Record, key, value string) bool {

@@ -18,7 +18,8 @@ import (
 // delivery is what a record's headers say.
 type delivery struct {
 	r              *kgo.Record
-	body           []byte // the body to POST: r's value, opened when it is sealed (openBody)
+	body           []byte     // the body to POST: r's value, opened when it is sealed (openBody)
+	key            *shred.Key // the data key of a sealed r (openBody); nil: plain
 	destID         string
 	messageID      string
 	attempt        int
@@ -173,13 +174,18 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 // keys could not be read now waits on a retry tier; one that does not open is dead-lettered.
 // The record itself stays sealed: tiers and the DLQ get it as it is, headers kept.
 func (s *Service) openBody(d *delivery, p *pending) bool {
-	if shred.KeyOf(d.r) == nil {
+	hexID := shred.KeyOf(d.r)
+	if hexID == nil {
 		return true
 	}
-	body, err := s.keys.Open(d.r)
+	key, err := s.keys.Key(hexID)
+	var body []byte
+	if err == nil {
+		body, err = key.Open(nil, d.r.Value)
+	}
 	switch {
 	case err == nil:
-		d.body = body
+		d.body, d.key = body, key
 		return true
 	case errors.Is(err, shred.ErrShredded):
 		s.dropDeleted(*d, p)
@@ -349,8 +355,8 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 		return // shutting down: not finished
 	}
 	// A user deleted since the record was read (its key shredded while it waited for a slot or
-	// the rate limit) gets nothing: a map lookup right before the POST.
-	if !s.keys.Live(shred.KeyOf(d.r)) {
+	// the rate limit) gets nothing: one flag read right before the POST.
+	if d.key != nil && !d.key.Live() {
 		for _, e := range entries {
 			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}

@@ -35,7 +35,7 @@ func TestSealedDeliveries(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 	defer cancel()
-	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) string { return "jane" }); err != nil {
+	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) []byte { return []byte("jane") }); err != nil {
 		t.Fatal(err)
 	}
 	h.env.Produce(recs...)
@@ -91,7 +91,7 @@ func TestDeletedWhileWaiting(t *testing.T) {
 	recs := deliveryRecords("slow", "m1", "m2")
 	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 	defer cancel()
-	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) string { return "jane" }); err != nil {
+	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) []byte { return []byte("jane") }); err != nil {
 		t.Fatal(err)
 	}
 	h.env.Produce(recs...)

@@ -51,7 +51,7 @@ func (s *Service) forwardBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Reco
 	s.metrics.inbound.WithLabelValues("rejected").Add(float64(rejected))
 	// A key write Kafka does not acknowledge is retried: the poll is not committed meanwhile.
 	err := platform.RetryUntil(ctx, s.logger, "sealing the front door's records", func(ctx context.Context) error {
-		return s.keys.SealRecords(ctx, recs, shred.RecordKey)
+		return s.keys.SealRecordsInPlace(ctx, recs, shred.RecordKey)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sealing: %w", err)

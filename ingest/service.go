@@ -179,7 +179,7 @@ func (s *Service) produce(ctx context.Context, recs []*kgo.Record) error {
 	defer func() { s.metrics.produceSeconds.Observe(time.Since(start).Seconds()) }()
 	// Each user's records are sealed with the user's data key; a new user's key is written
 	// (and acknowledged) first (docs/security.md#crypto-shredding).
-	if err := s.keys.SealRecords(ctx, recs, shred.RecordKey); err != nil {
+	if err := s.keys.SealRecordsInPlace(ctx, recs, shred.RecordKey); err != nil {
 		return fmt.Errorf("sealing: %w", err)
 	}
 	result := make(chan error, 1)

@@ -25,11 +25,10 @@ type SuppressionList interface {
 	Suppressed(userID string) bool
 }
 
-// Keys open sealed tracking.events records and seal their deliveries with the same data key
-// (docs/security.md#crypto-shredding); *shred.Keyring is one.
+// Keys give the data key of a sealed tracking.events record, which opens it and seals its
+// deliveries (docs/security.md#crypto-shredding); *shred.Keyring is one.
 type Keys interface {
-	Open(r *kgo.Record) ([]byte, error)
-	SealWith(hexID, plain []byte) ([]byte, error)
+	Key(hexID []byte) (*shred.Key, error)
 }
 
 var _ Keys = (*shred.Keyring)(nil)
@@ -48,6 +47,8 @@ type Step struct {
 	// Keys open sealed messages and seal their deliveries; nil: every record must be plain
 	// (a sealed one is Invalid).
 	Keys Keys
+
+	opened []byte // the buffer sealed messages are opened into, reused by the next one
 }
 
 // Deliveries are webhooks.deliveries records with the destination of each:
@@ -83,19 +84,28 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 		return out, UnknownSource, nil
 	}
 	value, keyID := rec.Value, shred.KeyOf(rec)
+	var key *shred.Key
+	headroom := 0
 	if keyID != nil {
 		if s.Keys == nil {
 			return out, Invalid, fmt.Errorf("sealed (header %s), and no keyring", schemas.HeaderDataKey)
 		}
 		var err error
-		if value, err = s.Keys.Open(rec); err != nil {
+		if key, err = s.Keys.Key(keyID); err == nil {
+			value, err = key.Open(s.opened[:0], rec.Value)
+		}
+		if err != nil {
 			if errors.Is(err, shred.ErrShredded) {
 				return out, Deleted, nil
 			}
 			return out, Invalid, err
 		}
+		// The opened value is only read while this message is routed: the buffer serves the
+		// next one. The body is built after room for the sealed form's head, and sealed in
+		// place (one buffer per message, shared by its deliveries).
+		s.opened, headroom = value, shred.Headroom
 	}
-	v, body, err := schemas.DecodeRoutingViewAppendBody(make([]byte, 0, len(value)+64), value)
+	v, body, err := schemas.DecodeRoutingViewAppendBody(make([]byte, headroom, headroom+len(value)+64+shred.TagSize), value)
 	if err != nil {
 		return out, Invalid, err
 	}
@@ -117,13 +127,8 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 		}
 		if messageID == nil {
 			messageID = []byte(v.MessageID)
-			if keyID != nil { // sealed once, shared by the message's deliveries
-				if body, err = s.Keys.SealWith(keyID, body); err != nil {
-					if errors.Is(err, shred.ErrShredded) {
-						return out, Deleted, nil
-					}
-					return out, Invalid, err
-				}
+			if key != nil { // sealed once, shared by the message's deliveries
+				body = key.SealReserved(body)
 			}
 		}
 		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, body))

@@ -19,6 +19,12 @@
 # paced), CPU and peak RSS being make run's alone:
 #
 #   MAKE_RUN=1 make bench-compare BASE=d03beab ARGS='-d 20s -rate 30000 -batch 100 -c 8'
+#
+# BASE_ENV and HEAD_ENV (space-separated NAME=value settings) are added to the environment of
+# each build's stack: with BASE=HEAD they compare one build with a setting off and on, in one
+# run (docs/benchmarks.md#crypto-shredding):
+#
+#   MAKE_RUN=1 make bench-compare BASE=HEAD BASE_ENV=SHRED_EVENTS=false HEAD_ENV=SHRED_EVENTS=true
 
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,10 +66,12 @@ hooks=127.0.0.1:${BENCH_RECEIVER_PORT:-18099}
 makerun() {
 	local name=$1 data=$work/data-$1-$2 from=$root pid status=0
 	[ "$name" = base ] && from=$tree
+	local -a extra
+	read -r -a extra <<<"$(settings "$name")"
 	rm -rf "$data"
 	printf 'sources: [{id: bench, writeKey: wk_bench}]\ndestinations:\n  - {id: bench-hooks, type: webhooks, sources: [bench], settings: {webhooks: [{url: "http://%s/hook"}], sharedSecret: bench-secret}}\n' "$hooks" >"$work/config.yaml"
 	(cd "$from" && exec env CONFIG_FILE="$work/config.yaml" DATA_DIR="$data" INGEST_ADDR="$ingest" EMBEDDED_KAFKA_PORT=0 \
-		WEBHOOK_ALLOW_PRIVATE=true LOG_LEVEL=warn "$work/tributary-$name") >"$work/$name-$2.make-run.log" 2>&1 &
+		WEBHOOK_ALLOW_PRIVATE=true LOG_LEVEL=warn "${extra[@]}" "$work/tributary-$name") >"$work/$name-$2.make-run.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 600); do
 		curl -sf "http://$ingest/healthz" >/dev/null 2>&1 && break
@@ -77,6 +85,11 @@ makerun() {
 	return $status
 }
 
+# settings NAME: the extra settings of that build's stack (BASE_ENV or HEAD_ENV).
+settings() {
+	if [ "$1" = base ]; then echo "${BASE_ENV:-}"; else echo "${HEAD_ENV:-}"; fi
+}
+
 # run NAME ROUND: one run of that build, its output kept in .cache/bench-compare; prints its
 # figures as one line: name webhooks/s p99_ms cpu_per_1000 rss_mb not_received
 run() {
@@ -84,13 +97,15 @@ run() {
 	# Each build runs from its own tree (it reads deploy/config relative to it); e2eload keeps
 	# its broker's data in a temporary folder of its own.
 	[ "$name" = base ] && from=$tree
+	local -a extra
+	read -r -a extra <<<"$(settings "$name")"
 	if [ -n "${MAKE_RUN:-}" ]; then
 		if ! makerun "$name" "$2" >"$out" 2>&1; then
 			echo "bench-compare: the $name run failed (output: $out)" >&2
 			tail -n 20 "$out" >&2
 			return 1
 		fi
-	elif ! (cd "$from" && "$work/e2eload-$name" "${args[@]}") >"$out" 2>&1; then
+	elif ! (cd "$from" && env "${extra[@]}" "$work/e2eload-$name" "${args[@]}") >"$out" 2>&1; then
 		echo "bench-compare: the $name run failed (output: $out)" >&2
 		tail -n 20 "$out" >&2
 		return 1
@@ -137,4 +152,4 @@ awk '
 		printf "head             %12.0f %12.1f %14.3f %10.0f\n", R["head"], P["head"], U["head"], M["head"]
 		printf "head/base        %12.2f %12.2f %14.2f %10.2f\n", R["head"] / R["base"], P["head"] / P["base"], U["head"] / U["base"], M["head"] / M["base"]
 	}' "$results"
-echo "bench-compare: e2eload ${args[*]}${MAKE_RUN:+ against the make run of each build (MAKE_RUN=1)}, $rounds rounds each, alternated; outputs in $work" >&2
+echo "bench-compare: e2eload ${args[*]}${MAKE_RUN:+ against the make run of each build (MAKE_RUN=1)}${BASE_ENV:+, base with $BASE_ENV}${HEAD_ENV:+, head with $HEAD_ENV}, $rounds rounds each, alternated; outputs in $work" >&2

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -62,7 +63,8 @@ func hashSubject(subject string) subjectHash { return sha256.Sum256([]byte(subje
 type dataKey struct {
 	aead    cipher.AEAD
 	subject subjectHash
-	hexID   []byte // the id as the header carries it, the sealed values' additional data
+	hexID   []byte      // the id as the header carries it, the sealed values' additional data
+	gone    atomic.Bool // shredded: set when the keyring forgets it (Key.Live)
 }
 
 // DataKeyRecord is the value of one tributary.keys record (docs/topics.md#tributarykeys).
@@ -238,6 +240,7 @@ func (k *Keyring) forget(id keyID) {
 		return
 	}
 	delete(k.keys, id)
+	dk.gone.Store(true)
 	live := k.bySubject[dk.subject]
 	for i, other := range live {
 		if other == id {
@@ -326,20 +329,25 @@ func (k *Keyring) newest(h subjectHash) *dataKey {
 // Concurrent Prepares of one subject share its creation. Two processes may still each create a
 // key for a subject: both stay valid, and both are shredded together.
 func (k *Keyring) Prepare(ctx context.Context, subjects ...string) error {
-	select {
-	case <-k.Ready():
-	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for the keys topic to be read: %w", ErrUnavailable, ctx.Err())
-	}
-	// The subjects' hashes outside the lock; then, under the read lock, whether any subject
-	// lacks a key: almost always none does (a user's key is made once), and the exclusive
-	// lock would serialize every service's seals and opens behind this one.
 	hashes := make([]subjectHash, 0, len(subjects))
 	for _, s := range subjects {
 		if s != "" {
 			hashes = append(hashes, hashSubject(s))
 		}
 	}
+	return k.prepare(ctx, hashes)
+}
+
+// prepare is Prepare for the subjects' hashes.
+func (k *Keyring) prepare(ctx context.Context, hashes []subjectHash) error {
+	select {
+	case <-k.Ready():
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for the keys topic to be read: %w", ErrUnavailable, ctx.Err())
+	}
+	// Under the read lock first, whether any subject lacks a key: almost always none does (a
+	// user's key is made once), and the exclusive lock would serialize every service's seals
+	// and opens behind this one.
 	k.mu.RLock()
 	missing := false
 	for _, h := range hashes {

@@ -3,6 +3,7 @@ package shred
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -17,8 +18,14 @@ const (
 	sealedVersion = 1
 	nonceSize     = 12
 	tagSize       = 16
+	// Headroom is how many bytes a sealed value has before its ciphertext (the version and
+	// the nonce): a buffer that reserves them, and TagSize spare bytes after the plaintext,
+	// is sealed in place (Key.SealReserved).
+	Headroom = 1 + nonceSize
+	// TagSize is how many bytes the authentication tag adds after the ciphertext.
+	TagSize = tagSize
 	// Overhead is how many bytes sealing adds to a value.
-	Overhead = 1 + nonceSize + tagSize
+	Overhead = Headroom + tagSize
 )
 
 // ErrDamaged is the error of Open for a sealed value that does not decrypt with its key:
@@ -36,21 +43,50 @@ func KeyOf(r *kgo.Record) []byte {
 	return nil
 }
 
+// Key is one live data key, as Keyring.Key returns it: a consumer that opens a record and
+// seals what it derives from it (the router: an event and its deliveries) looks the key up
+// once. Its methods are safe for concurrent use.
+type Key dataKey
+
+// Key returns the live key a tributary-key header names. A key it has not read yet is waited
+// for (see the package comment); ErrShredded when the key is gone, an error wrapping
+// ErrUnavailable when the keys topic could not be read in time.
+func (k *Keyring) Key(hexID []byte) (*Key, error) {
+	dk, err := k.key(hexID)
+	return (*Key)(dk), err
+}
+
+// ID is the key's id as the tributary-key header carries it. The caller must not change it.
+func (key *Key) ID() []byte { return key.hexID }
+
+// Live reports whether the key is still live: false once its tombstone was read (or Shred
+// made it) by the keyring it came from. A load of one flag: cheap enough to ask right before
+// sending what it opened.
+func (key *Key) Live() bool { return !key.gone.Load() }
+
+// Open appends the plaintext of a value sealed with the key to dst (a reused buffer spares
+// the allocation); ErrDamaged when it does not decrypt. dst must not overlap value.
+func (key *Key) Open(dst, value []byte) ([]byte, error) {
+	return (*dataKey)(key).open(dst, value)
+}
+
+// Seal returns plain sealed with the key, in a new buffer.
+func (key *Key) Seal(plain []byte) []byte { return (*dataKey)(key).seal(plain, false) }
+
+// SealReserved seals buf[Headroom:] in place: buf's first Headroom bytes are reserved for
+// the version and the nonce, and the tag is appended (without a copy when cap(buf) leaves
+// TagSize bytes after it). The plaintext is overwritten.
+func (key *Key) SealReserved(buf []byte) []byte {
+	return (*dataKey)(key).sealAt(buf[:Headroom], buf[Headroom:])
+}
+
 // Open returns r's value in clear: as it is for a plain record (no tributary-key header),
 // decrypted for a sealed one into a new buffer of the plaintext's size (its only allocation).
 // A key it has not read yet is waited for (see the package comment); ErrShredded when the key
 // is gone, ErrDamaged when the value does not decrypt, an error wrapping ErrUnavailable when
 // the keys topic could not be read in time. It never changes r.
 func (k *Keyring) Open(r *kgo.Record) ([]byte, error) {
-	hexID := KeyOf(r)
-	if hexID == nil {
-		return r.Value, nil
-	}
-	dk, err := k.key(hexID)
-	if err != nil {
-		return nil, err
-	}
-	return dk.open(r.Value)
+	return k.OpenValue(KeyOf(r), r.Value)
 }
 
 // OpenValue is Open for a value and the id of its key (hexID nil: plain).
@@ -62,28 +98,44 @@ func (k *Keyring) OpenValue(hexID, value []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dk.open(value)
+	return dk.open(nil, value)
 }
 
-func (dk *dataKey) open(value []byte) ([]byte, error) {
+func (dk *dataKey) open(dst, value []byte) ([]byte, error) {
 	if len(value) < Overhead || value[0] != sealedVersion {
 		return nil, ErrDamaged
 	}
-	ct := value[1+nonceSize:]
-	plain, err := dk.aead.Open(make([]byte, 0, len(ct)-tagSize), value[1:1+nonceSize], ct, dk.hexID)
+	ct := value[Headroom:]
+	if dst == nil {
+		dst = make([]byte, 0, len(ct)-tagSize)
+	}
+	plain, err := dk.aead.Open(dst, value[1:Headroom], ct, dk.hexID)
 	if err != nil {
 		return nil, ErrDamaged
 	}
 	return plain, nil
 }
 
-func (dk *dataKey) seal(plain []byte) ([]byte, error) {
-	out := make([]byte, 1+nonceSize, len(plain)+Overhead)
-	out[0] = sealedVersion
-	if _, err := rand.Read(out[1:]); err != nil {
-		return nil, err
+// seal seals plain: in its own buffer when reuse is true and its spare capacity holds
+// Overhead more bytes (the plaintext is moved up by Headroom and overwritten), else into a
+// new buffer.
+func (dk *dataKey) seal(plain []byte, reuse bool) []byte {
+	n := len(plain)
+	if reuse && cap(plain)-n >= Overhead {
+		buf := plain[:Headroom+n]
+		copy(buf[Headroom:], buf[:n])
+		return dk.sealAt(buf[:Headroom], buf[Headroom:])
 	}
-	return dk.aead.Seal(out, out[1:1+nonceSize], plain, dk.hexID), nil
+	return dk.sealAt(make([]byte, Headroom, n+Overhead), plain)
+}
+
+// sealAt writes the version and a random nonce into head (Headroom bytes) and appends the
+// ciphertext of plain and its tag to it: in place when plain starts right after head in the
+// same buffer (GCM allows the exact overlap).
+func (dk *dataKey) sealAt(head, plain []byte) []byte {
+	head[0] = sealedVersion
+	rand.Read(head[1:Headroom]) // never fails (crypto/rand)
+	return dk.aead.Seal(head, head[1:Headroom], plain, dk.hexID)
 }
 
 // Seal seals plain with subject's newest live key, creating (and writing) one first if it has
@@ -93,20 +145,11 @@ func (k *Keyring) Seal(ctx context.Context, subject string, plain []byte) (seale
 	if subject == "" {
 		return nil, nil, errors.New("sealing: no subject")
 	}
-	h := hashSubject(subject)
-	for range 3 { // a key shredded between Prepare and the lookup is made again
-		k.mu.RLock()
-		dk := k.newest(h)
-		k.mu.RUnlock()
-		if dk != nil {
-			sealed, err := dk.seal(plain)
-			return sealed, dk.hexID, err
-		}
-		if err := k.Prepare(ctx, subject); err != nil {
-			return nil, nil, err
-		}
+	keys := []*dataKey{unset}
+	if err := k.newestKeys(ctx, []subjectHash{hashSubject(subject)}, keys); err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("sealing: the subject's keys were shredded while sealing")
+	return keys[0].seal(plain, false), keys[0].hexID, nil
 }
 
 // SealWith seals plain with the key hexID names (the key of the record it derives from: the
@@ -117,48 +160,84 @@ func (k *Keyring) SealWith(hexID, plain []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dk.seal(plain)
+	return dk.seal(plain, false), nil
 }
 
-// SealRecords seals, in place, the value of every record whose subject(r) is not empty (a
-// tributary-key header added), when Sealing — never a tombstone (nil value) nor a record
-// sealed already; the keys it needs are created first, with one
-// acknowledged write for all (Prepare). Records without a subject, and every record when
-// Sealing is false, stay plain. On an error the records are left as they were.
-func (k *Keyring) SealRecords(ctx context.Context, recs []*kgo.Record, subject func(*kgo.Record) string) error {
+// SealRecords seals the value of every record whose subject(r) is not empty (a tributary-key
+// header added), when Sealing — never a tombstone (nil value) nor a record sealed already;
+// the keys it needs are created first, with one acknowledged write for all (Prepare). Records
+// without a subject, and every record when Sealing is false, stay plain. On an error the
+// records are left as they were. Each sealed value is a new buffer: the plaintext is kept.
+func (k *Keyring) SealRecords(ctx context.Context, recs []*kgo.Record, subject func(*kgo.Record) []byte) error {
+	return k.sealRecords(ctx, recs, subject, false)
+}
+
+// SealRecordsInPlace is SealRecords for records whose plaintext the caller gives up: a value
+// whose spare capacity holds Overhead more bytes is sealed in its own buffer (no allocation),
+// the others into new ones.
+func (k *Keyring) SealRecordsInPlace(ctx context.Context, recs []*kgo.Record, subject func(*kgo.Record) []byte) error {
+	return k.sealRecords(ctx, recs, subject, true)
+}
+
+func (k *Keyring) sealRecords(ctx context.Context, recs []*kgo.Record, subject func(*kgo.Record) []byte, reuse bool) error {
 	if !k.seal || len(recs) == 0 {
 		return nil
 	}
-	subjects := make([]string, len(recs))
+	// One hash per subject and one look-up pass under the read lock for the whole batch;
+	// nothing changes before every key is known, so an error leaves the records as they were.
+	hashes := make([]subjectHash, len(recs))
+	keys := make([]*dataKey, len(recs))
 	for i, r := range recs {
-		if r.Value != nil && KeyOf(r) == nil {
-			subjects[i] = subject(r)
-		}
-	}
-	if err := k.Prepare(ctx, subjects...); err != nil {
-		return err
-	}
-	values := make([][]byte, len(recs))
-	ids := make([][]byte, len(recs))
-	for i, r := range recs {
-		if subjects[i] == "" {
+		if r.Value == nil || KeyOf(r) != nil {
 			continue
 		}
-		v, id, err := k.Seal(ctx, subjects[i], r.Value)
-		if err != nil {
-			return err
+		if s := subject(r); len(s) > 0 {
+			hashes[i] = sha256.Sum256(s)
+			keys[i] = unset
 		}
-		values[i], ids[i] = v, id
+	}
+	if err := k.newestKeys(ctx, hashes, keys); err != nil {
+		return err
 	}
 	for i, r := range recs {
-		if ids[i] != nil {
-			r.Value = values[i]
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: schemas.HeaderDataKey, Value: ids[i]})
+		if dk := keys[i]; dk != nil {
+			r.Value = dk.seal(r.Value, reuse)
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: schemas.HeaderDataKey, Value: dk.hexID})
 		}
 	}
 	return nil
 }
 
+// unset marks, in newestKeys' keys, a subject whose key is to be looked up.
+var unset = new(dataKey)
+
+// newestKeys sets keys[i] to the newest live key of hashes[i], for every i where keys[i] is
+// unset, creating the missing keys first (Prepare); the other entries stay as they are.
+func (k *Keyring) newestKeys(ctx context.Context, hashes []subjectHash, keys []*dataKey) error {
+	for range 3 { // a key shredded between its creation and the look-up is made again
+		var missing []subjectHash
+		k.mu.RLock()
+		for i, dk := range keys {
+			if dk != unset {
+				continue
+			}
+			if dk = k.newest(hashes[i]); dk != nil {
+				keys[i] = dk
+			} else {
+				missing = append(missing, hashes[i])
+			}
+		}
+		k.mu.RUnlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		if err := k.prepare(ctx, missing); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("sealing: the subject's keys were shredded while sealing")
+}
+
 // RecordKey is the subject of a record keyed by its user (tracking.events, tracking.rejected,
 // audiences.state): its record key.
-func RecordKey(r *kgo.Record) string { return string(r.Key) }
+func RecordKey(r *kgo.Record) []byte { return r.Key }

@@ -306,3 +306,83 @@ func TestSealingOff(t *testing.T) {
 		t.Fatalf("SHRED_EVENTS=false: Open(sealed) = %q, %v", got, err)
 	}
 }
+
+// The hot paths' forms: in place (ingest, the router) and with one key look-up (the router,
+// the deliverer) give the same sealed values as the copying forms.
+func TestSealInPlaceAndKeyHandle(t *testing.T) {
+	k := start(t, settings(kafkatest.Embedded(t)))
+	ctx := context.Background()
+	plain := []byte(`{"userId":"u1","properties":{"card":"4242"}}`)
+
+	// A value with room for the overhead is sealed in its own buffer; one without, in a new
+	// buffer, its plaintext kept. Two records of one user in a batch share one new key.
+	roomy := append(make([]byte, 0, len(plain)+shred.Overhead), plain...)
+	tight := append([]byte(nil), plain...)
+	tight = tight[:len(tight):len(tight)]
+	recs := []*kgo.Record{
+		{Key: []byte("u1"), Value: roomy},
+		{Key: []byte("u1"), Value: tight},
+		{Key: []byte("u2"), Value: nil}, // a tombstone stays one
+	}
+	if err := k.SealRecordsInPlace(ctx, recs, shred.RecordKey); err != nil {
+		t.Fatal(err)
+	}
+	if &recs[0].Value[0] != &roomy[0] {
+		t.Error("a value with room for the overhead was sealed into a new buffer")
+	}
+	if &recs[1].Value[0] == &tight[0] || !bytes.Equal(tight, plain) {
+		t.Error("a value without room was overwritten")
+	}
+	if recs[2].Value != nil || shred.KeyOf(recs[2]) != nil {
+		t.Error("a tombstone was sealed")
+	}
+	if !bytes.Equal(shred.KeyOf(recs[0]), shred.KeyOf(recs[1])) {
+		t.Fatalf("one user, two keys in one batch: %s, %s", shred.KeyOf(recs[0]), shred.KeyOf(recs[1]))
+	}
+	if k.Len() != 1 {
+		t.Fatalf("%d keys made for one user", k.Len())
+	}
+	for i, r := range recs[:2] {
+		if got, err := k.Open(r); err != nil || !bytes.Equal(got, plain) {
+			t.Fatalf("record %d: Open = %q, %v", i, got, err)
+		}
+	}
+
+	// The key handle: Open appends to a reused buffer; SealReserved seals a buffer that kept
+	// Headroom bytes in front, in place; both open with the keyring.
+	key, err := k.Key(shred.KeyOf(recs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 512)
+	got, err := key.Open(buf, recs[0].Value)
+	if err != nil || !bytes.Equal(got, plain) || &got[:1][0] != &buf[:1][0] {
+		t.Fatalf("Key.Open = %q, %v (into the given buffer: %v)", got, err, &got[:1][0] == &buf[:1][0])
+	}
+	reserved := append(make([]byte, shred.Headroom, shred.Headroom+len(plain)+shred.TagSize), plain...)
+	sealed := key.SealReserved(reserved)
+	if &sealed[0] != &reserved[0] || len(sealed) != len(plain)+shred.Overhead {
+		t.Fatalf("SealReserved did not seal in place (%d bytes)", len(sealed))
+	}
+	r := &kgo.Record{Value: sealed, Headers: []kgo.RecordHeader{{Key: schemas.HeaderDataKey, Value: key.ID()}}}
+	if got, err := k.Open(r); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("Open(SealReserved) = %q, %v", got, err)
+	}
+	if _, err := key.Open(nil, append(sealed[:len(sealed)-1:len(sealed)-1], sealed[len(sealed)-1]^1)); !errors.Is(err, shred.ErrDamaged) {
+		t.Fatalf("Key.Open(altered) = %v, want ErrDamaged", err)
+	}
+
+	// Live turns false when the key is shredded, on the handle held since.
+	if !key.Live() {
+		t.Fatal("a live key is not Live")
+	}
+	if n, err := k.Shred(ctx, "u1"); err != nil || n != 1 {
+		t.Fatalf("Shred = %d, %v", n, err)
+	}
+	if key.Live() {
+		t.Fatal("a shredded key's handle is still Live")
+	}
+	if _, err := k.Key(shred.KeyOf(recs[0])); !errors.Is(err, shred.ErrShredded) {
+		t.Fatalf("Key after Shred = %v, want ErrShredded", err)
+	}
+}
