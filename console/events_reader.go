@@ -31,6 +31,7 @@ func (s *Service) runEvents(ctx context.Context) error {
 		return nil // the rules first: nothing of a deleted user is read back, even for a moment
 	}
 	var batch []views.Record
+	var sealed opener     // the batch's sealed records, opened: Add copies what it keeps
 	sources := interner{} // the source ids, read in every record
 	return s.runView(ctx, "events", s.ready.events, platform.TopicReaderConfig{
 		Topics: []string{s.cfg.EventsTopic, s.cfg.RejectedTopic}, Start: platform.StartLast(s.cfg.EventsBackfill),
@@ -39,7 +40,7 @@ func (s *Service) runEvents(ctx context.Context) error {
 			if src == "" {
 				return // a rejected message of no known source
 			}
-			if r = s.opened(r); r == nil {
+			if r = sealed.open(s, r); r == nil {
 				return // sealed with a shredded key: its user was deleted
 			}
 			batch = append(batch, views.Record{Source: src, R: r, Rejected: r.Topic == s.cfg.RejectedTopic})
@@ -56,6 +57,7 @@ func (s *Service) runEvents(ctx context.Context) error {
 		}
 		clear(batch)
 		batch = batch[:0]
+		sealed.reset()
 	})
 }
 

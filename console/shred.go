@@ -8,22 +8,43 @@ import (
 	"github.com/tributary-cdp/tributary/platform/shred"
 )
 
-// opened returns r with its value in clear (docs/security.md#crypto-shredding): r itself when
-// it is plain, a copy with the opened value when it is sealed, nil when it does not open —
-// sealed with a shredded key (its user was deleted: the view never shows it), damaged, or its
-// key not readable now (logged; the view goes without it).
-func (s *Service) opened(r *kgo.Record) *kgo.Record {
-	if shred.KeyOf(r) == nil {
+// opener opens the sealed records of one batch of a view's reader into buffers it reuses for
+// the next batch (reset): the views copy what they keep, so the plaintexts need not outlive
+// the batch, and a console that follows every event does not allocate one per event.
+type opener struct {
+	plain []byte       // the batch's opened values, back to back
+	recs  []kgo.Record // the batch's opened records
+}
+
+// open returns r with its value in clear (docs/security.md#crypto-shredding): r itself when
+// it is plain, a copy with the opened value when it is sealed (valid until o.reset), nil when
+// it does not open — sealed with a shredded key (its user was deleted: the view never shows
+// it), damaged, or its key not readable now (logged; the view goes without it).
+func (o *opener) open(s *Service, r *kgo.Record) *kgo.Record {
+	hexID := shred.KeyOf(r)
+	if hexID == nil {
 		return r
 	}
-	plain, err := s.dataKeys.Open(r)
+	key, err := s.dataKeys.Key(hexID)
+	start := len(o.plain)
+	if err == nil {
+		o.plain, err = key.Open(o.plain, r.Value)
+	}
 	if err != nil {
 		if !errors.Is(err, shred.ErrShredded) {
 			s.logger.Warn().Err(err).Str("topic", r.Topic).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a sealed record that does not open")
 		}
 		return nil
 	}
-	c := *r
-	c.Value = plain
-	return &c
+	// A grown buffer leaves the earlier values and records where they were: they stay valid.
+	o.recs = append(o.recs, *r)
+	c := &o.recs[len(o.recs)-1]
+	c.Value = o.plain[start:len(o.plain):len(o.plain)]
+	return c
+}
+
+// reset makes the buffers serve the next batch; the records open returned are not used after.
+func (o *opener) reset() {
+	clear(o.recs) // no stale record keeps its headers and key alive
+	o.recs, o.plain = o.recs[:0], o.plain[:0]
 }
