@@ -126,7 +126,7 @@ func (c *Command) MetricsServer(defaultAddr string) *HTTPServer {
 // gatherer, so that its public port does not show the metrics.
 func (c *Command) APIMetrics() (prometheus.Gatherer, []Runner) {
 	if c.Settings.MetricsAddr != "" {
-		return nil, []Runner{c.MetricsServer("")}
+		return nil, []Runner{c.MetricsServer("")} // a server built, not yet listening
 	}
 	return c.Registry, nil
 }

@@ -33,9 +33,6 @@ type Deps struct {
 // logger, the registry and the health. The Gatherer is the registry unless METRICS_ADDR moves
 // /metrics off the service's public port (APIMetrics).
 func (c *Command) Deps() Deps {
-	d := Deps{Kafka: c.Kafka, Logger: c.Logger, Registerer: c.Registry, Health: c.Health}
-	if c.Settings.MetricsAddr == "" {
-		d.Gatherer = c.Registry
-	}
-	return d
+	gatherer, _ := c.APIMetrics()
+	return Deps{Kafka: c.Kafka, Logger: c.Logger, Registerer: c.Registry, Gatherer: gatherer, Health: c.Health}
 }
