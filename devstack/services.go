@@ -24,10 +24,10 @@ import (
 // they share (platform.Deps, docs/architecture.md#how-a-service-is-wired), built once.
 func (s *Stack) addServices(ctx context.Context) error {
 	defer endBuild(ctx)
-	// One health for the whole process: ingest's /healthz and /readyz (the only ones make run
-	// serves but the console's and the profile API's) say what every service reports: its Kafka
-	// check (named after it: "deliverer kafka", Health.Scope), the router's pipes replacing a
-	// failed Kafka session, the audiences state restoring, the console's views catching up.
+	// One health for the whole process, served on /healthz and /readyz by ingest, the profile
+	// API and the console: it says what every service reports — its Kafka check, named after it
+	// ("deliverer kafka": Health.Scope), the router's pipes replacing a failed Kafka session, the
+	// audiences state restoring, the console's views catching up.
 	health := platform.NewHealth()
 	if err := s.reg.Register(platform.ReadyGauge(health)); err != nil {
 		return err
