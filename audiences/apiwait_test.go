@@ -22,8 +22,12 @@ func TestProfileAPIAnswersDuringASync(t *testing.T) {
 	}
 	c := DefaultConfig()
 	c.Addr, c.MaxChangesPerTransaction, c.Token = "127.0.0.1:0", 1<<30, "audiences-test-token-0123456789"
-	s, err := New(c, Deps{Kafka: platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
-		Logger: zerolog.Nop(), Config: func() Snapshot { return staticSnapshot{cfg} }})
+	s, err := New(c, Deps{
+		Deps: platform.Deps{
+			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
+			Logger: zerolog.Nop(),
+		}, Config: func() Snapshot { return staticSnapshot{cfg} },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

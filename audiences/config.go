@@ -85,9 +85,7 @@ func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
 // ConfigFromEnviron is ConfigFromEnv reading environ instead of the process environment; nil
 // reads the process environment.
 func ConfigFromEnviron(environ map[string]string) (Config, error) {
-	c := DefaultConfig()
-	err := platform.FromEnv(&c, environ)
-	return c, errors.Join(err, c.Validate())
+	return platform.LoadSettings(DefaultConfig(), environ)
 }
 
 // Validate returns every unusable field, each naming its variable.

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -93,9 +94,16 @@ func (h *harness) service(id string, mod func(*audiences.Config)) (*audiences.Se
 		mod(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	svc, err := audiences.New(cfg, audiences.Deps{Kafka: h.Kafka, KafkaOpts: h.KafkaOpts, Logger: h.Logger,
-		Registerer: reg, Gatherer: reg,
-		Config: func() audiences.Snapshot { return h.Store.Snapshot() }, ConfigReady: h.Store.Ready()})
+	svc, err := audiences.New(cfg, audiences.Deps{
+		Deps: platform.Deps{
+			Kafka:      h.Kafka,
+			KafkaOpts:  h.KafkaOpts,
+			Logger:     h.Logger,
+			Registerer: reg,
+			Gatherer:   reg,
+		},
+		Config: func() audiences.Snapshot { return h.Store.Snapshot() }, ConfigReady: h.Store.Ready(),
+	})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -28,20 +28,16 @@ type Snapshot interface {
 
 // Deps are the service's dependencies.
 type Deps struct {
-	Kafka platform.KafkaSettings
-	// KafkaOpts are added to every client (tests use them).
-	KafkaOpts []kgo.Opt
+	// Deps are the dependencies every service shares (docs/architecture.md#how-a-service-is-wired):
+	// the Kafka settings and options of every client, the logger, the metrics' Registerer
+	// (nil: a private registry) and Gatherer (when set, served on /metrics of the profile
+	// API's address), and the Health that gets a Kafka check and the "audiences state"
+	// component (nil: none).
+	platform.Deps
 	// Config returns the current config snapshot.
 	Config func() Snapshot
 	// ConfigReady, when set, is waited for before the first poll.
 	ConfigReady <-chan struct{}
-	Logger      zerolog.Logger
-	// Registerer for metrics; nil: a private registry. Gatherer, when set, is served on
-	// /metrics of the profile API's address.
-	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer
-	// Health gets a Kafka check and the "audiences state" component; nil: none.
-	Health *platform.Health
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 	// Keys open sealed tracking.events records and seal what audiences writes of a user

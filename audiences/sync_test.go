@@ -54,8 +54,12 @@ audiences:
 	setConfig(v1)
 	c := DefaultConfig()
 	c.Addr, c.Token = "127.0.0.1:0", "audiences-test-token-0123456789"
-	s, err := New(c, Deps{Kafka: platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
-		Logger: zerolog.Nop(), Config: func() Snapshot { return *snap }})
+	s, err := New(c, Deps{
+		Deps: platform.Deps{
+			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
+			Logger: zerolog.Nop(),
+		}, Config: func() Snapshot { return *snap },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
@@ -37,8 +38,13 @@ func BenchmarkAudiencesThroughput(b *testing.B) {
 	}
 	cfg := audiences.DefaultConfig()
 	cfg.Addr, cfg.TransactionalID, cfg.Token = "127.0.0.1:0", "bench", testToken
-	svc, err := audiences.New(cfg, audiences.Deps{Kafka: env.Kafka, Logger: env.Logger,
-		Config: func() audiences.Snapshot { return env.Store.Snapshot() }, ConfigReady: env.Store.Ready()})
+	svc, err := audiences.New(cfg, audiences.Deps{
+		Deps: platform.Deps{
+			Kafka:  env.Kafka,
+			Logger: env.Logger,
+		},
+		Config: func() audiences.Snapshot { return env.Store.Snapshot() }, ConfigReady: env.Store.Ready(),
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -351,8 +351,14 @@ func testViewsReadTheRegulationsFirst(t *testing.T) {
 	const later = "tracking.suppressions.later"
 	cfg := console.DefaultConfig()
 	cfg.Addr, cfg.Token, cfg.ShutdownTimeout, cfg.SuppressionsTopic = "127.0.0.1:0", testToken, 2*time.Second, later
-	svc, err := console.New(cfg, console.Deps{Kafka: h.env.Kafka, KafkaOpts: h.env.KafkaOpts, Store: h.env.Store,
-		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Health: platform.NewHealth()})
+	svc, err := console.New(cfg, console.Deps{
+		Deps: platform.Deps{
+			Kafka:     h.env.Kafka,
+			KafkaOpts: h.env.KafkaOpts,
+			Logger:    zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+			Health:    platform.NewHealth(),
+		}, Store: h.env.Store,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

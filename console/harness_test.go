@@ -156,7 +156,7 @@ func startConsole(t testing.TB, env *servicetest.Env, mod func(*console.Config))
 		mod(&cfg)
 	}
 	logger := zerolog.New(io.MultiWriter(h.logs, zerolog.NewTestWriter(t))).Level(zerolog.InfoLevel)
-	svc, err := console.New(cfg, console.Deps{Kafka: env.Kafka, KafkaOpts: env.KafkaOpts, Store: env.Store, Logger: logger, Registerer: h.reg, Gatherer: h.reg, Health: platform.NewHealth()})
+	svc, err := console.New(cfg, console.Deps{Deps: platform.Deps{Kafka: env.Kafka, KafkaOpts: env.KafkaOpts, Logger: logger, Registerer: h.reg, Gatherer: h.reg, Health: platform.NewHealth()}, Store: env.Store})
 	if err != nil {
 		t.Fatal(err)
 	}

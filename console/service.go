@@ -33,18 +33,14 @@ type Store interface {
 
 // Deps are the console's dependencies.
 type Deps struct {
-	Kafka platform.KafkaSettings
-	// KafkaOpts are added to every client (tests use them).
-	KafkaOpts []kgo.Opt
+	// Deps are the dependencies every service shares (docs/architecture.md#how-a-service-is-wired):
+	// the Kafka settings and options of every client, the logger, the metrics' Registerer
+	// (nil: a private registry) and Gatherer (when set, served on /metrics beside the API),
+	// and the Health that gets the "console views" component, ready once the views caught up
+	// (nil: none).
+	platform.Deps
 	// Store is the materialised tributary.config.
-	Store  Store
-	Logger zerolog.Logger
-	// Registerer for metrics; nil: a private registry. Gatherer, when set, is served on
-	// /metrics beside the API.
-	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer
-	// Health gets the "console views" component (ready once the views caught up); nil: none.
-	Health *platform.Health
+	Store Store
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 	// Keys open the sealed records the console's views read (docs/security.md#crypto-shredding);

@@ -45,9 +45,11 @@ func TestAllowPrivateWarnedAtStart(t *testing.T) {
 		cfg := deliverer.DefaultConfig()
 		cfg.AllowPrivate = allow
 		svc, err := deliverer.New(cfg, deliverer.Deps{
-			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
+			Deps: platform.Deps{
+				Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
+				Logger: zerolog.New(&logs),
+			},
 			Config: func() deliverer.Destinations { return noDestinations{} },
-			Logger: zerolog.New(&logs),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -90,9 +90,15 @@ func (h *harness) config() deliverer.Config {
 func (h *harness) newDeliverer(cfg deliverer.Config, opts ...kgo.Opt) (*deliverer.Service, *prometheus.Registry) {
 	h.t.Helper()
 	reg := prometheus.NewRegistry()
-	svc, err := deliverer.New(cfg, deliverer.Deps{Kafka: h.kafka, KafkaOpts: append(append([]kgo.Opt(nil), h.env.KafkaOpts...), opts...),
-		Logger: h.logger, Registerer: reg, Config: func() deliverer.Destinations { return h.store.Snapshot() }, ConfigReady: h.store.Ready(),
-		DialContext: h.dial})
+	svc, err := deliverer.New(cfg, deliverer.Deps{
+		Deps: platform.Deps{
+			Kafka:      h.kafka,
+			KafkaOpts:  append(append([]kgo.Opt(nil), h.env.KafkaOpts...), opts...),
+			Logger:     h.logger,
+			Registerer: reg,
+		}, Config: func() deliverer.Destinations { return h.store.Snapshot() }, ConfigReady: h.store.Ready(),
+		DialContext: h.dial,
+	})
 	if err != nil {
 		h.t.Fatal(err)
 	}

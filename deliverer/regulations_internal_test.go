@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -13,9 +14,15 @@ import (
 // <requestId>/deliverer, in the form the console reads (schemas.DecodeDeletionStatusRecord).
 func TestReportRegulation(t *testing.T) {
 	env := servicetest.New(t, servicetest.Options{})
-	s, err := New(DefaultConfig(), Deps{Kafka: env.Kafka, KafkaOpts: env.KafkaOpts, Logger: env.Logger,
+	s, err := New(DefaultConfig(), Deps{
+		Deps: platform.Deps{
+			Kafka:     env.Kafka,
+			KafkaOpts: env.KafkaOpts,
+			Logger:    env.Logger,
+		},
 		Config: func() Destinations { return env.Store.Snapshot() },
-		Now:    func() time.Time { return time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC) }})
+		Now:    func() time.Time { return time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC) },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,18 +26,15 @@ var _ Destinations = (*platform.Snapshot)(nil)
 
 // Deps are the service's dependencies.
 type Deps struct {
-	Kafka platform.KafkaSettings
-	// KafkaOpts are added to the client (tests use them).
-	KafkaOpts []kgo.Opt
+	// Deps are the dependencies every service shares (docs/architecture.md#how-a-service-is-wired):
+	// the Kafka settings and options of the client, the logger, the metrics' Registerer (nil:
+	// a private registry), and the Health that gets a Kafka check (nil: none). The deliverer
+	// has no HTTP API: Gatherer is not used.
+	platform.Deps
 	// Config returns the current config snapshot; it is read for every record.
 	Config func() Destinations
 	// ConfigReady, when set, is waited for before the first poll.
 	ConfigReady <-chan struct{}
-	Logger      zerolog.Logger
-	// Registerer for metrics; nil: a private registry.
-	Registerer prometheus.Registerer
-	// Health gets a Kafka check; nil: none.
-	Health *platform.Health
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 	// DialContext, when set, opens the connections to webhook endpoints instead of a

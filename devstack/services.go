@@ -20,11 +20,14 @@ import (
 
 // addServices builds every service that exists and adds it to the stack's runners. Each service
 // that is added is added here, built through its library New from its own Config (read by its
-// own ConfigFromEnviron in ConfigFromEnv) exactly as its own main does.
+// own ConfigFromEnviron in ConfigFromEnv) exactly as its own main does, on the dependencies
+// they share (platform.Deps, docs/architecture.md#how-a-service-is-wired), built once.
 func (s *Stack) addServices(ctx context.Context) error {
 	defer endBuild(ctx)
-	// One health for the whole process: ingest's /healthz and /readyz (the only ones make run
-	// serves) also say when the router's pipe is replacing a failed Kafka session.
+	// One health for the whole process, served on /healthz and /readyz by ingest, the profile
+	// API and the console: it says what every service reports — its Kafka check, named after it
+	// ("deliverer kafka": Health.Scope), the router's pipes replacing a failed Kafka session, the
+	// audiences state restoring, the console's views catching up.
 	health := platform.NewHealth()
 	if err := s.reg.Register(platform.ReadyGauge(health)); err != nil {
 		return err
@@ -36,95 +39,118 @@ func (s *Stack) addServices(ctx context.Context) error {
 		return err
 	}
 	s.services = append(s.services, labelled{"keyring", keys})
+	shared := platform.Deps{Kafka: s.cfg.Kafka, Logger: s.logger, Registerer: s.reg, Gatherer: s.reg}
+	for _, svc := range []struct {
+		name  string
+		build func(platform.Deps, *shred.Keyring) (platform.Runner, error)
+	}{
+		{"ingest", s.buildIngest},
+		{"router", s.buildRouter},
+		{"deliverer", s.buildDeliverer},
+		{"audiences", s.buildAudiences},
+		{"console", s.buildConsole},
+	} {
+		deps := shared
+		deps.Health = health.Scope(svc.name)
+		buildAs(ctx, svc.name)
+		r, err := svc.build(deps, keys)
+		if err != nil {
+			return err
+		}
+		s.services = append(s.services, labelled{svc.name, r})
+	}
+	return nil
+}
+
+// buildIngest builds ingest and opens its listener (its address is IngestAddr).
+func (s *Stack) buildIngest(deps platform.Deps, keys *shred.Keyring) (platform.Runner, error) {
 	icfg := s.cfg.Ingest // ConfigFromEnv read it as the ingest command does
-	buildAs(ctx, "ingest")
 	in, err := ingest.New(icfg, ingest.Deps{
+		Deps:        deps,
 		Keys:        keys,
-		Kafka:       s.cfg.Kafka,
 		Sources:     func() ingest.Sources { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
-		Logger:      s.logger,
-		Registerer:  s.reg,
-		Gatherer:    s.reg,
-		Health:      health,
 	})
 	if err != nil {
-		return fmt.Errorf("building ingest: %w", err)
+		return nil, fmt.Errorf("building ingest: %w", err)
 	}
 	if err := in.Listen(); err != nil {
-		return fmt.Errorf("ingest: listening on %s (INGEST_ADDR): %w", icfg.Addr, err)
+		return nil, fmt.Errorf("ingest: listening on %s (INGEST_ADDR): %w", icfg.Addr, err)
 	}
 	s.ingestAddr = in.Addr()
-	s.services = append(s.services, labelled{"ingest", in})
+	return in, nil
+}
 
-	buildAs(ctx, "router")
+func (s *Stack) buildRouter(deps platform.Deps, keys *shred.Keyring) (platform.Runner, error) {
 	rt, err := router.New(s.cfg.Router, router.Deps{
+		Deps:        deps,
 		Keys:        keys,
-		Kafka:       s.cfg.Kafka,
 		Config:      func() router.Snapshot { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
-		Logger:      s.logger,
-		Registerer:  s.reg,
-		Health:      health,
 	})
 	if err != nil {
-		return fmt.Errorf("building router: %w", err)
+		return nil, fmt.Errorf("building router: %w", err)
 	}
-	s.services = append(s.services, labelled{"router", rt})
+	return rt, nil
+}
 
-	buildAs(ctx, "deliverer")
+func (s *Stack) buildDeliverer(deps platform.Deps, keys *shred.Keyring) (platform.Runner, error) {
 	dl, err := deliverer.New(s.cfg.Deliverer, deliverer.Deps{
+		Deps:        deps,
 		Keys:        keys,
-		Kafka:       s.cfg.Kafka,
 		Config:      func() deliverer.Destinations { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
-		Logger:      s.logger,
-		Registerer:  s.reg,
 	})
 	if err != nil {
-		return fmt.Errorf("building deliverer: %w", err)
+		return nil, fmt.Errorf("building deliverer: %w", err)
 	}
-	s.services = append(s.services, labelled{"deliverer", dl})
+	return dl, nil
+}
 
+// buildAudiences builds the audiences service, with a token of its own when AUDIENCES_TOKEN is
+// empty, and opens the profile API's listener (AudiencesAddr).
+func (s *Stack) buildAudiences(deps platform.Deps, keys *shred.Keyring) (platform.Runner, error) {
 	acfg := s.cfg.Audiences
 	if acfg.Token == "" {
 		// The profile API holds personal data: make run asks for a token too, its own, which
 		// it gives the console (docs/audiences.md#profile-api).
+		var err error
 		if acfg.Token, err = dataDirToken(s.cfg.DataDir, audiencesTokenFile, "at_"); err != nil {
-			return fmt.Errorf("audiences token: %w", err)
+			return nil, fmt.Errorf("audiences token: %w", err)
 		}
 	}
 	s.audiencesToken = acfg.Token
-	buildAs(ctx, "audiences")
 	au, err := audiences.New(acfg, audiences.Deps{
+		Deps:        deps,
 		Keys:        keys,
-		Kafka:       s.cfg.Kafka,
 		Config:      func() audiences.Snapshot { return s.store.Snapshot() },
 		ConfigReady: s.store.Ready(),
-		Logger:      s.logger,
-		Registerer:  s.reg,
-		Gatherer:    s.reg,
-		Health:      health,
 	})
 	if err != nil {
-		return fmt.Errorf("building audiences: %w", err)
+		return nil, fmt.Errorf("building audiences: %w", err)
 	}
 	if err := au.Listen(); err != nil {
-		return fmt.Errorf("audiences: listening on %s (AUDIENCES_ADDR): %w", s.cfg.Audiences.Addr, err)
+		return nil, fmt.Errorf("audiences: listening on %s (AUDIENCES_ADDR): %w", acfg.Addr, err)
 	}
 	s.audiencesAddr = au.Addr()
-	s.services = append(s.services, labelled{"audiences", au})
+	return au, nil
+}
 
+// buildConsole builds the console, with a token of its own when CONSOLE_TOKEN is empty, the
+// profile API's token and the addresses ingest and audiences took, and opens its listener
+// (ConsoleAddr). It comes last: it needs those addresses.
+func (s *Stack) buildConsole(deps platform.Deps, keys *shred.Keyring) (platform.Runner, error) {
 	ccfg := s.cfg.Console
 	if ccfg.Token == "" {
+		var err error
 		if ccfg.Token, err = consoleToken(s.cfg.DataDir); err != nil {
-			return err
+			return nil, err
 		}
 		s.consoleTokenGenerated = true
 	}
 	s.consoleToken = ccfg.Token
 	if ccfg.AudiencesToken == "" {
-		ccfg.AudiencesToken = acfg.Token
+		ccfg.AudiencesToken = s.audiencesToken
 	}
 	if ccfg.AudiencesURL == console.DefaultConfig().AudiencesURL {
 		ccfg.AudiencesURL = "http://" + s.AudiencesAddr() // the address audiences took
@@ -132,25 +158,15 @@ func (s *Stack) addServices(ctx context.Context) error {
 	if ccfg.IngestURL == console.DefaultConfig().IngestURL {
 		ccfg.IngestURL = "http://" + s.ingestAddr // the address ingest took
 	}
-	buildAs(ctx, "console")
-	con, err := console.New(ccfg, console.Deps{
-		Keys:       keys,
-		Kafka:      s.cfg.Kafka,
-		Store:      s.store,
-		Logger:     s.logger,
-		Registerer: s.reg,
-		Gatherer:   s.reg,
-		Health:     health,
-	})
+	con, err := console.New(ccfg, console.Deps{Deps: deps, Keys: keys, Store: s.store})
 	if err != nil {
-		return fmt.Errorf("building console: %w", err)
+		return nil, fmt.Errorf("building console: %w", err)
 	}
 	if err := con.Listen(); err != nil {
-		return fmt.Errorf("console: listening on %s (CONSOLE_ADDR): %w", ccfg.Addr, err)
+		return nil, fmt.Errorf("console: listening on %s (CONSOLE_ADDR): %w", ccfg.Addr, err)
 	}
 	s.consoleAddr = con.Addr()
-	s.services = append(s.services, labelled{"console", con})
-	return nil
+	return con, nil
 }
 
 // consoleTokenFile and audiencesTokenFile are where `make run` keeps the tokens it generated

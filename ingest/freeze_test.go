@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform"
 )
 
 // freezableNet dials real connections whose reads and writes block while the network is frozen
@@ -80,7 +82,7 @@ func TestProduceTimeoutHoldsWhenTheBrokerFreezes(t *testing.T) {
 		t.Skip("seconds of real time")
 	}
 	network := newFreezableNet()
-	h := newHarnessWith(t, Deps{KafkaOpts: []kgo.Opt{kgo.Dialer(network.dial)}}, func(c *Config) { c.ProduceTimeout = time.Second })
+	h := newHarnessWith(t, Deps{Deps: platform.Deps{KafkaOpts: []kgo.Opt{kgo.Dialer(network.dial)}}}, func(c *Config) { c.ProduceTimeout = time.Second })
 	track := []byte(`{"type":"track","event":"Signed Up","userId":"u1"}`)
 	if status, resp := h.post("/v1/track", track, basic(testKey)); status != http.StatusOK {
 		t.Fatalf("before the freeze: %d %s", status, resp)

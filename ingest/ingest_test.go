@@ -60,12 +60,14 @@ func newHarnessWith(t testing.TB, deps Deps, mutate ...func(*Config)) *harness {
 		m(&cfg)
 	}
 	svc, err := New(cfg, Deps{
-		Kafka:       kafkaSettings(t, brokers...),
-		KafkaOpts:   deps.KafkaOpts,
+		Deps: platform.Deps{
+			Kafka:     kafkaSettings(t, brokers...),
+			KafkaOpts: deps.KafkaOpts,
+			Logger:    zerolog.Nop(),
+		},
 		Sources:     func() Sources { return testSources },
 		ConfigReady: deps.ConfigReady,
 		Keys:        deps.Keys,
-		Logger:      zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -479,9 +481,11 @@ func TestBrokerOutageAnswers503(t *testing.T) {
 	}
 	// Point a second service at an address where no broker listens.
 	svc, err := New(h.svc.cfg, Deps{
-		Kafka:   kafkaSettings(t, "127.0.0.1:1"),
+		Deps: platform.Deps{
+			Kafka:  kafkaSettings(t, "127.0.0.1:1"),
+			Logger: zerolog.Nop(),
+		},
 		Sources: func() Sources { return testSources },
-		Logger:  zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -25,10 +25,12 @@ var _ Sources = (*platform.Snapshot)(nil)
 
 // Deps are the service's dependencies.
 type Deps struct {
-	// Kafka are the settings of the producer and of the front door's consumer.
-	Kafka platform.KafkaSettings
-	// KafkaOpts are added to both clients (tests use them).
-	KafkaOpts []kgo.Opt
+	// Deps are the dependencies every service shares (docs/architecture.md#how-a-service-is-wired):
+	// the Kafka settings and options of the producer and of the front door's consumer, the
+	// logger, the metrics' Registerer (nil: a private registry) and Gatherer (served on
+	// /metrics beside the tracking API), and the Health that gets a Kafka check and is served
+	// on /healthz and /readyz (nil: a new one).
+	platform.Deps
 	// Sources returns the current config snapshot; it is called once per request.
 	Sources func() Sources
 	// ConfigReady, when set, is closed once the config is loaded (platform.ConfigStore.Ready).
@@ -36,12 +38,6 @@ type Deps struct {
 	// Retry-After: a write key cannot be told unknown before the config is read, and Segment's
 	// clients drop an event on a 4xx but retry a 503.
 	ConfigReady <-chan struct{}
-	Logger      zerolog.Logger
-	// Registerer and Gatherer for metrics; nil: a private registry.
-	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer
-	// Health reports readiness on /healthz and /readyz; nil: a new one.
-	Health *platform.Health
 	// Keys seals what ingest writes to tracking.events and tracking.rejected with each user's
 	// data key (docs/security.md#crypto-shredding); the caller runs it. nil: the service makes
 	// its own from Kafka and runs it in Run.

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
 	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -44,7 +45,7 @@ func TestSealsWhatItWrites(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	s := kafkaSettings(t, brokers...)
 	s.ShredEvents = true
-	svc, err := New(cfg, Deps{Kafka: s, Keys: keys, Sources: func() Sources { return testSources }, Logger: zerolog.Nop()})
+	svc, err := New(cfg, Deps{Deps: platform.Deps{Kafka: s, Logger: zerolog.Nop()}, Keys: keys, Sources: func() Sources { return testSources }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
@@ -25,9 +26,11 @@ func TestRunStopsWithinShutdownTimeoutWhenTheBrokerIsGone(t *testing.T) {
 	cfg.ProduceTimeout = 30 * time.Second
 	cfg.ShutdownTimeout = grace
 	svc, err := New(cfg, Deps{
-		Kafka:   kafkaSettings(t, brokers...),
+		Deps: platform.Deps{
+			Kafka:  kafkaSettings(t, brokers...),
+			Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel),
+		},
 		Sources: func() Sources { return testSources },
-		Logger:  zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel),
 	})
 	if err != nil {
 		t.Fatal(err)

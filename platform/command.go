@@ -44,9 +44,7 @@ func CommandSettingsFromEnv() (CommandSettings, error) { return CommandSettingsF
 // CommandSettingsFromEnviron is CommandSettingsFromEnv reading environ instead of the process
 // environment (nil: the process environment).
 func CommandSettingsFromEnviron(environ map[string]string) (CommandSettings, error) {
-	s := DefaultCommandSettings()
-	err := FromEnv(&s, environ)
-	return s, errors.Join(err, s.Validate()) // a field that does not parse keeps its valid default
+	return LoadSettings(DefaultCommandSettings(), environ)
 }
 
 // Validate returns every unusable setting, each naming its variable.
@@ -128,7 +126,7 @@ func (c *Command) MetricsServer(defaultAddr string) *HTTPServer {
 // gatherer, so that its public port does not show the metrics.
 func (c *Command) APIMetrics() (prometheus.Gatherer, []Runner) {
 	if c.Settings.MetricsAddr != "" {
-		return nil, []Runner{c.MetricsServer("")}
+		return nil, []Runner{c.MetricsServer("")} // a server built, not yet listening
 	}
 	return c.Registry, nil
 }

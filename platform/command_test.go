@@ -29,6 +29,10 @@ func TestNewCommand(t *testing.T) {
 	if ready, _ := c.Health.Check(context.Background()); ready {
 		t.Fatal("ready before the config is loaded")
 	}
+	// The dependencies handed to the service are the command's; /metrics on its API.
+	if d := c.Deps(); len(d.Kafka.Brokers) != 1 || d.Registerer != c.Registry || d.Gatherer != c.Registry || d.Health != c.Health {
+		t.Fatalf("Deps %+v, want the command's Kafka settings, registry and health", d)
+	}
 	if got := c.MetricsServer("127.0.0.1:9101").Addr(); got != "127.0.0.1:9101" {
 		t.Fatalf("default metrics address %q", got)
 	}
@@ -39,6 +43,9 @@ func TestNewCommand(t *testing.T) {
 	}
 	if got := c.MetricsServer("127.0.0.1:9101").Addr(); got != "127.0.0.1:0" {
 		t.Fatalf("METRICS_ADDR ignored: %q", got)
+	}
+	if d := c.Deps(); d.Gatherer != nil || d.Registerer != c.Registry {
+		t.Fatalf("METRICS_ADDR set: Deps' Gatherer %v, want none (/metrics off the API's port)", d.Gatherer)
 	}
 	if c.ShutdownTimeout != 3*time.Second || c.Settings.ShutdownTimeout != 3*time.Second {
 		t.Fatalf("SHUTDOWN_TIMEOUT ignored: %s", c.ShutdownTimeout)

@@ -1,10 +1,14 @@
 // Package platform is the shared runtime of every Tributary service. Each service's main wires
 // these pieces together; nothing here keeps package-level state or handles signals on its own.
 //
-//   - Settings: [FromEnv] applies the environment to a settings struct on top of its defaults,
-//     the one way every command reads its settings (docs/configuration.md#run-time-settings);
-//     [KafkaSettings] (read by [LoadKafkaSettings]), [CommandSettings] and [InitSettings],
-//     each with a Validate that names every bad variable.
+//   - Settings: [LoadSettings] reads a settings struct the one way every command does
+//     (docs/configuration.md#run-time-settings): its defaults, the environment on top
+//     ([FromEnv]), then its Validate, every error naming its variable; [KafkaSettings] (read
+//     by [LoadKafkaSettings]), [CommandSettings] and [InitSettings] are the shared ones.
+//   - Dependencies: [Deps] (Kafka settings and client options, logger, metrics registerer and
+//     gatherer, [Health]) is embedded in every service's Deps and built once per process:
+//     by [Command.Deps] in a service's command, once for all five services in `make run`
+//     (docs/architecture.md#how-a-service-is-wired).
 //   - Kafka clients: [KafkaSettings.ClientOpts] and [NewKafkaClient] build franz-go clients
 //     whose internal logs go to zerolog ([NewKgoLogger]).
 //   - Topic bootstrap: [DefaultTopics] lists every topic of docs/topics.md with its partitions,
@@ -35,7 +39,8 @@
 //   - Logging: [NewLogger] (LOG_LEVEL; JSON, or pretty on a terminal).
 //   - HTTP: [HTTPServer] serves /healthz, /readyz, Prometheus /metrics and the service's own
 //     handler with hardened timeouts, and drains in-flight requests on shutdown; [Health]
-//     holds the readiness of a service's components.
+//     holds the readiness of a service's components ([Health.Scope]: a view for one of several
+//     services sharing one).
 //   - Lifecycle: [Runner], [RunAll], [RunWithin], [GraceContext] and, for mains only,
 //     [SignalContext].
 //

@@ -26,6 +26,9 @@ import (
 //   - A comma-separated list ([]string) drops blank entries and trims the others; other custom
 //     types parse through an EnvParser given to FromEnv (ParseWith).
 //   - Validate returns every problem, errors.Join'ed, each "NAME: what is wrong".
+//   - LoadSettings does all three: the defaults, the environment on top (FromEnv), Validate.
+//     Every command's settings (a service's ConfigFromEnv, CommandSettings, InitSettings) are
+//     read through it.
 
 // EnvParser parses the value of a variable into a field of one type that the env library
 // cannot parse by itself; build it with ParseWith.
@@ -83,6 +86,24 @@ func FromEnv[T any](cfg *T, environ map[string]string, parsers ...EnvParser) err
 		return nameVariables(err, vars)
 	}
 	return nil
+}
+
+// Validator is a settings struct (through a pointer to it) that checks itself: Validate
+// returns every unusable setting, each error naming its variable.
+type Validator[T any] interface {
+	*T
+	Validate() error
+}
+
+// LoadSettings reads settings the one way every command does (the rules above): defaults (a
+// DefaultConfig()), environ applied on top of them (FromEnv; nil: the process environment),
+// then Validate. The error lists every variable that does not parse (such a setting keeps its
+// valid default, so that Validate adds only the other problems) and every problem Validate
+// finds, each naming its variable.
+func LoadSettings[T any, PT Validator[T]](defaults T, environ map[string]string, parsers ...EnvParser) (T, error) {
+	s := defaults
+	err := FromEnv(&s, environ, parsers...)
+	return s, errors.Join(err, PT(&s).Validate())
 }
 
 // envVariable is what FromEnv and the settings table know of one tagged field.

@@ -32,6 +32,9 @@ const DefaultCheckTimeout = 2 * time.Second
 // ready (a service restoring its state is alive, not ready) and once the server is shutting
 // down, so that load balancers stop sending requests while in-flight ones drain.
 type Health struct {
+	// scope, when set, makes this Health a view of another one (Scope).
+	scope *healthScope
+
 	mu           sync.Mutex
 	components   map[string]bool
 	warming      map[string]bool
@@ -45,8 +48,31 @@ func NewHealth() *Health {
 	return &Health{components: map[string]bool{}, warming: map[string]bool{}, checks: map[string]CheckFunc{}, checkTimeout: DefaultCheckTimeout}
 }
 
+// healthScope is what a scoped Health adds to the Health it reports to.
+type healthScope struct {
+	parent *Health
+	prefix string
+}
+
+// Scope returns a view of h for one service of several that share h (`make run` serves one
+// /healthz and /readyz for all five): a check added through it is named "<service> <name>"
+// ("deliverer kafka"), so that two services' checks of the same name do not replace each
+// other; components (already named after their service: "router events", "audiences state")
+// keep their names. Everything else is h's.
+func (h *Health) Scope(service string) *Health {
+	root := h
+	if h.scope != nil {
+		root = h.scope.parent
+	}
+	return &Health{scope: &healthScope{parent: root, prefix: service + " "}}
+}
+
 // SetCheckTimeout changes how long each check may take (DefaultCheckTimeout).
 func (h *Health) SetCheckTimeout(d time.Duration) {
+	if h.scope != nil {
+		h.scope.parent.SetCheckTimeout(d)
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checkTimeout = d
@@ -55,6 +81,10 @@ func (h *Health) SetCheckTimeout(d time.Duration) {
 // SetReady records whether component is ready. Register every component as not ready at
 // start-up, so that the service is unhealthy until each one has come up.
 func (h *Health) SetReady(component string, ready bool) {
+	if h.scope != nil {
+		h.scope.parent.SetReady(component, ready)
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.components[component] = ready
@@ -64,6 +94,10 @@ func (h *Health) SetReady(component string, ready bool) {
 // (and tributary_ready) reflects it: /healthz stays 200 while it is not, so that a liveness
 // probe does not restart a service that is restoring its state.
 func (h *Health) SetWarming(component string, ready bool) {
+	if h.scope != nil {
+		h.scope.parent.SetWarming(component, ready)
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.warming[component] = ready
@@ -71,6 +105,10 @@ func (h *Health) SetWarming(component string, ready bool) {
 
 // AddCheck registers (or replaces) the check called name.
 func (h *Health) AddCheck(name string, fn CheckFunc) {
+	if h.scope != nil {
+		h.scope.parent.AddCheck(h.scope.prefix+name, fn)
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checks[name] = fn
@@ -78,7 +116,21 @@ func (h *Health) AddCheck(name string, fn CheckFunc) {
 
 // SetShuttingDown makes /readyz answer 503 from now on; HTTPServer calls it when it starts to
 // shut down.
-func (h *Health) SetShuttingDown() { h.shuttingDown.Store(true) }
+func (h *Health) SetShuttingDown() {
+	if h.scope != nil {
+		h.scope.parent.SetShuttingDown()
+		return
+	}
+	h.shuttingDown.Store(true)
+}
+
+// isShuttingDown says whether SetShuttingDown was called on h or the Health it is a view of.
+func (h *Health) isShuttingDown() bool {
+	if h.scope != nil {
+		return h.scope.parent.isShuttingDown()
+	}
+	return h.shuttingDown.Load()
+}
 
 // HealthReport is the JSON body of /healthz and /readyz.
 type HealthReport struct {
@@ -101,6 +153,9 @@ func (h *Health) Check(ctx context.Context) (bool, HealthReport) { return h.chec
 func (h *Health) Ready(ctx context.Context) (bool, HealthReport) { return h.check(ctx, true) }
 
 func (h *Health) check(ctx context.Context, ready bool) (bool, HealthReport) {
+	if h.scope != nil {
+		return h.scope.parent.check(ctx, ready)
+	}
 	h.mu.Lock()
 	components := maps.Clone(h.components)
 	if ready {
@@ -158,7 +213,7 @@ func (h *Health) ReadyzHandler(details bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok, report := h.Ready(r.Context())
 		report = redact(report, details && r.URL.Query().Has("verbose"))
-		if h.shuttingDown.Load() {
+		if h.isShuttingDown() {
 			ok = false
 			report.Status = "unavailable"
 			report.Checks["shutdown"] = "shutting down"
@@ -205,7 +260,7 @@ func ReadyGauge(h *Health) prometheus.Collector {
 	}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if ok, _ := h.Ready(ctx); ok && !h.shuttingDown.Load() {
+		if ok, _ := h.Ready(ctx); ok && !h.isShuttingDown() {
 			return 1
 		}
 		return 0

@@ -45,12 +45,11 @@ func InitSettingsFromEnv() (InitSettings, error) { return InitSettingsFromEnviro
 // InitSettingsFromEnviron is InitSettingsFromEnv reading environ instead of the process
 // environment (nil: the process environment). It returns every problem.
 func InitSettingsFromEnviron(environ map[string]string) (InitSettings, error) {
-	s := DefaultInitSettings()
-	kafka, kafkaErr := ParseKafkaSettings(environ)
-	s.Kafka = kafka
-	err := FromEnv(&s, environ, ParseWith(schemas.ParseRetrySchedule))
-	// A field that does not parse keeps its valid default: Validate adds only other problems.
-	return s, errors.Join(kafkaErr, err, s.Validate())
+	defaults := DefaultInitSettings()
+	kafka, kafkaErr := ParseKafkaSettings(environ) // Kafka is env:"-": read on its own
+	defaults.Kafka = kafka
+	s, err := LoadSettings(defaults, environ, ParseWith(schemas.ParseRetrySchedule))
+	return s, errors.Join(kafkaErr, err)
 }
 
 // Validate returns every unusable setting, each naming its variable.

@@ -71,16 +71,14 @@ func DefaultConfig() Config {
 }
 
 // ConfigFromEnv returns DefaultConfig with the process environment applied
-// (platform.FromEnv: an unset or empty variable keeps the default), validated: the error
+// (platform.LoadSettings: an unset or empty variable keeps the default), validated: the error
 // lists every variable that does not parse or cannot work.
 func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
 
 // ConfigFromEnviron is ConfigFromEnv reading environ (variable name to value) instead of the
 // process environment; nil reads the process environment.
 func ConfigFromEnviron(environ map[string]string) (Config, error) {
-	c := DefaultConfig()
-	err := platform.FromEnv(&c, environ)
-	return c, errors.Join(err, c.Validate()) // a field that does not parse keeps its valid default
+	return platform.LoadSettings(DefaultConfig(), environ)
 }
 
 // Validate returns every unusable field, each naming its variable.

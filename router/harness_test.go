@@ -61,8 +61,15 @@ func (h *harness) newRouter(mod func(*router.Config)) (*router.Service, *prometh
 		mod(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	svc, err := router.New(cfg, router.Deps{Kafka: h.kafka, KafkaOpts: h.env.KafkaOpts, Logger: h.logger, Registerer: reg,
-		Config: func() router.Snapshot { return h.store.Snapshot() }, ConfigReady: h.store.Ready()})
+	svc, err := router.New(cfg, router.Deps{
+		Deps: platform.Deps{
+			Kafka:      h.kafka,
+			KafkaOpts:  h.env.KafkaOpts,
+			Logger:     h.logger,
+			Registerer: reg,
+		},
+		Config: func() router.Snapshot { return h.store.Snapshot() }, ConfigReady: h.store.Ready(),
+	})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -19,20 +19,16 @@ import (
 
 // Deps are the service's dependencies.
 type Deps struct {
-	// Kafka are the settings of every client.
-	Kafka platform.KafkaSettings
-	// KafkaOpts are added to every client (tests use them).
-	KafkaOpts []kgo.Opt
+	// Deps are the dependencies every service shares (docs/architecture.md#how-a-service-is-wired):
+	// the Kafka settings and options of every client, the logger, the metrics' Registerer
+	// (nil: a private registry), and the Health that gets a Kafka check and the pipes'
+	// components (nil: none). The router has no HTTP API: Gatherer is not used.
+	platform.Deps
 	// Config returns the current config snapshot; it is called once per poll, so a config
 	// change applies from the next poll on.
 	Config func() Snapshot
 	// ConfigReady, when set, is waited for before routing starts.
 	ConfigReady <-chan struct{}
-	Logger      zerolog.Logger
-	// Registerer for metrics; nil: a private registry.
-	Registerer prometheus.Registerer
-	// Health gets a Kafka check; nil: none.
-	Health *platform.Health
 	// Keys open the sealed tracking.events records, seal their deliveries and shred deleted
 	// users' keys (docs/security.md#crypto-shredding); the caller runs it. nil: the service
 	// makes its own from Kafka and runs it in Run.

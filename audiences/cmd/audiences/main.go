@@ -31,16 +31,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// /metrics on the API, or on METRICS_ADDR with the health answers' details.
-	gatherer, runners := cmd.APIMetrics()
+	// /metrics on the API (cmd.Deps's Gatherer), or on METRICS_ADDR with the health answers'
+	// details (the runners).
+	_, runners := cmd.APIMetrics()
 	deps := audiences.Deps{
-		Kafka:       cmd.Kafka,
+		Deps:        cmd.Deps(),
 		Config:      func() audiences.Snapshot { return cmd.Store.Snapshot() },
 		ConfigReady: cmd.Store.Ready(),
-		Logger:      cmd.Logger,
-		Registerer:  cmd.Registry,
-		Gatherer:    gatherer,
-		Health:      cmd.Health,
 	}
 	svc, err := audiences.New(cfg, deps)
 	if err != nil {

@@ -33,15 +33,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// /metrics on the API, or on METRICS_ADDR with the health answers' details.
-	gatherer, runners := cmd.APIMetrics()
+	// /metrics on the API (cmd.Deps's Gatherer), or on METRICS_ADDR with the health answers'
+	// details (the runners).
+	_, runners := cmd.APIMetrics()
 	deps := console.Deps{
-		Kafka:      cmd.Kafka,
-		Store:      cmd.Store,
-		Logger:     cmd.Logger,
-		Registerer: cmd.Registry,
-		Gatherer:   gatherer,
-		Health:     cmd.Health,
+		Deps:  cmd.Deps(),
+		Store: cmd.Store,
 	}
 	svc, err := console.New(cfg, deps)
 	if err != nil {

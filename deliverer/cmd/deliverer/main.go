@@ -250,12 +250,9 @@ func serve() error {
 		return err
 	}
 	svc, err := deliverer.New(cfg, deliverer.Deps{
-		Kafka:       cmd.Kafka,
+		Deps:        cmd.Deps(),
 		Config:      func() deliverer.Destinations { return cmd.Store.Snapshot() },
 		ConfigReady: cmd.Store.Ready(),
-		Logger:      cmd.Logger,
-		Registerer:  cmd.Registry,
-		Health:      cmd.Health,
 	})
 	if err != nil {
 		return err

@@ -344,10 +344,12 @@ func startIngest(ctx context.Context) (_ string, _ func(), err error) {
 	icfg := ingest.DefaultConfig()
 	icfg.Addr = "127.0.0.1:0"
 	svc, err := ingest.New(icfg, ingest.Deps{
-		Kafka:       kafka,
+		Deps: platform.Deps{
+			Kafka:  kafka,
+			Logger: logger,
+		},
 		Sources:     func() ingest.Sources { return store.Snapshot() },
 		ConfigReady: store.Ready(),
-		Logger:      logger,
 	})
 	if err != nil {
 		return "", nil, err

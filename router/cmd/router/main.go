@@ -31,12 +31,9 @@ func run() error {
 		return err
 	}
 	svc, err := router.New(cfg, router.Deps{
-		Kafka:       cmd.Kafka,
+		Deps:        cmd.Deps(),
 		Config:      func() router.Snapshot { return cmd.Store.Snapshot() },
 		ConfigReady: cmd.Store.Ready(),
-		Logger:      cmd.Logger,
-		Registerer:  cmd.Registry,
-		Health:      cmd.Health,
 	})
 	if err != nil {
 		return err
