@@ -55,7 +55,7 @@ func newWriteService(t *testing.T) *Service {
 	cfg.Token = "test-console-token-0123456789"
 	cfg.RegulationStores = []string{schemas.StoreRouter, schemas.StoreAudiences, schemas.StoreConsole}
 	cfg.ShutdownTimeout = 2 * time.Second
-	s, err := New(cfg, Deps{Kafka: env.Kafka, KafkaOpts: env.KafkaOpts, Store: env.Store, Logger: env.Logger, Health: platform.NewHealth()})
+	s, err := New(cfg, Deps{Deps: platform.Deps{Kafka: env.Kafka, KafkaOpts: env.KafkaOpts, Logger: env.Logger, Health: platform.NewHealth()}, Store: env.Store})
 	if err != nil {
 		t.Fatal(err)
 	}
