@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -61,5 +62,31 @@ func TestOpenerReusesItsBuffers(t *testing.T) {
 	o.reset()
 	if allocs := testing.AllocsPerRun(20, func() { batch(); o.reset() }); allocs > 1 {
 		t.Fatalf("a batch of %d sealed records allocates %.0f times once the buffers grew", len(recs), allocs)
+	}
+}
+
+// A large batch (the view's backfill) grows the buffer by doubling: what it holds stays
+// within a small multiple of the batch's values, however many records it opens.
+func TestOpenerGrowsByDoubling(t *testing.T) {
+	env := servicetest.New(t, servicetest.Options{})
+	keys := env.Keyring()
+	s := &Service{dataKeys: keys, logger: zerolog.Nop()}
+	value := bytes.Repeat([]byte("x"), 1000)
+	r := &kgo.Record{Key: []byte("u1"), Value: append([]byte(nil), value...)}
+	env.Seal(keys, r)
+	var o opener
+	const n = 2000
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for range n {
+		if o.open(s, r) == nil {
+			t.Fatal("did not open")
+		}
+	}
+	runtime.ReadMemStats(&m1)
+	// Growing to the exact size at each record copies the batch again each time: about
+	// n²/2 × 1,000 bytes (2 GB) instead of a few times n × 1,000 (2 MB).
+	if allocated := m1.TotalAlloc - m0.TotalAlloc; allocated > 16*n*uint64(len(value)) {
+		t.Fatalf("opening %d records of %d bytes allocated %d MB", n, len(value), allocated>>20)
 	}
 }
