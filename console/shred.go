@@ -47,8 +47,15 @@ func (o *opener) open(s *Service, r *kgo.Record) *kgo.Record {
 	return c
 }
 
+// openerKeep bounds the buffer an opener keeps between batches: a backfill's first batches
+// are far larger than those of the steady flow, and are not held on to.
+const openerKeep = 1 << 20
+
 // reset makes the buffers serve the next batch; the records open returned are not used after.
 func (o *opener) reset() {
 	clear(o.recs) // no stale record keeps its headers and key alive
 	o.recs, o.plain = o.recs[:0], o.plain[:0]
+	if cap(o.plain) > openerKeep {
+		o.plain, o.recs = nil, nil
+	}
 }
