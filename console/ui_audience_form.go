@@ -37,7 +37,7 @@ func (f *audienceForm) fill(u *ui, r *http.Request) {
 	if fig, err := u.aud().audiences(r.Context(), []string{f.ID}); err != nil {
 		f.Unavailable = audiencesUnavailable(err)
 	} else if x, ok := fig[f.ID]; ok {
-		f.Members = fmtCount(x.Members)
+		f.Members = plural(x.Members, "member")
 		if t, err := schemas.ParseTimestamp(x.LastSyncAt); err == nil {
 			f.LastSync = fmtWhenAgo(t)
 		}
