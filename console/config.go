@@ -34,6 +34,9 @@ type Config struct {
 	AllowedHosts []string `env:"CONSOLE_ALLOWED_HOSTS" doc:"comma-separated host names the console's UI and API answer to (its Ingress host, its Service name, an IP address; '*': any): a request with another 'Host' is answered 421, '/healthz', '/readyz' and '/metrics' excepted; 'localhost', '127.0.0.1' and '[::1]' are always accepted. Empty: only those when 'CONSOLE_ADDR' is on loopback, any name otherwise ([security.md](security.md#dns-rebinding))"`
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
 	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...') and the web UI's sign-in; the console refuses to start without it, or with a weak one (under 16 characters or about 64 bits: 'openssl rand -hex 32' makes a good one). 'make run' uses it when set, else generates one and keeps it in 'DATA_DIR/console-token' (mode 0600), whose path it prints"`
+	// TokenFile is where the token is kept, for the sign-in page's help (make run: the
+	// console-token file of its DATA_DIR); empty: it names CONSOLE_TOKEN only.
+	TokenFile string
 
 	// MaxStreams bounds the live event streams open on the console (CONSOLE_MAX_STREAMS).
 	MaxStreams int `env:"CONSOLE_MAX_STREAMS" doc:"most live event streams (the source debugger's Server-Sent Events, UI and API together) the console keeps open; one more is refused with 429 ([console.md](console.md#live-stream-limits))"`

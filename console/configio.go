@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -165,21 +166,34 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/json" {
 		format = schemas.ConfigFormatJSON
 	}
-	cfg, err := schemas.ParseConfig(body, format)
-	if err != nil {
-		return fileErrors(err)
-	}
 	q := r.URL.Query()
 	dryRun, takeOver := q.Get("dryRun") == "true", q.Get("takeOver") == "true"
+	changes, err := s.applyConfig(r.Context(), body, format, dryRun, takeOver)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, map[string]any{"dryRun": dryRun, "changes": changes})
+	return nil
+}
+
+// applyConfig applies a config file (PUT /v1/config, the settings page's import): the file is
+// the whole of what the console manages, so the objects it no longer lists are deleted; an
+// object a config file manages changes only with takeOver. It returns the changes, in the
+// order they are written; with dryRun it writes nothing.
+func (s *Service) applyConfig(ctx context.Context, body []byte, format string, dryRun, takeOver bool) ([]change, error) {
+	cfg, err := schemas.ParseConfig(body, format)
+	if err != nil {
+		return nil, fileErrors(err)
+	}
 
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	snap := s.deps.Store.Snapshot()
 	if err := s.keepSecrets(cfg, func(id string) *schemas.Destination { d, _ := snap.DestinationByID(id); return d }); err != nil {
-		return err
+		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
-		return fileErrors(err)
+		return nil, fileErrors(err)
 	}
 	for i := range cfg.Sources {
 		cfg.Sources[i].Origin = schemas.OriginConsole
@@ -195,7 +209,7 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	recs, err := cfg.Records()
 	if err != nil {
-		return fileErrors(err)
+		return nil, fileErrors(err)
 	}
 	listed := map[string]bool{}
 	var changes []change
@@ -205,7 +219,7 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 		listed[rec.Key] = true
 		next, err := schemas.DecodeConfigRecord(rec.Key, rec.Value)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cur, exists := lookup(snap, next.Kind, next.ID)
 		fields := schemas.ConfigChanges(cur, next)
@@ -230,7 +244,7 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 
 	}
 	if len(conflicts) > 0 {
-		return &apiError{Status: http.StatusConflict, Code: codeManagedByFile, Message: conflicts[0].Message, Field: conflicts[0].Field, Errors: conflicts}
+		return nil, &apiError{Status: http.StatusConflict, Code: codeManagedByFile, Message: conflicts[0].Message, Field: conflicts[0].Field, Errors: conflicts}
 	}
 	// Objects the console manages that the file no longer lists are deleted: the file is the
 	// whole of what the console manages (objects of config files stay).
@@ -249,7 +263,7 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 		ae := fileErrors(err).(*apiError)
 		ae.Status, ae.Code = http.StatusConflict, codeInUse
 		ae.Message = "the config would not be valid with the objects config files manage: " + ae.Message
-		return ae
+		return nil, ae
 	}
 	// Delete dependents first: computed traits, audiences, destinations, then sources.
 	slices.Reverse(deletes)
@@ -260,10 +274,9 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 		changes = []change{}
 	}
 	if !dryRun && (len(writes) > 0 || len(deletes) > 0) {
-		if _, err := s.writeObjects(r.Context(), append(writes, deletes...)...); err != nil {
-			return err
+		if _, err := s.writeObjects(ctx, append(writes, deletes...)...); err != nil {
+			return nil, err
 		}
 	}
-	writeData(w, http.StatusOK, map[string]any{"dryRun": dryRun, "changes": changes})
-	return nil
+	return changes, nil
 }

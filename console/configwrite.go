@@ -102,6 +102,9 @@ type writeOptions struct {
 	// TakeOver lets the write change an object a config file manages (it becomes the
 	// console's).
 	TakeOver bool
+	// DryRun validates the write without writing it (the UI's edit form: every field's error
+	// at once, the form's own with the config's).
+	DryRun bool
 }
 
 // ifMatch checks an If-Match value against the object's current version: a mismatch is 409.
@@ -180,6 +183,9 @@ func (s *Service) updateObject(ctx context.Context, kind schemas.ConfigKind, id 
 	cfg := configOf(snap, next)
 	if err := cfg.Validate(); err != nil {
 		return nil, invalid(err, cfg, lists[kind])
+	}
+	if opts.DryRun {
+		return snap, nil
 	}
 	return s.writeObjects(ctx, next)
 }

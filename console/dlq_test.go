@@ -73,7 +73,7 @@ func TestDLQOncePerMessage(t *testing.T) {
 	if p.Total != 2 || len(p.Data) != 2 || p.Data[0].MessageID != "m2" || p.Data[1].MessageID != "amp-1" || p.Data[1].Reason != "third" {
 		t.Fatalf("DLQ list: %+v, want m2 and amp-1 (its newest dead letter) once each", p)
 	}
-	if got := b.get("/destinations/file-hooks").Body; !strings.Contains(got, "Dead letters (2)") {
+	if got := b.get("/destinations/file-hooks").Body; !strings.Contains(got, `Dead letters <span class="badge warn">2</span>`) {
 		t.Errorf("the destination page does not count 2 dead letters")
 	}
 	var counts []int

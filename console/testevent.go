@@ -24,7 +24,14 @@ import (
 type testRequest struct {
 	// Type is the message type: track (default), identify, page, screen, group, alias or delete.
 	Type string `json:"type"`
+	// WhileDisabled lets a disabled destination be tested (the UI's setup flow: test the URLs,
+	// then enable; the deliverer sends test events to a disabled destination too). The API
+	// answers 409 for a disabled destination.
+	WhileDisabled bool `json:"-"`
 }
+
+// testMessagePrefix starts a test message's id.
+const testMessagePrefix = "test-"
 
 var testTypes = []string{schemas.TypeTrack, schemas.TypeIdentify, schemas.TypePage, schemas.TypeScreen, schemas.TypeGroup, schemas.TypeAlias, schemas.TypeDelete}
 
@@ -70,6 +77,20 @@ type testOutcome struct {
 	Type      string          `json:"type"`
 	Body      json.RawMessage `json:"body"`
 	Results   []testResult    `json:"results"`
+	At        time.Time       `json:"-"` // when it was sent: its body's timestamps
+}
+
+// testBody is the webhook body of a test message of type typ with id messageID sent at now
+// (the same for the same three: the UI shows it again after its redirect).
+func testBody(typ, messageID string, now time.Time) ([]byte, error) {
+	if typ == schemas.TypeDelete {
+		return schemas.AppendDeleteBody(nil, "test-user-1", now), nil
+	}
+	m, err := schemas.DecodeMessage(sampleMessage(typ, messageID, now))
+	if err != nil {
+		return nil, fmt.Errorf("sample %s message: %w", typ, err)
+	}
+	return schemas.AppendWebhookBody(nil, m), nil
 }
 
 func (s *Service) testDestination(w http.ResponseWriter, r *http.Request) error {
@@ -98,20 +119,15 @@ func (s *Service) runTest(ctx context.Context, id string, req testRequest) (*tes
 	if !slices.Contains(testTypes, req.Type) {
 		return nil, errInvalid("type", "type: must be one of %v, got %q", testTypes, req.Type)
 	}
-	if !d.IsEnabled() {
+	if !d.IsEnabled() && !req.WhileDisabled {
 		return nil, &apiError{Status: http.StatusConflict, Code: codeConflict, Message: fmt.Sprintf("destination %s is disabled: the deliverer sends nothing to it (enable it first)", id)}
 	}
-	now := s.now()
-	messageID := "test-" + uuid.NewString()
-	var body []byte
-	if req.Type == schemas.TypeDelete {
-		body = schemas.AppendDeleteBody(nil, "test-user-1", now)
-	} else {
-		m, err := schemas.DecodeMessage(sampleMessage(req.Type, messageID, now))
-		if err != nil {
-			return nil, fmt.Errorf("sample %s message: %w", req.Type, err)
-		}
-		body = schemas.AppendWebhookBody(nil, m)
+	// To the millisecond, as its timestamps say: the UI builds the same body again from it.
+	now := s.now().Truncate(time.Millisecond)
+	messageID := testMessagePrefix + uuid.NewString()
+	body, err := testBody(req.Type, messageID, now)
+	if err != nil {
+		return nil, err
 	}
 	urls := make([]string, len(d.Settings.Webhooks))
 	for i, wh := range d.Settings.Webhooks {
@@ -166,5 +182,5 @@ wait:
 				Error: fmt.Sprintf("no attempt logged within %s: is the deliverer running? (the delivery log shows it when it happens)", s.cfg.TestTimeout)})
 		}
 	}
-	return &testOutcome{MessageID: messageID, Type: req.Type, Body: json.RawMessage(body), Results: out}, nil
+	return &testOutcome{MessageID: messageID, Type: req.Type, Body: json.RawMessage(body), Results: out, At: now}, nil
 }

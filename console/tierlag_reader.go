@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -47,6 +48,21 @@ func (s *Service) readTierLag(ctx context.Context) ([]tierRow, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b tierRow) int { return strings.Compare(a.Topic, b.Topic) })
-	return out, nil
+	return sortTiers(out), nil
+}
+
+// sortTiers orders the retry tiers by their delay (10s, 1m, 15m, 1h), not by their names as
+// text; a topic whose name holds no delay comes last, by name.
+func sortTiers(rows []tierRow) []tierRow {
+	delay := func(topic string) time.Duration {
+		d, err := time.ParseDuration(strings.TrimPrefix(topic, schemas.RetryTopicPrefix))
+		if err != nil || !strings.HasPrefix(topic, schemas.RetryTopicPrefix) {
+			return 1<<63 - 1
+		}
+		return d
+	}
+	slices.SortStableFunc(rows, func(a, b tierRow) int {
+		return cmp.Or(cmp.Compare(delay(a.Topic), delay(b.Topic)), strings.Compare(a.Topic, b.Topic))
+	})
+	return rows
 }

@@ -2,6 +2,8 @@ package console
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,7 +33,7 @@ import (
 // token bound to the session; every page is served with a strict Content-Security-Policy (no
 // inline script or style).
 
-//go:embed ui/templates/*.html ui/static/*
+//go:embed ui/templates/*.html ui/templates/*/*.html ui/static/*
 var uiFiles embed.FS
 
 // Session settings.
@@ -74,7 +77,12 @@ func newUI(s *Service) (*ui, error) {
 		if base == "layout" {
 			continue
 		}
-		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, "ui/templates/layout.html", name)
+		// A page's parts (its tabs, ui/templates/<page>/*.html) are parsed with it.
+		files := []string{"ui/templates/layout.html", name}
+		if parts, _ := fs.Glob(uiFiles, "ui/templates/"+base+"/*.html"); len(parts) > 0 {
+			files = append(files, "ui/templates/"+base+"/*.html")
+		}
+		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, files...)
 		if err != nil {
 			return nil, fmt.Errorf("console UI template %s: %w", name, err)
 		}
@@ -210,7 +218,7 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
 		}
-		u.render(w, r, http.StatusOK, "signin", page{Title: "Sign in", Data: map[string]string{"Next": next}})
+		u.render(w, r, http.StatusOK, "signin", page{Title: "Sign in", Data: map[string]string{"Next": next, "TokenFile": u.s.cfg.TokenFile}})
 		return
 	}
 	if !sameOrigin(r) {
@@ -220,8 +228,12 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if subtle.ConstantTimeCompare([]byte(token), []byte(u.s.cfg.Token)) != 1 {
 		u.s.metrics.unauthorized.Inc()
-		u.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: "That is not the console token (CONSOLE_TOKEN; make run prints it and keeps it in DATA_DIR/console-token).",
-			Data: map[string]string{"Next": next}})
+		msg := "That is not the console token (CONSOLE_TOKEN)."
+		if f := u.s.cfg.TokenFile; f != "" {
+			msg = "That is not the console token (CONSOLE_TOKEN, kept in " + f + ")."
+		}
+		u.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: msg,
+			Data: map[string]string{"Next": next, "TokenFile": u.s.cfg.TokenFile}})
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.newSession(u.s.now()), Path: "/", MaxAge: int(sessionTTL / time.Second),
@@ -281,7 +293,12 @@ func (u *ui) signedIn(next http.HandlerFunc) http.Handler {
 		}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxImportBody)
-			if err := r.ParseForm(); err != nil {
+			parse := r.ParseForm
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+				// A file upload (the config import): in memory, as bounded as any form.
+				parse = func() error { return r.ParseMultipartForm(maxImportBody) }
+			}
+			if err := parse(); err != nil {
 				u.render(w, r, http.StatusBadRequest, "error", page{Title: "Bad request", Error: "The form could not be read: " + err.Error()})
 				return
 			}
@@ -321,6 +338,49 @@ func (u *ui) redirect(w http.ResponseWriter, r *http.Request, path, done string)
 	http.Redirect(w, r, path, http.StatusSeeOther)
 }
 
+// sealTTL is how long a sealed page (a new write key, shown after its redirect) opens.
+const sealTTL = 10 * time.Minute
+
+// seal encrypts b for the session, for purpose, until sealTTL from now: a value for a
+// redirect's URL that only this session opens, on any replica (the key derives from the
+// token), so that a page showing a secret once (a new write key) is the answer of a GET and a
+// reload posts nothing again.
+func (u *ui) seal(sess *session, purpose string, b []byte) string {
+	aead := u.aead()
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+8+len(b)+aead.Overhead())
+	_, _ = rand.Read(nonce)
+	plain := binary.BigEndian.AppendUint64(nil, uint64(u.s.now().Add(sealTTL).Unix()))
+	plain = append(plain, b...)
+	return base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, plain, []byte(purpose+"\x00"+sess.key)))
+}
+
+// unseal opens a value of seal for the session and purpose, unless it expired.
+func (u *ui) unseal(sess *session, purpose, sealed string) ([]byte, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(sealed)
+	aead := u.aead()
+	if err != nil || sess == nil || len(raw) < aead.NonceSize() {
+		return nil, false
+	}
+	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], []byte(purpose+"\x00"+sess.key))
+	if err != nil || len(plain) < 8 || u.s.now().Unix() > int64(binary.BigEndian.Uint64(plain)) {
+		return nil, false
+	}
+	return plain[8:], true
+}
+
+// aead is AES-256-GCM under a key of its own derived from the UI's key.
+func (u *ui) aead() cipher.AEAD {
+	block, err := aes.NewCipher(u.sign([]byte("seal")))
+	if err != nil {
+		panic(err) // a 32-byte key: never
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	return aead
+}
+
 // flashMAC authenticates a one-line result of this console.
 func (u *ui) flashMAC(done string) string {
 	return base64.RawURLEncoding.EncodeToString(u.sign([]byte("flash"), []byte(done))[:16])
@@ -350,6 +410,7 @@ func (u *ui) routes(mux *http.ServeMux) {
 	pg("GET /settings", u.settings)
 	pg("GET /settings/export", u.exportYAML)
 	pg("POST /settings/reencrypt", u.reencrypt)
+	pg("POST /settings/import", u.importConfigPage)
 	mux.Handle("/", u.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		u.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Error: "There is no page " + r.URL.Path + "."})
 	}))

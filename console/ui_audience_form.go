@@ -37,9 +37,9 @@ func (f *audienceForm) fill(u *ui, r *http.Request) {
 	if fig, err := u.aud().audiences(r.Context(), []string{f.ID}); err != nil {
 		f.Unavailable = audiencesUnavailable(err)
 	} else if x, ok := fig[f.ID]; ok {
-		f.Members = fmtCount(x.Members)
+		f.Members = plural(x.Members, "member")
 		if t, err := schemas.ParseTimestamp(x.LastSyncAt); err == nil {
-			f.LastSync = fmtAgo(t)
+			f.LastSync = fmtWhenAgo(t)
 		}
 	}
 }
@@ -255,6 +255,9 @@ type traitForm struct {
 	Kind, Event, Property, Where string
 	Kinds                        []string
 }
+
+// Key is the trait key the form's name gives ("" without a name).
+func (f *traitForm) Key() string { return schemas.SnakeCase(f.Name) }
 
 // fill lists the kinds of aggregate.
 func (f *traitForm) fill(*ui, *http.Request) { f.Kinds = schemas.AggregateKinds }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ func (u *ui) audiencePages(pg func(string, http.HandlerFunc)) {
 	pg("GET /audiences", u.audiences)
 	pg("GET /audiences/profile", u.profile)
 	pg("POST /audiences/preview", u.previewAudience)
+	pg("POST /traits/preview", u.previewTrait)
 	for _, k := range []formKind{audienceKind, traitKind} {
 		pg("GET "+k.path+"new", u.newForm(k))
 		pg("POST "+k.path+"new", u.saveForm(k))
@@ -83,7 +85,10 @@ type profileData struct {
 	MergedIDs                                []string
 }
 
-type keyValue struct{ Key, Value string }
+type keyValue struct {
+	Key, Value string
+	NoData     bool // no value yet: shown as "no data yet", not as 0
+}
 
 func (u *ui) audiences(w http.ResponseWriter, r *http.Request) {
 	snap := u.s.deps.Store.Snapshot()
@@ -106,7 +111,7 @@ func (u *ui) audiences(w http.ResponseWriter, r *http.Request) {
 			row.Members, row.Partial = fmtCount(f.Members), f.Partial
 			row.LastSync = "not yet"
 			if t, err := schemas.ParseTimestamp(f.LastSyncAt); err == nil {
-				row.LastSync = fmtAgo(t)
+				row.LastSync = fmtWhenAgo(t)
 			}
 		}
 		d.Audiences = append(d.Audiences, row)
@@ -135,26 +140,41 @@ func (u *ui) profile(w http.ResponseWriter, r *http.Request) {
 		case p == nil:
 			status = http.StatusNotFound
 		default:
-			l.Profile = profileOf(p)
+			l.Profile = profileOf(p, u.s.deps.Store.Snapshot().ComputedTraits())
 		}
 	}
 	u.render(w, r, status, "profile", page{Title: "Profile lookup", Nav: "audiences", Data: l})
 }
 
-func profileOf(p *schemas.ProfileView) *profileData {
+// profileOf is a profile's page; every computed trait is listed, "no data yet" where the
+// profile has no value (a computed trait other than a count starts from the events after it
+// is saved: docs/audiences.md#computed-traits).
+func profileOf(p *schemas.ProfileView, computedTraits []*schemas.ComputedTrait) *profileData {
 	d := &profileData{UserID: p.UserID, AnonymousID: p.AnonymousID, MergedIDs: p.MergedIDs}
 	for _, ts := range []struct {
 		raw string
 		out *string
 	}{{p.FirstSeen, &d.FirstSeen}, {p.LastSeen, &d.LastSeen}} {
 		if t, err := schemas.ParseTimestamp(ts.raw); err == nil {
-			*ts.out = fmtWhen(t) + " (" + fmtAgo(t) + ")"
+			*ts.out = fmtWhenAgo(t)
 		}
 	}
 	var traits map[string]json.RawMessage
 	_ = json.Unmarshal(p.Traits, &traits)
 	d.Traits = sortedValues(traits)
-	d.ComputedTraits = sortedValues(p.ComputedTraits)
+	computed := map[string]json.RawMessage{}
+	for k, v := range p.ComputedTraits {
+		if string(v) != "null" {
+			computed[k] = v
+		}
+	}
+	d.ComputedTraits = sortedValues(computed)
+	for _, t := range computedTraits {
+		if _, ok := computed[t.TraitKey()]; !ok {
+			d.ComputedTraits = append(d.ComputedTraits, keyValue{Key: t.TraitKey(), NoData: true})
+		}
+	}
+	slices.SortFunc(d.ComputedTraits, func(a, b keyValue) int { return strings.Compare(a.Key, b.Key) })
 	for _, a := range p.Audiences {
 		d.Audiences = append(d.Audiences, a.ID)
 	}
@@ -175,16 +195,70 @@ func sortedValues(m map[string]json.RawMessage) []keyValue {
 	return out
 }
 
+// previewText answers one line of text (the forms' live previews).
+func previewText(w http.ResponseWriter, status int, s string) {
+	headers(w)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(s))
+}
+
+// windowedKinds are the computed traits' kinds that have a window (within).
+var windowedKinds = []string{schemas.AggCount, schemas.AggSum, schemas.AggAvg, schemas.AggMin, schemas.AggMax}
+
+// previewTrait answers, as text, the trait key the computed trait form's name gives and how
+// many profiles get a value: those that sent the event (in the window), counted by the
+// audiences service as an audience's preview is. A count is computed from the events the
+// audiences service keeps; every other kind starts from the events after it is saved (no
+// backfill), so its profiles have no data until then (docs/audiences.md#computed-traits).
+func (u *ui) previewTrait(w http.ResponseWriter, r *http.Request) {
+	f := traitFormOf(r)
+	f.Within = strings.TrimSpace(r.PostFormValue("within"))
+	var b strings.Builder
+	if key := f.Key(); key != "" {
+		b.WriteString("Trait key: " + key + ". ")
+	} else {
+		b.WriteString("Name it to see its trait key. ")
+	}
+	if f.Event == "" {
+		b.WriteString("Fill in the event to see how many profiles get a value.")
+		previewText(w, http.StatusOK, b.String())
+		return
+	}
+	cond := map[string]any{"event": f.Event}
+	windowed := f.Within != "" && slices.Contains(windowedKinds, f.Kind)
+	if windowed {
+		cond["within"] = f.Within
+	}
+	rule, _ := json.Marshal(cond)
+	p, err := u.aud().preview(r.Context(), rule)
+	if err != nil {
+		msg := "the audiences service does not answer"
+		var ae *audiencesError
+		if errors.As(err, &ae) {
+			msg = ae.Message
+		}
+		b.WriteString("Value preview unavailable: " + msg + ".")
+		previewText(w, http.StatusOK, b.String())
+		return
+	}
+	b.WriteString("≈ " + fmtCount(p.Count) + " of " + plural(p.Profiles, "profile") + " sent " + f.Event)
+	if windowed {
+		b.WriteString(" in the window")
+	}
+	if f.Kind == schemas.AggCount {
+		b.WriteString(": they get a count now; the others 0.")
+	} else {
+		b.WriteString(": " + f.Kind + " is computed from the events after it is saved (no backfill), so every profile shows “no data yet” until its next " + f.Event + ".")
+	}
+	previewText(w, http.StatusOK, b.String())
+}
+
 // previewAudience answers, as one line of text, how many profiles the form's rule matches
 // now, or why it cannot say.
 func (u *ui) previewAudience(w http.ResponseWriter, r *http.Request) {
-	text := func(status int, s string) {
-		headers(w)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(s))
-	}
+	text := func(status int, s string) { previewText(w, status, s) }
 	f := audienceFormOf(r)
 	rule := f.rule()
 	if rule == nil {

@@ -193,7 +193,7 @@ func tickLabel(v float64, unit string) string {
 // successChart is a destination's success rate per point of st, as bars (red under 95 %).
 func successChart(st stats, window string) template.HTML {
 	c := chart{Unit: "%", Bars: true, YMax: 100,
-		Label: "Success rate per " + stepWord(st.Step) + " over the last " + windowWord(window) + ": " + fmtPct(st.SuccessRate) + " of " + fmtCount(st.Attempts) + " attempts",
+		Label: "Success rate per " + stepWord(st.Step) + " over the last " + windowWord(window) + ": " + fmtPct(st.SuccessRate) + " of " + plural(st.Attempts, "attempt"),
 		Empty: "No attempt in the last " + windowWord(window) + ": nothing to chart yet. Send a test event below, or events from a connected source.",
 		BarClass: func(v float64) string {
 			if v < 95 {
@@ -212,7 +212,7 @@ func successChart(st stats, window string) template.HTML {
 		}
 		v := float64(p.Successes) / float64(p.Attempts) * 100
 		s.Values = append(s.Values, &v)
-		c.Hover = append(c.Hover, label+" · "+strconv.FormatFloat(v, 'f', 1, 64)+" % · "+fmtCount(p.Attempts)+" attempts")
+		c.Hover = append(c.Hover, label+" · "+strconv.FormatFloat(v, 'f', 1, 64)+" % · "+plural(p.Attempts, "attempt"))
 	}
 	c.Series = []chartSeries{s}
 	return c.svg()
@@ -234,7 +234,7 @@ func latencyChart(st stats, window string) template.HTML {
 			c.Hover = append(c.Hover, label+" · no attempt")
 			continue
 		}
-		c.Hover = append(c.Hover, label+" · p50 "+fmtMs(p.LatencyMs.P50)+" · p99 "+fmtMs(p.LatencyMs.P99)+" · "+fmtCount(p.Attempts)+" attempts")
+		c.Hover = append(c.Hover, label+" · p50 "+fmtMs(p.LatencyMs.P50)+" · p99 "+fmtMs(p.LatencyMs.P99)+" · "+plural(p.Attempts, "attempt"))
 	}
 	c.Series = []chartSeries{p50, p99}
 	return c.svg()

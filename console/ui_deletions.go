@@ -73,7 +73,7 @@ func (u *ui) createDeletion(w http.ResponseWriter, r *http.Request) {
 		u.render(w, r, statusOf(err), "deletions", page{Title: "Deletion requests", Nav: "deletions", Error: general, Data: d})
 		return
 	}
-	u.redirect(w, r, "/deletions", "Deletion request "+id+" created for "+fmtCount(len(req.SubjectIDs))+" user ids.")
+	u.redirect(w, r, "/deletions", "Deletion request "+id+" created for "+plural(len(req.SubjectIDs), "user id")+".")
 }
 
 // regulationRow is one regulation on the page: its API form, how long it took to finish, and

@@ -2,6 +2,8 @@ package console
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -68,6 +70,8 @@ type destForm struct {
 	ManagedByFile    bool
 	Errors           map[string]string // by input: id, name, sources, webhooks, url0, headers0, secret, standardWebhooks, enabled
 	Steps            []string
+	Rows             int  // webhook rows shown: the used ones, one more after "Add a URL"
+	GeneratedSecret  bool // the secret was just generated: shown, to copy it
 
 	// Rendered parts (destination_fields.html), shared by the setup flow and the edit form.
 	SourcesHTML, HooksHTML, SecretHTML template.HTML
@@ -93,6 +97,61 @@ func (f *destForm) UsedHooks() []hookRow {
 		}
 	}
 	return out
+}
+
+// ShownHooks is the webhook rows the form shows (at least one).
+func (f *destForm) ShownHooks() []hookRow {
+	return f.Hooks[:min(max(f.Rows, 1), len(f.Hooks))]
+}
+
+// CanAddURL reports whether another URL may be added.
+func (f *destForm) CanAddURL() bool { return f.Rows < len(f.Hooks) }
+
+// Shows reports whether the setup flow shows step's inputs: the current step's, and those of
+// any step with an error (every error at once, whatever its step).
+func (f *destForm) Shows(step int) bool {
+	if step == f.Step {
+		return true
+	}
+	for k := range f.Errors {
+		if stepOf(k) == step {
+			return true
+		}
+	}
+	return false
+}
+
+// usedRows is one past the last webhook row with a URL or headers.
+func (f *destForm) usedRows() int {
+	n := 0
+	for i, h := range f.Hooks {
+		if h.URL != "" || h.Headers != "" {
+			n = i + 1
+		}
+	}
+	return n
+}
+
+// formAction is a button of the destination forms that changes the form rather than sends
+// it: "Add a URL" (one more webhook row), "Generate a secret" (a random shared secret filled
+// in and shown). Without JavaScript, each posts the form back and gets it again.
+func (f *destForm) formAction(pf url.Values) bool {
+	switch {
+	case pf.Get("addURL") != "":
+		f.Rows = min(max(f.Rows, 1)+1, len(f.Hooks))
+	case pf.Get("generateSecret") != "":
+		f.Secret, f.GeneratedSecret, f.RemoveSecret = newSharedSecret(), true, false
+	default:
+		return false
+	}
+	return true
+}
+
+// newSharedSecret is a random shared secret: 32 bytes in hex (256 bits).
+func newSharedSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // newDestForm is an empty form over the current sources.
@@ -127,18 +186,21 @@ func (u *ui) readDestForm(r *http.Request, prefix string) *destForm {
 		f.Hooks[i].URL = strings.TrimSpace(pf.Get("url" + strconv.Itoa(i)))
 		f.Hooks[i].Headers = strings.TrimSpace(strings.ReplaceAll(pf.Get("headers"+strconv.Itoa(i)), "\r\n", "\n"))
 	}
+	f.Rows = f.usedRows()
 	f.Secret = pf.Get("secret")
 	f.RemoveSecret = pf.Get("removeSecret") == "true"
 	f.StandardWebhooks = pf.Get("standardWebhooks") == "true"
 	return f
 }
 
-// parseHeaders reads "Name: value" lines.
+// parseHeaders reads "Name: value" lines: the headers of the good lines, and every bad line's
+// problem at once (the good lines' headers are still validated by the config's rules).
 func parseHeaders(text string) (map[string]string, string) {
 	if strings.TrimSpace(text) == "" {
 		return nil, ""
 	}
 	out := map[string]string{}
+	var problems []string
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -146,15 +208,16 @@ func parseHeaders(text string) (map[string]string, string) {
 		}
 		name, value, ok := strings.Cut(line, ":")
 		name = strings.TrimSpace(name)
-		if !ok || name == "" {
-			return nil, fmt.Sprintf("line %d: write each header as “Name: value”", i+1)
+		switch _, dup := out[name]; {
+		case !ok || name == "":
+			problems = append(problems, fmt.Sprintf("line %d: write each header as “Name: value”", i+1))
+		case dup:
+			problems = append(problems, fmt.Sprintf("line %d: header %q is given twice", i+1, name))
+		default:
+			out[name] = strings.TrimSpace(value)
 		}
-		if _, dup := out[name]; dup {
-			return nil, fmt.Sprintf("line %d: header %q is given twice", i+1, name)
-		}
-		out[name] = strings.TrimSpace(value)
 	}
-	return out, ""
+	return out, strings.Join(problems, "; ")
 }
 
 // destination builds the destination the form describes; rowOf maps a webhook's index to its
@@ -181,6 +244,22 @@ func (f *destForm) destination() (d schemas.Destination, rowOf []int, errs map[s
 	enabled := f.Enable
 	d.Enabled = &enabled
 	return d, rowOf, errs
+}
+
+// mergeErrors adds the config's errors to the form's own, input by input (both when an input
+// has both: every error at once), and returns own.
+func mergeErrors(own, config map[string]string) map[string]string {
+	if own == nil {
+		own = map[string]string{}
+	}
+	for k, v := range config {
+		if mine, ok := own[k]; ok && mine != v {
+			own[k] = mine + "; " + v
+		} else {
+			own[k] = v
+		}
+	}
+	return own
 }
 
 // formErrors maps an API error's fields to the form's inputs; a problem of no input is general.
@@ -256,17 +335,21 @@ func (u *ui) checkStep(f *destForm, step int) (errs map[string]string, general s
 	if step < stepSecret && d.Settings.SharedSecret == "" {
 		d.Settings.StandardWebhooks = false
 	}
-	if err := u.s.checkNew(schemas.ConfigObject{Kind: schemas.ConfigKindDestination, ID: d.ID, Destination: &d}); err != nil {
+	obj := schemas.ConfigObject{Kind: schemas.ConfigKindDestination, ID: d.ID, Destination: &d}
+	if err := u.s.checkNew(obj); err != nil {
 		var fields map[string]string
 		fields, general = formErrors(err, rowOf)
 		if _, taken := fields["id"]; taken {
 			status = statusOf(err) // 409 for an id taken
-		}
-		for k, v := range fields {
-			if _, seen := errs[k]; !seen {
-				errs[k] = v
+			// And the other fields' errors, at once.
+			if verr := u.s.validateObject(obj); verr != nil {
+				more, moreGeneral := formErrors(verr, rowOf)
+				delete(more, "id")
+				mergeErrors(fields, more)
+				general = strings.TrimSpace(general + " " + moreGeneral)
 			}
 		}
+		mergeErrors(errs, fields)
 	}
 	if len(d.Sources) == 0 {
 		errs["sources"] = "Pick at least one source: its events are what this destination receives."
@@ -336,19 +419,22 @@ func (u *ui) newDestinationStep(w http.ResponseWriter, r *http.Request) {
 	f := u.readDestForm(r, "")
 	step, _ := strconv.Atoi(r.PostFormValue("step"))
 	step = min(max(step, stepSources), stepReview)
-	f.Enable = step != stepReview || r.PostFormValue("enable") == "true"
+	f.Enable = step != stepReview || (r.PostFormValue("enable") == "true" && r.PostFormValue("then") != "test")
 	if r.PostFormValue("back") != "" {
 		f.Step = max(step-1, stepSources)
 		u.renderWizard(w, r, http.StatusOK, f, "")
 		return
 	}
+	if f.formAction(r.PostForm) {
+		f.Step = step
+		u.renderWizard(w, r, http.StatusOK, f, "")
+		return
+	}
 	errs, general, status := u.checkStep(f, step)
 	if len(errs) > 0 || general != "" {
+		// Every error at once: the step's, and an earlier step's (the id taken meanwhile)
+		// shown with its inputs (Shows).
 		f.Step, f.Errors = step, errs
-		// An error of an earlier step (the id taken meanwhile): show that step.
-		for k := range errs {
-			f.Step = min(f.Step, stepOf(k))
-		}
 		u.renderWizard(w, r, status, f, general)
 		return
 	}
@@ -361,17 +447,17 @@ func (u *ui) newDestinationStep(w http.ResponseWriter, r *http.Request) {
 	if _, err := u.s.createObject(r.Context(), schemas.ConfigObject{Kind: schemas.ConfigKindDestination, ID: d.ID, Destination: &d}); err != nil {
 		f.Errors, general = formErrors(err, rowOf)
 		f.Step = stepReview
-		for k := range f.Errors {
-			f.Step = min(f.Step, stepOf(k))
-		}
 		u.renderWizard(w, r, statusOf(err), f, general)
 		return
 	}
-	done := "Destination " + d.ID + " created and enabled: it receives the next events of its sources."
-	if !f.Enable {
-		done = "Destination " + d.ID + " created, disabled: enable it when its endpoints are ready."
+	switch {
+	case r.PostFormValue("then") == "test":
+		u.redirect(w, r, destinationTab(d.ID, tabTest), "Destination "+d.ID+" created, disabled: send it a test event, then enable it when its URLs answer.")
+	case f.Enable:
+		u.redirect(w, r, destinationTab(d.ID, tabHealth), "Destination "+d.ID+" created and enabled: it receives the next events of its sources.")
+	default:
+		u.redirect(w, r, destinationTab(d.ID, tabHealth), "Destination "+d.ID+" created, disabled: enable it when its endpoints are ready.")
 	}
-	u.redirect(w, r, "/destinations/"+d.ID, done)
 }
 
 // editForm is the edit form filled with the destination's settings: never its shared secret,
@@ -399,6 +485,7 @@ func (u *ui) editForm(d *schemas.Destination, version int64) *destForm {
 		}
 		f.Hooks[i].Headers = strings.Join(lines, "\n")
 	}
+	f.Rows = f.usedRows()
 	f.HasSecret = d.Settings.SharedSecret != ""
 	f.StandardWebhooks = d.Settings.StandardWebhooks
 	f.Enable = d.IsEnabled()
@@ -422,16 +509,17 @@ func (u *ui) destination(w http.ResponseWriter, r *http.Request) {
 	u.renderDestination(w, r, http.StatusOK, data, "")
 }
 
-// showError renders the destination page again with err (the form's fields, or the page's).
-func (u *ui) showError(w http.ResponseWriter, r *http.Request, err error, edit *destForm, rowOf []int) {
-	data, derr := u.destinationData(r.Context(), r.PathValue("id"), url.Values{})
+// showError renders the destination page's tab again with err (the form's fields, or the
+// page's).
+func (u *ui) showError(w http.ResponseWriter, r *http.Request, tab string, err error, edit *destForm, rowOf []int) {
+	data, derr := u.destinationData(r.Context(), r.PathValue("id"), url.Values{"tab": {tab}})
 	if derr != nil {
 		u.fail(w, r, err)
 		return
 	}
 	fields, general := formErrors(err, rowOf)
 	if edit != nil {
-		edit.Errors = fields
+		edit.Errors = mergeErrors(edit.Errors, fields) // the form's own (a header line without a colon) first
 		edit.Version, edit.Origin, edit.ManagedByFile, edit.HasSecret = data.Edit.Version, data.Edit.Origin, data.Edit.ManagedByFile, data.Edit.HasSecret
 		data.Edit = edit
 		if general == "" && len(fields) > 0 {
@@ -450,7 +538,7 @@ func (u *ui) enableDestination(w http.ResponseWriter, r *http.Request) {
 	enable := r.PostFormValue("enabled") == "true"
 	opts := writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: r.PostFormValue("takeOver") == "true"}
 	if _, err := u.s.updateObject(r.Context(), schemas.ConfigKindDestination, id, map[string]any{"enabled": enable}, opts, nil); err != nil {
-		u.showError(w, r, err, nil, nil)
+		u.showError(w, r, tabHealth, err, nil, nil)
 		return
 	}
 	done := "Destination " + id + " enabled: it receives the next events of its sources."
@@ -466,12 +554,19 @@ func (u *ui) editDestination(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	f := u.readDestForm(r, "edit-")
 	f.Editing, f.ID = true, id
-	d, rowOf, local := f.destination()
-	if len(local) > 0 {
-		f.Errors = local
-		u.showError(w, r, errInvalid("", "The destination was not saved: see the errors below."), f, rowOf)
+	if f.formAction(r.PostForm) {
+		data, err := u.destinationData(r.Context(), id, url.Values{"tab": {tabSettings}})
+		if err != nil {
+			u.fail(w, r, err)
+			return
+		}
+		f.Origin, f.ManagedByFile, f.HasSecret = data.Edit.Origin, data.Edit.ManagedByFile, data.Edit.HasSecret
+		f.Version, _ = strconv.ParseInt(r.PostFormValue("version"), 10, 64) // the version the form was read at
+		data.Edit = f
+		u.renderDestination(w, r, http.StatusOK, data, "")
 		return
 	}
+	d, rowOf, local := f.destination()
 	settings := map[string]any{"webhooks": d.Settings.Webhooks, "standardWebhooks": f.StandardWebhooks}
 	switch {
 	case f.RemoveSecret:
@@ -486,18 +581,25 @@ func (u *ui) editDestination(w http.ResponseWriter, r *http.Request) {
 	if f.Name == "" {
 		patch["name"] = nil
 	}
-	opts := writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: r.PostFormValue("takeOver") == "true"}
-	if _, err := u.s.updateObject(r.Context(), schemas.ConfigKindDestination, id, patch, opts, nil); err != nil {
-		u.showError(w, r, err, f, rowOf)
+	// The form's own errors and the config's, all at once: with the form's, the write is only
+	// validated.
+	opts := writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: r.PostFormValue("takeOver") == "true", DryRun: len(local) > 0}
+	_, err := u.s.updateObject(r.Context(), schemas.ConfigKindDestination, id, patch, opts, nil)
+	if err == nil && len(local) > 0 {
+		err = errInvalid("", "The destination was not saved: see the errors below.")
+	}
+	if err != nil {
+		f.Errors = local
+		u.showError(w, r, tabSettings, err, f, rowOf)
 		return
 	}
-	u.redirect(w, r, "/destinations/"+id, "Destination "+id+" saved.")
+	u.redirect(w, r, destinationTab(id, tabSettings), "Destination "+id+" saved.")
 }
 
 func (u *ui) deleteDestination(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := u.s.removeObject(r.Context(), schemas.ConfigKindDestination, id, writeOptions{TakeOver: r.PostFormValue("takeOver") == "true"}); err != nil {
-		u.showError(w, r, err, nil, nil)
+		u.showError(w, r, tabSettings, err, nil, nil)
 		return
 	}
 	u.redirect(w, r, "/destinations", "Destination "+id+" deleted.")
@@ -514,13 +616,13 @@ func (u *ui) replayDestination(w http.ResponseWriter, r *http.Request) {
 	if r.PostFormValue("replay") != "all" {
 		req.MessageIDs = r.PostForm["messageIds"]
 		if len(req.MessageIDs) == 0 {
-			u.showError(w, r, errInvalid("", "Select the messages to replay first (or replay them all)."), nil, nil)
+			u.showError(w, r, tabDLQ, errInvalid("", "Select the messages to replay first (or replay them all)."), nil, nil)
 			return
 		}
 	}
 	ids, sk, err := u.s.replay(r.Context(), id, req)
 	if err != nil {
-		u.showError(w, r, err, nil, nil)
+		u.showError(w, r, tabDLQ, err, nil, nil)
 		return
 	}
 	done := fmt.Sprintf("Replayed %s: their new attempts show in the delivery log.", plural(len(ids), "message", "messages"))
@@ -530,22 +632,23 @@ func (u *ui) replayDestination(w http.ResponseWriter, r *http.Request) {
 	if len(sk.ids) > 0 {
 		done += fmt.Sprintf(" Skipped %s of a %s.", plural(len(sk.ids), "message", "messages"), sk.reason())
 	}
-	http.Redirect(w, r, "/destinations/"+url.PathEscape(id)+"?done="+url.QueryEscape(done)+"&flash="+u.flashMAC(done)+"#dlq", http.StatusSeeOther)
+	u.redirect(w, r, destinationTab(id, tabDLQ), done)
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmtCount(n) + " " + many
-}
-
-// testDestinationPage sends a test event and shows what each URL answered.
+// testDestinationPage sends a test event (a disabled destination too: test it before enabling
+// it) and redirects to the test tab, which shows what each URL answered (post/redirect/get: a
+// reload does not send another); a refused test shows the tab with its error.
 func (u *ui) testDestinationPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	typ := r.PostFormValue("type")
-	out, err := u.s.runTest(r.Context(), id, testRequest{Type: typ})
-	data, derr := u.destinationData(r.Context(), id, url.Values{})
+	out, err := u.s.runTest(r.Context(), id, testRequest{Type: typ, WhileDisabled: true})
+	if err == nil {
+		q := url.Values{"tab": {tabTest}, "test": {out.MessageID}, "type": {out.Type}, "at": {schemas.FormatTimestamp(out.At)}}
+		headers(w)
+		http.Redirect(w, r, "/destinations/"+url.PathEscape(id)+"?"+q.Encode(), http.StatusSeeOther)
+		return
+	}
+	data, derr := u.destinationData(r.Context(), id, url.Values{"tab": {tabTest}})
 	if derr != nil {
 		u.fail(w, r, derr)
 		return
@@ -553,15 +656,11 @@ func (u *ui) testDestinationPage(w http.ResponseWriter, r *http.Request) {
 	if slices.Contains(testTypes, typ) {
 		data.TestType = typ
 	}
-	status := http.StatusOK
-	if err != nil {
-		var ae *apiError
-		if !errors.As(err, &ae) {
-			u.fail(w, r, err)
-			return
-		}
-		data.TestError, status = strings.TrimPrefix(ae.Message, "type: "), ae.Status
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		u.fail(w, r, err)
+		return
 	}
-	data.Test = out
-	u.renderDestination(w, r, status, data, "")
+	data.TestError = strings.TrimPrefix(ae.Message, "type: ")
+	u.renderDestination(w, r, ae.Status, data, "")
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // The destinations pages (the catalog, Segment's setup flow of a Webhooks destination, a
-// destination's health, log, DLQ and test); the setup flow and the page's actions are in
-// ui_destination_form.go. Every write goes through the service methods the API's handlers
+// destination's page in tabs: health, messages, pending, dead letters, test, settings); the
+// setup flow and the page's actions are in ui_destination_form.go. Every write goes through the service methods the API's handlers
 // also call (the config write path of configwrite.go: createObject, checkNew, updateObject,
 // removeObject; replay, runTest), so the pages and the API validate alike and show the same
 // messages.
@@ -44,12 +44,47 @@ func (u *ui) destinationCatalog(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusOK, "destination_new", page{Title: "Add a destination", Nav: "destinations"})
 }
 
-// destinationData is a destination page's data.
+// The tabs of a destination page (?tab=; docs/console.md#the-web-ui): each its own template,
+// ui/templates/destination/<tab>.html; links, so that they work without JavaScript.
+const (
+	tabHealth   = "health"
+	tabMessages = "messages"
+	tabPending  = "pending"
+	tabDLQ      = "dlq"
+	tabTest     = "test"
+	tabSettings = "settings"
+)
+
+// destinationTabs are the tabs in their order, with their labels.
+var destinationTabs = []struct{ ID, Label string }{
+	{tabHealth, "Health"}, {tabMessages, "Messages"}, {tabPending, "Pending"},
+	{tabDLQ, "Dead letters"}, {tabTest, "Test"}, {tabSettings, "Settings"},
+}
+
+// destinationTab is the address of a tab of destination id's page.
+func destinationTab(id, tab string) string {
+	p := "/destinations/" + url.PathEscape(id)
+	if tab == "" || tab == tabHealth {
+		return p
+	}
+	return p + "?tab=" + url.QueryEscape(tab)
+}
+
+// tabLink is a tab of a destination page's navigation.
+type tabLink struct {
+	ID, Label, Href string
+	Count           int // shown beside the label (dead letters)
+}
+
+// destinationData is a destination page's data: what every tab shows (the head and the
+// navigation) and what the current tab shows.
 type destinationData struct {
 	D             *schemas.Destination
 	Version       int64
 	ManagedByFile bool
 	URLs          []string
+	Tab           string
+	Tabs          []tabLink
 
 	Window                     string // 1h or 24h
 	Stats                      stats
@@ -66,6 +101,8 @@ type destinationData struct {
 	DLQ        []deadLetterView
 	DLQPending int
 	DLQError   string
+
+	TiersWaiting int64 // messages of every destination in the retry tiers
 
 	TestTypes []string
 	TestType  string
@@ -84,8 +121,9 @@ type logRow struct {
 // logPage is how many attempts a page of the delivery log shows.
 const logPage = 50
 
-// destinationData reads a destination page's data; the query picks the window, the log's
-// status filter and page.
+// destinationData reads a destination page's data for the tab the query names (?tab=, health
+// by default); the query also picks the window, the log's status filter and page, and the
+// test whose answers the test tab shows (?test=, as the test form's redirect names it).
 func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*destinationData, error) {
 	snap := u.s.deps.Store.Snapshot()
 	d, ok := snap.DestinationByID(id)
@@ -93,48 +131,108 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 		return nil, errNotFound("There is no destination %q.", id)
 	}
 	data := &destinationData{D: d, Version: snap.Revision(schemas.ConfigKindDestination, id), ManagedByFile: strings.HasPrefix(d.Origin, schemas.OriginFilePrefix),
-		Window: "1h", Statuses: statusFilters, TestTypes: testTypes, TestType: schemas.TypeTrack, KeptPerURL: u.s.cfg.AttemptsPerDestination}
+		Tab: tabHealth, Window: "1h", Statuses: statusFilters, TestTypes: testTypes, TestType: schemas.TypeTrack, KeptPerURL: u.s.cfg.AttemptsPerDestination}
+	if t := q.Get("tab"); slices.ContainsFunc(destinationTabs, func(tab struct{ ID, Label string }) bool { return tab.ID == t }) {
+		data.Tab = t
+	}
+	data.DLQPending = u.s.dlq.Pending(id)
+	for _, t := range destinationTabs {
+		link := tabLink{ID: t.ID, Label: t.Label, Href: destinationTab(id, t.ID)}
+		if t.ID == tabDLQ {
+			link.Count = data.DLQPending
+		}
+		data.Tabs = append(data.Tabs, link)
+	}
 	for _, wh := range d.Settings.Webhooks {
 		data.URLs = append(data.URLs, schemas.MaskURL(wh.URL)) // credentials are write-only (secrets.go)
 	}
-	window, step := time.Hour, time.Minute
-	if q.Get("window") == "24h" {
-		data.Window, window, step = "24h", 24*time.Hour, 10*time.Minute
-	}
-	data.Stats = u.s.statsOf(id, window, step)
-	data.SuccessChart = successChart(data.Stats, data.Window)
-	data.LatencyChart = latencyChart(data.Stats, data.Window)
-	for _, p := range data.Stats.Series {
-		if p.Attempts > 0 {
-			data.Points = append(data.Points, p)
+	switch data.Tab {
+	case tabHealth:
+		window, step := time.Hour, time.Minute
+		if q.Get("window") == "24h" {
+			data.Window, window, step = "24h", 24*time.Hour, 10*time.Minute
 		}
-	}
-	// The delivery log, newest first: as GET /v1/destinations/{id}/attempts.
-	if s := q.Get("status"); slices.Contains(statusFilters, s) {
-		data.Status = s
-	}
-	var before uint64 = math.MaxUint64
-	if c, err := strconv.ParseUint(q.Get("cursor"), 10, 64); err == nil {
-		before, data.Cursor = c, q.Get("cursor")
-	}
-	log, next := u.s.attemptsPage(id, before, data.Status, logPage)
-	for _, a := range log {
-		data.Log = append(data.Log, logRow{attempt: a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
-	}
-	data.NextCursor = next
-	// The DLQ: read from webhooks.dlq only when the DLQ view counts dead letters.
-	data.DLQPending = u.s.dlq.Pending(id)
-	if data.DLQPending > 0 {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		dls, err := u.s.deadLetters(dctx, id, false)
-		cancel()
-		if err != nil {
-			data.DLQError = "The dead letters could not be read: " + err.Error()
+		data.Stats = u.s.statsOf(id, window, step)
+		data.SuccessChart = successChart(data.Stats, data.Window)
+		data.LatencyChart = latencyChart(data.Stats, data.Window)
+		for _, p := range data.Stats.Series {
+			if p.Attempts > 0 {
+				data.Points = append(data.Points, p)
+			}
 		}
-		data.DLQ = dls
+	case tabMessages:
+		// The delivery log, newest first: as GET /v1/destinations/{id}/attempts.
+		if s := q.Get("status"); slices.Contains(statusFilters, s) {
+			data.Status = s
+		}
+		var before uint64 = math.MaxUint64
+		if c, err := strconv.ParseUint(q.Get("cursor"), 10, 64); err == nil {
+			before, data.Cursor = c, q.Get("cursor")
+		}
+		log, next := u.s.attemptsPage(id, before, data.Status, logPage)
+		for _, a := range log {
+			data.Log = append(data.Log, logRow{attempt: a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
+		}
+		data.NextCursor = next
+	case tabPending:
+		rows, _ := u.s.tiers.Rows()
+		for _, r := range rows {
+			data.TiersWaiting += r.Lag
+		}
+	case tabDLQ:
+		// Read from webhooks.dlq only when the DLQ view counts dead letters.
+		if data.DLQPending > 0 {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			dls, err := u.s.deadLetters(dctx, id, false)
+			cancel()
+			if err != nil {
+				data.DLQError = "The dead letters could not be read: " + err.Error()
+			}
+			data.DLQ = dls
+		}
+	case tabTest:
+		if typ := q.Get("type"); slices.Contains(testTypes, typ) {
+			data.TestType = typ
+		}
+		data.Test = u.testAnswers(d, q)
 	}
 	data.Edit = u.editForm(d, data.Version)
 	return data, nil
+}
+
+// testAnswers is the outcome of the test the query names (?test=<messageId>&type=&at=, the
+// test form's redirect): what each URL answered, as the delivery log holds it now (a URL
+// whose attempt is not logged yet is "pending": a reload shows it), and the body sent, built
+// again from the same message id, type and time. Nil when the query names no test.
+func (u *ui) testAnswers(d *schemas.Destination, q url.Values) *testOutcome {
+	messageID, typ := q.Get("test"), q.Get("type")
+	at, err := schemas.ParseTimestamp(q.Get("at"))
+	if !strings.HasPrefix(messageID, testMessagePrefix) || !slices.Contains(testTypes, typ) || err != nil {
+		return nil
+	}
+	body, err := testBody(typ, messageID, at)
+	if err != nil {
+		return nil
+	}
+	got := map[string][]attempt{}
+	for _, a := range u.s.attempts.OfMessage(messageID) {
+		if a.DestinationID == d.ID {
+			got[a.URL] = append(got[a.URL], a)
+		}
+	}
+	out := &testOutcome{MessageID: messageID, Type: typ, Body: body, At: at}
+	for _, wh := range d.Settings.Webhooks {
+		addr := schemas.RedactURL(wh.URL)
+		if as := got[addr]; len(as) > 0 {
+			a := as[0]
+			got[addr] = as[1:]
+			out.Results = append(out.Results, testResult{URL: addr, Status: a.Status, LatencyMs: a.LatencyMs, ErrorClass: a.ErrorClass, Error: a.Error})
+			continue
+		}
+		out.Results = append(out.Results, testResult{URL: addr, ErrorClass: "pending",
+			Error: "no attempt logged yet: reload the page in a moment (is the deliverer running?)"})
+	}
+	return out
 }
 
 // attemptData is an attempt's page: the request as sent, and the answer.

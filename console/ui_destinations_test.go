@@ -95,7 +95,11 @@ func TestUIDestinationSetup(t *testing.T) {
 
 	// Step 2: a bad URL, a header that is no header name, a header line without a colon.
 	step2 := b.step(first, url.Values{"step": {"1"}, "id": {"hooks2"}, "name": {"Billing"}, "sources": {"web"}})
-	expectDestPage(t, step2, http.StatusOK, `aria-current="step">2. Webhook URLs`, `<label for="url0">URL 1</label>`, `<label for="headers4">Static headers of URL 5</label>`)
+	expectDestPage(t, step2, http.StatusOK, `aria-current="step">2. Webhook URLs`, `<label for="url0">URL 1</label>`, `<label for="headers0">Static headers of URL 1</label>`,
+		`name="addURL"`, "Add a URL")
+	if strings.Contains(step2.Body, `<label for="url1">`) {
+		t.Fatal("step 2 shows more than one URL before Add a URL")
+	}
 	p = b.step(step2, url.Values{"step": {"2"}, "url0": {"ftp://x"}, "url1": {"http://127.0.0.1:9/b"}, "headers1": {"X Team: a"}, "url2": {"http://127.0.0.1:9/c"}, "headers2": {"no colon"}})
 	expectDestPage(t, p, http.StatusBadRequest,
 		destFieldErr("url0", `must be an absolute http or https URL with a host, got "ftp://x"`),
@@ -154,7 +158,7 @@ func TestUIDestinationSetup(t *testing.T) {
 		t.Fatalf("quiet: %+v", q)
 	}
 	p = b.step(first, url.Values{"step": {"4"}, "id": {"quiet"}, "sources": {"web"}, "url0": {"http://127.0.0.1:9/z"}, "enable": {"true"}})
-	expectDestPage(t, p, http.StatusConflict, `aria-current="step">1. Name and sources`, destFieldErr("id", `a destination with id "quiet" exists already`))
+	expectDestPage(t, p, http.StatusConflict, `aria-current="step">4. Review and enable`, "<h2>1. Name and sources</h2>", destFieldErr("id", `a destination with id "quiet" exists already`))
 	expectDestPage(t, b.get("/destinations"), http.StatusOK, `href="/destinations/hooks2"`, `href="/destinations/quiet"`)
 }
 
@@ -171,8 +175,11 @@ func TestUIDestinationPage(t *testing.T) {
 
 	// No attempt yet: the empty states say what to do.
 	p := b.get("/destinations/signed")
-	expectDestPage(t, p, http.StatusOK, `class="chart-empty">No attempt in the last hour`, "No attempt yet.", `href="#test"`, "The dead-letter queue is empty.",
-		`<span class="badge ok">enabled</span>`, `>Disable</button>`)
+	expectDestPage(t, p, http.StatusOK, `class="chart-empty">No attempt in the last hour`, `<span class="badge ok">enabled</span>`, `>Disable</button>`,
+		`<a href="/destinations/signed" aria-current="page">Health</a>`, `<a href="/destinations/signed?tab=messages">Messages</a>`)
+	expectDestPage(t, b.get("/destinations/signed?tab=messages"), http.StatusOK, "No attempt yet.", `href="/destinations/signed?tab=test"`,
+		`<a href="/destinations/signed?tab=messages" aria-current="page">Messages</a>`)
+	expectDestPage(t, b.get("/destinations/signed?tab=dlq"), http.StatusOK, "The dead-letter queue is empty.")
 
 	// Attempts: one message of the source's events, delivered after a failure; and 120 more.
 	now := time.Now().UTC()
@@ -194,12 +201,15 @@ func TestUIDestinationPage(t *testing.T) {
 		&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("signed"), Value: attemptJSON("signed", "m-gone", "http://127.0.0.1:9/signed", 1, 200, 12, "ok", now)})
 	h.env.Produce(recs...)
 	servicetest.Eventually(t, 5*time.Second, "the attempts on the page", func() bool {
-		p = b.get("/destinations/signed")
-		return strings.Contains(p.Body, "m-gone") && strings.Contains(p.Body, "<svg")
+		p = b.get("/destinations/signed?tab=messages")
+		return strings.Contains(p.Body, "m-gone")
 	})
+	log := p
+	p = b.get("/destinations/signed")
 	expectDestPage(t, p, http.StatusOK, `<svg class="chart" viewBox="0 0 420 210" role="img" aria-label="Success rate per minute over the last hour`,
 		`>100 %</text>`, `>0 %</text>`, " ms</text>", ">UTC</text>", `class="bar-bad"`, `class="line line-p50"`, `class="line line-p99"`, "attempts</title></rect>",
-		"The charts' numbers", `Older attempts`)
+		"The charts' numbers")
+	expectDestPage(t, log, http.StatusOK, `Older attempts`)
 	if n := strings.Count(p.Body, `<rect class="hit"`); n != 2*60 {
 		t.Fatalf("%d hover targets, want 60 per chart", n)
 	}
@@ -207,19 +217,19 @@ func TestUIDestinationPage(t *testing.T) {
 		t.Fatal("no hover value with its unit in the charts")
 	}
 	day := b.get("/destinations/signed?window=24h")
-	expectDestPage(t, day, http.StatusOK, `aria-label="Success rate per 10 minutes over the last 24 hours`, `href="/destinations/signed?window=24h#health" aria-current="true"`)
+	expectDestPage(t, day, http.StatusOK, `aria-label="Success rate per 10 minutes over the last 24 hours`, `href="/destinations/signed?window=24h" aria-current="true"`)
 	if n := strings.Count(day.Body, `<rect class="hit"`); n < 2*144 {
 		t.Fatalf("%d hover targets over 24 h, want 144 per chart", n)
 	}
 
 	// The log: filtered, paged.
-	fail := b.get("/destinations/signed?status=failure")
+	fail := b.get("/destinations/signed?tab=messages&status=failure")
 	expectDestPage(t, fail, http.StatusOK, `<option value="failure" selected>`, "status_5xx")
 	if strings.Contains(fail.Body, `<span class="badge ok">200</span>`) {
 		t.Fatal("the failure filter shows a success")
 	}
-	expectDestPage(t, b.get("/destinations/signed?status=tls"), http.StatusOK, "No attempt is “tls” in the log.")
-	older := regexp.MustCompile(`href="(/destinations/signed\?window=1h&amp;status=&amp;cursor=\d+#log)"`).FindStringSubmatch(p.Body)
+	expectDestPage(t, b.get("/destinations/signed?tab=messages&status=tls"), http.StatusOK, "No attempt is “tls” in the log.")
+	older := regexp.MustCompile(`href="(/destinations/signed\?tab=messages&amp;status=&amp;cursor=\d+)"`).FindStringSubmatch(log.Body)
 	if older == nil {
 		t.Fatal("no link to older attempts")
 	}
@@ -228,7 +238,7 @@ func TestUIDestinationPage(t *testing.T) {
 	// An attempt: the request (headers with the computed X-Signature and the static header,
 	// the body as the router builds it) and the answer.
 	seqOf := func(body, msg string) string {
-		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a> <span class="muted day">[^<]*</span></td>\s*<td><code>` + msg + `</code>`).FindStringSubmatch(body)
+		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a> <span class="muted day">[^<]*</span></td>\s*<td><code class="id">` + msg + `</code>`).FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("no attempt of %s in the log", msg)
 		}
@@ -238,31 +248,35 @@ func TestUIDestinationPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := b.get("/destinations/signed/attempts/" + seqOf(p.Body, "m-ui-1"))
+	a := b.get("/destinations/signed/attempts/" + seqOf(log.Body, "m-ui-1"))
 	expectDestPage(t, a, http.StatusOK, "<code>POST http://127.0.0.1:9/signed</code>", "<code>Tributary/1.0</code>", "<code>application/json</code>",
 		"<code>X-Message-Id</code></td><td class=\"url\"><code>m-ui-1</code>",
 		"<code>X-Signature</code></td><td class=\"url\"><code>"+schemas.XSignature("sign-me-0123", wantBody)+"</code>",
 		"<code>Authorization</code></td><td class=\"url\"><code>Bearer "+schemas.Mask+"</code>", // masked (docs/console.md#secrets)
 		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
-	gone := b.get("/destinations/signed/attempts/" + seqOf(p.Body, "m-gone"))
+	gone := b.get("/destinations/signed/attempts/" + seqOf(log.Body, "m-gone"))
 	expectDestPage(t, gone, http.StatusOK, "The body is no longer in the console&#39;s memory (it keeps the last 100 events per source).",
 		"computed per body", "<code>X-Signature</code>")
 	expectDestPage(t, b.get("/destinations/signed/attempts/999999"), http.StatusNotFound, "is not in the delivery log")
 	expectDestPage(t, b.get("/destinations/ghost"), http.StatusNotFound, "There is no destination")
 
-	// The test form: no deliverer in the harness, so every URL is pending.
+	// The test form: no deliverer in the harness, so every URL is pending; its answer is a
+	// redirect to the test tab (a reload sends nothing again).
 	tp := b.post("/destinations/signed/test", url.Values{"type": {"identify"}})
-	expectDestPage(t, tp, http.StatusOK, "What each URL answered", "<code>http://127.0.0.1:9/signed</code>", `<span class="badge warn">pending</span>`,
-		"is the deliverer running?", `<option value="identify" selected>`, "&#34;type&#34;: &#34;identify&#34;")
+	expectDestPage(t, tp, http.StatusOK, "What each URL answered", `<code class="id">http://127.0.0.1:9/signed</code>`, `<span class="badge warn">pending</span>`,
+		"is the deliverer running?", `<option value="identify" selected>`, "&#34;type&#34;: &#34;identify&#34;", `aria-current="page">Test</a>`)
+	if !strings.Contains(tp.URL, "tab=test") || !strings.Contains(tp.URL, "test=test-") {
+		t.Fatalf("after a test: %s", tp.URL)
+	}
 	expectDestPage(t, b.post("/destinations/signed/test", url.Values{"type": {"nope"}}), http.StatusBadRequest, `<p id="test-error" class="field-error" role="alert">must be one of`)
 
-	// Disable, then enable; a test of a disabled destination says why it is refused.
+	// Disable, then enable; a disabled destination can be tested (before it is enabled).
 	p = b.post("/destinations/signed/enabled", url.Values{"enabled": {"false"}, "takeOver": {"true"}})
 	expectDestPage(t, p, http.StatusOK, "Destination signed disabled", `<span class="badge">disabled</span>`, `>Enable</button>`)
 	if d, _ := h.env.Store.Snapshot().DestinationByID("signed"); d.IsEnabled() {
 		t.Fatal("still enabled")
 	}
-	expectDestPage(t, b.post("/destinations/signed/test", url.Values{"type": {"track"}}), http.StatusConflict, "destination signed is disabled: the deliverer sends nothing to it")
+	expectDestPage(t, b.post("/destinations/signed/test", url.Values{"type": {"track"}}), http.StatusOK, "What each URL answered", "it gets test events only")
 	p = b.post("/destinations/signed/enabled", url.Values{"enabled": {"true"}})
 	expectDestPage(t, p, http.StatusOK, "Destination signed enabled", `<span class="badge ok">enabled</span>`)
 	if d, _ := h.env.Store.Snapshot().DestinationByID("signed"); !d.IsEnabled() || d.Settings.SharedSecret != "sign-me-0123" {
@@ -274,7 +288,7 @@ func TestUIDestinationPage(t *testing.T) {
 
 	// The edit form: a bad URL next to its input; then saved, the secret kept, and the header
 	// value, shown masked and posted back masked, kept too.
-	p = b.get("/destinations/signed")
+	p = b.get("/destinations/signed?tab=settings")
 	version := regexp.MustCompile(`name="version" value="(\d+)"`).FindStringSubmatch(p.Body)[1]
 	expectDestPage(t, p, http.StatusOK, `<label for="edit-url0">URL 1</label>`, `value="http://127.0.0.1:9/signed"`, "Authorization: Bearer "+schemas.Mask, "leave this empty to keep it")
 	if strings.Contains(p.Body, "sign-me-0123") || strings.Contains(p.Body, "Bearer abc") {
@@ -314,12 +328,16 @@ func TestUIDestinationDLQ(t *testing.T) {
 	}
 	var p destPage
 	servicetest.Eventually(t, 10*time.Second, "the dead letters on the page", func() bool {
-		p = b.send(http.MethodGet, "/destinations/file-hooks", nil)
-		return strings.Contains(p.Body, "m-dead-1") && strings.Contains(p.Body, "m-dead-2") && strings.Contains(p.Body, "Dead letters (2)")
+		p = b.send(http.MethodGet, "/destinations/file-hooks?tab=dlq", nil)
+		return strings.Contains(p.Body, "m-dead-1") && strings.Contains(p.Body, "m-dead-2") && strings.Contains(p.Body, `Dead letters <span class="badge warn">2</span>`)
 	})
-	expectDestPage(t, p, http.StatusOK, `data-select-all="messageIds"`, `name="messageIds" value="m-dead-1"`, "retries exhausted", "Dead letters (2)",
+	expectDestPage(t, p, http.StatusOK, `data-select-all="messageIds"`, `name="messageIds" value="m-dead-1"`, "retries exhausted", `Dead letters <span class="badge warn">2</span>`,
 		`<button type="submit" name="replay" value="selected">Replay selected</button>`, `name="replay" value="all"`)
-	b.get("/destinations/file-hooks") // the page with dead letters within its budget too
+	b.get("/destinations/file-hooks?tab=dlq") // the page with dead letters within its budget too
+	// The dead letters' times in the form of every other time of the UI, not raw ISO.
+	if !regexp.MustCompile(`<td class="when">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>`).MatchString(p.Body) || strings.Contains(p.Body, "Z</td>") {
+		t.Fatal("a dead letter's time is not in the UI's time format")
+	}
 
 	expectDestPage(t, b.post("/destinations/file-hooks/dlq/replay", url.Values{"replay": {"selected"}}), http.StatusBadRequest, "Select the messages to replay first")
 	p = b.post("/destinations/file-hooks/dlq/replay", url.Values{"replay": {"selected"}, "messageIds": {"m-dead-2"}})

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // uiFuncs are the template functions of the UI's pages.
@@ -27,7 +29,19 @@ var uiFuncs = template.FuncMap{
 		}
 		return out
 	},
-	"join": strings.Join,
+	"join":   strings.Join,
+	"plural": plural,
+}
+
+// fmtDuration says a duration in words: "10 minutes", "1 hour", "90 seconds".
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return plural(int(d/time.Second), "second")
 }
 
 // fmtAgo says how long ago t was: "12 s ago", "3 min ago", "2 h ago", or the date.
@@ -49,12 +63,54 @@ func fmtAgo(t time.Time) string {
 	return t.UTC().Format("2006-01-02")
 }
 
-// fmtWhen formats a time in UTC to the second.
-func fmtWhen(t time.Time) string {
+// whenLayout is the one form of a time in the UI: UTC, to the second.
+const whenLayout = "2006-01-02 15:04:05 UTC"
+
+// fmtWhen formats a time in UTC to the second, the one form of a time on every page: a
+// time.Time, a *time.Time or a timestamp of the API (RFC 3339, as the DLQ's and the
+// regulations' times are kept); anything else, or no time, is "".
+func fmtWhen(v any) string {
+	var t time.Time
+	switch x := v.(type) {
+	case time.Time:
+		t = x
+	case *time.Time:
+		if x != nil {
+			t = *x
+		}
+	case string:
+		parsed, err := schemas.ParseTimestamp(x)
+		if err != nil {
+			return x // not a timestamp: shown as it is rather than hidden
+		}
+		t = parsed
+	}
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	return t.UTC().Format(whenLayout)
+}
+
+// fmtWhenAgo is a time in the UI's form with how long ago it was: "2026-11-27 10:01:02 UTC
+// (3 min ago)".
+func fmtWhenAgo(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return fmtWhen(t) + " (" + fmtAgo(t) + ")"
+}
+
+// plural says how many of a thing: "1 message", "2 messages", "1,024 user ids". many is the
+// plural form, for the words whose plural is not one + "s".
+func plural(n any, one string, many ...string) string {
+	if i, _ := integer(n); i == 1 {
+		return "1 " + one
+	}
+	word := one + "s"
+	if len(many) > 0 {
+		word = many[0]
+	}
+	return fmtCount(n) + " " + word
 }
 
 // float returns v (a float64 or *float64) and whether it has a value.
@@ -92,19 +148,27 @@ func fmtMs(v any) string {
 	return strconv.FormatFloat(f, 'f', 1, 64) + " ms"
 }
 
-// fmtCount formats an integer with thousands separators.
-func fmtCount(v any) string {
-	var n int64
+// integer returns v (any integer type) as an int64, and whether it is one.
+func integer(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int:
-		n = int64(x)
+		return int64(x), true
 	case int64:
-		n = x
+		return x, true
+	case int32:
+		return int64(x), true
 	case uint64:
-		n = int64(x)
+		return int64(x), true
 	case uint32:
-		n = int64(x)
-	default:
+		return int64(x), true
+	}
+	return 0, false
+}
+
+// fmtCount formats an integer with thousands separators.
+func fmtCount(v any) string {
+	n, ok := integer(v)
+	if !ok {
 		return fmt.Sprint(v)
 	}
 	s := strconv.FormatInt(n, 10)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 )
@@ -27,9 +28,14 @@ type destinationRow struct {
 	ProblemText string
 }
 
+// problem is a line of the overview's problems, a link to what it names.
+type problem struct {
+	Text, Href string
+}
+
 // overviewData is the overview page's data.
 type overviewData struct {
-	Problems     []string
+	Problems     []problem
 	Sources      []sourceRow
 	Destinations []destinationRow
 	Tiers        []tierRow
@@ -66,16 +72,19 @@ func (u *ui) overview(w http.ResponseWriter, r *http.Request) {
 	for _, d := range data.Destinations {
 		switch {
 		case d.Failing:
-			data.Problems = append(data.Problems, "Destination "+d.ID+" is failing: "+fmtPct(d.Stats.SuccessRate)+" of its attempts succeeded in the last hour.")
+			data.Problems = append(data.Problems, problem{"Destination " + d.ID + " is failing: " + fmtPct(d.Stats.SuccessRate) + " of its attempts succeeded in the last hour.",
+				destinationTab(d.ID, tabHealth)})
 		}
 		if d.DLQ > 0 {
-			data.Problems = append(data.Problems, "Destination "+d.ID+" has "+fmtCount(d.DLQ)+" messages in its dead-letter queue.")
+			data.Problems = append(data.Problems, problem{"Destination " + d.ID + " has " + plural(d.DLQ, "message") + " in its dead-letter queue.",
+				destinationTab(d.ID, tabDLQ)})
 		}
 	}
 	slices.SortStableFunc(data.Sources, func(a, b sourceRow) int { return int(b.Rejected) - int(a.Rejected) })
 	for _, s := range data.Sources {
 		if s.Rejected > 0 {
-			data.Problems = append(data.Problems, "Source "+s.ID+" had "+fmtCount(s.Rejected)+" messages rejected in the last hour.")
+			data.Problems = append(data.Problems, problem{"Source " + s.ID + " had " + plural(s.Rejected, "message") + " rejected in the last hour.",
+				"/sources/" + url.PathEscape(s.ID) + "#debugger"})
 		}
 	}
 	tiers, err := u.s.tiers.Rows() // as runTierLag last read it: a page never waits for Kafka

@@ -2,8 +2,11 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +24,7 @@ func (u *ui) sourcePages(pg func(string, http.HandlerFunc)) {
 	pg("GET /sources/{id}", u.source)
 	pg("POST /sources/{id}", u.updateSource)
 	pg("POST /sources/{id}/rotate", u.rotateSource)
+	pg("GET /sources/{id}/key", u.sourceKey)
 	pg("POST /sources/{id}/delete", u.deleteSource)
 	pg("GET /sources/{id}/live", func(w http.ResponseWriter, r *http.Request) {
 		// The stream ends when the session does, by expiry or sign-out (EventSource reconnects,
@@ -106,8 +110,30 @@ func (u *ui) createSource(w http.ResponseWriter, r *http.Request) {
 		u.render(w, r, http.StatusBadRequest, "source_new", page{Title: "Add a source", Nav: "sources", Error: general, Data: f})
 		return
 	}
-	u.render(w, r, http.StatusCreated, "source_key", page{Title: "Source " + f.ID + " created", Nav: "sources",
-		Flash: "Source " + f.ID + " created.", Data: u.keyPage(f.ID, key, "")})
+	u.showKey(w, r, keyData{ID: f.ID, Key: key}, "Source "+f.ID+" created.")
+}
+
+// sealedKey is a new write key on its way to the page that shows it (seal).
+const sealedKey = "write-key"
+
+// showKey redirects to the page that shows a new write key (post/redirect/get: a reload
+// shows the key again for sealTTL, and creates or rotates nothing).
+func (u *ui) showKey(w http.ResponseWriter, r *http.Request, k keyData, done string) {
+	b, _ := json.Marshal(k)
+	u.redirect(w, r, "/sources/"+url.PathEscape(k.ID)+"/key?k="+u.seal(u.session(r), sealedKey, b), done)
+}
+
+// sourceKey shows a new write key, sealed in the URL by showKey for this session.
+func (u *ui) sourceKey(w http.ResponseWriter, r *http.Request) {
+	var k keyData
+	b, ok := u.unseal(u.session(r), sealedKey, r.URL.Query().Get("k"))
+	if !ok || json.Unmarshal(b, &k) != nil || k.ID != r.PathValue("id") {
+		u.render(w, r, http.StatusGone, "error", page{Title: "Write key no longer shown", Nav: "sources",
+			Error: fmt.Sprintf("A new write key is shown for %s after it is made, to the browser that made it: Tributary keeps only its hash. If it was not copied, rotate the key of source %s to get a new one.", fmtDuration(sealTTL), r.PathValue("id"))})
+		return
+	}
+	title := "Write key of " + k.ID
+	u.render(w, r, http.StatusOK, "source_key", page{Title: title, Nav: "sources", Data: u.keyPage(k.ID, k.Key, k.Expires)})
 }
 
 // keyData is the page that shows a write key once.
@@ -133,6 +159,7 @@ type sourceData struct {
 	Overlaps       []string
 	ManagedByFile  bool
 	DestinationIDs []string
+	Types          []string // the live debugger's type filter
 }
 
 func (u *ui) sourceData(id string) (*sourceData, bool) {
@@ -141,7 +168,7 @@ func (u *ui) sourceData(id string) (*sourceData, bool) {
 	if !ok {
 		return nil, false
 	}
-	d := &sourceData{Source: src, Version: snap.Revision(schemas.ConfigKindSource, id), Overlaps: []string{"0s", "1h", "24h", "168h"},
+	d := &sourceData{Source: src, Version: snap.Revision(schemas.ConfigKindSource, id), Overlaps: []string{"0s", "1h", "24h", "168h"}, Types: testTypes,
 		ManagedByFile: strings.HasPrefix(src.Origin, schemas.OriginFilePrefix)}
 	if src.TrackingPlan != nil {
 		d.Blocked = strings.Join(src.TrackingPlan.BlockedEvents, "\n")
@@ -222,7 +249,7 @@ func (u *ui) rotateSource(w http.ResponseWriter, r *http.Request) {
 		t, _ := schemas.ParseTimestamp(expires)
 		expires = fmtWhen(t)
 	}
-	u.render(w, r, http.StatusOK, "source_key", page{Title: "New write key for " + id, Nav: "sources", Flash: "Write key of " + id + " rotated.", Data: u.keyPage(id, key, expires)})
+	u.showKey(w, r, keyData{ID: id, Key: key, Expires: expires}, "Write key of "+id+" rotated.")
 }
 
 func (u *ui) deleteSource(w http.ResponseWriter, r *http.Request) {

@@ -259,8 +259,18 @@ func TestUISources(t *testing.T) {
 	b.get("/sources/new")
 	bad := b.post("/sources/new", url.Values{"id": {"Bad Id"}})
 	bad.contains(t, http.StatusBadRequest, `id="id-error" class="field-error">&#34;Bad Id&#34; must contain only a-z, 0-9, &#39;-&#39; and &#39;_&#39;</p>`, `aria-invalid="true"`)
+	// The key is shown after a redirect (a reload creates nothing), to this session only.
 	created := b.post("/sources/new", url.Values{"id": {"app"}, "name": {"App"}})
-	created.contains(t, http.StatusCreated, "shown this once", "/v1/track", `data-copy="write-key"`)
+	if created.Status != http.StatusSeeOther || !strings.HasPrefix(created.Location, "/sources/app/key?k=") {
+		t.Fatalf("creating a source: %d %s", created.Status, created.Location)
+	}
+	keyPage := created.Location
+	created = b.get(keyPage)
+	created.contains(t, http.StatusOK, "Tributary keeps only its hash", "Source app created.", "/v1/track", `data-copy="write-key"`)
+	if again := b.get(keyPage); again.Body != created.Body {
+		t.Fatal("a reload of the key's page does not show the same key")
+	}
+	h.signIn(t).get(keyPage).contains(t, http.StatusGone, "rotate the key of source app")
 	key := regexp.MustCompile(`<code id="write-key">(wk_[^<]+)</code>`).FindStringSubmatch(created.Body)
 	if key == nil {
 		t.Fatalf("no key on the page: %s", created.Body)
@@ -288,7 +298,11 @@ func TestUISources(t *testing.T) {
 	}
 	b.get("/sources/app")
 	rot := b.post("/sources/app/rotate", url.Values{"overlap": {"24h"}})
-	rot.contains(t, http.StatusOK, "The previous key keeps working until")
+	if rot.Status != http.StatusSeeOther {
+		t.Fatalf("rotating: %d %s", rot.Status, rot.Body)
+	}
+	rot = b.get(rot.Location)
+	rot.contains(t, http.StatusOK, "The previous key keeps working until", "Write key of app rotated.")
 	newKey := regexp.MustCompile(`<code id="write-key">(wk_[^<]+)</code>`).FindStringSubmatch(rot.Body)
 	snap := h.env.Store.Snapshot()
 	for _, k := range []string{key[1], newKey[1]} {
@@ -327,7 +341,8 @@ func TestUIOverviewDeletionsSettings(t *testing.T) {
 	h.env.Produce(recs...)
 	servicetest.Eventually(t, 5*time.Second, "the problems on the overview", func() bool {
 		p := b.get("/")
-		return strings.Contains(p.Body, "Destination file-hooks is failing: 20.0 %") && strings.Contains(p.Body, "Source web had 1 messages rejected")
+		return strings.Contains(p.Body, "Destination file-hooks is failing: 20.0 %") && strings.Contains(p.Body, `<a href="/sources/web#debugger">Source web had 1 message rejected in the last hour.</a>`) &&
+			strings.Contains(p.Body, `<a href="/destinations/file-hooks">Destination file-hooks is failing`)
 	})
 
 	b.get("/deletions").contains(t, http.StatusOK, "No deletion request yet", `<label for="subjectIds">User ids</label>`)

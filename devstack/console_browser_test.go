@@ -22,8 +22,8 @@ import (
 // The console's web UI in a real browser: headless Chromium driven by chromedp against the
 // whole stack (embedded broker, ingest, router, deliverer, audiences, console). Each page the
 // test visits is saved as a screenshot in the test's artifact directory (go test -artifacts
-// keeps them); UPDATE_SCREENSHOTS=1 also writes the overview's and a destination page's to
-// docs/img for docs/console.md. No page may log a console error or a CSP violation.
+// keeps them); UPDATE_SCREENSHOTS=1 also writes the overview's, a destination page's, the live
+// debugger's and a config import's to docs/img for docs/console.md. No page may log a console error or a CSP violation.
 
 // chromiumPath finds Chromium, or skips the test loudly (TEST_BROWSER=1: fails).
 func chromiumPath(t *testing.T) string {
@@ -158,6 +158,15 @@ func (b *uiBrowser) expectRefusedForm() {
 	b.problems = kept
 }
 
+// input sets the value of the form control sel as typing does (an input event).
+func (b *uiBrowser) input(sel, value string) {
+	b.t.Helper()
+	if !eval[bool](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.value = %q; `+
+		`e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); return true })()`, sel, value)) {
+		b.t.Fatalf("no %s on the page", sel)
+	}
+}
+
 // text returns the text of the element matching the CSS selector sel.
 func (b *uiBrowser) text(sel string) string {
 	b.t.Helper()
@@ -223,7 +232,36 @@ func TestConsoleInABrowser(t *testing.T) {
 	if d := b.text("#event-detail"); !strings.Contains(d, `"event": "Checkout Started"`) {
 		t.Errorf("event detail: %s", d)
 	}
+	if row := b.text("#live-events li button"); !strings.Contains(row, "user browser-1") {
+		t.Errorf("a live row without its user: %q", row)
+	}
+	// Pause: a new event waits, counted, and shows on resume.
+	b.do("pausing the debugger", chromedp.Click(chromedp.ID("live-pause")))
+	cs.mustSend(t, key, "/v1/track", `{"anonymousId":"anon-7","event":"Paused Event"}`)
+	b.waitText("#live-count", "1 new event waits", 5*time.Second)
+	if strings.Contains(b.text("#live-events"), "Paused Event") {
+		t.Error("a paused debugger shows a new event")
+	}
+	b.do("resuming the debugger", chromedp.Click(chromedp.ID("live-pause")))
+	b.waitText("#live-events", "Paused Event", 2*time.Second)
+	// Filters: by event, by user, by type; and the search box.
+	filtered := func(sel, text, want, absent string) {
+		t.Helper()
+		b.input(sel, text)
+		b.waitText("#live-events", want, 2*time.Second)
+		if got := b.text("#live-events"); absent != "" && strings.Contains(got, absent) {
+			t.Errorf("%s=%q: the list still shows %q: %q", sel, text, absent, got)
+		}
+		b.input(sel, "")
+	}
+	filtered("#live-event", "checkout", "Checkout Started", "Paused Event")
+	filtered("#live-user", "anon-7", "user anon-7", "Checkout Started")
+	filtered("#live-search", "paused", "Paused Event", "Checkout Started")
+	filtered("#live-type", "identify", "No event matches the filters.", "Checkout Started")
 	b.shot("source-debugger")
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		b.saveDoc("console-debugger.png")
+	}
 	b.noProblems("sources")
 
 	// A deletion request, seen to finish (the page refreshes itself while it runs).
@@ -253,28 +291,50 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.do("step 1: an id without a source",
 		chromedp.SendKeys(chromedp.ID("id"), "orders"),
 		chromedp.SendKeys(chromedp.ID("name"), "Orders"),
-		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.Click(chromedp.ID("wizard-next")),
 		chromedp.WaitVisible(chromedp.CSS(".field-error")))
 	b.shot("destination-step1-error")
 	b.expectRefusedForm()
 	b.do("step 1: the source",
 		chromedp.Click(chromedp.CSS(`input[name=sources][value=shop]`)),
-		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.Click(chromedp.ID("wizard-next")),
 		chromedp.WaitVisible(chromedp.ID("url0")))
-	b.do("step 2: two URLs, a header",
-		chromedp.SendKeys(chromedp.ID("url0"), ok.URL+"/orders"),
-		chromedp.SendKeys(chromedp.ID("headers0"), "X-Team: growth"),
+	if n := eval[int](b, `document.querySelectorAll('input[name^=url]:not([type=hidden])').length`); n != 1 {
+		t.Errorf("step 2 shows %d URL inputs, want 1 until Add a URL", n)
+	}
+	b.do("step 2: add a URL",
+		chromedp.SendKeys(chromedp.ID("url0"), "ftp://orders"),
+		chromedp.SendKeys(chromedp.ID("headers0"), "X-Team growth"),
+		chromedp.Click(chromedp.CSS(`button[name=addURL]`)),
+		chromedp.WaitVisible(chromedp.ID("url1")))
+	b.do("step 2: two errors",
 		chromedp.SendKeys(chromedp.ID("url1"), ok.URL+"/backup"),
-		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.Click(chromedp.ID("wizard-next")),
+		chromedp.WaitVisible(chromedp.CSS(".field-error")))
+	if n := eval[int](b, `document.querySelectorAll('main .field-error').length`); n < 2 {
+		t.Errorf("step 2 shows %d errors at once, want the URL's and the header's", n)
+	}
+	b.shot("destination-step2-errors")
+	b.expectRefusedForm()
+	b.do("step 2: two URLs, a header",
+		chromedp.SetValue(chromedp.ID("url0"), ok.URL+"/orders"),
+		chromedp.SetValue(chromedp.ID("headers0"), "X-Team: growth"),
+		chromedp.Click(chromedp.ID("wizard-next")),
 		chromedp.WaitVisible(chromedp.ID("secret")))
 	b.shot("destination-step3")
-	b.do("step 3: a secret",
-		chromedp.SendKeys(chromedp.ID("secret"), "browser-secret"),
-		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+	b.do("step 3: a generated secret",
+		chromedp.Click(chromedp.CSS(`button[name=generateSecret]`)),
+		chromedp.WaitVisible(chromedp.ID("generated-secret")))
+	secret := strings.TrimSpace(b.text("#generated-secret"))
+	if len(secret) != 64 {
+		t.Fatalf("generated secret %q", secret)
+	}
+	b.do("step 3: on",
+		chromedp.Click(chromedp.ID("wizard-next")),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=enable]`)))
 	b.shot("destination-step4")
 	b.do("step 4: enable and create",
-		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.Click(chromedp.ID("wizard-next")),
 		chromedp.WaitVisible(chromedp.ID("health")))
 	b.waitText("main", "Orders", 5*time.Second)
 	b.noProblems("the setup flow")
@@ -296,16 +356,31 @@ func TestConsoleInABrowser(t *testing.T) {
 	if first == nil {
 		t.Fatal("no webhook at the first URL of the destination made in the browser")
 	}
-	if got := first.Header.Get("X-Signature"); got != xSignature("browser-secret", first.Body) || first.Header.Get("X-Team") != "growth" {
+	if got := first.Header.Get("X-Signature"); got != xSignature(secret, first.Body) || first.Header.Get("X-Team") != "growth" {
 		t.Errorf("the webhook of the destination made in the browser: X-Signature %q, X-Team %q", got, first.Header.Get("X-Team"))
 	}
 
 	// A test event: each URL's answer, then the attempt in the delivery log, and its page.
-	b.open("/destinations/orders")
-	b.do("sending a test event", chromedp.Click(chromedp.CSS(`form[action="/destinations/orders/test#test"] button`)), chromedp.WaitVisible(chromedp.CSS("section[aria-labelledby=test] table")))
+	// The destination page's tabs: links, the current one marked.
+	for _, tab := range []struct{ query, label, section string }{{"", "Health", "health"}, {"?tab=messages", "Messages", "log"},
+		{"?tab=pending", "Pending", "pending"}, {"?tab=dlq", "Dead letters", "dlq"}, {"?tab=test", "Test", "test"}, {"?tab=settings", "Settings", "edit"}} {
+		b.open("/destinations/orders" + tab.query)
+		if cur := b.text(`nav.tabs a[aria-current="page"]`); !strings.Contains(cur, tab.label) {
+			t.Errorf("tab %q: the current tab is %q", tab.query, cur)
+		}
+		if eval[int](b, `document.querySelectorAll('#health, #log, #pending, #dlq, #test, #edit').length`) != 1 || eval[int](b, fmt.Sprintf(`document.querySelectorAll('#%s').length`, tab.section)) != 1 {
+			t.Errorf("tab %q does not show its section only", tab.query)
+		}
+		if h := eval[int](b, `document.documentElement.scrollHeight`); h > 2500 {
+			t.Errorf("tab %q is %d px tall", tab.query, h)
+		}
+	}
+	b.noProblems("the destination's tabs")
+	b.open("/destinations/orders?tab=test")
+	b.do("sending a test event", chromedp.Click(chromedp.CSS(`form[action="/destinations/orders/test"] button`)), chromedp.WaitVisible(chromedp.CSS("section[aria-labelledby=test] table")))
 	b.waitText("section[aria-labelledby=test] table", "200", 15*time.Second)
 	b.shot("destination-test")
-	b.open("/destinations/orders")
+	b.open("/destinations/orders?tab=messages")
 	b.waitText("section[aria-labelledby=log] table", "test-", 10*time.Second)
 	b.shot("destination")
 	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
@@ -320,7 +395,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	cs.mustSend(t, key, "/v1/track", `{"userId":"browser-3","event":"Refund Requested"}`)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b.open("/destinations/flaky")
+		b.open("/destinations/flaky?tab=dlq")
 		if eval[int](b, `document.querySelectorAll('section[aria-labelledby=dlq] input[name=messageIds]').length`) > 0 {
 			break
 		}
@@ -365,8 +440,30 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.shot("destination-phone")
 	b.do("a laptop's viewport", chromedp.EmulateViewport(1280, 800))
 
+	// Config import: a file pasted, its dry run's diff, then applied.
 	b.open("/settings")
 	b.shot("settings")
+	// The file as exported, with one more source (the file is the whole of what the console
+	// manages: what it does not list would be deleted).
+	file := eval[string](b, `document.querySelector('section[aria-labelledby=export] pre').textContent.replace(/^sources:\n( *)- /m, `+
+		`(m, ind) => "sources:\n" + ind + "- id: imported\n" + ind + "  name: Imported\n" + ind + "  writeKey: wk_browser_imported_0123456789\n" + ind + "- ")`)
+	if !strings.Contains(file, "id: imported") {
+		t.Fatalf("the exported file has no sources list: %s", file)
+	}
+	b.do("pasting a config file",
+		chromedp.SetValue(chromedp.ID("import-yaml"), file),
+		chromedp.Click(chromedp.ID("import-preview")),
+		chromedp.WaitVisible(chromedp.ID("import-diff")))
+	b.waitText("main section[aria-labelledby=import] table", "imported", 2*time.Second)
+	b.shot("settings-import-diff")
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		b.do("scrolling to the diff", chromedp.ScrollIntoView(chromedp.ID("import-apply")))
+		b.saveDoc("console-import.png")
+	}
+	b.do("applying it", chromedp.Click(chromedp.ID("import-apply")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	b.waitText(".flash", "The config file is applied", 2*time.Second)
+	b.open("/sources/imported")
+	b.noProblems("config import")
 	b.open("/")
 	b.shot("overview")
 	if os.Getenv("UPDATE_SCREENSHOTS") != "" {

@@ -147,6 +147,10 @@ func (s *Stack) buildConsole(deps platform.Deps, keys *shred.Keyring) (platform.
 			return nil, err
 		}
 		s.consoleTokenGenerated = true
+		ccfg.TokenFile = filepath.Join(s.cfg.DataDir, consoleTokenFile) // for the sign-in page's help
+		if abs, err := filepath.Abs(ccfg.TokenFile); err == nil {
+			ccfg.TokenFile = abs
+		}
 	}
 	s.consoleToken = ccfg.Token
 	if ccfg.AudiencesToken == "" {
