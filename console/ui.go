@@ -71,10 +71,15 @@ func newUI(s *Service) (*ui, error) {
 	}
 	for _, name := range names {
 		base := strings.TrimSuffix(strings.TrimPrefix(name, "ui/templates/"), ".html")
-		if base == "layout" {
-			continue
+		if base == "layout" || strings.Contains(base, ".") {
+			continue // a section of a page (<page>.<section>.html) is parsed with its page
 		}
-		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, "ui/templates/layout.html", name)
+		files := []string{"ui/templates/layout.html", name}
+		sections, err := fs.Glob(uiFiles, "ui/templates/"+base+".*.html")
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, append(files, sections...)...)
 		if err != nil {
 			return nil, fmt.Errorf("console UI template %s: %w", name, err)
 		}

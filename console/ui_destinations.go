@@ -32,6 +32,7 @@ func (u *ui) destinationPages(pg func(string, http.HandlerFunc)) {
 	pg("POST /destinations/{id}/edit", u.editDestination)
 	pg("POST /destinations/{id}/delete", u.deleteDestination)
 	pg("POST /destinations/{id}/dlq/replay", u.replayDestination)
+	pg("POST /destinations/{id}/retry", u.retryPendingPage)
 	pg("POST /destinations/{id}/test", u.testDestinationPage)
 	pg("GET /destinations/{id}/attempts/{seq}", u.destinationAttempt)
 }
@@ -62,6 +63,9 @@ type destinationData struct {
 	Cursor     string
 	NextCursor string
 	KeptPerURL int
+
+	Pending        []pendingRow // the messages waiting in the retry tiers (ui_pending.go)
+	PendingNotKept int
 
 	DLQ        []deadLetterView
 	DLQPending int
@@ -122,6 +126,7 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 		data.Log = append(data.Log, logRow{attempt: a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
 	}
 	data.NextCursor = next
+	data.Pending, data.PendingNotKept = u.pendingRows(id)
 	// The DLQ: read from webhooks.dlq only when the DLQ view counts dead letters.
 	data.DLQPending = u.s.dlq.Pending(id)
 	if data.DLQPending > 0 {
