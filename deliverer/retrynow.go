@@ -103,13 +103,6 @@ func (rm *retryMarks) claim(key string, now time.Time) bool {
 	return true
 }
 
-// size is the number of marks kept.
-func (rm *retryMarks) size() int {
-	rm.mu.Lock()
-	defer rm.mu.Unlock()
-	return len(rm.m)
-}
-
 // runMarks reads webhooks.retried-now into s.marks, from its start, and follows it until ctx is
 // done; ready is closed once it has read what was there when it started. It creates the topic
 // when it is missing (as the keyring does tributary.keys).
