@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		purges: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_forget_purges_total",
 			Help: "Purges of the views after a deletion or suppression was read (docs/console.md#what-the-console-forgets)."}),
 		forgotten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_console_forgotten_entries_total",
-			Help: "Entries of deleted or suppressed users the views dropped, by purge or as they were read, by view (events, attempts, dlq)."}, []string{"view"}),
+			Help: "Entries of deleted or suppressed users the views dropped, by purge or as they were read, by view (events, attempts, dlq, pending)."}, []string{"view"}),
 	}
 	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.retriedNow, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams, m.streamsRefused, m.purges, m.forgotten)
 	return m

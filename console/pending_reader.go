@@ -73,8 +73,9 @@ func (s *Service) runPending(ctx context.Context) error {
 			if !ok {
 				return
 			}
-			user, _ := strings.CutPrefix(string(r.Key), rec.DestinationID+":")
-			if s.forget.hides(user, rec.FirstAttemptAt) {
+			rec.User, _ = strings.CutPrefix(string(r.Key), rec.DestinationID+":")
+			if s.forget.hides(rec.User, rec.FirstAttemptAt) {
+				s.metrics.forgotten.WithLabelValues("pending").Inc()
 				return // a deleted or suppressed user's: the deliverer drops it when due
 			}
 			s.pending.Add(rec)

@@ -150,3 +150,28 @@ func anyStrings(v any) []string {
 	}
 	return out
 }
+
+// TestPendingForgetsDeletedUsers (docs/console.md#what-the-console-forgets): a deletion drops
+// the user's waiting messages from the pending list, and leaves the others'.
+func TestPendingForgetsDeletedUsers(t *testing.T) {
+	h := destHarness(t)
+	tier := schemas.RetryTopic(time.Second)
+	first := schemas.FormatTimestamp(time.Now().Add(-time.Minute))
+	due := schemas.FormatTimestamp(time.Now().Add(time.Hour))
+	waiting := func(id, user string) *kgo.Record {
+		return &kgo.Record{Topic: tier, Key: []byte("file-hooks:" + user), Value: []byte(`{"version":1,"type":"track","messageId":"` + id + `","userId":"` + user + `"}`),
+			Headers: []kgo.RecordHeader{{Key: schemas.HeaderDestinationID, Value: []byte("file-hooks")}, {Key: schemas.HeaderMessageID, Value: []byte(id)},
+				{Key: schemas.HeaderAttempt, Value: []byte("2")}, {Key: schemas.HeaderFirstAttemptAt, Value: []byte(first)}, {Key: schemas.HeaderDueAt, Value: []byte(due)}}}
+	}
+	h.env.Produce(waiting("m-del-1", "u-del"), waiting("m-keep-1", "u-keep"), waiting("m-del-2", "u-del"))
+	listed := func() string { return string(h.do(http.MethodGet, "/v1/destinations/file-hooks/pending", nil).Body) }
+	servicetest.Eventually(t, 10*time.Second, "three waiting messages", func() bool {
+		l := listed()
+		return bytes.Contains([]byte(l), []byte("m-del-1")) && bytes.Contains([]byte(l), []byte("m-del-2")) && bytes.Contains([]byte(l), []byte("m-keep-1"))
+	})
+	expect(t, h.do(http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "DELETE_ONLY", "subjectType": "USER_ID", "subjectIds": []string{"u-del"}}), http.StatusOK)
+	servicetest.Eventually(t, 10*time.Second, "the deleted user's waiting messages forgotten", func() bool {
+		l := listed()
+		return !bytes.Contains([]byte(l), []byte("m-del-")) && bytes.Contains([]byte(l), []byte("m-keep-1"))
+	})
+}

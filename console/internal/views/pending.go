@@ -13,6 +13,9 @@ import (
 // newest tier record (never its body).
 type PendingRecord struct {
 	DestinationID, MessageID, Type string
+	// User is whose message it is: the record key after "<destinationId>:" (the userId, else
+	// the anonymousId), for forgetting (Forget).
+	User string
 	// Topic, Partition and Offset locate the tier record (schemas.RetryNowKey).
 	Topic     string
 	Partition int32
@@ -180,6 +183,37 @@ func (v *Pending) withMark(r *PendingRecord, now time.Time) {
 		return
 	}
 	r.RetryNow, r.RetryNowAt = m.state, m.at
+}
+
+// Forget drops the waiting messages whose user hides says are forgotten (received at their
+// first attempt), and returns their message ids and how many it dropped.
+func (v *Pending) Forget(hides func(user string, received time.Time) bool) (ids []string, n int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id, d := range v.dests {
+		for m, r := range d.byMsg {
+			if hides(r.User, r.FirstAttemptAt) {
+				ids = append(ids, r.MessageID)
+				delete(d.byMsg, m)
+				n++
+			}
+		}
+		if len(d.byMsg) == 0 {
+			delete(v.dests, id)
+		}
+	}
+	return ids, n
+}
+
+// Prune drops the destinations keep returns false for.
+func (v *Pending) Prune(keep func(dest string) bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id := range v.dests {
+		if !keep(id) {
+			delete(v.dests, id)
+		}
+	}
 }
 
 // Count is the number of the destination's waiting messages (those List returns).

@@ -66,4 +66,19 @@ func TestPending(t *testing.T) {
 	if len(recs) != 1 || recs[0].MessageID != "a" || !slices.Equal(notPending, []string{"c", "zz"}) {
 		t.Errorf("retryable %v, not pending %v", recs, notPending)
 	}
+
+	// Forget and Prune.
+	v.Add(PendingRecord{DestinationID: "d", MessageID: "f", User: "u-del", Topic: "webhooks.retry.1m", Offset: 9, FirstAttemptAt: now})
+	v.Add(PendingRecord{DestinationID: "gone", MessageID: "g", User: "u-keep", Topic: "webhooks.retry.1m", Offset: 10})
+	forgotten, n := v.Forget(func(user string, _ time.Time) bool { return user == "u-del" })
+	if n != 1 || !slices.Equal(forgotten, []string{"f"}) {
+		t.Errorf("forgot %v (%d), want f", forgotten, n)
+	}
+	v.Prune(func(dest string) bool { return dest != "gone" })
+	if recs, _ := v.List("gone", now); len(recs) != 0 {
+		t.Errorf("a deleted destination's waiting messages still listed: %v", recs)
+	}
+	if got, want := ids(), []string{"a"}; !slices.Equal(got, want) {
+		t.Errorf("after Forget and Prune: %v, want %v", got, want)
+	}
 }
