@@ -33,14 +33,16 @@ func (u *ui) pendingRows(id string) ([]pendingRow, int) {
 	return out, notKept
 }
 
-// dueIn says when t comes: "in 42 s", "in 3 min", "in 2 h", or "due" once it passed.
+// dueIn says when t comes: "in 42 s", "in 3 min", "in 2 h", or, once it passed, that the
+// deliverer has it: parked until its endpoint's breaker lets a request through, or being
+// attempted (docs/console.md#pending-retries).
 func dueIn(t, now time.Time) string {
 	d := t.Sub(now)
 	switch {
 	case t.IsZero():
 		return ""
 	case d <= 0:
-		return "due"
+		return "due: waiting for its endpoint, or in progress"
 	case d < time.Minute:
 		return fmt.Sprintf("in %d s", int(d.Seconds()+0.999))
 	case d < time.Hour:
