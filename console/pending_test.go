@@ -132,6 +132,15 @@ func TestPendingRetries(t *testing.T) {
 	}
 	servicetest.Eventually(t, 10*time.Second, "m1 gone once the deliverer consumed it", func() bool { return slices.Equal(ids(list()), []string{"m3"}) })
 	b.get("/destinations/file-hooks").contains(t, http.StatusOK, "Pending retries (1)")
+	// The UI's "Retry selected now" (the checked rows), then "Retry all now": m3 is retried now
+	// already, so nothing more is sent.
+	b.post("/destinations/file-hooks/retry", url.Values{"retry": {"selected"}, "pendingIds": {"m3"}}).contains(t, http.StatusOK, "Sent 1 message now")
+	copies = deliveries.WaitFor(3, 5*time.Second)
+	wantCopy(copies[2], recs[2])
+	b.post("/destinations/file-hooks/retry", url.Values{"retry": {"all"}}).contains(t, http.StatusOK, "Nothing sent now")
+	if n := deliveries.Poll(); n != 0 {
+		t.Errorf("%d more copies after retry all, want none", n)
+	}
 
 	// Bad input: a clear 4xx.
 	expect(t, h.do(http.MethodPost, "/v1/destinations/file-hooks/retry", `{"messageIds":[""]}`), http.StatusBadRequest)
