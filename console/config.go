@@ -51,6 +51,9 @@ type Config struct {
 	ConfigTopic, EventsTopic, RejectedTopic, DeletionsTopic, DeletionsStatusTopic string
 	AttemptsTopic, DeliveriesTopic, DLQTopic, DLQReplayedTopic                    string
 	SessionsTopic                                                                 string
+	// RetriedNowTopic holds the retry-now marks (docs/delivery.md#retry-now): the pending view
+	// reads it beside the retry tiers.
+	RetriedNowTopic string
 	// SuppressionsTopic is read (with DeletionsStatusTopic) before a DLQ replay: a deleted or
 	// suppressed user's dead letters are skipped (docs/console.md#replay-the-dead-letter-queue).
 	SuppressionsTopic string
@@ -64,6 +67,9 @@ type Config struct {
 
 	// AttemptsPerDestination is how many attempts the delivery log keeps per destination.
 	AttemptsPerDestination int
+	// PendingPerDestination is how many messages waiting in the retry tiers the pending view
+	// keeps per destination (docs/console.md#pending-retries).
+	PendingPerDestination int
 	// DLQPerDestination is how many dead letters (their headers) the DLQ lists keep per
 	// destination.
 	DLQPerDestination int
@@ -99,6 +105,8 @@ func DefaultConfig() Config {
 		DLQTopic:               schemas.TopicDLQ,
 		DLQReplayedTopic:       schemas.TopicDLQReplayed,
 		SessionsTopic:          schemas.TopicSessions,
+		RetriedNowTopic:        schemas.TopicRetriedNow,
+		PendingPerDestination:  10000,
 		SuppressionsTopic:      schemas.TopicSuppressions,
 		DelivererGroup:         "tributary-deliverer",
 		RegulationStores:       []string{schemas.StoreRouter, schemas.StoreAudiences, schemas.StoreDeliverer, schemas.StoreConsole},
@@ -188,7 +196,7 @@ func (c *Config) Validate() error {
 	if err := platform.ValidateAllowedHosts("CONSOLE_ALLOWED_HOSTS", c.AllowedHosts); err != nil {
 		errs = append(errs, err)
 	}
-	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic, c.SuppressionsTopic} {
+	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic, c.SuppressionsTopic, c.RetriedNowTopic} {
 		if t == "" {
 			errs = append(errs, errors.New("console topics: names must not be empty"))
 			break
@@ -197,7 +205,7 @@ func (c *Config) Validate() error {
 	if err := checkRegulationStores(c.RegulationStores); err != nil {
 		errs = append(errs, err)
 	}
-	if c.AttemptsPerDestination < 1 || c.DLQPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
+	if c.AttemptsPerDestination < 1 || c.DLQPerDestination < 1 || c.PendingPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
 		errs = append(errs, errors.New("console view sizes: must be positive"))
 	}
 	if c.StatsWindow < time.Hour {

@@ -346,6 +346,10 @@ func (s *Service) purge(users map[string]struct{}) int {
 	// The DLQ lists.
 	deadIDs, dead := s.dlq.Forget(hides)
 	ids = append(ids, deadIDs...)
+	// The pending retries.
+	pendingIDs, pending := s.pending.Forget(hides)
+	ids = append(ids, pendingIDs...)
+	s.metrics.forgotten.WithLabelValues("pending").Add(float64(pending))
 	f.forgetMessages(ids)
 	// The delivery log: the attempts of those messages.
 	attempts := s.dropAttempts(ids)
@@ -353,12 +357,12 @@ func (s *Service) purge(users map[string]struct{}) int {
 	s.metrics.forgotten.WithLabelValues("events").Add(float64(events))
 	s.metrics.forgotten.WithLabelValues("dlq").Add(float64(dead))
 	ev := s.logger.Debug()
-	if events+dead+attempts > 0 {
+	if events+dead+pending+attempts > 0 {
 		ev = s.logger.Info()
 	}
-	ev.Int("users", len(users)).Int("events", events).Int("dead_letters", dead).Int("attempts", attempts).
+	ev.Int("users", len(users)).Int("events", events).Int("dead_letters", dead).Int("pending", pending).Int("attempts", attempts).
 		Dur("took", time.Since(start)).Msg("views purged of deleted or suppressed users")
-	return events + dead + attempts
+	return events + dead + pending + attempts
 }
 
 // dropAttempts drops the delivery log's attempts of messages ids, and counts them.

@@ -8,6 +8,7 @@ type metrics struct {
 	configWrites    *prometheus.CounterVec
 	regulations     *prometheus.CounterVec
 	replayed        prometheus.Counter
+	retriedNow      prometheus.Counter
 	tests           prometheus.Counter
 	attemptsRead    prometheus.Counter
 	attemptsSkipped prometheus.Counter
@@ -27,6 +28,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Deletion and suppression requests created, by regulation type."}, []string{"type"}),
 		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_dlq_replayed_total",
 			Help: "Dead letters replayed from the console."}),
+		retriedNow: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_retried_now_total",
+			Help: "Messages waiting in a retry tier sent now from the console (retry now)."}),
 		tests: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_destination_tests_total",
 			Help: "Test events sent to destinations."}),
 		attemptsRead: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_attempts_read_total",
@@ -40,8 +43,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		purges: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_forget_purges_total",
 			Help: "Purges of the views after a deletion or suppression was read (docs/console.md#what-the-console-forgets)."}),
 		forgotten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_console_forgotten_entries_total",
-			Help: "Entries of deleted or suppressed users the views dropped, by purge or as they were read, by view (events, attempts, dlq)."}, []string{"view"}),
+			Help: "Entries of deleted or suppressed users the views dropped, by purge or as they were read, by view (events, attempts, dlq, pending)."}, []string{"view"}),
 	}
-	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams, m.streamsRefused, m.purges, m.forgotten)
+	reg.MustRegister(m.unauthorized, m.configWrites, m.regulations, m.replayed, m.retriedNow, m.tests, m.attemptsRead, m.attemptsSkipped, m.liveStreams, m.streamsRefused, m.purges, m.forgotten)
 	return m
 }

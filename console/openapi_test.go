@@ -466,6 +466,27 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(200, "POST", "/v1/destinations/hooks/dlq/replay", nil)
 	c.ok(200, "GET", "/v1/destinations/hooks/dlq?replayed=true&limit=10", nil)
 
+	// Pending retries: one message waiting in a tier, listed, retried now.
+	h.env.Produce(&kgo.Record{Topic: schemas.RetryTopic(time.Second), Key: []byte("hooks:u1"), Value: []byte(`{"type":"track","event":"Order Completed","userId":"u1"}`),
+		Headers: []kgo.RecordHeader{{Key: schemas.HeaderDestinationID, Value: []byte("hooks")}, {Key: schemas.HeaderMessageID, Value: []byte("m-waiting")},
+			{Key: schemas.HeaderType, Value: []byte("track")}, {Key: schemas.HeaderAttempt, Value: []byte("2")},
+			{Key: schemas.HeaderFirstAttemptAt, Value: []byte(schemas.FormatTimestamp(now))}, {Key: schemas.HeaderDueAt, Value: []byte(schemas.FormatTimestamp(now.Add(time.Hour)))},
+			{Key: schemas.HeaderLastError, Value: []byte("status_5xx: HTTP 503 from hooks.example.com:443")}, {Key: schemas.HeaderLastStatus, Value: []byte("503")}}})
+	servicetest.Eventually(t, 10*time.Second, "the waiting message", func() bool {
+		return len(c.ok(200, "GET", "/v1/destinations/hooks/pending", nil).JSON(t)["data"].([]any)) == 1
+	})
+	c.ok(200, "GET", "/v1/destinations/hooks/pending?limit=1&cursor=0", nil)
+	c.bad(400, "GET", "/v1/destinations/hooks/pending?limit=5000", nil)
+	c.bad(400, "GET", "/v1/destinations/hooks/pending?cursor=x", nil)
+	c.ok(404, "GET", "/v1/destinations/nope/pending", nil)
+	c.bad(400, "POST", "/v1/destinations/hooks/retry", map[string]any{"messageIds": []string{""}})
+	c.ok(404, "POST", "/v1/destinations/nope/retry", nil)
+	if n := c.ok(202, "POST", "/v1/destinations/hooks/retry", map[string]any{"messageIds": []string{"m-waiting", "m-unknown"}}).Data(t)["sent"]; n != float64(1) {
+		t.Errorf("retried now %v, want 1", n)
+	}
+	c.ok(202, "POST", "/v1/destinations/hooks/retry", nil)
+	c.ok(200, "GET", "/v1/destinations/hooks/pending", nil)
+
 	// The event tester: refused while the destination is disabled; then "pending" results
 	// (no deliverer runs here).
 	c.ok(409, "POST", "/v1/destinations/hooks/test", nil)

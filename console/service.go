@@ -76,6 +76,7 @@ type Service struct {
 	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
 	dlq         *views.DLQ
+	pending     *views.Pending // the messages waiting in the retry tiers (pending_reader.go)
 	sessions    *sessionView
 	streams     *streamLimits
 	tiers       views.TierLag // the retry tiers' backlog, read in the background
@@ -128,6 +129,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.regulations = views.NewRegulations(cfg.RegulationStores)
 	s.forget = newForgetting()
 	s.dlq = views.NewDLQ(cfg.DLQPerDestination)
+	s.pending = views.NewPending(cfg.PendingPerDestination)
 	s.ready = newViewsReady()
 	s.sessions = newSessionView()
 	s.streams = newStreamLimits(cfg.MaxStreams, cfg.MaxStreamsPerSession)
@@ -168,6 +170,7 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runDLQView),
 		platform.RunnerFunc(s.runSessions),
 		platform.RunnerFunc(s.runTierLag),
+		platform.RunnerFunc(s.runPending),
 		platform.RunnerFunc(s.runPrune),
 	}
 	if s.ownDataKeys {
@@ -447,6 +450,8 @@ func (s *Service) routes() http.Handler {
 	h("GET /v1/destinations/{id}/dlq", s.listDLQ)
 	h("POST /v1/destinations/{id}/dlq/replay", s.replayDLQ)
 	h("POST /v1/destinations/{id}/test", s.testDestination)
+	h("GET /v1/destinations/{id}/pending", s.listPending)
+	h("POST /v1/destinations/{id}/retry", s.retryPending)
 	h("GET /v1/messages/{messageId}/attempts", s.messageAttempts)
 
 	h("GET /v1/audiences", s.listOf(schemas.ConfigKindAudience))

@@ -74,8 +74,8 @@ func newUI(s *Service) (*ui, error) {
 	}
 	for _, name := range names {
 		base := strings.TrimSuffix(strings.TrimPrefix(name, "ui/templates/"), ".html")
-		if base == "layout" {
-			continue
+		if base == "layout" || strings.Contains(base, ".") {
+			continue // a section of a page (<page>.<section>.html) is parsed with its page
 		}
 		// A page's parts (its tabs, ui/templates/<page>/*.html) are parsed with it.
 		files := []string{"ui/templates/layout.html", name}

@@ -32,6 +32,7 @@ func (u *ui) destinationPages(pg func(string, http.HandlerFunc)) {
 	pg("POST /destinations/{id}/edit", u.editDestination)
 	pg("POST /destinations/{id}/delete", u.deleteDestination)
 	pg("POST /destinations/{id}/dlq/replay", u.replayDestination)
+	pg("POST /destinations/{id}/retry", u.retryPendingPage)
 	pg("POST /destinations/{id}/test", u.testDestinationPage)
 	pg("GET /destinations/{id}/attempts/{seq}", u.destinationAttempt)
 }
@@ -98,11 +99,13 @@ type destinationData struct {
 	NextCursor string
 	KeptPerURL int
 
+	Pending        []pendingRow // the messages waiting in the retry tiers (ui_pending.go)
+	PendingNotKept int
+
 	DLQ        []deadLetterView
 	DLQPending int
 	DLQError   string
 
-	TiersWaiting int64 // messages of every destination in the retry tiers
 
 	TestTypes []string
 	TestType  string
@@ -175,10 +178,7 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 		}
 		data.NextCursor = next
 	case tabPending:
-		rows, _ := u.s.tiers.Rows()
-		for _, r := range rows {
-			data.TiersWaiting += r.Lag
-		}
+		data.Pending, data.PendingNotKept = u.pendingRows(id)
 	case tabDLQ:
 		// Read from webhooks.dlq only when the DLQ view counts dead letters.
 		if data.DLQPending > 0 {

@@ -15,6 +15,8 @@ type (
 	point     = views.Point
 	eventView = views.EventView
 	tierRow   = views.TierRow
+	// pendingRecord is a message waiting in a retry tier (the pending view).
+	pendingRecord = views.PendingRecord
 	// regulationView is embedded in the deletions page's rows.
 	regulationView = views.RegulationView
 )
@@ -25,8 +27,12 @@ var statusFilters = views.StatusFilters
 // viewsReady are closed once each view caught up with its topics (runView).
 type viewsReady struct {
 	attempts, events, regulations, dlq chan struct{}
+	// pending is closed once the pending view caught up; the console's readiness does not
+	// wait for it (the tier topics may not exist yet).
+	pending chan struct{}
 }
 
 func newViewsReady() viewsReady {
-	return viewsReady{attempts: make(chan struct{}), events: make(chan struct{}), regulations: make(chan struct{}), dlq: make(chan struct{})}
+	return viewsReady{attempts: make(chan struct{}), events: make(chan struct{}), regulations: make(chan struct{}), dlq: make(chan struct{}),
+		pending: make(chan struct{})}
 }

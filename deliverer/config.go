@@ -19,6 +19,9 @@ type Config struct {
 	// suppressed or deleted user's messages are not delivered
 	// (docs/delivery.md#deleted-and-suppressed-users).
 	SuppressionsTopic, DeletionsStatusTopic string
+	// RetriedNowTopic holds the retry-now marks (docs/delivery.md#retry-now), read whole and
+	// followed.
+	RetriedNowTopic string
 	// Group is the consumer group of webhooks.deliveries and the retry tiers.
 	Group string
 	// InstanceID is the static group-member id (DELIVERER_INSTANCE_ID, default
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 
 		SuppressionsTopic:    schemas.TopicSuppressions,
 		DeletionsStatusTopic: schemas.TopicDeletionsStatus,
+		RetriedNowTopic:      schemas.TopicRetriedNow,
 	}
 }
 
@@ -107,7 +111,7 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	if c.DeliveriesTopic == "" || c.DLQTopic == "" || c.AttemptsTopic == "" || c.Group == "" ||
-		c.SuppressionsTopic == "" || c.DeletionsStatusTopic == "" {
+		c.SuppressionsTopic == "" || c.DeletionsStatusTopic == "" || c.RetriedNowTopic == "" {
 		errs = append(errs, errors.New("deliverer topics and group: names must not be empty"))
 	}
 	errs = append(errs, schemas.ValidateRetryDelays(c.RetrySchedule))

@@ -25,9 +25,11 @@ type delivery struct {
 	attempt        int
 	deferrals      int // times sent to a tier unsent
 	firstAttemptAt time.Time
-	url            string // header url: this URL only, instead of the destination's webhooks
-	test           bool   // header test: a test delivery (dispatchTest)
-	notice         bool   // header type is delete: a delete notice, never dropped (regulations.go)
+	url            string    // header url: this URL only, instead of the destination's webhooks
+	test           bool      // header test: a test delivery (dispatchTest)
+	notice         bool      // header type is delete: a delete notice, never dropped (regulations.go)
+	dueAt          time.Time // header due-at: when a tier record comes due
+	retryNow       string    // header retry-now: a retry-now copy of that tier record (retrynow.go)
 }
 
 func parseDelivery(r *kgo.Record, now time.Time) delivery {
@@ -56,6 +58,10 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			d.test = string(h.Value) == "1" || string(h.Value) == "true"
 		case schemas.HeaderType:
 			d.notice = string(h.Value) == schemas.TypeDelete
+		case schemas.HeaderDueAt:
+			d.dueAt, _ = schemas.ParseTimestamp(string(h.Value))
+		case schemas.HeaderRetryNow:
+			d.retryNow = string(h.Value)
 		}
 	}
 	return d
@@ -76,6 +82,10 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	now := s.now()
 	d := parseDelivery(r, now)
+	// A tier record a retry-now delivered is finished unsent (retrynow.go).
+	if s.isTier[r.Topic] && s.tierRecordRetried(ctx, &d, p) {
+		return
+	}
 	// The regulations first (a map lookup), then the body is opened: a shredded key drops it too.
 	if s.dropIfForgotten(&d, p) || !s.openBody(&d, p) {
 		<-s.sem
@@ -84,6 +94,10 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	dest, ok := s.deps.Config().DestinationByID(d.destID)
 	if d.test {
 		s.dispatchTest(ctx, d, p, dest, ok)
+		return
+	}
+	if d.retryNow != "" && !s.isTier[r.Topic] {
+		s.dispatchRetryNow(ctx, d, p, dest, ok)
 		return
 	}
 	if !ok || !dest.IsEnabled() {

@@ -22,5 +22,10 @@
 // is dispatched, right before its POST and before it is handed on, and dropped, never the delete
 // notice (regulations.go; docs/delivery.md#deleted-and-suppressed-users).
 //
+// A retry-now copy (header retry-now, written by the console) of a record waiting in a tier is
+// sent once, at once; its outcome is marked in webhooks.retried-now, which every deliverer reads
+// whole and follows, so that the tier record is finished unsent when it comes due if the copy
+// delivered it (retrynow.go; docs/delivery.md#retry-now).
+//
 // docs/delivery.md describes the behaviour; docs/receivers.md what receivers see.
 package deliverer

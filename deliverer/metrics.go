@@ -20,6 +20,7 @@ type metrics struct {
 	dropped   *prometheus.CounterVec
 	endToEnd  prometheus.Histogram
 	lateness  *prometheus.HistogramVec
+	retryNow  *prometheus.CounterVec
 
 	dests sync.Map // destination id → *destMetrics
 }
@@ -95,6 +96,9 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 			Buckets: []float64{.01, .05, .1, .5, 1, 10, 60, 600, 3600, 14400},
 		}),
 	}
+	m.retryNow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_deliverer_retry_now_total", Help: "Retry-now copies by destination and outcome (delivered, failed, skipped), and tier records finished unsent because their retry-now delivered them (tier_skipped).",
+	}, []string{"destination", "outcome"})
 	m.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "tributary_deliverer_tier_lateness_seconds", Help: "Tier lag: how long after its due-at a retry-tier record was taken up.",
 		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
@@ -111,7 +115,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_parked", Help: "Retry-tier records waiting in memory for their endpoint's open breaker or pause to end (not rewritten meanwhile).",
 	}, func() float64 { return float64(s.parkedCount()) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.dropped, m.endToEnd, m.lateness, inFlight, breakers, paused, parked} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.dropped, m.endToEnd, m.lateness, m.retryNow, inFlight, breakers, paused, parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,6 +85,9 @@ type Service struct {
 	parkMu sync.Mutex
 	parked parking // retry-tier records waiting for their endpoint's breaker or pause (park.go)
 
+	// marks are the retry-now marks of webhooks.retried-now (retrynow.go).
+	marks *retryMarks
+
 	// grace is the context of the work that may outlive the stop signal: POSTs in progress,
 	// hand-offs, the attempt log, the last commits. Run ends it SHUTDOWN_TIMEOUT after its ctx
 	// is done (platform.GraceContext); it is also the Kafka client's context, so every Kafka
@@ -132,6 +136,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	for _, t := range s.tierTopics {
 		s.isTier[t] = true
 	}
+	s.marks = newRetryMarks(cfg.RetryWindow + slices.Max(s.tierDelays))
 	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
 	s.flog = newFailureLog(s.logger)
 	s.recovery = platform.NewRecovery(s.logger, "deliverer "+cfg.Group)
@@ -233,7 +238,17 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}()
 	defer func() { <-regsDone }()
-	for _, ready := range []<-chan struct{}{s.deps.ConfigReady, s.regs.Ready(), s.keys.Ready()} {
+	// The retry-now marks too (retrynow.go): a tier record a retry-now delivered is not sent.
+	marksReady, marksDone := make(chan struct{}), make(chan struct{})
+	marksCtx, stopMarks := context.WithCancel(ctx)
+	go func() {
+		defer close(marksDone)
+		if err := s.runMarks(marksCtx, marksReady); err != nil && marksCtx.Err() == nil {
+			s.logger.Error().Err(err).Msg("reading the retry-now marks stopped: a tier record retried now since may be sent again")
+		}
+	}()
+	defer func() { stopMarks(); <-marksDone }()
+	for _, ready := range []<-chan struct{}{s.deps.ConfigReady, s.regs.Ready(), s.keys.Ready(), marksReady} {
 		if ready == nil {
 			continue
 		}

@@ -101,6 +101,7 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 		{schemas.TopicDeletionsStatus, 3, "delete", "2592000000"},
 		{schemas.TopicDLQ, 3, "delete", "2592000000"},
 		{schemas.TopicDLQReplayed, 1, "delete", "2592000000"},
+		{schemas.TopicRetriedNow, 1, "compact,delete", "604800000"},
 		{"webhooks.retry.10s", 3, "delete", "604800000"},
 		{"webhooks.retry.1m", 3, "delete", "604800000"},
 	}

@@ -107,6 +107,7 @@ const (
 //	webhooks.retry.<delay>     partitions  delete   7 days (one topic per distinct delay)
 //	webhooks.dlq               partitions  delete   30 days
 //	webhooks.dlq.replayed      1           delete   30 days
+//	webhooks.retried-now       1           compact  7 days (compact,delete; 1-hour segments)
 //	webhooks.attempts          partitions  delete   7 days
 //
 // tributary.config has one partition so that every service reads the config writes in the
@@ -139,8 +140,18 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	return append(specs,
 		TopicSpec{Name: schemas.TopicDLQ, Partitions: partitions, Retention: RetentionLong},
 		TopicSpec{Name: schemas.TopicDLQReplayed, Partitions: 1, Retention: RetentionLong},
+		RetriedNowTopic(),
 		TopicSpec{Name: schemas.TopicAttempts, Partitions: partitions, Retention: RetentionDefault},
 	)
+}
+
+// RetriedNowTopic is the spec of webhooks.retried-now, the retry-now marks
+// (docs/topics.md#webhooksretried-now): the latest state per tier record retried now, kept as
+// long as the tiers keep their records (compact,delete, 7 days, 1-hour segments). One partition:
+// every deliverer and console reads all of it, and it holds one record per message retried now.
+// The deliverer creates it when it is missing.
+func RetriedNowTopic() TopicSpec {
+	return TopicSpec{Name: schemas.TopicRetriedNow, Partitions: 1, Compact: true, AlsoDelete: true, Retention: RetentionDefault, Segment: time.Hour}
 }
 
 // KeysTopic is the spec of tributary.keys, the data keys of crypto-shredding
