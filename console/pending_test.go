@@ -84,7 +84,8 @@ func TestPendingRetries(t *testing.T) {
 		m3.LastStatus != 503 || m3.Attempt != 3 || m3.Tier != tier || m3.Type != "track" {
 		t.Errorf("m3: %+v", m3)
 	}
-	b.get("/destinations/file-hooks").contains(t, http.StatusOK, "Pending retries (3)", "<code>m3</code>", "HTTP 503 from 127.0.0.1:9 (m1)", "attempt 3 in 5 min", "Retry all now")
+	b.get("/destinations/file-hooks").contains(t, http.StatusOK, `Pending <span class="badge warn">3</span>`)
+	b.get("/destinations/file-hooks?tab=pending").contains(t, http.StatusOK, "Pending retries", "<code>m3</code>", "HTTP 503 from 127.0.0.1:9 (m1)", "attempt 3 in 5 min", "Retry all now")
 
 	// Retry now: only the messages named; an id that is not waiting is said so.
 	deliveries := h.env.Reader(schemas.TopicDeliveries)
@@ -131,7 +132,7 @@ func TestPendingRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	servicetest.Eventually(t, 10*time.Second, "m1 gone once the deliverer consumed it", func() bool { return slices.Equal(ids(list()), []string{"m3"}) })
-	b.get("/destinations/file-hooks").contains(t, http.StatusOK, "Pending retries (1)")
+	b.get("/destinations/file-hooks").contains(t, http.StatusOK, `Pending <span class="badge warn">1</span>`)
 	// The UI's "Retry selected now" (the checked rows), then "Retry all now": m3 is retried now
 	// already, so nothing more is sent.
 	b.post("/destinations/file-hooks/retry", url.Values{"retry": {"selected"}, "pendingIds": {"m3"}}).contains(t, http.StatusOK, "Sent 1 message now")

@@ -141,8 +141,11 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 	data.DLQPending = u.s.dlq.Pending(id)
 	for _, t := range destinationTabs {
 		link := tabLink{ID: t.ID, Label: t.Label, Href: destinationTab(id, t.ID)}
-		if t.ID == tabDLQ {
+		switch t.ID {
+		case tabDLQ:
 			link.Count = data.DLQPending
+		case tabPending:
+			link.Count = u.s.pending.Count(id, u.s.now())
 		}
 		data.Tabs = append(data.Tabs, link)
 	}
