@@ -34,9 +34,9 @@ func TestAttemptRecordsTellTheMessageAndTheAnswer(t *testing.T) {
 	attempts := h.reader(schemas.TopicAttempts)
 	h.run(h.config())
 	h.send("flaky", "m1")
-	recs := attempts.waitFor(2, 15*time.Second)
+	attempts.waitFor(2, 15*time.Second) // the 500, then the 200 from the tier: m1 has the first request
 	h.send("gone", "m2")
-	recs = attempts.waitFor(3, 15*time.Second)
+	recs := attempts.waitFor(3, 15*time.Second)
 	byOutcome := map[string]schemas.AttemptRecord{}
 	for _, r := range recs {
 		a, err := schemas.DecodeAttemptRecord(r.Value)
