@@ -109,7 +109,24 @@ type message struct {
 	lastUns  bool
 	ok       bool // a URL answered 2xx
 	bytes    int  // what its attempts count toward the budget
+	// dlq is its newest dead letter the DLQ's reader told of (DeadLettered): the DLQ decides
+	// the status when no attempt came after it (a dead letter written without an attempt:
+	// its retry window ended while it waited, its destination was disabled...).
+	dlq deadMark
 }
+
+// deadMark is a dead letter of a message: its reason and when it was written.
+type deadMark struct {
+	reason string
+	at     time.Time
+}
+
+// msgKey is a message of a destination.
+type msgKey struct{ dest, id string }
+
+// maxDeadMarks bounds the dead letters the view keeps for messages it has not seen yet (the
+// DLQ's reader may read them before the attempts' reader reads their attempts).
+const maxDeadMarks = 100_000
 
 // Index keys of a destination's messages.
 const (
@@ -136,12 +153,43 @@ type Messages struct {
 	dests      map[string]*destMessages
 	byID       map[string][]*message // across destinations
 	seq        uint64
+	// dead are dead letters of messages not seen yet, taken when their first attempt is.
+	dead map[msgKey]deadMark
 }
 
 // NewMessages is an empty view keeping perDest messages per destination, and at most
 // bodyBudget bytes of their attempts (answers included) per destination.
 func NewMessages(perDest, bodyBudget int) *Messages {
-	return &Messages{perDest: max(perDest, 1), bodyBudget: max(bodyBudget, 1), dests: map[string]*destMessages{}, byID: map[string][]*message{}}
+	return &Messages{perDest: max(perDest, 1), bodyBudget: max(bodyBudget, 1), dests: map[string]*destMessages{}, byID: map[string][]*message{},
+		dead: map[msgKey]deadMark{}}
+}
+
+// DeadLettered records that the deliverer dead-lettered the message id of dest at at, for
+// reason (a webhooks.dlq record): the message is dead_lettered until an attempt comes after it
+// (a replay).
+func (v *Messages) DeadLettered(dest, id, reason string, at time.Time) {
+	if dest == "" || id == "" {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	mark := deadMark{reason: reason, at: at}
+	if d := v.dests[dest]; d != nil {
+		if m := d.byID[id]; m != nil {
+			if !at.Before(m.dlq.at) {
+				m.dlq = mark
+			}
+			return
+		}
+	}
+	k := msgKey{dest, id}
+	if old, ok := v.dead[k]; ok && at.Before(old.at) {
+		return
+	}
+	if len(v.dead) >= maxDeadMarks {
+		clear(v.dead)
+	}
+	v.dead[k] = mark
 }
 
 // Add records attempts read (test deliveries and records without a message id are not
@@ -180,6 +228,10 @@ func (v *Messages) add(a *DeliveryAttempt) {
 		m = &message{dest: d, Message: Message{Seq: v.seq, MessageID: a.MessageID, DestinationID: a.DestinationID, FirstAttemptAt: a.At}}
 		d.byID[a.MessageID] = m
 		d.order = append(d.order, m)
+		if dm, ok := v.dead[msgKey{a.DestinationID, a.MessageID}]; ok {
+			m.dlq = dm
+			delete(v.dead, msgKey{a.DestinationID, a.MessageID})
+		}
 		v.byID[a.MessageID] = append(v.byID[a.MessageID], m)
 	}
 	m.learn(a)
@@ -298,18 +350,23 @@ func (v *Messages) evict(d *destMessages, m *message) {
 	}
 }
 
-// status is m's status by its attempts: delivered once a URL answered 2xx, else what its latest
-// record says.
+// status is m's status by its attempts: delivered once a URL answered 2xx, else dead-lettered
+// when its newest dead letter came after its last attempt, else what its latest record says.
 func (m *message) status() string {
 	switch {
 	case m.ok:
 		return StatusDelivered
-	case m.lastDead != "":
+	case m.dlqLast() || m.lastDead != "":
 		return StatusDeadLettered
 	case m.lastUns:
 		return StatusFiltered
 	}
 	return StatusRetrying
+}
+
+// dlqLast reports whether m's newest dead letter came after its last attempt.
+func (m *message) dlqLast() bool {
+	return !m.dlq.at.IsZero() && !m.dlq.at.Before(m.LastAttemptAt)
 }
 
 // snapshot is a copy of m for a caller (its attempts' header maps are shared: never written
@@ -325,6 +382,9 @@ func (m *message) snapshot() Message {
 	out.DeadLettered = ""
 	if out.Status == StatusDeadLettered {
 		out.DeadLettered = m.lastDead
+		if m.dlqLast() {
+			out.DeadLettered = m.dlq.reason
+		}
 	}
 	if out.Status == StatusRetrying && !m.lastNext.IsZero() {
 		t := m.lastNext

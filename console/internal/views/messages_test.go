@@ -92,6 +92,35 @@ func TestMessagesStatus(t *testing.T) {
 		t.Fatalf("replayed: %+v", m)
 	}
 
+	// A dead letter written without an attempt (its retry window ended while it waited on a
+	// tier): the DLQ says so, read before or after the attempts; an attempt after it (a replay)
+	// decides again.
+	for _, dlqFirst := range []bool{false, true} {
+		x := NewMessages(100, 1<<20)
+		if dlqFirst {
+			x.DeadLettered("d", "ok", "retry_window_expired", next.Add(time.Minute))
+		}
+		x.Add([]DeliveryAttempt{retry}, nil)
+		if !dlqFirst {
+			if m := onlyMessage(t, x, "d"); m.Status != StatusRetrying {
+				t.Fatalf("before the dead letter: %+v", m)
+			}
+			x.DeadLettered("d", "ok", "retry_window_expired", next.Add(time.Minute))
+		}
+		if m := onlyMessage(t, x, "d"); m.Status != StatusDeadLettered || m.DeadLettered != "retry_window_expired" || m.NextAttemptAt != nil {
+			t.Fatalf("dead-lettered by the DLQ (read first: %v): %+v", dlqFirst, m)
+		}
+		if page, _ := x.Page("d", MessageQuery{Status: StatusDeadLettered}, 10); len(page) != 1 {
+			t.Fatalf("?status=dead_lettered: %+v", page)
+		}
+		replay := msgAttempt("d", "ok", "https://a/", 1, 503, "status_5xx", next.Add(time.Hour))
+		replay.NextAttemptAt = next.Add(time.Hour + time.Minute)
+		x.Add([]DeliveryAttempt{replay}, nil)
+		if m := onlyMessage(t, x, "d"); m.Status != StatusRetrying {
+			t.Fatalf("replayed: %+v", m)
+		}
+	}
+
 	f := NewMessages(100, 1<<20)
 	f.Add([]DeliveryAttempt{msgAttempt("d", "f", "", 1, 0, "filtered", t0)}, nil)
 	if m := onlyMessage(t, f, "d"); m.Status != StatusFiltered {
