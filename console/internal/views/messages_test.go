@@ -41,7 +41,7 @@ func TestMessagesTwoURLs(t *testing.T) {
 		at := t0.Add(time.Duration(i) * time.Second)
 		batch = append(batch,
 			msgAttempt("flaky", id, "https://a.example.com/in", 1, 200, SuccessClass, at),
-			msgAttempt("flaky", id, "https://b.example.com/in", 1, 0, "connection", at))
+			msgAttempt("flaky", id, "https://b.example.com/in", 1, 0, "connection", at.Add(time.Millisecond))) // the refusal ends last
 	}
 	v.Add(batch, nil)
 	page, more := v.Page("flaky", MessageQuery{}, 10)
