@@ -3,6 +3,7 @@ package deliverer_test
 import (
 	"bytes"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,5 +64,37 @@ func TestAttemptRecordsTellTheMessageAndTheAnswer(t *testing.T) {
 	}
 	if !bytes.Contains(recs[0].Value, []byte(`"type":"track"`)) {
 		t.Errorf("record %s", recs[0].Value)
+	}
+}
+
+// TestAttemptRecordsTwoURLsOneRefusing: a destination with two URLs, the first answering 200
+// and the second refusing connections: each message's two records (one per URL) say the same
+// message and no retry (a message is done once one URL answered 2xx), the refusal with its
+// class and no answer.
+func TestAttemptRecordsTwoURLsOneRefusing(t *testing.T) {
+	good := newReceiver(t, ok200)
+	h := newHarness(t, "1s", destYAML(dest("flaky", []string{good.URL + "/in", "http://127.0.0.1:1/refused"}, "")))
+	attempts := h.reader(schemas.TopicAttempts)
+	h.run(h.config())
+	h.send("flaky", "m1", "m2")
+	recs := attempts.waitFor(4, 15*time.Second)
+	classes := map[string][]schemas.ErrorClass{}
+	for _, r := range recs {
+		a, err := schemas.DecodeAttemptRecord(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.UserID != "u-"+a.MessageID || a.Event != "Order Completed" || a.NextAttemptAt != "" || a.DeadLettered != "" {
+			t.Errorf("record %s", r.Value)
+		}
+		if a.ErrorClass == schemas.ClassConnection && (a.ResponseBody != "" || a.ResponseHeaders != nil) {
+			t.Errorf("a refused connection with an answer: %s", r.Value)
+		}
+		classes[a.MessageID] = append(classes[a.MessageID], a.ErrorClass)
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if c := classes[id]; len(c) != 2 || !slices.Contains(c, schemas.ClassOK) || !slices.Contains(c, schemas.ClassConnection) {
+			t.Errorf("%s: classes %v, want ok and connection", id, c)
+		}
 	}
 }
