@@ -13,9 +13,12 @@ import (
 )
 
 // The delivery log's reader: webhooks.attempts into views.Attempts (per destination the last
-// AttemptsPerDestination attempts and per-minute counters over StatsWindow). At start the
-// console reads the attempts of the last StatsWindow again, so a restarted console shows the
-// same log and stats.
+// AttemptsPerDestination attempts and per-minute counters over StatsWindow) and views.Messages
+// (per destination the last MessagesPerDestination messages with their attempts and answers).
+// At start the console reads the attempts of the last StatsWindow again, so a restarted
+// console shows the same log, messages and stats. A record sealed with its user's data key
+// (docs/security.md#crypto-shredding) is opened first; one whose key was shredded is not
+// read: its user was deleted.
 
 // runAttempts keeps the delivery log: webhooks.attempts from StatsWindow ago, then as written.
 func (s *Service) runAttempts(ctx context.Context) error {
@@ -25,10 +28,14 @@ func (s *Service) runAttempts(ctx context.Context) error {
 		return nil
 	}
 	var batch []attempt
+	var sealed opener // the batch's sealed records, opened: the views copy what they keep
 	dec := newAttemptDecoder()
 	return s.runView(ctx, "attempts", s.ready.attempts, platform.TopicReaderConfig{
 		Topic: s.cfg.AttemptsTopic, Start: platform.StartAfter(s.now().Add(-s.cfg.StatsWindow)),
 		Apply: func(r *kgo.Record) {
+			if r = sealed.open(s, r); r == nil {
+				return // sealed with a shredded key: its user was deleted
+			}
 			a, ok := dec.attempt(r)
 			if !ok {
 				s.metrics.attemptsSkipped.Inc()
@@ -40,6 +47,7 @@ func (s *Service) runAttempts(ctx context.Context) error {
 		if len(batch) == 0 {
 			return
 		}
+		s.messages.Add(batch, s.messageForgotten)
 		forgotten := s.attempts.Add(batch, s.forget.messageForgotten)
 		if forgotten > 0 {
 			s.metrics.forgotten.WithLabelValues("attempts").Add(float64(forgotten))
@@ -47,12 +55,14 @@ func (s *Service) runAttempts(ctx context.Context) error {
 		s.metrics.attemptsRead.Add(float64(len(batch)))
 		clear(batch)
 		batch = batch[:0]
+		sealed.reset()
 	})
 }
 
 // attemptNames are the JSON names of schemas.AttemptRecord's fields, in their order (the order
 // the deliverer writes them).
-var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at"}
+var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at",
+	"type", "event", "userId", "anonymousId", "receivedAt", "nextAttemptAt", "deadLettered", "responseHeaders", "responseBody"}
 
 // attemptFields are those members as read: the strings alias the record. The log keeps no
 // concurrencyLimit nor pausedForMs; they are read to refuse a record as
@@ -62,6 +72,9 @@ type attemptFields struct {
 	attempt, status, concurrencyLimit, pausedForMs     int
 	latencyMs                                          float64
 	test                                               bool
+
+	typ, event, userID, anonymousID, receivedAt, nextAttemptAt, deadLettered, responseBody []byte
+	responseHeaders                                                                        map[string]string
 }
 
 // decodeAttemptFields reads b's attemptNames into f as schemas.DecodeAttemptRecord
@@ -95,6 +108,24 @@ func decodeAttemptFields(b []byte, f *attemptFields) error {
 			return decodeBool(v, &f.test)
 		case 11:
 			return decodeString(v, &f.at)
+		case 12:
+			return decodeString(v, &f.typ)
+		case 13:
+			return decodeString(v, &f.event)
+		case 14:
+			return decodeString(v, &f.userID)
+		case 15:
+			return decodeString(v, &f.anonymousID)
+		case 16:
+			return decodeString(v, &f.receivedAt)
+		case 17:
+			return decodeString(v, &f.nextAttemptAt)
+		case 18:
+			return decodeString(v, &f.deadLettered)
+		case 19:
+			return decodeStringMap(v, &f.responseHeaders)
+		case 20:
+			return decodeString(v, &f.responseBody)
 		}
 		return err
 	})
@@ -129,11 +160,27 @@ func (d *attemptDecoder) attempt(r *kgo.Record) (attempt, bool) {
 		at = r.Timestamp
 	}
 	a := attempt{At: at.UTC(), DestinationID: d.names.Get(f.destinationID), MessageID: string(f.messageID), URL: d.redacted(f.url),
-		Attempt: f.attempt, Status: f.status, LatencyMs: f.latencyMs, ErrorClass: d.names.Get(f.errorClass), Test: f.test}
+		Attempt: f.attempt, Status: f.status, LatencyMs: f.latencyMs, ErrorClass: d.names.Get(f.errorClass), Test: f.test,
+		MessageFacts: views.MessageFacts{Type: d.names.Get(f.typ), Event: d.names.Get(f.event), UserID: string(f.userID), AnonymousID: string(f.anonymousID),
+			ReceivedAt: timestamp(f.receivedAt), NextAttemptAt: timestamp(f.nextAttemptAt), DeadLettered: d.names.Get(f.deadLettered),
+			ResponseHeaders: f.responseHeaders, ResponseBody: string(f.responseBody)}}
 	if len(f.err) > 0 {
 		a.Error = string(f.err)
 	}
 	return a, true
+}
+
+// timestamp reads a timestamp member (schemas.FormatTimestamp, or any RFC 3339 time); zero
+// when absent or unreadable.
+func timestamp(b []byte) time.Time {
+	if len(b) == 0 {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 // redacted is schemas.RedactURL(string(u)), remembered: a destination's URLs repeat in every
@@ -162,5 +209,8 @@ func attemptOf(r *kgo.Record) (attempt, bool) {
 		at = r.Timestamp
 	}
 	return attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
-		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: string(rec.ErrorClass), Error: rec.Error, Test: rec.Test}, true
+		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: string(rec.ErrorClass), Error: rec.Error, Test: rec.Test,
+		MessageFacts: views.MessageFacts{Type: rec.Type, Event: rec.Event, UserID: rec.UserID, AnonymousID: rec.AnonymousID,
+			ReceivedAt: timestamp([]byte(rec.ReceivedAt)), NextAttemptAt: timestamp([]byte(rec.NextAttemptAt)), DeadLettered: rec.DeadLettered,
+			ResponseHeaders: rec.ResponseHeaders, ResponseBody: rec.ResponseBody}}, true
 }

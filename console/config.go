@@ -70,6 +70,10 @@ type Config struct {
 	// PendingPerDestination is how many messages waiting in the retry tiers the pending view
 	// keeps per destination (docs/console.md#pending-retries).
 	PendingPerDestination int
+	// MessagesPerDestination is how many messages (with their attempts) the messages view
+	// keeps per destination, and MessageBytesPerDestination how many bytes of attempts and
+	// answers at most (docs/console.md#messages).
+	MessagesPerDestination, MessageBytesPerDestination int
 	// DLQPerDestination is how many dead letters (their headers) the DLQ lists keep per
 	// destination.
 	DLQPerDestination int
@@ -92,35 +96,37 @@ type Config struct {
 // DefaultConfig returns the defaults of docs/console.md.
 func DefaultConfig() Config {
 	return Config{
-		Addr:                   "127.0.0.1:8090",
-		IngestURL:              "http://127.0.0.1:8080",
-		AudiencesURL:           "http://127.0.0.1:8091",
-		ConfigTopic:            schemas.TopicConfig,
-		EventsTopic:            schemas.TopicEvents,
-		RejectedTopic:          schemas.TopicRejected,
-		DeletionsTopic:         schemas.TopicDeletions,
-		DeletionsStatusTopic:   schemas.TopicDeletionsStatus,
-		AttemptsTopic:          schemas.TopicAttempts,
-		DeliveriesTopic:        schemas.TopicDeliveries,
-		DLQTopic:               schemas.TopicDLQ,
-		DLQReplayedTopic:       schemas.TopicDLQReplayed,
-		SessionsTopic:          schemas.TopicSessions,
-		RetriedNowTopic:        schemas.TopicRetriedNow,
-		PendingPerDestination:  10000,
-		SuppressionsTopic:      schemas.TopicSuppressions,
-		DelivererGroup:         "tributary-deliverer",
-		RegulationStores:       []string{schemas.StoreRouter, schemas.StoreAudiences, schemas.StoreDeliverer, schemas.StoreConsole},
-		AttemptsPerDestination: 1000,
-		DLQPerDestination:      10000,
-		StatsWindow:            24 * time.Hour,
-		RecentEvents:           100,
-		EventsBackfill:         2000,
-		MaxKeyOverlap:          30 * 24 * time.Hour,
-		TestTimeout:            15 * time.Second,
-		MaxStreams:             100,
-		MaxStreamsPerSession:   5,
-		StreamWriteTimeout:     10 * time.Second,
-		ShutdownTimeout:        platform.DefaultShutdownGrace,
+		Addr:                       "127.0.0.1:8090",
+		IngestURL:                  "http://127.0.0.1:8080",
+		AudiencesURL:               "http://127.0.0.1:8091",
+		ConfigTopic:                schemas.TopicConfig,
+		EventsTopic:                schemas.TopicEvents,
+		RejectedTopic:              schemas.TopicRejected,
+		DeletionsTopic:             schemas.TopicDeletions,
+		DeletionsStatusTopic:       schemas.TopicDeletionsStatus,
+		AttemptsTopic:              schemas.TopicAttempts,
+		DeliveriesTopic:            schemas.TopicDeliveries,
+		DLQTopic:                   schemas.TopicDLQ,
+		DLQReplayedTopic:           schemas.TopicDLQReplayed,
+		SessionsTopic:              schemas.TopicSessions,
+		RetriedNowTopic:            schemas.TopicRetriedNow,
+		PendingPerDestination:      10000,
+		SuppressionsTopic:          schemas.TopicSuppressions,
+		DelivererGroup:             "tributary-deliverer",
+		RegulationStores:           []string{schemas.StoreRouter, schemas.StoreAudiences, schemas.StoreDeliverer, schemas.StoreConsole},
+		AttemptsPerDestination:     1000,
+		MessagesPerDestination:     10000,
+		MessageBytesPerDestination: 32 << 20,
+		DLQPerDestination:          10000,
+		StatsWindow:                24 * time.Hour,
+		RecentEvents:               100,
+		EventsBackfill:             2000,
+		MaxKeyOverlap:              30 * 24 * time.Hour,
+		TestTimeout:                15 * time.Second,
+		MaxStreams:                 100,
+		MaxStreamsPerSession:       5,
+		StreamWriteTimeout:         10 * time.Second,
+		ShutdownTimeout:            platform.DefaultShutdownGrace,
 	}
 }
 
@@ -205,7 +211,7 @@ func (c *Config) Validate() error {
 	if err := checkRegulationStores(c.RegulationStores); err != nil {
 		errs = append(errs, err)
 	}
-	if c.AttemptsPerDestination < 1 || c.DLQPerDestination < 1 || c.PendingPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
+	if c.AttemptsPerDestination < 1 || c.MessagesPerDestination < 1 || c.MessageBytesPerDestination < 1 || c.DLQPerDestination < 1 || c.PendingPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
 		errs = append(errs, errors.New("console view sizes: must be positive"))
 	}
 	if c.StatsWindow < time.Hour {

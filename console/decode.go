@@ -61,6 +61,34 @@ func decodeString(v []byte, dst *[]byte) error {
 	return errWrongType
 }
 
+// decodeStringMap decodes v into *dst as json.Unmarshal into a map[string]string field: the
+// members of an object added to the map (made when nil), null leaving *dst as it is.
+func decodeStringMap(v []byte, dst *map[string]string) error {
+	if string(v) == "null" {
+		return nil
+	}
+	if len(v) == 0 || v[0] != '{' {
+		return errWrongType
+	}
+	m := *dst
+	if m == nil {
+		m = map[string]string{}
+	}
+	err := schemas.EachMember(v, func(key, val []byte) error {
+		var s []byte
+		if err := decodeString(val, &s); err != nil {
+			return err
+		}
+		m[string(key)] = string(s) // null: "", as json.Unmarshal stores it
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	*dst = m
+	return nil
+}
+
 // decodeInt decodes v into *dst as json.Unmarshal into an int field (64 bits).
 func decodeInt(v []byte, dst *int) error {
 	if string(v) == "null" {

@@ -28,6 +28,11 @@ type attemptCase struct {
 var attemptCases = []attemptCase{
 	{"normal", `{"destinationId":"hooks","messageId":"m-1","url":"https://hooks.example.com/in?token=xxxxx","attempt":1,"status":200,"latencyMs":12.5,"errorClass":"ok","concurrencyLimit":16,"at":"2026-11-27T03:00:00.123Z"}`, false},
 	{"failure", `{"destinationId":"hooks","messageId":"m-2","url":"https://hooks.example.com/in","attempt":3,"status":503,"latencyMs":80,"errorClass":"status_5xx","error":"status_5xx: HTTP 503 from hooks.example.com","concurrencyLimit":4,"pausedForMs":2000,"at":"2026-11-27T03:00:01Z"}`, false},
+	{"what the message is, the answer", `{"destinationId":"hooks","messageId":"m-4","url":"https://hooks.example.com/in","attempt":1,"status":500,"latencyMs":3,"errorClass":"status_5xx","error":"x","concurrencyLimit":4,"at":"2026-11-27T03:00:01Z","type":"track","event":"Order \"Completed\"","userId":"user-5","anonymousId":"a-1","receivedAt":"2026-11-27T03:00:00.5Z","nextAttemptAt":"2026-11-27T03:00:11Z","responseHeaders":{"Content-Type":"text/plain","X-Id":"r\u00e9"},"responseBody":"boom \ud83d\ude00"}`, false},
+	{"dead-lettered, answer members null or empty", `{"destinationId":"hooks","messageId":"m-5","attempt":2,"errorClass":"status_4xx","deadLettered":"status_4xx","responseHeaders":{},"responseBody":null,"receivedAt":"not a time"}`, false},
+	{"answer headers null, repeated", `{"destinationId":"hooks","responseHeaders":null,"responseHeaders":{"A":"1"},"responseHeaders":{"B":"2","A":null}}`, false},
+	{"answer headers not an object", `{"destinationId":"hooks","responseHeaders":["A"]}`, false},
+	{"answer header not a string", `{"destinationId":"hooks","responseHeaders":{"A":1}}`, false},
 	{"test delivery", `{"destinationId":"hooks","messageId":"m-3","url":"https://hooks.example.com/in","attempt":1,"status":204,"latencyMs":0.25,"errorClass":"ok","test":true,"at":"2026-11-27T03:00:02Z"}`, false},
 	{"escaped quotes", `{"destinationId":"hooks","messageId":"a\"b\\c","url":"https://hooks.example.com/in","errorClass":"timeout","error":"timeout: Post \"https://hooks.example.com/in\": context deadline exceeded","at":"2026-11-27T03:00:03Z"}`, false},
 	{"unicode escapes", `{"destinationId":"caf\u00e9","messageId":"\u00e9t\u00E9 \ud83d\ude00","url":"https://hooks.example.com/a?b=1\u0026c=2","errorClass":"other","error":"\u0000\t\n","at":"2026-11-27T03:00:04Z"}`, false},

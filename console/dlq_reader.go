@@ -34,7 +34,11 @@ func (s *Service) runDLQView(ctx context.Context) error {
 				if !c.Add(dl, user, s.forget.hides) {
 					s.metrics.forgotten.WithLabelValues("dlq").Inc()
 					s.forget.forgetMessages([]string{dl.MessageID})
+					return
 				}
+				// The messages view: a dead letter written without an attempt (the retry window
+				// ended while it waited, the destination was disabled) makes it dead_lettered.
+				s.messages.DeadLettered(dl.DestinationID, dl.MessageID, dl.Reason, dl.At)
 				return
 			}
 			m, ok := replayMarkOf(r.Value)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -350,6 +351,8 @@ func (s *Service) purge(users map[string]struct{}) int {
 	pendingIDs, pending := s.pending.Forget(hides)
 	ids = append(ids, pendingIDs...)
 	s.metrics.forgotten.WithLabelValues("pending").Add(float64(pending))
+	// The messages view: by their user, which its attempt records name.
+	ids = append(ids, s.messages.ForgetUsers(hides)...)
 	f.forgetMessages(ids)
 	// The delivery log: the attempts of those messages.
 	attempts := s.dropAttempts(ids)
@@ -365,14 +368,37 @@ func (s *Service) purge(users map[string]struct{}) int {
 	return events + dead + pending + attempts
 }
 
-// dropAttempts drops the delivery log's attempts of messages ids, and counts them.
+// dropAttempts drops the delivery log's attempts of messages ids (and those messages from the
+// messages view), and counts the attempts.
 func (s *Service) dropAttempts(ids []string) int {
 	if len(ids) == 0 {
 		return 0
 	}
+	s.messages.Forget(ids)
 	n := s.attempts.Forget(ids)
 	s.metrics.forgotten.WithLabelValues("attempts").Add(float64(n))
 	return n
+}
+
+// messageForgotten reports whether the console forgets the attempt a: its message was
+// forgotten, or its record names a user (userId, else anonymousId) whose rule hides what was
+// received when its message was (else when it was attempted).
+func (s *Service) messageForgotten(a *views.DeliveryAttempt) bool {
+	if s.forget.messageForgotten(a.MessageID) {
+		return true
+	}
+	user := a.UserID
+	if user == "" {
+		user = a.AnonymousID
+	}
+	if user == "" || s.forget.ruled.Load() == 0 {
+		return false
+	}
+	at := a.ReceivedAt
+	if at.IsZero() {
+		at = a.At
+	}
+	return s.forget.hides(user, at)
 }
 
 // waitReady waits for every channel; false when ctx ended first.

@@ -416,9 +416,12 @@ func TestOpenAPI(t *testing.T) {
 	now := time.Now().UTC()
 	attempt := func(msg string, n, status int, class string, test bool) *kgo.Record {
 		v := map[string]any{"destinationId": "hooks", "messageId": msg, "url": "http://127.0.0.1:9/x", "attempt": n, "status": status,
-			"latencyMs": 12.5, "errorClass": class, "at": schemas.FormatTimestamp(now), "test": test}
+			"latencyMs": 12.5, "errorClass": class, "at": schemas.FormatTimestamp(now), "test": test,
+			"type": "track", "event": "Order Completed", "userId": "user-5", "receivedAt": schemas.FormatTimestamp(now.Add(-time.Second)),
+			"responseHeaders": map[string]string{"Content-Type": "text/plain"}, "responseBody": "answer " + class}
 		if class != "ok" {
 			v["error"] = "HTTP 500"
+			v["nextAttemptAt"] = schemas.FormatTimestamp(now.Add(time.Minute))
 		}
 		b, _ := json.Marshal(v)
 		return &kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("hooks"), Value: b}
@@ -439,6 +442,21 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(404, "GET", "/v1/destinations/nope/attempts", nil)
 	c.ok(200, "GET", "/v1/messages/m-1/attempts", nil)
 	c.ok(404, "GET", "/v1/messages/nope/attempts", nil)
+	// The messages: m-1 (a 500, then a 200) is one delivered message; the test delivery is none.
+	msgs := c.ok(200, "GET", "/v1/destinations/hooks/messages", nil).JSON(t)["data"].([]any)
+	if len(msgs) != 1 || msgs[0].(map[string]any)["status"] != "delivered" || len(msgs[0].(map[string]any)["attempts"].([]any)) != 2 {
+		t.Fatalf("messages %v", msgs)
+	}
+	c.ok(200, "GET", "/v1/destinations/hooks/messages?userId=user-5&event=Order+Completed&type=track&status=delivered&since=1h&limit=1", nil)
+	c.ok(200, "GET", "/v1/destinations/hooks/messages?messageId=m-1&anonymousId=a&since="+schemas.FormatTimestamp(now.Add(-time.Hour)), nil)
+	c.ok(200, "GET", "/v1/destinations/hooks/messages?cursor=1", nil)
+	c.bad(400, "GET", "/v1/destinations/hooks/messages?status=bogus", nil)
+	c.bad(400, "GET", "/v1/destinations/hooks/messages?limit=0", nil)
+	c.bad(400, "GET", "/v1/destinations/hooks/messages?cursor=abc", nil)
+	c.ok(400, "GET", "/v1/destinations/hooks/messages?since=yesterday", nil)
+	c.ok(404, "GET", "/v1/destinations/nope/messages", nil)
+	c.ok(200, "GET", "/v1/messages/m-1", nil)
+	c.ok(404, "GET", "/v1/messages/nope", nil)
 	c.ok(200, "GET", "/v1/destinations/hooks/stats", nil)
 	c.ok(200, "GET", "/v1/destinations/hooks/stats?window=24h", nil)
 	c.ok(200, "GET", "/v1/destinations/bare/stats", nil)

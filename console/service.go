@@ -72,6 +72,7 @@ type Service struct {
 	stoppingOnce sync.Once
 
 	attempts    *views.Attempts
+	messages    *views.Messages
 	events      *views.Events
 	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
@@ -125,6 +126,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		}
 	}
 	s.attempts = views.NewAttempts(cfg.AttemptsPerDestination, cfg.StatsWindow)
+	s.messages = views.NewMessages(cfg.MessagesPerDestination, cfg.MessageBytesPerDestination)
 	s.events = views.NewEvents(cfg.RecentEvents)
 	s.regulations = views.NewRegulations(cfg.RegulationStores)
 	s.forget = newForgetting()
@@ -452,6 +454,8 @@ func (s *Service) routes() http.Handler {
 	h("POST /v1/destinations/{id}/test", s.testDestination)
 	h("GET /v1/destinations/{id}/pending", s.listPending)
 	h("POST /v1/destinations/{id}/retry", s.retryPending)
+	h("GET /v1/destinations/{id}/messages", s.destinationMessages)
+	h("GET /v1/messages/{messageId}", s.getMessage)
 	h("GET /v1/messages/{messageId}/attempts", s.messageAttempts)
 
 	h("GET /v1/audiences", s.listOf(schemas.ConfigKindAudience))

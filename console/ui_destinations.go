@@ -106,7 +106,6 @@ type destinationData struct {
 	DLQPending int
 	DLQError   string
 
-
 	TestTypes []string
 	TestType  string
 	Test      *testOutcome

@@ -8,16 +8,27 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // The attempt log webhooks.attempts and the attempt metrics (docs/delivery.md#attempt-log-and-metrics).
 
+// outcome is what became of a delivery after an attempt, as its attempt records say
+// (schemas.AttemptRecord's nextAttemptAt and deadLettered): the zero value when it was
+// delivered, or is not retried.
+type outcome struct {
+	nextAttemptAt time.Time // handed to a retry tier, due then
+	deadLettered  string    // handed to the DLQ, with this reason
+}
+
 // appendAttemptRecord appends one record of webhooks.attempts, a schemas.AttemptRecord: its
 // members in the type's order, "error" on failure only, "pausedForMs" only while the endpoint
-// pauses its host, "test" on a test delivery only. It is written by hand (one per POST, on the
-// hot path), and writes what encoding/json writes of the type (TestAttemptRecordRoundTrip).
-func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, now time.Time) []byte {
+// pauses its host, "test" on a test delivery only, what the message is once d was summarized
+// (delivery.summarize), the outcome's members when set, the answer's when one came. It is
+// written by hand (one per POST, on the hot path), and writes what encoding/json writes of the
+// type (TestAttemptRecordRoundTrip).
+func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, out outcome, now time.Time) []byte {
 	b = append(b, `{"destinationId":`...)
 	b = schemas.AppendJSONString(b, d.destID)
 	b = append(b, `,"messageId":`...)
@@ -47,18 +58,91 @@ func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, n
 	}
 	b = append(b, `,"at":"`...)
 	b = schemas.AppendTimestamp(b, now)
-	return append(b, `"}`...)
+	b = append(b, '"')
+	if d.summarized {
+		b = appendSummary(b, d)
+	}
+	if !out.nextAttemptAt.IsZero() {
+		b = append(b, `,"nextAttemptAt":"`...)
+		b = schemas.AppendTimestamp(b, out.nextAttemptAt)
+		b = append(b, '"')
+	}
+	if out.deadLettered != "" {
+		b = append(b, `,"deadLettered":`...)
+		b = schemas.AppendJSONString(b, out.deadLettered)
+	}
+	b = res.answer.appendTo(b)
+	return append(b, '}')
 }
 
-func (s *Service) logAttempt(d delivery, res *urlResult, lim hostLimit, now time.Time) {
+// appendSummary appends what the message is: type, event, userId, anonymousId, receivedAt.
+func appendSummary(b []byte, d *delivery) []byte {
+	sum := &d.sum
+	if d.msgType != "" {
+		b = append(b, `,"type":`...)
+		b = schemas.AppendJSONString(b, d.msgType)
+	} else {
+		b = appendMember(b, `,"type":`, sum.Type)
+	}
+	b = appendMember(b, `,"event":`, sum.Event)
+	b = appendMember(b, `,"userId":`, sum.UserID)
+	b = appendMember(b, `,"anonymousId":`, sum.AnonymousID)
+	n := len(b)
+	if b = appendMember(b, `,"receivedAt":`, sum.ReceivedAt); len(b) > n {
+		return b
+	}
+	// No receivedAt in the body: the first attempt's time, which the router sets when it
+	// routes the message (the first-attempt-at header).
+	b = append(b, `,"receivedAt":"`...)
+	b = schemas.AppendTimestamp(b, d.firstAttemptAt)
+	return append(b, '"')
+}
+
+// appendMember appends name and raw as a JSON string (schemas.AppendSummaryString), nothing
+// when raw is absent or not a string nor a number.
+func appendMember(b []byte, name string, raw []byte) []byte {
+	if raw == nil {
+		return b
+	}
+	n := len(b)
+	b = append(b, name...)
+	if b, ok := schemas.AppendSummaryString(b, raw); ok {
+		return b
+	}
+	return b[:n]
+}
+
+// attemptRecord is the webhooks.attempts record of one POST of d (appendAttemptRecord): sealed
+// with d's data key when its body was sealed (docs/security.md#crypto-shredding: the record
+// names the message's user and holds the endpoint's answer, which may repeat the body), with
+// the tributary-key header; plain otherwise.
+func (s *Service) attemptRecord(d *delivery, res *urlResult, lim hostLimit, out outcome, now time.Time) *kgo.Record {
+	head := 0
+	if d.key != nil {
+		head = shred.Headroom
+	}
+	size := head + 288 + shred.TagSize
+	if res.answer != nil {
+		size += len(res.answer.headers) + len(res.answer.body) + len(res.answer.body)/8 // escapes
+	}
+	b := appendAttemptRecord(make([]byte, head, size), d, res, lim, out, now)
+	rec := &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: b}
+	if d.key != nil {
+		rec.Value = d.key.SealReserved(b)
+		rec.Headers = []kgo.RecordHeader{{Key: schemas.HeaderDataKey, Value: d.key.ID()}}
+	}
+	return rec
+}
+
+// logAttempt counts one POST and writes its attempt record.
+func (s *Service) logAttempt(d *delivery, res *urlResult, lim hostLimit, out outcome, now time.Time) {
 	dm := s.metrics.forDestination(d.destID)
 	dm.attempts(statusClass(res)).Inc()
 	dm.latency.Observe(res.Latency.Seconds())
 	if lim.limit > 0 { // 0: a test delivery to a host no delivery has used yet
 		dm.limit.Set(float64(lim.limit))
 	}
-	v := appendAttemptRecord(make([]byte, 0, 288), &d, res, lim, now)
-	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
+	s.cl.Produce(s.grace, s.attemptRecord(d, res, lim, out, now), nil)
 }
 
 // statusClass is the status label of the attempts metric: 2xx, 4xx, 5xx, or the error class.

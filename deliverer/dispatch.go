@@ -30,6 +30,20 @@ type delivery struct {
 	notice         bool      // header type is delete: a delete notice, never dropped (regulations.go)
 	dueAt          time.Time // header due-at: when a tier record comes due
 	retryNow       string    // header retry-now: a retry-now copy of that tier record (retrynow.go)
+	msgType        string    // header type
+
+	// What the attempt records say of the message, read from the opened body once per attempt
+	// (summarize).
+	sum        schemas.BodySummary
+	summarized bool
+}
+
+// summarize reads what the attempt log says of the message from its opened body
+// (schemas.SummarizeBody: the members before properties, no decoding).
+func (d *delivery) summarize() {
+	if !d.summarized {
+		d.sum, d.summarized = schemas.SummarizeBody(d.body), true
+	}
 }
 
 func parseDelivery(r *kgo.Record, now time.Time) delivery {
@@ -58,6 +72,7 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			d.test = string(h.Value) == "1" || string(h.Value) == "true"
 		case schemas.HeaderType:
 			d.notice = string(h.Value) == schemas.TypeDelete
+			d.msgType = string(h.Value)
 		case schemas.HeaderDueAt:
 			d.dueAt, _ = schemas.ParseTimestamp(string(h.Value))
 		case schemas.HeaderRetryNow:
@@ -222,7 +237,8 @@ func (s *Service) dropDeleted(d delivery, p *pending) {
 	now := s.now()
 	s.metrics.dropped.WithLabelValues(d.destID, string(Deleted)).Inc()
 	s.countDropped(d.r, d.destID)
-	v := appendAttemptRecord(make([]byte, 0, 288), &d, &urlResult{Class: Deleted, Err: errDeleted}, hostLimit{}, now)
+	// Plain and without the message's summary: the body did not open, or must not be read.
+	v := appendAttemptRecord(make([]byte, 0, 288), &delivery{destID: d.destID, messageID: d.messageID, attempt: d.attempt, test: d.test}, &urlResult{Class: Deleted, Err: errDeleted}, hostLimit{}, outcome{}, now)
 	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
 	s.track.finish(p)
 }
@@ -281,8 +297,10 @@ func (s *Service) dispatchTest(ctx context.Context, d delivery, p *pending, dest
 		}
 		results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: d.messageID, body: d.body}, s.now())
 		now := s.now()
+		d.summarize()
 		for i := range results {
-			s.logAttempt(d, &results[i], s.hosts.limit(unitOf(dest, results[i].URL), now), now)
+			s.logAttempt(&d, &results[i], s.hosts.limit(unitOf(dest, results[i].URL), now), outcome{}, now)
+			results[i].answer.release()
 		}
 		s.track.finish(p)
 	})
@@ -388,12 +406,6 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	// and by the shutdown deadline (s.grace).
 	results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: entries, messageID: d.messageID, body: d.body}, s.now())
 	now := s.now()
-	for i := range results {
-		res := &results[i]
-		unit := unitOf(dest, res.URL)
-		lim := s.hosts.release(unit, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
-		s.logAttempt(d, res, lim, now)
-	}
 	class, retryAfter, last := verdict(results)
 	status := 0
 	errText := ""
@@ -403,30 +415,46 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 		errText = describe(last)
 		host = last.Host
 	}
+	// What becomes of the delivery is decided first: its attempt records say it
+	// (nextAttemptAt, deadLettered).
+	var out outcome
+	tier := -1
+	switch {
+	case class == Success:
+	case class.Retryable():
+		if d.attempt > len(s.cfg.RetrySchedule) {
+			out.deadLettered = "retries_exhausted"
+			break
+		}
+		tier = s.tierFor(max(s.cfg.RetrySchedule[d.attempt-1], retryAfter))
+		if now.Add(s.tierDelays[tier]).After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
+			out.deadLettered, tier = "retry_window_expired", -1
+			break
+		}
+		out.nextAttemptAt = now.Add(s.tierDelays[tier])
+	default:
+		out.deadLettered = string(class)
+	}
+	d.summarize()
+	for i := range results {
+		res := &results[i]
+		unit := unitOf(dest, res.URL)
+		lim := s.hosts.release(unit, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
+		s.logAttempt(&d, res, lim, out, now)
+		res.answer.release()
+	}
 	switch {
 	case class == Success:
 		s.metrics.forDestination(d.destID).delivered.Inc()
 		s.metrics.endToEnd.Observe(now.Sub(d.firstAttemptAt).Seconds())
 		s.track.finish(p)
 		s.flog.delivered(d.destID, host, now)
-	case class.Retryable():
-		if d.attempt > len(s.cfg.RetrySchedule) {
-			s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, time.Time{}, now)
-			s.toDLQ(d, p, "retries_exhausted", status, errText)
-			return
-		}
-		delay := max(s.cfg.RetrySchedule[d.attempt-1], retryAfter)
-		tier := s.tierFor(delay)
-		if now.Add(s.tierDelays[tier]).After(d.firstAttemptAt.Add(s.cfg.RetryWindow)) {
-			s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, time.Time{}, now)
-			s.toDLQ(d, p, "retry_window_expired", status, errText)
-			return
-		}
-		s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, now.Add(s.tierDelays[tier]), now)
+	case tier >= 0:
+		s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, out.nextAttemptAt, now)
 		s.toTier(d, p, d.attempt+1, tier, errText, status)
 	default:
 		s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, time.Time{}, now)
-		s.toDLQ(d, p, string(class), status, errText)
+		s.toDLQ(d, p, out.deadLettered, status, errText)
 	}
 }
 

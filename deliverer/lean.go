@@ -2,6 +2,7 @@ package deliverer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -60,6 +61,9 @@ var (
 	// errClientClosed: the client was closed (the deliverer is stopping).
 	errClientClosed = errors.New("the deliverer's HTTP client is closed")
 )
+
+// gzipToken is the Content-Encoding of a gzip answer.
+var gzipToken = []byte("gzip")
 
 // aLongTimeAgo is a deadline in the past: it interrupts the I/O in progress on a connection.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -177,7 +181,8 @@ func (c *leanClient) send(ctx context.Context, m message, deadline time.Time) (s
 		}
 		reused := cn.used
 		var stale bool
-		status, retryAfter, stale, err = cn.roundTrip(ctx, t, &h, m.body, deadline)
+		m.answer.reset() // a stale connection's first try may have noted something
+		status, retryAfter, stale, err = cn.roundTrip(ctx, t, &h, m.body, m.answer, deadline)
 		// A keep-alive connection the server had closed (its idle timeout) fails before any
 		// answer: the POST goes again at once, once, on a new connection (what net/http does
 		// for a replayable request). X-Message-Id makes a second delivery harmless.
@@ -392,9 +397,10 @@ func (cn *leanConn) close() {
 }
 
 // roundTrip sends one POST on cn and reads its answer, all before deadline, then returns cn
-// to its pool or closes it. stale reports a failure before any byte of an answer that a
-// connection closed by the server explains: the write failed, or the answer's first read did.
-func (cn *leanConn) roundTrip(ctx context.Context, t *target, h *headerList, body []byte, deadline time.Time) (status int, retryAfter string, stale bool, err error) {
+// to its pool or closes it, keeping what a asks of the answer (nil: nothing). stale reports a
+// failure before any byte of an answer that a connection closed by the server explains: the
+// write failed, or the answer's first read did.
+func (cn *leanConn) roundTrip(ctx context.Context, t *target, h *headerList, body []byte, a *answer, deadline time.Time) (status int, retryAfter string, stale bool, err error) {
 	if err := cn.SetDeadline(deadline); err != nil {
 		cn.close()
 		return 0, "", true, err
@@ -412,7 +418,7 @@ func (cn *leanConn) roundTrip(ctx context.Context, t *target, h *headerList, bod
 		var ne net.Error
 		return 0, "", !(errors.As(err, &ne) && ne.Timeout()), err
 	}
-	status, retryAfter, keep, err := cn.readAnswer()
+	status, retryAfter, keep, err := cn.readAnswer(a)
 	if interrupted() || err != nil {
 		cn.close()
 		return status, retryAfter, err == io.EOF, err // io.EOF: fasthttp's "no byte of an answer"
@@ -451,17 +457,24 @@ func (cn *leanConn) writeRequest(t *target, h *headerList, body []byte) error {
 }
 
 // readAnswer reads the answer's status line and headers, and at most maxAnswerBytes of its
-// body (the body itself is not used). keep: the connection may carry the next POST.
-func (cn *leanConn) readAnswer() (status int, retryAfter string, keep bool, err error) {
+// body, of which a (nil: nothing) keeps the headers and the first schemas.MaxAnswerBody bytes.
+// keep: the connection may carry the next POST.
+func (cn *leanConn) readAnswer(a *answer) (status int, retryAfter string, keep bool, err error) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	resp.StreamBody = true
 	if err := resp.ReadLimitBody(cn.br, 0); err != nil {
 		var small *fasthttp.ErrSmallBuffer
 		if errors.As(err, &small) {
-			return cn.readLargeAnswer()
+			return cn.readLargeAnswer(a)
 		}
 		return 0, "", false, err
+	}
+	if a != nil {
+		for k, v := range resp.Header.All() {
+			a.addHeader(k, v)
+		}
+		a.endHeaders()
 	}
 	status = resp.StatusCode()
 	if status == http.StatusTooManyRequests || status >= 500 {
@@ -472,7 +485,13 @@ func (cn *leanConn) readAnswer() (status int, retryAfter string, keep bool, err 
 	keep = !resp.ConnectionClose() // fasthttp sets it too for a body that ends with the connection
 	if bs := resp.BodyStream(); bs != nil {
 		cn.body = io.LimitedReader{R: bs, N: maxAnswerBytes}
-		_, rerr := io.Copy(io.Discard, &cn.body)
+		var rerr error
+		if a != nil {
+			rerr = a.readBody(&cn.body, bytes.Equal(resp.Header.ContentEncoding(), gzipToken))
+		}
+		if rerr == nil {
+			_, rerr = io.Copy(io.Discard, &cn.body)
+		}
 		keep = keep && rerr == nil && cn.body.N > 0 // the body ended before the limit
 		cn.body.R = nil
 		_ = resp.CloseBodyStream()
@@ -482,8 +501,8 @@ func (cn *leanConn) readAnswer() (status int, retryAfter string, keep bool, err 
 
 // readLargeAnswer reads an answer whose header block does not fit connBufferSize with
 // net/http's parser (nothing of it was consumed), as net/http's client would, up to its bound
-// of maxAnswerHeaderBytes; the connection is not kept.
-func (cn *leanConn) readLargeAnswer() (status int, retryAfter string, keep bool, err error) {
+// of maxAnswerHeaderBytes, keeping what a asks; the connection is not kept.
+func (cn *leanConn) readLargeAnswer(a *answer) (status int, retryAfter string, keep bool, err error) {
 	br := bufio.NewReader(io.LimitReader(cn.br, maxAnswerHeaderBytes+maxAnswerBytes))
 	for {
 		resp, err := http.ReadResponse(br, nil)
@@ -493,7 +512,12 @@ func (cn *leanConn) readLargeAnswer() (status int, retryAfter string, keep bool,
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue // an interim answer
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
+		body := io.LimitReader(resp.Body, maxAnswerBytes)
+		if a != nil {
+			a.addHTTPHeaders(resp.Header)
+			_ = a.readBody(body, resp.Header.Get("Content-Encoding") == "gzip")
+		}
+		_, _ = io.Copy(io.Discard, body)
 		_ = resp.Body.Close()
 		return resp.StatusCode, resp.Header.Get("Retry-After"), false, nil
 	}

@@ -60,7 +60,8 @@ func (s *Service) drop(d *delivery, p *pending, class Class) {
 		why = "user deleted after the message was accepted (tracking.deletions.status)"
 	}
 	res := urlResult{Class: class, Err: errors.New(why)}
-	v := appendAttemptRecord(make([]byte, 0, 288), d, &res, hostLimit{}, now)
+	// Plain and without the message's summary: nothing of a deleted or suppressed user.
+	v := appendAttemptRecord(make([]byte, 0, 288), &delivery{destID: d.destID, messageID: d.messageID, attempt: d.attempt, test: d.test}, &res, hostLimit{}, outcome{}, now)
 	s.cl.Produce(s.grace, &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: v}, nil)
 	s.track.finish(p)
 }

@@ -259,10 +259,14 @@ func (s *Service) dispatchRetryNow(ctx context.Context, d delivery, p *pending, 
 		// endpoint is back while its breaker still waits.
 		results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: d.messageID, body: d.body}, s.now())
 		now := s.now()
-		for i := range results {
-			s.logAttempt(d, &results[i], s.hosts.limit(unitOf(dest, results[i].URL), now), now)
-		}
 		class, _, last := verdict(results)
+		var out outcome
+		if class != Success { // the message keeps its tier's schedule
+			out.nextAttemptAt = d.dueAt
+		}
+		for i := range results {
+			s.logAttempt(&d, &results[i], s.hosts.limit(unitOf(dest, results[i].URL), now), out, now)
+		}
 		state, reason := schemas.RetryNowDelivered, ""
 		if class != Success {
 			state = schemas.RetryNowFailed

@@ -56,6 +56,8 @@ type message struct {
 	stdTS     string // webhook-timestamp and webhook-signature; "" without Standard Webhooks
 	stdSig    string
 	body      []byte
+	// answer, when set, keeps the answer's headers and the first bytes of its body (answer.go).
+	answer *answer
 }
 
 // newWebhookClient builds the deliverer's client: certificates verified against the system
@@ -158,9 +160,14 @@ func (p *stdPoster) send(ctx context.Context, m message, deadline time.Time) (in
 	if err != nil {
 		return 0, "", err
 	}
-	// Read a little of the answer so the connection can be reused; the body itself is not
-	// used.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
+	// Read a little of the answer so the connection can be reused, keeping its first bytes
+	// when asked (net/http undid the gzip it asked for).
+	body := io.LimitReader(resp.Body, maxAnswerBytes)
+	if m.answer != nil {
+		m.answer.addHTTPHeaders(resp.Header)
+		_ = m.answer.readBody(body, false)
+	}
+	_, _ = io.Copy(io.Discard, body)
 	_ = resp.Body.Close()
 	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
 }
@@ -174,6 +181,9 @@ type urlResult struct {
 	RetryAfter time.Duration
 	Latency    time.Duration
 	Err        error
+	// answer is what the POST kept of the endpoint's answer (answer.go); nil before a POST.
+	// The attempt that logged it releases it.
+	answer *answer
 }
 
 // request is what one attempt sends: the same body to each URL that was admitted.
@@ -218,7 +228,8 @@ func postAll(ctx context.Context, client poster, timeout time.Duration, m messag
 // postOne sends m to the webhook entry e and fills res.
 func postOne(ctx context.Context, client poster, timeout time.Duration, m message, e schemas.Webhook, res *urlResult) {
 	res.URL, res.Host = e.URL, hostOf(e.URL)
-	m.url, m.headers = e.URL, e.Headers
+	res.answer = newAnswer()
+	m.url, m.headers, m.answer = e.URL, e.Headers, res.answer
 	start := time.Now()
 	status, retryAfter, err := client.send(ctx, m, start.Add(timeout))
 	res.Latency = time.Since(start)

@@ -52,6 +52,21 @@ func TestSealedDeliveries(t *testing.T) {
 			t.Fatalf("%s record not sealed as it was: %v %q", r.Topic, r.Headers, r.Value)
 		}
 	}
+	// The attempt records of a sealed delivery are sealed with its key: they name the user and
+	// hold the endpoint's answer.
+	for _, r := range h.reader(schemas.TopicAttempts).waitFor(2, 10*time.Second) {
+		if !bytes.Equal(shred.KeyOf(r), shred.KeyOf(recs[0])) || bytes.Contains(r.Value, []byte("u-m")) {
+			t.Fatalf("attempt record not sealed: %v %q", r.Headers, r.Value)
+		}
+		plain, err := keys.Open(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := schemas.DecodeAttemptRecord(plain)
+		if err != nil || a.UserID != "u-"+a.MessageID || a.Status == 0 {
+			t.Fatalf("opened attempt record %s: %v", plain, err)
+		}
+	}
 	if n, err := keys.Shred(ctx, "jane"); err != nil || n != 1 {
 		t.Fatalf("Shred = %d, %v", n, err)
 	}

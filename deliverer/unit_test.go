@@ -282,7 +282,7 @@ func TestConfigFromEnv(t *testing.T) {
 func TestAttemptRecordIsJSON(t *testing.T) {
 	d := &delivery{destID: "hooks", messageID: "m\"1\a\u00e9", attempt: 3}
 	res := &urlResult{URL: "https://user:s3cret@x.example.com/a?b=c&token=abc123", Status: 503, Class: Status5xx, Latency: 12345 * time.Microsecond, Host: "x.example.com:443"}
-	b := appendAttemptRecord(nil, d, res, hostLimit{limit: 32, paused: 5 * time.Second}, time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC))
+	b := appendAttemptRecord(nil, d, res, hostLimit{limit: 32, paused: 5 * time.Second}, outcome{}, time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC))
 	var got map[string]any
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("%s: %v", b, err)
@@ -297,7 +297,7 @@ func TestAttemptRecordIsJSON(t *testing.T) {
 	// A test delivery's records say so.
 	d.test = true
 	got = nil
-	if err := json.Unmarshal(appendAttemptRecord(nil, d, res, hostLimit{limit: 32}, time.Now()), &got); err != nil || got["test"] != true {
+	if err := json.Unmarshal(appendAttemptRecord(nil, d, res, hostLimit{limit: 32}, outcome{}, time.Now()), &got); err != nil || got["test"] != true {
 		t.Fatalf("test delivery's attempt record %v (%v): no \"test\":true", got, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -37,37 +38,55 @@ func TestAttemptRecordRoundTrip(t *testing.T) {
 		d    delivery
 		res  urlResult
 		lim  hostLimit
+		out  outcome
 		want schemas.AttemptRecord
 	}{
 		{"failure, host paused", delivery{destID: "hooks", messageID: "m\"1\a\u00e9", attempt: 3},
 			urlResult{URL: "https://user:s3cret@x.example.com/a?b=c&token=abc123", Status: 503, Class: Status5xx, Latency: 12345 * time.Microsecond, Host: "x.example.com:443"},
-			hostLimit{limit: 32, paused: 5 * time.Second},
+			hostLimit{limit: 32, paused: 5 * time.Second}, outcome{},
 			schemas.AttemptRecord{DestinationID: "hooks", MessageID: "m\"1\a\u00e9", URL: "https://xxxxx:xxxxx@x.example.com/a?b=xxxxx&token=xxxxx", Attempt: 3,
 				Status: 503, LatencyMs: 12.345, ErrorClass: schemas.ClassStatus5xx, Error: "status_5xx: HTTP 503 from x.example.com:443",
 				ConcurrencyLimit: 32, PausedForMs: 5000, At: at}},
 		{"success", delivery{destID: "hooks", messageID: "m-2", attempt: 1},
 			urlResult{URL: "https://x.example.com/in", Status: 200, Class: Success, Latency: 250 * time.Microsecond},
-			hostLimit{limit: 16},
+			hostLimit{limit: 16}, outcome{},
 			schemas.AttemptRecord{DestinationID: "hooks", MessageID: "m-2", URL: "https://x.example.com/in", Attempt: 1, Status: 200, LatencyMs: 0.25,
 				ErrorClass: schemas.ClassOK, ConcurrencyLimit: 16, At: at}},
 		{"test delivery", delivery{destID: "hooks", messageID: "t-1", attempt: 1, test: true},
 			urlResult{URL: "https://x.example.com/in", Status: 204, Class: Success, Latency: time.Millisecond},
-			hostLimit{},
+			hostLimit{}, outcome{},
 			schemas.AttemptRecord{DestinationID: "hooks", MessageID: "t-1", URL: "https://x.example.com/in", Attempt: 1, Status: 204, LatencyMs: 1,
 				ErrorClass: schemas.ClassOK, Test: true, At: at}},
 		{"dropped unsent", delivery{destID: "hooks", messageID: "m-3", attempt: 2},
 			urlResult{Class: Deleted, Err: errDeleted},
-			hostLimit{},
+			hostLimit{}, outcome{},
 			schemas.AttemptRecord{DestinationID: "hooks", MessageID: "m-3", Attempt: 2, ErrorClass: schemas.ClassDeleted,
 				Error: "deleted: " + errDeleted.Error(), At: at}},
+		{"a message, retried, with the answer", summarized(delivery{destID: "hooks", messageID: "m-4", attempt: 2, msgType: "track", firstAttemptAt: now.Add(-time.Minute),
+			body: []byte(`{"version":1,"type":"track","messageId":"m-4","userId":"user-5","anonymousId":42,"event":"Order \"Completed\"","receivedAt":"2026-01-02T03:00:00.000Z","properties":{"userId":"no"}}`)}),
+			urlResult{URL: "https://x.example.com/in", Status: 500, Class: Status5xx, Latency: time.Millisecond, Host: "x.example.com:443",
+				answer: answerOf(map[string]string{"Content-Type": "text/plain", "X-Request-Id": "r-1"}, "boom: \"user-5\" \xff")},
+			hostLimit{limit: 8}, outcome{nextAttemptAt: now.Add(10 * time.Second)},
+			schemas.AttemptRecord{DestinationID: "hooks", MessageID: "m-4", URL: "https://x.example.com/in", Attempt: 2, Status: 500, LatencyMs: 1,
+				ErrorClass: schemas.ClassStatus5xx, Error: "status_5xx: HTTP 500 from x.example.com:443", ConcurrencyLimit: 8, At: at,
+				Type: "track", Event: `Order "Completed"`, UserID: "user-5", AnonymousID: "42", ReceivedAt: "2026-01-02T03:00:00.000Z",
+				NextAttemptAt:   schemas.FormatTimestamp(now.Add(10 * time.Second)),
+				ResponseHeaders: map[string]string{"Content-Type": "text/plain", "X-Request-Id": "r-1"}, ResponseBody: "boom: \"user-5\" \ufffd"}},
+		{"a page, dead-lettered, no receivedAt in the body", summarized(delivery{destID: "hooks", messageID: "m-5", attempt: 1, firstAttemptAt: now.Add(-time.Hour),
+			body: []byte(`{"type":"page","messageId":"m-5","anonymousId":"a-1","name":"Pricing"}`)}),
+			urlResult{URL: "https://x.example.com/in", Status: 410, Class: Status4xx, Latency: time.Millisecond, Host: "x.example.com:443", answer: answerOf(nil, "")},
+			hostLimit{limit: 8}, outcome{deadLettered: "status_4xx"},
+			schemas.AttemptRecord{DestinationID: "hooks", MessageID: "m-5", URL: "https://x.example.com/in", Attempt: 1, Status: 410, LatencyMs: 1,
+				ErrorClass: schemas.ClassStatus4xx, Error: "status_4xx: HTTP 410 from x.example.com:443", ConcurrencyLimit: 8, At: at,
+				Type: "page", Event: "Pricing", AnonymousID: "a-1", ReceivedAt: schemas.FormatTimestamp(now.Add(-time.Hour)), DeadLettered: "status_4xx"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := appendAttemptRecord(nil, &c.d, &c.res, c.lim, now)
+			b := appendAttemptRecord(nil, &c.d, &c.res, c.lim, c.out, now)
 			got, err := schemas.DecodeAttemptRecord(b)
 			if err != nil {
 				t.Fatalf("%s: %v", b, err)
 			}
-			if got != c.want {
+			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("decoded\n%+v\nwant\n%+v", got, c.want)
 			}
 			strict := json.NewDecoder(bytes.NewReader(b))
@@ -83,6 +102,23 @@ func TestAttemptRecordRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// summarized is d with its summary read (delivery.summarize).
+func summarized(d delivery) delivery {
+	d.summarize()
+	return d
+}
+
+// answerOf is an answer with these headers and body, as a client keeps them.
+func answerOf(headers map[string]string, body string) *answer {
+	a := newAnswer()
+	for k, v := range headers {
+		a.addHeader([]byte(k), []byte(v))
+	}
+	a.endHeaders()
+	a.body = append(a.body, body...)
+	return a
 }
 
 // TestClassifierClassesAreSchemas: every class the deliverer gives an outcome is one of

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -116,6 +117,114 @@ type AttemptRecord struct {
 	Test bool `json:"test,omitempty"`
 	// At is when the attempt ended (FormatTimestamp).
 	At string `json:"at"`
+
+	// What the message is (docs/topics.md#webhooksattempts), absent when unknown: a record of
+	// an older deliverer, or a body that did not open (ClassDeleted).
+
+	// Type is the message's type (the delivery's type header): track, identify, page...
+	Type string `json:"type,omitempty"`
+	// Event is a track's event name, a page's or screen's name.
+	Event       string `json:"event,omitempty"`
+	UserID      string `json:"userId,omitempty"`
+	AnonymousID string `json:"anonymousId,omitempty"`
+	// ReceivedAt is when ingest accepted the message (the body's receivedAt, else the
+	// delivery's first-attempt-at header; FormatTimestamp).
+	ReceivedAt string `json:"receivedAt,omitempty"`
+
+	// What became of the delivery after this attempt: NextAttemptAt when it was handed to a
+	// retry tier (when the tier delivers it again), DeadLettered (the dead letter's reason,
+	// docs/topics.md#webhooksdlq) when it went to the DLQ; neither when it was delivered or is
+	// not retried (a test delivery, a record dropped unsent).
+	NextAttemptAt string `json:"nextAttemptAt,omitempty"`
+	DeadLettered  string `json:"deadLettered,omitempty"`
+
+	// The endpoint's answer: at most MaxAnswerHeaders of its headers (canonical names, each
+	// value at most MaxAnswerHeaderValue bytes) and the first MaxAnswerBody bytes of its body
+	// as text (invalid UTF-8 replaced by U+FFFD); absent when no answer came.
+	ResponseHeaders map[string]string `json:"responseHeaders,omitempty"`
+	ResponseBody    string            `json:"responseBody,omitempty"`
+}
+
+// Bounds of the answer an AttemptRecord keeps.
+const (
+	// MaxAnswerHeaders is how many of an answer's headers an attempt record keeps (the first
+	// ones, by name).
+	MaxAnswerHeaders = 20
+	// MaxAnswerHeaderValue is how many bytes of a header's value it keeps.
+	MaxAnswerHeaderValue = 256
+	// MaxAnswerBody is how many bytes of an answer's body it keeps.
+	MaxAnswerBody = 4 << 10
+)
+
+// BodySummary is what an attempt record says of the message a delivery body holds: the raw
+// JSON values (quotes included, aliasing the body; nil when absent) of its members type,
+// userId, anonymousId, event (else name) and receivedAt.
+type BodySummary struct {
+	Type, UserID, AnonymousID, Event, ReceivedAt []byte
+}
+
+// errSummaryDone stops SummarizeBody's scan.
+var errSummaryDone = errors.New("summary done")
+
+// SummarizeBody reads a delivery body's BodySummary with the member scanner, without decoding
+// the body: a canonical body (Message.AppendJSON, docs/receivers.md#the-body) names those
+// members before properties, traits, context and integrations, so the scan stops at the first
+// of these. A body that is not a JSON object gives what was read before the error.
+func SummarizeBody(body []byte) BodySummary {
+	var s BodySummary
+	var name []byte
+	// The scan stops at a member it need not read, before its value is scanned.
+	stop := func(key []byte, esc bool, _ []byte, i int) (int, bool, error) {
+		if !esc {
+			switch string(key[1 : len(key)-1]) {
+			case "properties", "traits", "context", "integrations":
+				return i, false, errSummaryDone
+			}
+		}
+		return i, false, nil
+	}
+	_ = eachMemberScan(body, stop, func(k []byte, esc bool, v []byte) error {
+		if esc {
+			return nil
+		}
+		switch string(k[1 : len(k)-1]) {
+		case "type":
+			s.Type = v
+		case "userId":
+			s.UserID = v
+		case "anonymousId":
+			s.AnonymousID = v
+		case "event":
+			s.Event = v
+		case "name":
+			name = v
+		case "receivedAt":
+			s.ReceivedAt = v
+		}
+		return nil
+	})
+	if s.Event == nil {
+		s.Event = name
+	}
+	return s
+}
+
+// AppendSummaryString appends raw, a value of a BodySummary, as a JSON string: a string as it
+// is (the body is valid JSON), a number (an id) as its text in quotes; it reports false and
+// appends nothing for anything else (null, an object...).
+func AppendSummaryString(dst, raw []byte) ([]byte, bool) {
+	switch {
+	case len(raw) >= 2 && raw[0] == '"':
+		if raw[1] == '"' {
+			return dst, false // ""
+		}
+		return append(dst, raw...), true
+	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+		dst = append(dst, '"')
+		dst = append(dst, raw...)
+		return append(dst, '"'), true
+	}
+	return dst, false
 }
 
 // DecodeAttemptRecord decodes one webhooks.attempts value as encoding/json does (keys matched

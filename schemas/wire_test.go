@@ -90,9 +90,13 @@ func TestAttemptRecordRoundTrip(t *testing.T) {
 	full := schemas.AttemptRecord{DestinationID: "order-hooks", MessageID: "m-1", URL: "https://hooks.example.com/segment", Attempt: 2, Status: 503,
 		LatencyMs: 12.4, ErrorClass: schemas.ClassStatus5xx, Error: "status_5xx: HTTP 503 from hooks.example.com:443", ConcurrencyLimit: 32,
 		PausedForMs: 5000, Test: true, At: "2026-11-23T10:00:00.000Z"}
-	for _, in := range []schemas.AttemptRecord{full, {DestinationID: "d", ErrorClass: schemas.ClassOK, At: "2026-11-23T10:00:00.000Z"}} {
+	newer := full
+	newer.Type, newer.Event, newer.UserID, newer.AnonymousID, newer.ReceivedAt = "track", "Order Completed", "user-5", "a-9", "2026-11-23T09:59:59.871Z"
+	newer.NextAttemptAt, newer.DeadLettered = "2026-11-23T10:00:10.000Z", "status_4xx"
+	newer.ResponseHeaders, newer.ResponseBody = map[string]string{"Content-Type": "text/plain"}, "database unavailable"
+	for _, in := range []schemas.AttemptRecord{full, newer, {DestinationID: "d", ErrorClass: schemas.ClassOK, At: "2026-11-23T10:00:00.000Z"}} {
 		b := strictRoundTrip(t, in)
-		if out, err := schemas.DecodeAttemptRecord(b); err != nil || out != in {
+		if out, err := schemas.DecodeAttemptRecord(b); err != nil || !reflect.DeepEqual(out, in) {
 			t.Errorf("DecodeAttemptRecord(%s) = %+v, %v; want %+v", b, out, err, in)
 		}
 	}
@@ -103,10 +107,22 @@ func TestAttemptRecordRoundTrip(t *testing.T) {
  "pausedForMs":5000,"at":"2026-11-23T10:00:00.000Z"}`
 	want := full
 	want.Test = false
-	if out, err := schemas.DecodeAttemptRecord([]byte(doc)); err != nil || out != want {
+	if out, err := schemas.DecodeAttemptRecord([]byte(doc)); err != nil || !reflect.DeepEqual(out, want) {
 		t.Errorf("the documented record decodes to %+v, %v; want %+v", out, err, want)
 	}
-	for _, bad := range []string{``, `{"attempt":"2"}`, `{"concurrencyLimit":1.5}`, `{"test":1}`, `[]`} {
+	// The newer members' example of docs/topics.md#webhooksattempts.
+	doc = `{"destinationId":"order-hooks","messageId":"m-1","url":"https://hooks.example.com/segment",
+ "attempt":1,"status":500,"latencyMs":8.1,"errorClass":"status_5xx",
+ "error":"status_5xx: HTTP 500 from hooks.example.com:443","concurrencyLimit":32,
+ "at":"2026-11-23T10:00:00.000Z","type":"track","event":"Order Completed","userId":"user-5",
+ "anonymousId":"a-9","receivedAt":"2026-11-23T09:59:59.871Z","nextAttemptAt":"2026-11-23T10:00:10.000Z",
+ "responseHeaders":{"Content-Type":"text/plain"},"responseBody":"database unavailable"}`
+	want = newer
+	want.Attempt, want.Status, want.LatencyMs, want.Error, want.PausedForMs, want.Test, want.DeadLettered = 1, 500, 8.1, "status_5xx: HTTP 500 from hooks.example.com:443", 0, false, ""
+	if out, err := schemas.DecodeAttemptRecord([]byte(doc)); err != nil || !reflect.DeepEqual(out, want) {
+		t.Errorf("the documented newer record decodes to %+v, %v; want %+v", out, err, want)
+	}
+	for _, bad := range []string{``, `{"attempt":"2"}`, `{"concurrencyLimit":1.5}`, `{"test":1}`, `{"responseHeaders":{"a":1}}`, `{"responseBody":5}`, `[]`} {
 		if _, err := schemas.DecodeAttemptRecord([]byte(bad)); err == nil {
 			t.Errorf("DecodeAttemptRecord(%s): no error", bad)
 		}

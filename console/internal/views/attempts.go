@@ -28,6 +28,9 @@ type DeliveryAttempt struct {
 	ErrorClass    string    `json:"errorClass"`
 	Error         string    `json:"error,omitempty"`
 	Test          bool      `json:"test,omitempty"`
+	// MessageFacts: what the record says of the message (the messages view, messages.go);
+	// the log keeps its type, event and ids, not the answer.
+	MessageFacts
 }
 
 // SuccessClass is the error class of a 2xx.
@@ -156,6 +159,7 @@ func (l *Attempts) add(a DeliveryAttempt) {
 	}
 	l.seq++
 	a.Seq = l.seq
+	a.ResponseHeaders, a.ResponseBody = nil, "" // the messages view keeps the answers
 	d.ring.Push(a)
 
 	for _, ch := range l.waiters[a.MessageID] {
