@@ -52,13 +52,15 @@ func (s *Service) runAttempts(ctx context.Context) error {
 
 // attemptNames are the JSON names of schemas.AttemptRecord's fields, in their order (the order
 // the deliverer writes them).
-var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at"}
+var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at",
+	"reason"}
 
 // attemptFields are those members as read: the strings alias the record. The log keeps no
 // concurrencyLimit nor pausedForMs; they are read to refuse a record as
 // schemas.DecodeAttemptRecord would.
 type attemptFields struct {
 	destinationID, messageID, url, errorClass, err, at []byte
+	reason                                             []byte
 	attempt, status, concurrencyLimit, pausedForMs     int
 	latencyMs                                          float64
 	test                                               bool
@@ -95,6 +97,8 @@ func decodeAttemptFields(b []byte, f *attemptFields) error {
 			return decodeBool(v, &f.test)
 		case 11:
 			return decodeString(v, &f.at)
+		case 12:
+			return decodeString(v, &f.reason)
 		}
 		return err
 	})
@@ -133,6 +137,9 @@ func (d *attemptDecoder) attempt(r *kgo.Record) (attempt, bool) {
 	if len(f.err) > 0 {
 		a.Error = string(f.err)
 	}
+	if len(f.reason) > 0 {
+		a.Reason = d.names.Get(f.reason)
+	}
 	return a, true
 }
 
@@ -162,5 +169,6 @@ func attemptOf(r *kgo.Record) (attempt, bool) {
 		at = r.Timestamp
 	}
 	return attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
-		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: string(rec.ErrorClass), Error: rec.Error, Test: rec.Test}, true
+		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: string(rec.ErrorClass), Error: rec.Error, Test: rec.Test,
+		Reason: string(rec.Reason)}, true
 }
