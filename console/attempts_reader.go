@@ -13,7 +13,8 @@ import (
 )
 
 // The delivery log's reader: webhooks.attempts into views.Attempts (per destination the last
-// AttemptsPerDestination attempts and per-minute counters over StatsWindow). At start the
+// AttemptsPerDestination attempts and per-minute counters over StatsWindow) and views.Health
+// (what became of each message). At start the
 // console reads the attempts of the last StatsWindow again, so a restarted console shows the
 // same log and stats.
 
@@ -25,6 +26,7 @@ func (s *Service) runAttempts(ctx context.Context) error {
 		return nil
 	}
 	var batch []attempt
+	var events []views.HealthEvent
 	dec := newAttemptDecoder()
 	return s.runView(ctx, "attempts", s.ready.attempts, platform.TopicReaderConfig{
 		Topic: s.cfg.AttemptsTopic, Start: platform.StartAfter(s.now().Add(-s.cfg.StatsWindow)),
@@ -44,6 +46,12 @@ func (s *Service) runAttempts(ctx context.Context) error {
 		if forgotten > 0 {
 			s.metrics.forgotten.WithLabelValues("attempts").Add(float64(forgotten))
 		}
+		for i := range batch {
+			events = append(events, healthEventOf(&batch[i]))
+		}
+		s.health.Add(events, s.forget.messageForgotten)
+		clear(events)
+		events = events[:0]
 		s.metrics.attemptsRead.Add(float64(len(batch)))
 		clear(batch)
 		batch = batch[:0]
@@ -171,4 +179,10 @@ func attemptOf(r *kgo.Record) (attempt, bool) {
 	return attempt{At: at.UTC(), DestinationID: rec.DestinationID, MessageID: rec.MessageID, URL: schemas.RedactURL(rec.URL), // the deliverer redacts it already
 		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: string(rec.ErrorClass), Error: rec.Error, Test: rec.Test,
 		Reason: string(rec.Reason)}, true
+}
+
+// healthEventOf is what the health view reads of an attempt record.
+func healthEventOf(a *attempt) views.HealthEvent {
+	return views.HealthEvent{DestinationID: a.DestinationID, MessageID: a.MessageID, At: a.At, URL: a.URL, Attempt: a.Attempt,
+		Class: a.ErrorClass, Error: a.Error, Reason: a.Reason, Test: a.Test}
 }

@@ -367,6 +367,7 @@ func (s *Service) dropAttempts(ids []string) int {
 		return 0
 	}
 	n := s.attempts.Forget(ids)
+	s.health.Forget(ids) // the message ids it shows: its counters hold none
 	s.metrics.forgotten.WithLabelValues("attempts").Add(float64(n))
 	return n
 }

@@ -30,6 +30,7 @@ func (s *Service) prune() {
 	}
 	hasDestination := func(id string) bool { _, ok := snap.DestinationByID(id); return ok }
 	s.attempts.Prune(hasDestination)
+	s.health.Prune(hasDestination)
 	s.dlq.Prune(hasDestination)
 	s.events.Prune(func(id string) bool { _, ok := snap.SourceByID(id); return ok }) // but a watched one
 }

@@ -72,6 +72,7 @@ type Service struct {
 	stoppingOnce sync.Once
 
 	attempts    *views.Attempts
+	health      *views.Health // what became of each destination's messages
 	events      *views.Events
 	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
@@ -124,6 +125,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		}
 	}
 	s.attempts = views.NewAttempts(cfg.AttemptsPerDestination, cfg.StatsWindow)
+	s.health = views.NewHealth(cfg.StatsWindow, cfg.HealthMessages)
 	s.events = views.NewEvents(cfg.RecentEvents)
 	s.regulations = views.NewRegulations(cfg.RegulationStores)
 	s.forget = newForgetting()
@@ -444,6 +446,7 @@ func (s *Service) routes() http.Handler {
 	h("DELETE /v1/destinations/{id}/sources/{sourceId}", s.disconnectSource)
 	h("GET /v1/destinations/{id}/attempts", s.destinationAttempts)
 	h("GET /v1/destinations/{id}/stats", s.destinationStats)
+	h("GET /v1/destinations/{id}/overview", s.destinationOverview)
 	h("GET /v1/destinations/{id}/dlq", s.listDLQ)
 	h("POST /v1/destinations/{id}/dlq/replay", s.replayDLQ)
 	h("POST /v1/destinations/{id}/test", s.testDestination)

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ import (
 
 //go:embed ui/templates/*.html ui/static/*
 var uiFiles embed.FS
+
+// uiPartials are templates that are parts of pages, not pages: every page may include them.
+var uiPartials = []string{"ui/templates/funnel.html"}
 
 // Session settings.
 const (
@@ -71,10 +75,10 @@ func newUI(s *Service) (*ui, error) {
 	}
 	for _, name := range names {
 		base := strings.TrimSuffix(strings.TrimPrefix(name, "ui/templates/"), ".html")
-		if base == "layout" {
+		if base == "layout" || slices.Contains(uiPartials, name) {
 			continue
 		}
-		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, "ui/templates/layout.html", name)
+		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, append([]string{"ui/templates/layout.html", name}, uiPartials...)...)
 		if err != nil {
 			return nil, fmt.Errorf("console UI template %s: %w", name, err)
 		}
