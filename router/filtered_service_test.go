@@ -31,7 +31,7 @@ func testRouterFilteredRecords(t *testing.T, exactlyOnce, off bool) {
 	h := newVirtualHarness(t, baseYAML) // web → orders, growth (plan blocks "Debug Event"); app → orders
 	h.produce(&kgo.Record{Topic: schemas.TopicSuppressions, Key: []byte("bad"),
 		Value: schemas.Suppression{UserID: "bad", SuppressedAt: "2026-11-27T10:00:00.000Z"}.Record()})
-	h.runRouter(func(c *router.Config) { c.ExactlyOnce, c.FilteredRecords = exactlyOnce, !off })
+	reg, _ := h.runRouter(func(c *router.Config) { c.ExactlyOnce, c.FilteredRecords = exactlyOnce, !off })
 	attempts := h.env.Reader(schemas.TopicAttempts)
 	attempts.Settle = settle
 	m1 := `{"type":"track","event":"Order Completed","userId":"u1","messageId":"m1"}`
@@ -64,5 +64,8 @@ func testRouterFilteredRecords(t *testing.T, exactlyOnce, off bool) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("filtered records %v, want %v", got, want)
+	}
+	if n := counter(t, reg, "tributary_router_filtered_records_total"); n != float64(len(want)) {
+		t.Errorf("tributary_router_filtered_records_total = %v, want %d", n, len(want))
 	}
 }

@@ -226,6 +226,7 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 	// The filtered records go with the deliveries: in the same transaction (exactly once), or
 	// acknowledged before the offsets are committed (at least once).
 	out.Records = append(out.Records, out.Filtered...)
+	s.metrics.filtered.Add(float64(len(out.Filtered)))
 	if s.dedupe != nil && s.cfg.ExactlyOnce {
 		out.Records = append(out.Records, s.dedupe.records(s.batchAt)...)
 	}
