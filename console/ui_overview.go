@@ -114,9 +114,10 @@ var urlFailures = map[string]string{
 	"invalid_request": "cannot be sent the request",
 }
 
-// urlProblems are the destination's URLs whose attempts mostly failed in the window while
-// its messages were delivered (by another URL), each named by its place in the destination's
-// webhooks ("URL 2") and what it does most ("refuses connections").
+// urlProblems are the destination's URLs under failingRate of whose attempts succeeded in the
+// window (judge says the destination's messages were delivered all the same: by another URL,
+// or on a retry), each named by its place in the destination's webhooks ("URL 2") and what it
+// does most ("refuses connections").
 func urlProblems(d *schemas.Destination, h views.HealthStats, window string) []problem {
 	var out []problem
 	for _, us := range h.URLs {
@@ -139,8 +140,11 @@ func urlProblems(d *schemas.Destination, h views.HealthStats, window string) []p
 		}
 		text := name + " of " + d.ID + " " + does + ": " + fmtCount(us.Attempts-us.Successes) + " of its " + countWords(us.Attempts, "attempt", "attempts") +
 			" failed in the last " + windowWord(window)
-		if h.Messages.Delivered > 0 {
+		switch {
+		case slices.ContainsFunc(h.URLs, func(o views.URLStats) bool { return o.URL != us.URL && o.Successes > 0 }):
 			text += "; its messages were delivered by another URL"
+		case h.DeliveredAfterRetries > 0:
+			text += "; its messages were delivered after retries"
 		}
 		out = append(out, problem{Text: text + ".", Href: destinationLink(d.ID, "urls")})
 	}
