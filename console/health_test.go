@@ -15,7 +15,7 @@ import (
 )
 
 // attemptRecord is a webhooks.attempts record of destination dest.
-func attemptRecord(dest, msg, url string, n, status int, class string, at time.Time) *kgo.Record {
+func healthAttemptRecord(dest, msg, url string, n, status int, class string, at time.Time) *kgo.Record {
 	return &kgo.Record{Topic: schemas.TopicAttempts, Key: []byte(dest), Value: attemptJSON(dest, msg, url, n, status, 12, class, at)}
 }
 
@@ -48,7 +48,7 @@ func TestHealthTwoURLsOneRefusing(t *testing.T) {
 	var recs []*kgo.Record
 	for i := range 20 {
 		msg := fmt.Sprintf("m-%d", i)
-		recs = append(recs, attemptRecord("flaky", msg, two, 1, 0, "connection", now), attemptRecord("flaky", msg, one, 1, 200, "ok", now))
+		recs = append(recs, healthAttemptRecord("flaky", msg, two, 1, 0, "connection", now), healthAttemptRecord("flaky", msg, one, 1, 200, "ok", now))
 	}
 	h.env.Produce(recs...)
 	var data map[string]any
@@ -99,14 +99,14 @@ func TestFunnelCounts(t *testing.T) {
 		filteredRecord("file-hooks", "off-1", schemas.FilterIntegrationsOff, at(1)),
 		filteredRecord("file-hooks", "off-2", schemas.FilterIntegrationsOff, at(2)),
 		filteredRecord("file-hooks", "sup-1", schemas.FilterSuppressed, at(3)),
-		attemptRecord("file-hooks", "ok-1", u, 1, 200, "ok", at(4)),
-		attemptRecord("file-hooks", "ok-2", u, 1, 204, "ok", at(5)),
-		attemptRecord("file-hooks", "re-1", u, 1, 503, "status_5xx", at(6)),
-		attemptRecord("file-hooks", "re-1", u, 2, 200, "ok", at(20)),
-		attemptRecord("file-hooks", "wait-1", u, 1, 0, "timeout", at(7)),
-		attemptRecord("file-hooks", "dead-1", u, 1, 503, "status_5xx", at(8)),
-		attemptRecord("file-hooks", "dead-1", u, 2, 503, "status_5xx", at(21)),
-		attemptRecord("file-hooks", "dead-2", u, 1, 410, "status_4xx", at(9)),
+		healthAttemptRecord("file-hooks", "ok-1", u, 1, 200, "ok", at(4)),
+		healthAttemptRecord("file-hooks", "ok-2", u, 1, 204, "ok", at(5)),
+		healthAttemptRecord("file-hooks", "re-1", u, 1, 503, "status_5xx", at(6)),
+		healthAttemptRecord("file-hooks", "re-1", u, 2, 200, "ok", at(20)),
+		healthAttemptRecord("file-hooks", "wait-1", u, 1, 0, "timeout", at(7)),
+		healthAttemptRecord("file-hooks", "dead-1", u, 1, 503, "status_5xx", at(8)),
+		healthAttemptRecord("file-hooks", "dead-1", u, 2, 503, "status_5xx", at(21)),
+		healthAttemptRecord("file-hooks", "dead-2", u, 1, 410, "status_4xx", at(9)),
 	)
 	h.env.Produce(dlqRecord("file-hooks", "dead-1", "retries_exhausted"), dlqRecord("file-hooks", "dead-2", "status_4xx"))
 	var f map[string]any

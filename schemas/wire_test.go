@@ -180,7 +180,7 @@ func TestFilteredRecordRoundTrip(t *testing.T) {
 		want := schemas.AttemptRecord{DestinationID: "order-hooks", MessageID: `m-"1"`, ErrorClass: schemas.ClassFiltered, Reason: reason,
 			At: "2026-11-27T10:00:00.000Z"}
 		out, err := schemas.DecodeAttemptRecord(b)
-		if err != nil || out != want {
+		if err != nil || !reflect.DeepEqual(out, want) {
 			t.Errorf("DecodeAttemptRecord(%s) = %+v, %v; want %+v", b, out, err, want)
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
