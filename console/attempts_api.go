@@ -81,24 +81,19 @@ func (s *Service) messageAttempts(w http.ResponseWriter, r *http.Request) error 
 }
 
 // destinationStats answers the destination's counters over ?window=1h (per minute) or 24h
-// (per 10 minutes).
+// (per 10 minutes): its attempts', and its messages' (health_api.go).
 func (s *Service) destinationStats(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if _, ok := s.deps.Store.Snapshot().DestinationByID(id); !ok {
+	d, ok := s.deps.Store.Snapshot().DestinationByID(id)
+	if !ok {
 		return errNotFound("no destination %q", id)
 	}
-	window, step := time.Hour, time.Minute
-	switch v := r.URL.Query().Get("window"); v {
-	case "", "1h":
-	case "24h":
-		window, step = 24*time.Hour, 10*time.Minute
-	default:
-		return errInvalid("window", "window: must be 1h or 24h, got %q", v)
+	name, window, step, err := statsWindow(r)
+	if err != nil {
+		return err
 	}
-	out := s.statsOf(id, window, step)
-	if v := r.URL.Query().Get("window"); v != "" {
-		out.Window = v
-	}
+	out := statsAnswer{s.statsOf(id, window, step), s.healthOf(d, window)}
+	out.Window = name
 	writeData(w, http.StatusOK, out)
 	return nil
 }

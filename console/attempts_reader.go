@@ -13,12 +13,12 @@ import (
 )
 
 // The delivery log's reader: webhooks.attempts into views.Attempts (per destination the last
-// AttemptsPerDestination attempts and per-minute counters over StatsWindow) and views.Messages
-// (per destination the last MessagesPerDestination messages with their attempts and answers).
-// At start the console reads the attempts of the last StatsWindow again, so a restarted
-// console shows the same log, messages and stats. A record sealed with its user's data key
-// (docs/security.md#crypto-shredding) is opened first; one whose key was shredded is not
-// read: its user was deleted.
+// AttemptsPerDestination attempts and per-minute counters over StatsWindow), views.Messages
+// (per destination the last MessagesPerDestination messages with their attempts and answers)
+// and views.Health (what became of each message). At start the console reads the attempts of
+// the last StatsWindow again, so a restarted console shows the same log, messages and stats. A
+// record sealed with its user's data key (docs/security.md#crypto-shredding) is opened first;
+// one whose key was shredded is not read: its user was deleted.
 
 // runAttempts keeps the delivery log: webhooks.attempts from StatsWindow ago, then as written.
 func (s *Service) runAttempts(ctx context.Context) error {
@@ -29,6 +29,7 @@ func (s *Service) runAttempts(ctx context.Context) error {
 	}
 	var batch []attempt
 	var sealed opener // the batch's sealed records, opened: the views copy what they keep
+	var events []views.HealthEvent
 	dec := newAttemptDecoder()
 	return s.runView(ctx, "attempts", s.ready.attempts, platform.TopicReaderConfig{
 		Topic: s.cfg.AttemptsTopic, Start: platform.StartAfter(s.now().Add(-s.cfg.StatsWindow)),
@@ -52,6 +53,12 @@ func (s *Service) runAttempts(ctx context.Context) error {
 		if forgotten > 0 {
 			s.metrics.forgotten.WithLabelValues("attempts").Add(float64(forgotten))
 		}
+		for i := range batch {
+			events = append(events, healthEventOf(&batch[i]))
+		}
+		s.health.Add(events, s.forget.messageForgotten)
+		clear(events)
+		events = events[:0]
 		s.metrics.attemptsRead.Add(float64(len(batch)))
 		clear(batch)
 		batch = batch[:0]
@@ -62,13 +69,15 @@ func (s *Service) runAttempts(ctx context.Context) error {
 // attemptNames are the JSON names of schemas.AttemptRecord's fields, in their order (the order
 // the deliverer writes them).
 var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at",
-	"type", "event", "userId", "anonymousId", "receivedAt", "nextAttemptAt", "deadLettered", "responseHeaders", "responseBody"}
+	"type", "event", "userId", "anonymousId", "receivedAt", "nextAttemptAt", "deadLettered", "responseHeaders", "responseBody",
+	"reason"}
 
 // attemptFields are those members as read: the strings alias the record. The log keeps no
 // concurrencyLimit nor pausedForMs; they are read to refuse a record as
 // schemas.DecodeAttemptRecord would.
 type attemptFields struct {
 	destinationID, messageID, url, errorClass, err, at []byte
+	reason                                             []byte
 	attempt, status, concurrencyLimit, pausedForMs     int
 	latencyMs                                          float64
 	test                                               bool
@@ -126,6 +135,8 @@ func decodeAttemptFields(b []byte, f *attemptFields) error {
 			return decodeStringMap(v, &f.responseHeaders)
 		case 20:
 			return decodeString(v, &f.responseBody)
+		case 21:
+			return decodeString(v, &f.reason)
 		}
 		return err
 	})
@@ -166,6 +177,9 @@ func (d *attemptDecoder) attempt(r *kgo.Record) (attempt, bool) {
 			ResponseHeaders: f.responseHeaders, ResponseBody: string(f.responseBody)}}
 	if len(f.err) > 0 {
 		a.Error = string(f.err)
+	}
+	if len(f.reason) > 0 {
+		a.Reason = d.names.Get(f.reason)
 	}
 	return a, true
 }
@@ -212,5 +226,12 @@ func attemptOf(r *kgo.Record) (attempt, bool) {
 		Attempt: rec.Attempt, Status: rec.Status, LatencyMs: rec.LatencyMs, ErrorClass: string(rec.ErrorClass), Error: rec.Error, Test: rec.Test,
 		MessageFacts: views.MessageFacts{Type: rec.Type, Event: rec.Event, UserID: rec.UserID, AnonymousID: rec.AnonymousID,
 			ReceivedAt: timestamp([]byte(rec.ReceivedAt)), NextAttemptAt: timestamp([]byte(rec.NextAttemptAt)), DeadLettered: rec.DeadLettered,
-			ResponseHeaders: rec.ResponseHeaders, ResponseBody: rec.ResponseBody}}, true
+			ResponseHeaders: rec.ResponseHeaders, ResponseBody: rec.ResponseBody},
+		Reason: string(rec.Reason)}, true
+}
+
+// healthEventOf is what the health view reads of an attempt record.
+func healthEventOf(a *attempt) views.HealthEvent {
+	return views.HealthEvent{DestinationID: a.DestinationID, MessageID: a.MessageID, At: a.At, URL: a.URL, Attempt: a.Attempt,
+		Class: a.ErrorClass, Error: a.Error, Reason: a.Reason, Test: a.Test, ReceivedAt: a.ReceivedAt}
 }

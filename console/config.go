@@ -80,6 +80,9 @@ type Config struct {
 	// StatsWindow is how far back the per-minute delivery counters go (and how far back the
 	// console reads webhooks.attempts when it starts).
 	StatsWindow time.Duration
+	// HealthMessages bounds the messages whose state the health view keeps, across
+	// destinations (about 250 bytes each; docs/console.md#views-and-their-limits).
+	HealthMessages int
 	// RecentEvents is how many events (accepted or rejected) the debugger keeps per source.
 	RecentEvents int
 	// EventsBackfill is how many records per partition of tracking.events and
@@ -119,6 +122,7 @@ func DefaultConfig() Config {
 		MessageBytesPerDestination: 32 << 20,
 		DLQPerDestination:          10000,
 		StatsWindow:                24 * time.Hour,
+		HealthMessages:             100_000,
 		RecentEvents:               100,
 		EventsBackfill:             2000,
 		MaxKeyOverlap:              30 * 24 * time.Hour,
@@ -213,6 +217,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AttemptsPerDestination < 1 || c.MessagesPerDestination < 1 || c.MessageBytesPerDestination < 1 || c.DLQPerDestination < 1 || c.PendingPerDestination < 1 || c.RecentEvents < 1 || c.EventsBackfill < 0 {
 		errs = append(errs, errors.New("console view sizes: must be positive"))
+	}
+	if c.HealthMessages < 1 {
+		errs = append(errs, fmt.Errorf("console health messages: must be positive, got %d", c.HealthMessages))
 	}
 	if c.StatsWindow < time.Hour {
 		errs = append(errs, fmt.Errorf("console stats window: must be at least 1h, got %s", c.StatsWindow))

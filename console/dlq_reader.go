@@ -7,12 +7,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // The DLQ view's reader: webhooks.dlq and its replay marks (webhooks.dlq.replayed) into
-// views.DLQ.
+// views.DLQ, and the dead letters of the stats window into views.Health.
 
 // runDLQView keeps the view: both topics from their start, once the rules of what the console
 // forgets were read (docs/console.md#what-the-console-forgets).
@@ -35,6 +36,11 @@ func (s *Service) runDLQView(ctx context.Context) error {
 					s.metrics.forgotten.WithLabelValues("dlq").Inc()
 					s.forget.forgetMessages([]string{dl.MessageID})
 					return
+				}
+				// The health view counts the dead letters of its window.
+				if dl.At.After(s.now().Add(-s.cfg.StatsWindow)) {
+					s.health.Add([]views.HealthEvent{{DestinationID: dl.DestinationID, MessageID: dl.MessageID, At: dl.At,
+						Attempt: dl.Attempts, Reason: dl.Reason, DeadLettered: true}}, nil)
 				}
 				// The messages view: a dead letter written without an attempt (the retry window
 				// ended while it waited, the destination was disabled) makes it dead_lettered.

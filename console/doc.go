@@ -2,9 +2,10 @@
 // destinations, audiences, deletions, the delivery log and DLQ replay, the config export and
 // import (docs/console.md). A destination's secrets — shared secrets, static header values, URL
 // credentials — are write-only: masked in answers and pages, references in the export
-// (secrets.go, docs/console.md#secrets). Its views — the delivery log, the source debugger, the
-// DLQ, regulations, the retry tiers' backlog, the messages waiting in the tiers (pending retries,
-// which "retry now" sends at once: pending_api.go) — hold their state in console/internal/views,
+// (secrets.go, docs/console.md#secrets). Its views — the delivery log, the messages, the health
+// of each destination's messages, the source debugger, the DLQ, regulations, the retry tiers'
+// backlog, the messages waiting in the tiers (pending retries, which "retry now" sends at once:
+// pending_api.go) — hold their state in console/internal/views,
 // each behind its own lock and methods; this package is the service (service.go), the readers
 // that follow each view's Kafka topics in memory, one platform.TopicReader each (runView, the
 // *_reader.go files, decoding only the members of a record they keep: decode.go), the API

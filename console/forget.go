@@ -376,6 +376,7 @@ func (s *Service) dropAttempts(ids []string) int {
 	}
 	s.messages.Forget(ids)
 	n := s.attempts.Forget(ids)
+	s.health.Forget(ids) // the message ids it shows: its counters hold none
 	s.metrics.forgotten.WithLabelValues("attempts").Add(float64(n))
 	return n
 }

@@ -462,6 +462,16 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(200, "GET", "/v1/destinations/bare/stats", nil)
 	c.bad(400, "GET", "/v1/destinations/hooks/stats?window=7d", nil)
 	c.ok(404, "GET", "/v1/destinations/nope/stats", nil)
+	h.env.Produce(&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("hooks"),
+		Value: schemas.AppendFilteredRecord(nil, "hooks", "m-off", schemas.FilterIntegrationsOff, []byte(schemas.FormatTimestamp(now)))})
+	servicetest.Eventually(t, 10*time.Second, "the funnel", func() bool {
+		return c.ok(200, "GET", "/v1/destinations/hooks/overview", nil).JSON(t)["data"].(map[string]any)["received"] == float64(2)
+	})
+	c.ok(200, "GET", "/v1/destinations/hooks/overview?window=24h", nil)
+	c.ok(200, "GET", "/v1/destinations/bare/overview", nil)
+	c.bad(400, "GET", "/v1/destinations/hooks/overview?window=7d", nil)
+	c.ok(404, "GET", "/v1/destinations/nope/overview", nil)
+	c.ok(200, "GET", "/v1/destinations/hooks/stats", nil) // with messages, its URL and a filtered one
 
 	// The DLQ: one dead letter, listed, replayed, listed as replayed.
 	h.env.Produce(&kgo.Record{Topic: schemas.TopicDLQ, Key: []byte("hooks:u1"), Value: []byte(`{"type":"track","event":"Order Completed","userId":"u1"}`),

@@ -31,6 +31,7 @@ func (s *Service) prune() {
 	hasDestination := func(id string) bool { _, ok := snap.DestinationByID(id); return ok }
 	s.attempts.Prune(hasDestination)
 	s.messages.Prune(hasDestination)
+	s.health.Prune(hasDestination)
 	s.dlq.Prune(hasDestination)
 	s.pending.Prune(hasDestination)
 	s.events.Prune(func(id string) bool { _, ok := snap.SourceByID(id); return ok }) // but a watched one

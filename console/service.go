@@ -73,6 +73,7 @@ type Service struct {
 
 	attempts    *views.Attempts
 	messages    *views.Messages
+	health      *views.Health // what became of each destination's messages
 	events      *views.Events
 	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
@@ -127,6 +128,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s.attempts = views.NewAttempts(cfg.AttemptsPerDestination, cfg.StatsWindow)
 	s.messages = views.NewMessages(cfg.MessagesPerDestination, cfg.MessageBytesPerDestination)
+	s.health = views.NewHealth(cfg.StatsWindow, cfg.HealthMessages)
 	s.events = views.NewEvents(cfg.RecentEvents)
 	s.regulations = views.NewRegulations(cfg.RegulationStores)
 	s.forget = newForgetting()
@@ -449,6 +451,7 @@ func (s *Service) routes() http.Handler {
 	h("DELETE /v1/destinations/{id}/sources/{sourceId}", s.disconnectSource)
 	h("GET /v1/destinations/{id}/attempts", s.destinationAttempts)
 	h("GET /v1/destinations/{id}/stats", s.destinationStats)
+	h("GET /v1/destinations/{id}/overview", s.destinationOverview)
 	h("GET /v1/destinations/{id}/dlq", s.listDLQ)
 	h("POST /v1/destinations/{id}/dlq/replay", s.replayDLQ)
 	h("POST /v1/destinations/{id}/test", s.testDestination)

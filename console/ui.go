@@ -18,6 +18,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ import (
 
 //go:embed ui/templates/*.html ui/templates/*/*.html ui/static/*
 var uiFiles embed.FS
+
+// uiPartials are templates that are parts of pages, not pages: every page may include them.
+var uiPartials = []string{"ui/templates/funnel.html"}
 
 // Session settings.
 const (
@@ -74,11 +78,11 @@ func newUI(s *Service) (*ui, error) {
 	}
 	for _, name := range names {
 		base := strings.TrimSuffix(strings.TrimPrefix(name, "ui/templates/"), ".html")
-		if base == "layout" || strings.Contains(base, ".") {
-			continue // a section of a page (<page>.<section>.html) is parsed with its page
+		if base == "layout" || strings.Contains(base, ".") || slices.Contains(uiPartials, name) {
+			continue // a partial, or a section of a page, is parsed with the pages that use it
 		}
-		// A page's parts (its tabs, ui/templates/<page>/*.html) are parsed with it.
-		files := []string{"ui/templates/layout.html", name}
+		// A page's parts (its tabs, ui/templates/<page>/*.html) and the partials are parsed with it.
+		files := append([]string{"ui/templates/layout.html", name}, uiPartials...)
 		if parts, _ := fs.Glob(uiFiles, "ui/templates/"+base+"/*.html"); len(parts) > 0 {
 			files = append(files, "ui/templates/"+base+"/*.html")
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -89,6 +90,11 @@ type destinationData struct {
 
 	Window                     string // 1h or 24h
 	Stats                      stats
+	Health                     views.HealthStats // its messages (health_api.go)
+	Failing                    bool              // judged as the overview does (judge)
+	Why                        string
+	URLProblems                []problem
+	Funnel                     funnelView
 	SuccessChart, LatencyChart template.HTML
 	Points                     []point // with attempts, for the charts' table
 
@@ -158,6 +164,12 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 			data.Window, window, step = "24h", 24*time.Hour, 10*time.Minute
 		}
 		data.Stats = u.s.statsOf(id, window, step)
+		data.Health = u.s.healthOf(d, window)
+		data.Failing, data.Why = judge(data.Health, data.Window)
+		if !data.Failing {
+			data.URLProblems = urlProblems(d, data.Health, data.Window)
+		}
+		data.Funnel = funnelOf(id, data.Window, u.s.health.Funnel(id, u.s.now(), window))
 		data.SuccessChart = successChart(data.Stats, data.Window)
 		data.LatencyChart = latencyChart(data.Stats, data.Window)
 		for _, p := range data.Stats.Series {

@@ -341,8 +341,8 @@ func TestUIOverviewDeletionsSettings(t *testing.T) {
 	h.env.Produce(recs...)
 	servicetest.Eventually(t, 5*time.Second, "the problems on the overview", func() bool {
 		p := b.get("/")
-		return strings.Contains(p.Body, "Destination file-hooks is failing: 20.0 %") && strings.Contains(p.Body, `<a href="/sources/web#debugger">Source web had 1 message rejected in the last hour.</a>`) &&
-			strings.Contains(p.Body, `<a href="/destinations/file-hooks">Destination file-hooks is failing`)
+		return strings.Contains(p.Body, `<a href="/destinations/file-hooks">Destination file-hooks is failing: 8 messages wait for a retry and 2 were delivered in the last hour.</a>`) &&
+			strings.Contains(p.Body, `<a href="/sources/web#debugger">Source web had 1 message rejected in the last hour.</a>`)
 	})
 
 	b.get("/deletions").contains(t, http.StatusOK, "No deletion request yet", `<label for="subjectIds">User ids</label>`)

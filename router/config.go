@@ -17,6 +17,13 @@ type Config struct {
 	EventsTopic, DeletionsTopic, DeliveriesTopic, SuppressionsTopic, DedupeTopic string
 	// DeletionsStatusTopic gets one schemas.DeletionStatus per deletion request processed.
 	DeletionsStatusTopic string
+	// AttemptsTopic gets the filtered records (FilteredRecords).
+	AttemptsTopic string
+	// FilteredRecords writes, for each message dropped for a destination of its source (a
+	// duplicate, the tracking plan, a suppressed user, an integrations switch), one
+	// webhooks.attempts record of class filtered with the reason, in the routing transaction
+	// (ROUTER_FILTERED_RECORDS, default true; docs/routing.md#filtered-records).
+	FilteredRecords bool `env:"ROUTER_FILTERED_RECORDS" doc:"write one 'webhooks.attempts' record of class 'filtered' (with the reason) per message dropped for a destination, so the console counts and shows it; 'false': none ([routing.md](routing.md#filtered-records))"`
 	// Group is the consumer group of tracking.events; DeletionsGroup of tracking.deletions.
 	Group, DeletionsGroup string
 	// ExactlyOnce runs both consumers in Kafka transactions (ROUTER_EXACTLY_ONCE, default
@@ -58,6 +65,8 @@ func DefaultConfig() Config {
 		SuppressionsTopic:    schemas.TopicSuppressions,
 		DeletionsStatusTopic: schemas.TopicDeletionsStatus,
 		DedupeTopic:          schemas.TopicDedupe,
+		AttemptsTopic:        schemas.TopicAttempts,
+		FilteredRecords:      true,
 		DedupeWindow:         10 * time.Minute,
 		DedupeMaxEntries:     2_000_000,
 		Group:                "tributary-router",
@@ -86,6 +95,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.EventsTopic == "" || c.DeletionsTopic == "" || c.DeliveriesTopic == "" || c.SuppressionsTopic == "" || c.DeletionsStatusTopic == "" {
 		errs = append(errs, errors.New("router topics: names must not be empty"))
+	}
+	if c.FilteredRecords && c.AttemptsTopic == "" {
+		errs = append(errs, errors.New("router attempts topic: must not be empty with ROUTER_FILTERED_RECORDS"))
 	}
 	if c.Group == "" || c.DeletionsGroup == "" {
 		errs = append(errs, errors.New("router groups: names must not be empty"))

@@ -10,6 +10,8 @@ type metrics struct {
 	messages   *prometheus.CounterVec
 	deliveries *prometheus.CounterVec
 	deletions  *prometheus.CounterVec
+	// filtered counts the filtered records written (docs/routing.md#filtered-records).
+	filtered prometheus.Counter
 	// keysShredded counts the data keys tombstoned for deletions (docs/security.md#crypto-shredding).
 	keysShredded prometheus.Counter
 }
@@ -28,6 +30,10 @@ func newMetrics(reg prometheus.Registerer, sup *suppressions, dd *dedupe) (*metr
 			Name: "tributary_router_deletion_requests_total",
 			Help: "tracking.deletions requests by kind (or invalid).",
 		}, []string{"kind"}),
+		filtered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_router_filtered_records_total",
+			Help: "Records of class filtered written to webhooks.attempts: one per message dropped for a destination (ROUTER_FILTERED_RECORDS).",
+		}),
 		keysShredded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tributary_router_keys_shredded_total",
 			Help: "Data keys of deleted users tombstoned on tributary.keys (DELETE_ONLY and SUPPRESS_WITH_DELETE requests).",
@@ -37,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, sup *suppressions, dd *dedupe) (*metr
 		Name: "tributary_router_suppressed_users",
 		Help: "Users on the suppression list.",
 	}, func() float64 { return float64(sup.Len()) })
-	cs := []prometheus.Collector{m.messages, m.deliveries, m.deletions, m.keysShredded, suppressed}
+	cs := []prometheus.Collector{m.messages, m.deliveries, m.deletions, m.filtered, m.keysShredded, suppressed}
 	if dd != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tributary_router_dedupe_entries",

@@ -47,23 +47,30 @@ type Step struct {
 	// Keys open sealed messages and seal their deliveries; nil: every record must be plain
 	// (a sealed one is Invalid).
 	Keys Keys
+	// AttemptsTopic, when set, gets one filtered record (schemas.AppendFilteredRecord) per
+	// message dropped for a destination of its source (docs/routing.md#filtered-records),
+	// with FirstAttemptAt as its time; "": none.
+	AttemptsTopic string
 
 	opened []byte // the buffer sealed messages are opened into, reused by the next one
 }
 
 // Deliveries are webhooks.deliveries records with the destination of each:
-// DestinationIDs[i] is the id of Records[i]'s destination. Route appends to both.
+// DestinationIDs[i] is the id of Records[i]'s destination. Route appends to both, and to
+// Filtered the webhooks.attempts records of the messages it dropped for a destination (with
+// Step.AttemptsTopic set).
 type Deliveries struct {
 	Records        []*kgo.Record
 	DestinationIDs []string
+	Filtered       []*kgo.Record
 }
 
-// Len is how many records it holds.
+// Len is how many delivery records it holds.
 func (d Deliveries) Len() int { return len(d.Records) }
 
 // Reset empties it, keeping the capacity.
 func (d Deliveries) Reset() Deliveries {
-	return Deliveries{Records: d.Records[:0], DestinationIDs: d.DestinationIDs[:0]}
+	return Deliveries{Records: d.Records[:0], DestinationIDs: d.DestinationIDs[:0], Filtered: d.Filtered[:0]}
 }
 
 // Route decides one tracking.events record and appends to out one webhooks.deliveries record
@@ -110,10 +117,10 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 		return out, Invalid, err
 	}
 	if BlockedByTrackingPlan(src, &v) {
-		return out, BlockedByPlan, nil
+		return s.Filter(out, src.ID, v.MessageID, schemas.FilterTrackingPlan), BlockedByPlan, nil
 	}
 	if v.UserID != "" && s.Suppressions != nil && s.Suppressions.Suppressed(v.UserID) {
-		return out, Suppressed, nil
+		return s.Filter(out, src.ID, v.MessageID, schemas.FilterSuppressed), Suppressed, nil
 	}
 	user := v.UserID
 	if user == "" {
@@ -122,7 +129,13 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	var messageID []byte
 	n := len(out.Records)
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
-		if !d.IsEnabled() || !IntegrationsAllow(v.Integrations, integrationsKey(d.Type)) {
+		if !d.IsEnabled() {
+			continue
+		}
+		if !IntegrationsAllow(v.Integrations, integrationsKey(d.Type)) {
+			if s.AttemptsTopic != "" {
+				out.Filtered = append(out.Filtered, s.filtered(d.ID, v.MessageID, schemas.FilterIntegrationsOff))
+			}
 			continue
 		}
 		if messageID == nil {
@@ -138,6 +151,28 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 		return out, NoDestination, nil
 	}
 	return out, Routed, nil
+}
+
+// Filter appends to out.Filtered one filtered record per enabled destination of the source for
+// a message dropped for every one of them (a duplicate, blocked by the tracking plan, a
+// suppressed user); nothing without AttemptsTopic. Only dropped messages pay for it.
+func (s *Step) Filter(out Deliveries, sourceID, messageID string, reason schemas.FilterReason) Deliveries {
+	if s.AttemptsTopic == "" {
+		return out
+	}
+	for _, d := range s.Config.DestinationsForSource(sourceID) {
+		if d.IsEnabled() {
+			out.Filtered = append(out.Filtered, s.filtered(d.ID, messageID, reason))
+		}
+	}
+	return out
+}
+
+// filtered builds one webhooks.attempts record of class filtered (docs/topics.md#webhooksattempts),
+// keyed by the destination id as the deliverer's attempt records are.
+func (s *Step) filtered(destID, messageID string, reason schemas.FilterReason) *kgo.Record {
+	return &kgo.Record{Topic: s.AttemptsTopic, Key: []byte(destID),
+		Value: schemas.AppendFilteredRecord(make([]byte, 0, 96+len(destID)+len(messageID)), destID, messageID, reason, s.FirstAttemptAt)}
 }
 
 // deliveryRecord holds a record and its headers in one allocation.

@@ -136,6 +136,9 @@ func (s *Service) Run(ctx context.Context) error {
 			// Looked at for transactions Kafka left open after a broker restart
 			// (docs/operations.md#hanging-transactions).
 			cfg.TransactionTopics = []string{s.cfg.DeliveriesTopic, s.cfg.DedupeTopic, s.cfg.DeletionsStatusTopic}
+			if s.cfg.FilteredRecords {
+				cfg.TransactionTopics = append(cfg.TransactionTopics, s.cfg.AttemptsTopic)
+			}
 		}
 		// Static membership: a restarted router takes its predecessor's partitions back at
 		// once instead of waiting for the dead member's session to time out.
@@ -175,6 +178,9 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.batchAt)),
 		Keys:            s.keys,
 	}
+	if s.cfg.FilteredRecords {
+		step.AttemptsTopic = s.cfg.AttemptsTopic
+	}
 	out := Deliveries{Records: make([]*kgo.Record, 0, fs.NumRecords())}
 	outcomes := map[Outcome]int{}
 	nowMs := s.batchAt.UnixMilli()
@@ -187,6 +193,7 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 			src, id := headerValue(r, schemas.HeaderSourceID), headerValue(r, schemas.HeaderMessageID)
 			if len(src) > 0 && len(id) > 0 && s.dedupe.seenBefore(r.Partition, src, id, nowMs) {
 				outcomes[Duplicate]++
+				out = step.Filter(out, string(src), string(id), schemas.FilterDuplicate)
 				return
 			}
 		}
@@ -216,6 +223,10 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 	for d, n := range perDest {
 		s.metrics.deliveries.WithLabelValues(d, "message").Add(float64(n))
 	}
+	// The filtered records go with the deliveries: in the same transaction (exactly once), or
+	// acknowledged before the offsets are committed (at least once).
+	out.Records = append(out.Records, out.Filtered...)
+	s.metrics.filtered.Add(float64(len(out.Filtered)))
 	if s.dedupe != nil && s.cfg.ExactlyOnce {
 		out.Records = append(out.Records, s.dedupe.records(s.batchAt)...)
 	}

@@ -61,6 +61,11 @@ const (
 	ClassSuppressed ErrorClass = "suppressed"
 	// ClassDeleted: the message's user was deleted, or its data key shredded.
 	ClassDeleted ErrorClass = "deleted"
+
+	// ClassFiltered: no POST either, and not the deliverer's: the router dropped the message
+	// for this destination before delivery (docs/routing.md#filtered-records); the record's
+	// Reason says why. Status 0, url empty, attempt 0.
+	ClassFiltered ErrorClass = "filtered"
 )
 
 // errorClasses is every ErrorClass, ClassOK first.
@@ -69,6 +74,7 @@ var errorClasses = [...]ErrorClass{
 	ClassTimeout, ClassConnection, ClassStatus5xx, ClassStatus408, ClassStatus429,
 	ClassStatus4xx, ClassTLS, ClassBlockedAddress, ClassInvalidURL, ClassInvalidRequest, ClassDestinationUnavailable,
 	ClassSuppressed, ClassDeleted,
+	ClassFiltered,
 }
 
 // ErrorClassCount is how many error classes there are (len(Classes())), a constant: a reader
@@ -115,7 +121,8 @@ type AttemptRecord struct {
 	PausedForMs int64 `json:"pausedForMs,omitempty"`
 	// Test marks a POST of a test delivery (docs/delivery.md#test-deliveries); absent otherwise.
 	Test bool `json:"test,omitempty"`
-	// At is when the attempt ended (FormatTimestamp).
+	// At is when the attempt ended (FormatTimestamp); on a ClassFiltered record, when the
+	// router routed the message's batch.
 	At string `json:"at"`
 
 	// What the message is (docs/topics.md#webhooksattempts), absent when unknown: a record of
@@ -143,6 +150,10 @@ type AttemptRecord struct {
 	// as text (invalid UTF-8 replaced by U+FFFD); absent when no answer came.
 	ResponseHeaders map[string]string `json:"responseHeaders,omitempty"`
 	ResponseBody    string            `json:"responseBody,omitempty"`
+
+	// Reason is why the router dropped the message for the destination, on a ClassFiltered
+	// record only (absent otherwise).
+	Reason FilterReason `json:"reason,omitempty"`
 }
 
 // Bounds of the answer an AttemptRecord keeps.
@@ -225,6 +236,45 @@ func AppendSummaryString(dst, raw []byte) ([]byte, bool) {
 		return append(dst, '"'), true
 	}
 	return dst, false
+}
+
+// FilterReason is why the router dropped a message for a destination before delivery: the
+// reason of a ClassFiltered attempt record (docs/routing.md#filtered-records).
+type FilterReason string
+
+// Filter reasons, in the order of the routing rules (docs/routing.md#the-rules-in-order).
+const (
+	// FilterDuplicate: the router routed a message of the same source and messageId within
+	// DEDUPE_WINDOW.
+	FilterDuplicate FilterReason = "duplicate"
+	// FilterTrackingPlan: a track event the source's tracking plan blocks.
+	FilterTrackingPlan FilterReason = "tracking_plan"
+	// FilterSuppressed: the message's user is on the suppression list.
+	FilterSuppressed FilterReason = "suppressed"
+	// FilterIntegrationsOff: the message's integrations object switches the destination off.
+	FilterIntegrationsOff FilterReason = "integrations_off"
+)
+
+// FilterReasons returns every FilterReason, in the order of the constants. The caller owns
+// the slice.
+func FilterReasons() []FilterReason {
+	return []FilterReason{FilterDuplicate, FilterTrackingPlan, FilterSuppressed, FilterIntegrationsOff}
+}
+
+// AppendFilteredRecord appends the webhooks.attempts value of a message the router dropped for
+// a destination: a compact AttemptRecord of class ClassFiltered holding only destinationId,
+// messageId, errorClass, reason and at (at a FormatTimestamp); DecodeAttemptRecord reads the
+// other members as their zero values.
+func AppendFilteredRecord(b []byte, destinationID, messageID string, reason FilterReason, at []byte) []byte {
+	b = append(b, `{"destinationId":`...)
+	b = AppendJSONString(b, destinationID)
+	b = append(b, `,"messageId":`...)
+	b = AppendJSONString(b, messageID)
+	b = append(b, `,"errorClass":"filtered","reason":`...)
+	b = AppendJSONString(b, string(reason))
+	b = append(b, `,"at":`...)
+	b = AppendJSONString(b, string(at))
+	return append(b, '}')
 }
 
 // DecodeAttemptRecord decodes one webhooks.attempts value as encoding/json does (keys matched

@@ -185,3 +185,33 @@ func TestProfileAPIRoundTrip(t *testing.T) {
 		t.Errorf("a preview request without now: %s", b)
 	}
 }
+
+// TestFilteredRecordRoundTrip: the compact record the router writes for a message it dropped
+// for a destination (AppendFilteredRecord) is an AttemptRecord of class filtered with its
+// reason, every other member at its zero value, and holds no member the type lacks; a record
+// without a reason (any older one) decodes with none.
+func TestFilteredRecordRoundTrip(t *testing.T) {
+	for _, reason := range schemas.FilterReasons() {
+		b := schemas.AppendFilteredRecord(nil, "order-hooks", "m-\"1\"", reason, []byte("2026-11-27T10:00:00.000Z"))
+		want := schemas.AttemptRecord{DestinationID: "order-hooks", MessageID: `m-"1"`, ErrorClass: schemas.ClassFiltered, Reason: reason,
+			At: "2026-11-27T10:00:00.000Z"}
+		out, err := schemas.DecodeAttemptRecord(b)
+		if err != nil || !reflect.DeepEqual(out, want) {
+			t.Errorf("DecodeAttemptRecord(%s) = %+v, %v; want %+v", b, out, err, want)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+		if strictRoundTrip(t, want); reason == "" {
+			t.Fatal("an empty reason")
+		}
+	}
+	if out, err := schemas.DecodeAttemptRecord([]byte(`{"destinationId":"d","errorClass":"ok","at":"x"}`)); err != nil || out.Reason != "" {
+		t.Errorf("a record without a reason: %+v, %v", out, err)
+	}
+	if schemas.ClassFiltered.Retryable() {
+		t.Error("filtered is retryable")
+	}
+}

@@ -31,10 +31,17 @@ type DeliveryAttempt struct {
 	// MessageFacts: what the record says of the message (the messages view, messages.go);
 	// the log keeps its type, event and ids, not the answer.
 	MessageFacts
+	// Reason is why the router dropped the message for the destination, on a record of class
+	// filtered: no POST, so not in the log (the health view counts it).
+	Reason string `json:"reason,omitempty"`
 }
 
 // SuccessClass is the error class of a 2xx.
 const SuccessClass = string(schemas.ClassOK)
+
+// FilteredClass is the class of the router's record of a message it dropped for a destination
+// (docs/routing.md#filtered-records): no attempt.
+const FilteredClass = string(schemas.ClassFiltered)
 
 // otherClass counts the failures of a class the console does not know (a newer deliverer's).
 const otherClass = "other"
@@ -42,11 +49,12 @@ const otherClass = "other"
 // FailureClasses are the error classes but ok (schemas.Classes, docs/delivery.md), in the order
 // of the counters, then "other"; "suppressed" and "deleted" are records the deliverer dropped
 // unsent because their user is suppressed or deleted
-// (docs/delivery.md#deleted-and-suppressed-users).
+// (docs/delivery.md#deleted-and-suppressed-users). "filtered" is none: the router's record of a
+// message it dropped (FilteredClass) is no attempt, and the log keeps none.
 var FailureClasses = func() []string {
 	out := make([]string, 0, schemas.ErrorClassCount)
 	for _, c := range schemas.Classes() {
-		if c != schemas.ClassOK {
+		if c != schemas.ClassOK && c != schemas.ClassFiltered {
 			out = append(out, string(c))
 		}
 	}
@@ -150,8 +158,11 @@ func (l *Attempts) Add(batch []DeliveryAttempt, forgotten func(messageID string)
 	return skipped
 }
 
-// add records one attempt; called with mu held.
+// add records one attempt; called with mu held. A filtered record is no attempt: skipped.
 func (l *Attempts) add(a DeliveryAttempt) {
+	if a.ErrorClass == FilteredClass {
+		return
+	}
 	d := l.dests[a.DestinationID]
 	if d == nil {
 		d = &destLog{ring: NewRing[DeliveryAttempt](l.perDest, nil), minutes: make([]*minute, max(int(l.window/time.Minute), 1))}

@@ -1,6 +1,7 @@
 // Package views holds the console's in-memory views of its Kafka topics: the delivery log and
 // its counters (Attempts), the same attempts grouped by message and indexed for search
-// (Messages, docs/console.md#messages), the source debugger's recent events (Events), the regulations
+// (Messages, docs/console.md#messages), what became of each destination's messages (Health:
+// the stats' message counters and the delivery funnel), the source debugger's recent events (Events), the regulations
 // (Regulations), the DLQ list (DLQ) and the retry tiers' backlog (TierLag). Each view keeps its
 // lock and its fields to itself: its topic reader (the console's wiring, one
 // platform.TopicReader each) applies records through its Add-style methods, the API and UI

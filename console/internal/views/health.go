@@ -1,0 +1,670 @@
+package views
+
+import (
+	"cmp"
+	"container/list"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tributary-cdp/tributary/schemas"
+)
+
+// Health is what became of each destination's messages (docs/console.md#health): every message
+// counted once, by its outcome — delivered (on its first attempt or after retries), retrying,
+// dead-lettered, or filtered (dropped before the destination) — in the minute of the last
+// thing that happened to it, over the stats window; the end-to-end latency of the delivered
+// ones (from their acceptance at ingest to the 2xx); and per URL its attempts, successes and
+// failures by class. A message is delivered as soon as one URL answers 2xx
+// (docs/delivery.md#outcome-one-function-decides): a URL that keeps failing beside one that
+// delivers fails its attempts, not the messages.
+//
+// It reads the attempt log (webhooks.attempts: the deliverer's POSTs and its records dropped
+// unsent, the router's filtered records) and the dead letters (webhooks.dlq). Memory is
+// bounded: per destination, per-minute counters over the window (allocated for the minutes
+// that have messages) and at most maxURLs URLs; and, across destinations, the state of at most
+// maxMessages messages (what they are now, to count a message once and move it when its
+// outcome changes), the finished ones (delivered, filtered) forgotten first, least recently
+// changed first. A message forgotten early and seen again counts again. Safe for concurrent
+// use.
+type Health struct {
+	mu          sync.RWMutex
+	window      time.Duration
+	maxMessages int
+	dests       map[string]*destHealth
+	// open holds the states of messages that may still change (retrying, dead-lettered),
+	// done those of the finished ones, least recently changed first: done is forgotten first.
+	open, done *list.List
+}
+
+// HealthEvent is one record the health view reads: an attempt record, or a dead letter.
+type HealthEvent struct {
+	DestinationID, MessageID string
+	// At is when the attempt ended, the router routed a filtered message, or the message was
+	// dead-lettered.
+	At time.Time
+	// URL, Attempt, Class and Error are the attempt record's (URL empty on a record not sent);
+	// Class "filtered" is a message the router dropped for the destination, Reason why.
+	URL     string
+	Attempt int
+	Class   string
+	Error   string
+	Reason  string
+	// ReceivedAt is when ingest accepted the message, zero when the record does not say: the
+	// start of a 2xx's end-to-end latency.
+	ReceivedAt time.Time
+	// Test: a test delivery's POST, counted nowhere.
+	Test bool
+	// DeadLettered: a dead letter (webhooks.dlq), Reason its reason.
+	DeadLettered bool
+}
+
+// Health's bounds.
+const (
+	// maxURLs is how many URLs a destination's stats keep (the most recently used).
+	maxURLs = 16
+	// MaxSamples is how many sample message ids the funnel keeps per stage and reason.
+	MaxSamples = 10
+	// maxSampleKeys bounds a destination's (stage, reason) pairs with samples.
+	maxSampleKeys = 64
+)
+
+// End-to-end latency histogram: bucket i holds latencies up to e2eBase·e2eRatio^i ms, from
+// 1 ms to about 11 days, within ±13 %.
+const (
+	e2eBuckets = 80
+	e2eBase    = 1.0
+	e2eRatio   = 1.3
+)
+
+var e2eLogRatio = math.Log(e2eRatio)
+
+func e2eBucket(ms float64) int {
+	if ms <= e2eBase {
+		return 0
+	}
+	return min(int(math.Ceil(math.Log(ms/e2eBase)/e2eLogRatio)), e2eBuckets-1)
+}
+
+func e2eValue(i int) float64 {
+	if i == 0 {
+		return e2eBase
+	}
+	return e2eBase * math.Pow(e2eRatio, float64(i)-0.5)
+}
+
+// stage is where a message is.
+type stage uint8
+
+const (
+	stageDropped stage = iota + 1
+	stageDeliveredFirst
+	stageDeliveredRetried
+	stageRetrying
+	stageDeadLettered
+)
+
+func (s stage) delivered() bool { return s == stageDeliveredFirst || s == stageDeliveredRetried }
+
+// finished: the message will not change any more (delivered, dropped).
+func (s stage) finished() bool { return s.delivered() || s == stageDropped }
+
+// stageReason is a counter's key: the stage, and the reason (a filter reason, the last
+// failure's class, the dead letter's reason; "" for the delivered).
+type stageReason struct {
+	stage  stage
+	reason string
+}
+
+// healthMinute is a destination's counters of one minute.
+type healthMinute struct {
+	at     int64 // unix minute
+	counts map[stageReason]int32
+	e2e    *[e2eBuckets]uint32 // end-to-end latencies of the messages delivered this minute
+}
+
+// urlMinute is one URL's counters of one minute.
+type urlMinute struct {
+	at                  int64
+	attempts, successes uint32
+	failures            [schemas.ErrorClassCount]uint32 // by FailureClasses
+}
+
+// urlLog is one URL's counters and last error.
+type urlLog struct {
+	minutes     []*urlMinute
+	lastSeen    int64 // unix minute
+	lastError   string
+	lastErrorAt time.Time
+}
+
+// msgState is what a message is now, and where it is counted.
+type msgState struct {
+	dest   *destHealth
+	id     string
+	stage  stage
+	reason string
+	minute int64 // the minute it is counted in
+	at     int64 // unix ms of the latest event applied
+	// attempt is the highest attempt number seen; deadLettered: it was dead-lettered once.
+	attempt      int
+	deadLettered bool
+	elem         *list.Element
+}
+
+// sample is a message id of the funnel, with when it got there.
+type sample struct {
+	id string
+	at int64 // unix ms
+}
+
+// destHealth is one destination's part of the view.
+type destHealth struct {
+	id      string
+	minutes []*healthMinute // by unix minute modulo len
+	msgs    map[string]*msgState
+	urls    map[string]*urlLog
+	samples map[stageReason]*Ring[sample]
+}
+
+// NewHealth is an empty view counting over window, keeping the state of at most maxMessages
+// messages (at least 1).
+func NewHealth(window time.Duration, maxMessages int) *Health {
+	return &Health{window: window, maxMessages: max(maxMessages, 1), dests: map[string]*destHealth{}, open: list.New(), done: list.New()}
+}
+
+func (h *Health) minutes() int { return max(int(h.window/time.Minute), 1) }
+
+func (h *Health) dest(id string) *destHealth {
+	d := h.dests[id]
+	if d == nil {
+		d = &destHealth{id: id, minutes: make([]*healthMinute, h.minutes()), msgs: map[string]*msgState{},
+			urls: map[string]*urlLog{}, samples: map[stageReason]*Ring[sample]{}}
+		h.dests[id] = d
+	}
+	return d
+}
+
+// Add counts events, but those of a message forgotten reports (checked under the view's lock,
+// as Attempts.Add does); it returns how many it skipped so.
+func (h *Health) Add(batch []HealthEvent, forgotten func(messageID string) bool) (skipped int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range batch {
+		e := &batch[i]
+		if e.MessageID != "" && forgotten != nil && forgotten(e.MessageID) {
+			skipped++
+			continue
+		}
+		h.add(e)
+	}
+	return skipped
+}
+
+// add counts one event; called with mu held.
+func (h *Health) add(e *HealthEvent) {
+	if e.Test || e.DestinationID == "" {
+		return
+	}
+	d := h.dest(e.DestinationID)
+	switch {
+	case e.DeadLettered:
+		h.move(d, e, stageDeadLettered, e.Reason)
+	case e.Class == FilteredClass:
+		// The router writes one per message and destination: counted as it comes.
+		unix := minuteOf(e.At)
+		d.count(unix, stageReason{stageDropped, e.Reason}, 1)
+		d.sample(stageReason{stageDropped, e.Reason}, e.MessageID, e.At.UnixMilli())
+	case e.Class == string(schemas.ClassSuppressed) || e.Class == string(schemas.ClassDeleted):
+		h.move(d, e, stageDropped, e.Class) // dropped unsent by the deliverer
+	case e.Class == SuccessClass:
+		d.countURL(e)
+		// On its first attempt: attempt 1, and no earlier attempt failed (another URL's
+		// failure of the same attempt does not count) nor was it dead-lettered (a replay
+		// starts again at attempt 1).
+		to := stageDeliveredFirst
+		if st := d.msgs[e.MessageID]; e.Attempt > 1 || (st != nil && (st.attempt > 1 || st.deadLettered)) {
+			to = stageDeliveredRetried
+		}
+		if h.move(d, e, to, "") && !e.ReceivedAt.IsZero() {
+			ms := max(float64(e.At.Sub(e.ReceivedAt).Microseconds())/1000, 0)
+			if m := d.minute(minuteOf(e.At), true); m != nil {
+				if m.e2e == nil {
+					m.e2e = new([e2eBuckets]uint32)
+				}
+				m.e2e[e2eBucket(ms)]++
+			}
+		}
+	default:
+		d.countURL(e)
+		h.move(d, e, stageRetrying, e.Class)
+	}
+}
+
+func minuteOf(t time.Time) int64 { return int64(math.Floor(float64(t.Unix()) / 60)) }
+
+// move puts the event's message in stage to (with reason), counted in the event's minute,
+// unless it was delivered already (a message is delivered once) or the event is older than
+// what the view knows of it (the attempts and the dead letters are read apart); a 2xx always
+// delivers it. It reports whether the message moved.
+func (h *Health) move(d *destHealth, e *HealthEvent, to stage, reason string) bool {
+	ms, unix := e.At.UnixMilli(), minuteOf(e.At)
+	key := stageReason{to, reason}
+	if e.MessageID == "" { // nothing to know it again by: counted as it comes
+		d.count(unix, key, 1)
+		return true
+	}
+	st := d.msgs[e.MessageID]
+	if st != nil {
+		if st.stage.delivered() || (!to.delivered() && ms < st.at) {
+			return false
+		}
+		d.count(st.minute, stageReason{st.stage, st.reason}, -1)
+	} else {
+		st = &msgState{dest: d, id: e.MessageID}
+		d.msgs[e.MessageID] = st
+	}
+	st.stage, st.reason, st.minute, st.at = to, reason, unix, max(st.at, ms)
+	st.attempt = max(st.attempt, e.Attempt)
+	st.deadLettered = st.deadLettered || to == stageDeadLettered
+	d.count(unix, key, 1)
+	if to != stageDeliveredFirst && to != stageDeliveredRetried {
+		d.sample(key, e.MessageID, ms)
+	}
+	// Least recently changed first, the finished apart: they are forgotten first.
+	l := h.open
+	if to.finished() {
+		l = h.done
+	}
+	if st.elem != nil {
+		h.open.Remove(st.elem) // no-op when st.elem is done's
+		h.done.Remove(st.elem)
+	}
+	st.elem = l.PushBack(st)
+	for h.open.Len()+h.done.Len() > h.maxMessages {
+		oldest := h.done.Front()
+		if oldest == nil {
+			oldest = h.open.Front()
+		}
+		h.forgetState(oldest.Value.(*msgState))
+	}
+	return true
+}
+
+// forgetState drops a message's state (its counters stay); called with mu held.
+func (h *Health) forgetState(st *msgState) {
+	h.open.Remove(st.elem)
+	h.done.Remove(st.elem)
+	delete(st.dest.msgs, st.id)
+}
+
+// minute is the destination's counters of unix minute, nil when its slot holds a later
+// minute (older than the window kept) or, unless create, another one.
+func (d *destHealth) minute(unix int64, create bool) *healthMinute {
+	slot := int(((unix % int64(len(d.minutes))) + int64(len(d.minutes))) % int64(len(d.minutes)))
+	m := d.minutes[slot]
+	if m != nil && m.at == unix {
+		return m
+	}
+	if !create || (m != nil && m.at > unix) {
+		return nil
+	}
+	if m == nil {
+		m = &healthMinute{}
+		d.minutes[slot] = m
+	}
+	*m = healthMinute{at: unix, counts: map[stageReason]int32{}, e2e: m.e2e}
+	if m.e2e != nil {
+		clear(m.e2e[:])
+	}
+	return m
+}
+
+// count adds delta to a counter of unix minute; a decrement of a minute no longer kept does
+// nothing.
+func (d *destHealth) count(unix int64, key stageReason, delta int32) {
+	m := d.minute(unix, delta > 0)
+	if m == nil {
+		return
+	}
+	if m.counts[key] += delta; m.counts[key] <= 0 {
+		delete(m.counts, key)
+	}
+}
+
+// sample remembers id as one of the last messages of a stage and reason.
+func (d *destHealth) sample(key stageReason, id string, at int64) {
+	if id == "" {
+		return
+	}
+	r := d.samples[key]
+	if r == nil {
+		if len(d.samples) >= maxSampleKeys {
+			return
+		}
+		r = NewRing[sample](MaxSamples, nil)
+		d.samples[key] = r
+	}
+	for s := range r.Newest() {
+		if s.id == id {
+			s.at = max(s.at, at)
+			return
+		}
+	}
+	r.Push(sample{id: id, at: at})
+}
+
+// countURL counts one POST of a URL.
+func (d *destHealth) countURL(e *HealthEvent) {
+	if e.URL == "" {
+		return
+	}
+	unix := minuteOf(e.At)
+	u := d.urls[e.URL]
+	if u == nil {
+		if len(d.urls) >= maxURLs { // the least recently used goes
+			var oldest string
+			for k, v := range d.urls {
+				if oldest == "" || v.lastSeen < d.urls[oldest].lastSeen {
+					oldest = k
+				}
+			}
+			delete(d.urls, oldest)
+		}
+		u = &urlLog{minutes: make([]*urlMinute, len(d.minutes))}
+		d.urls[e.URL] = u
+	}
+	u.lastSeen = max(u.lastSeen, unix)
+	if e.Class != SuccessClass && !e.At.Before(u.lastErrorAt) {
+		u.lastError, u.lastErrorAt = e.Error, e.At
+		if u.lastError == "" {
+			u.lastError = e.Class
+		}
+	}
+	slot := int(((unix % int64(len(u.minutes))) + int64(len(u.minutes))) % int64(len(u.minutes)))
+	m := u.minutes[slot]
+	if m == nil {
+		m = &urlMinute{at: unix}
+		u.minutes[slot] = m
+	}
+	if m.at != unix {
+		if m.at > unix {
+			return
+		}
+		*m = urlMinute{at: unix}
+	}
+	m.attempts++
+	if e.Class == SuccessClass {
+		m.successes++
+	} else {
+		m.failures[classIndex(e.Class)]++
+	}
+}
+
+// Forget drops what the view holds of messages ids (their states and samples; the counters
+// stay: they hold no message) and returns how many states it dropped.
+func (h *Health) Forget(ids []string) int {
+	if len(ids) == 0 {
+		return 0
+	}
+	gone := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		gone[id] = struct{}{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, d := range h.dests {
+		for id := range gone {
+			if st := d.msgs[id]; st != nil {
+				h.forgetState(st)
+				n++
+			}
+		}
+		for _, r := range d.samples {
+			r.Remove(func(s *sample) bool { _, ok := gone[s.id]; return ok })
+		}
+	}
+	return n
+}
+
+// Prune drops everything of the destinations keep returns false for.
+func (h *Health) Prune(keep func(dest string) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, d := range h.dests {
+		if keep(id) {
+			continue
+		}
+		for _, st := range d.msgs {
+			h.forgetState(st)
+		}
+		delete(h.dests, id)
+	}
+}
+
+// MessageCounts are a destination's messages by outcome.
+type MessageCounts struct {
+	Delivered    uint64 `json:"delivered"`
+	Retrying     uint64 `json:"retrying"`
+	DeadLettered uint64 `json:"deadLettered"`
+	Filtered     uint64 `json:"filtered"`
+}
+
+// EndToEnd is the end-to-end latency's percentiles, nil without a delivered message whose
+// acceptance time is known.
+type EndToEnd struct {
+	P50 *float64 `json:"p50"`
+	P95 *float64 `json:"p95"`
+	P99 *float64 `json:"p99"`
+}
+
+// URLStats are one URL's attempts over a window.
+type URLStats struct {
+	URL       string            `json:"url"`
+	Attempts  uint64            `json:"attempts"`
+	Successes uint64            `json:"successes"`
+	Failures  map[string]uint64 `json:"failures"`
+	// LastError is the URL's last failure ("<class>: <detail>"), whenever it was; LastErrorAt
+	// when.
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+}
+
+// HealthStats are a destination's messages over a window: what GET
+// /v1/destinations/{id}/stats adds to the attempts' counters.
+type HealthStats struct {
+	Messages MessageCounts `json:"messages"`
+	// DeliveryRate is delivered ÷ (delivered + dead-lettered), nil when both are 0.
+	DeliveryRate *float64 `json:"deliveryRate"`
+	// EndToEndMs is the latency from the message's acceptance at ingest to the 2xx, retries
+	// included.
+	EndToEndMs EndToEnd `json:"endToEndLatencyMs"`
+	// URLs are the destination's URLs with attempts in the window, by URL.
+	URLs []URLStats `json:"urls"`
+	// DeliveredFirstAttempt and DeliveredAfterRetries split Messages.Delivered (the funnel).
+	DeliveredFirstAttempt uint64 `json:"-"`
+	DeliveredAfterRetries uint64 `json:"-"`
+}
+
+// span is the minutes [first, last] of the window ending at now, at most the view's.
+func (h *Health) span(now time.Time, window time.Duration) (first, last int64) {
+	window = min(window, h.window)
+	last = minuteOf(now)
+	return last - int64(max(window/time.Minute, 1)) + 1, last
+}
+
+// each calls f with the destination's counters of every minute of [first, last].
+func (d *destHealth) each(first, last int64, f func(m *healthMinute)) {
+	if d == nil {
+		return
+	}
+	for u := first; u <= last; u++ {
+		if m := d.minute(u, false); m != nil {
+			f(m)
+		}
+	}
+}
+
+// Stats are the destination's messages over the window before now.
+func (h *Health) Stats(id string, now time.Time, window time.Duration) HealthStats {
+	first, last := h.span(now, window)
+	out := HealthStats{URLs: []URLStats{}}
+	var hist [e2eBuckets]uint64
+	var n uint64
+	h.mu.RLock()
+	d := h.dests[id]
+	d.each(first, last, func(m *healthMinute) {
+		for k, c := range m.counts {
+			switch k.stage {
+			case stageDeliveredFirst:
+				out.DeliveredFirstAttempt += uint64(c)
+			case stageDeliveredRetried:
+				out.DeliveredAfterRetries += uint64(c)
+			case stageRetrying:
+				out.Messages.Retrying += uint64(c)
+			case stageDeadLettered:
+				out.Messages.DeadLettered += uint64(c)
+			case stageDropped:
+				out.Messages.Filtered += uint64(c)
+			}
+		}
+		if m.e2e != nil {
+			for i, c := range m.e2e {
+				hist[i] += uint64(c)
+				n += uint64(c)
+			}
+		}
+	})
+	if d != nil {
+		for url, u := range d.urls {
+			s := URLStats{URL: url, Failures: map[string]uint64{}, LastError: u.lastError}
+			for _, m := range u.minutes {
+				if m == nil || m.at < first || m.at > last {
+					continue
+				}
+				s.Attempts += uint64(m.attempts)
+				s.Successes += uint64(m.successes)
+				for i, c := range m.failures {
+					if c > 0 {
+						s.Failures[FailureClasses[i]] += uint64(c)
+					}
+				}
+			}
+			if s.Attempts == 0 {
+				continue
+			}
+			if !u.lastErrorAt.IsZero() {
+				at := u.lastErrorAt.UTC()
+				s.LastErrorAt = &at
+			}
+			out.URLs = append(out.URLs, s)
+		}
+	}
+	h.mu.RUnlock()
+	slices.SortFunc(out.URLs, func(a, b URLStats) int { return cmp.Compare(a.URL, b.URL) })
+	out.Messages.Delivered = out.DeliveredFirstAttempt + out.DeliveredAfterRetries
+	if total := out.Messages.Delivered + out.Messages.DeadLettered; total > 0 {
+		rate := math.Round(float64(out.Messages.Delivered)/float64(total)*10000) / 10000
+		out.DeliveryRate = &rate
+	}
+	out.EndToEndMs = EndToEnd{P50: e2eQuantile(&hist, n, 0.5), P95: e2eQuantile(&hist, n, 0.95), P99: e2eQuantile(&hist, n, 0.99)}
+	return out
+}
+
+func e2eQuantile(hist *[e2eBuckets]uint64, n uint64, q float64) *float64 {
+	if n == 0 {
+		return nil
+	}
+	rank := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	for i, c := range hist {
+		if seen += c; seen >= rank {
+			v := math.Round(e2eValue(i)*100) / 100
+			return &v
+		}
+	}
+	return nil
+}
+
+// FunnelReason is one reason of a funnel stage: how many messages, and the ids of the last
+// MaxSamples of them that are still there.
+type FunnelReason struct {
+	Reason  string   `json:"reason"`
+	Count   uint64   `json:"count"`
+	Samples []string `json:"sampleMessageIds"`
+}
+
+// FunnelStage is one stage of the funnel.
+type FunnelStage struct {
+	Count   uint64         `json:"count"`
+	Reasons []FunnelReason `json:"reasons,omitempty"`
+}
+
+// Funnel is what became of a destination's messages over a window (GET
+// /v1/destinations/{id}/overview): received from its sources, then each message in one of the
+// stages after it. Received is their sum: a message the deliverer has not attempted yet is
+// counted once it is.
+type Funnel struct {
+	Window                string      `json:"window"`
+	Received              uint64      `json:"received"`
+	Dropped               FunnelStage `json:"dropped"`
+	DeliveredFirstAttempt FunnelStage `json:"deliveredFirstAttempt"`
+	DeliveredAfterRetries FunnelStage `json:"deliveredAfterRetries"`
+	Retrying              FunnelStage `json:"retrying"`
+	DeadLettered          FunnelStage `json:"deadLettered"`
+}
+
+// Funnel is the destination's funnel over the window before now.
+func (h *Health) Funnel(id string, now time.Time, window time.Duration) Funnel {
+	first, last := h.span(now, window)
+	counts := map[stageReason]uint64{}
+	out := Funnel{Window: schemas.ShortDuration(min(window, h.window))}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	d := h.dests[id]
+	d.each(first, last, func(m *healthMinute) {
+		for k, c := range m.counts {
+			counts[k] += uint64(c)
+		}
+	})
+	stages := map[stage]*FunnelStage{stageDropped: &out.Dropped, stageDeliveredFirst: &out.DeliveredFirstAttempt,
+		stageDeliveredRetried: &out.DeliveredAfterRetries, stageRetrying: &out.Retrying, stageDeadLettered: &out.DeadLettered}
+	from := first * 60_000
+	for k, c := range counts {
+		st := stages[k.stage]
+		st.Count += c
+		out.Received += c
+		if k.stage.delivered() {
+			continue
+		}
+		r := FunnelReason{Reason: k.reason, Count: c, Samples: []string{}}
+		if ring := d.samples[k]; ring != nil {
+			for s := range ring.Newest() {
+				if s.at < from {
+					continue
+				}
+				// Still there: a retrying message since delivered is no sample of retrying.
+				if cur := d.msgs[s.id]; k.stage != stageDropped && cur != nil && (cur.stage != k.stage || cur.reason != k.reason) {
+					continue
+				}
+				r.Samples = append(r.Samples, s.id)
+			}
+		}
+		st.Reasons = append(st.Reasons, r)
+	}
+	for _, st := range stages {
+		slices.SortFunc(st.Reasons, func(a, b FunnelReason) int {
+			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason))
+		})
+	}
+	return out
+}
+
+// Tracked is how many messages' states the view holds.
+func (h *Health) Tracked() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.open.Len() + h.done.Len()
+}
