@@ -722,14 +722,26 @@ func waitProfile(baseURL, token, user string, timeout time.Duration) (string, bo
 	}
 }
 
+// handedOut are the ports freePort returned: each is closed again until its service binds it,
+// so the kernel may offer it twice; a port is never handed out twice.
+var handedOut sync.Map
+
+// freePort returns a loopback port nothing listens on, and that it never returned before.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port that was not handed out already")
+	return 0
 }
 
 func randomHex(t *testing.T) string {
