@@ -177,7 +177,7 @@ func TestUIDestinationPage(t *testing.T) {
 	p := b.get("/destinations/signed")
 	expectDestPage(t, p, http.StatusOK, `class="chart-empty">No attempt in the last hour`, `<span class="badge ok">enabled</span>`, `>Disable</button>`,
 		`<a href="/destinations/signed" aria-current="page">Health</a>`, `<a href="/destinations/signed?tab=messages">Messages</a>`)
-	expectDestPage(t, b.get("/destinations/signed?tab=messages"), http.StatusOK, "No attempt yet.", `href="/destinations/signed?tab=test"`,
+	expectDestPage(t, b.get("/destinations/signed?tab=messages"), http.StatusOK, "No message yet.", `href="/destinations/signed?tab=test"`,
 		`<a href="/destinations/signed?tab=messages" aria-current="page">Messages</a>`)
 	expectDestPage(t, b.get("/destinations/signed?tab=dlq"), http.StatusOK, "The dead-letter queue is empty.")
 
@@ -201,7 +201,7 @@ func TestUIDestinationPage(t *testing.T) {
 		&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("signed"), Value: attemptJSON("signed", "m-gone", "http://127.0.0.1:9/signed", 1, 200, 12, "ok", now)})
 	h.env.Produce(recs...)
 	servicetest.Eventually(t, 5*time.Second, "the attempts on the page", func() bool {
-		p = b.get("/destinations/signed?tab=messages")
+		p = b.get("/destinations/signed?tab=messages&view=attempts")
 		return strings.Contains(p.Body, "m-gone")
 	})
 	log := p
@@ -223,13 +223,13 @@ func TestUIDestinationPage(t *testing.T) {
 	}
 
 	// The log: filtered, paged.
-	fail := b.get("/destinations/signed?tab=messages&status=failure")
+	fail := b.get("/destinations/signed?tab=messages&view=attempts&status=failure")
 	expectDestPage(t, fail, http.StatusOK, `<option value="failure" selected>`, "status_5xx")
 	if strings.Contains(fail.Body, `<span class="badge ok">200</span>`) {
 		t.Fatal("the failure filter shows a success")
 	}
-	expectDestPage(t, b.get("/destinations/signed?tab=messages&status=tls"), http.StatusOK, "No attempt is “tls” in the log.")
-	older := regexp.MustCompile(`href="(/destinations/signed\?tab=messages&amp;status=&amp;cursor=\d+)"`).FindStringSubmatch(log.Body)
+	expectDestPage(t, b.get("/destinations/signed?tab=messages&view=attempts&status=tls"), http.StatusOK, "No attempt is “tls” in the log.")
+	older := regexp.MustCompile(`href="(/destinations/signed\?tab=messages&amp;view=attempts&amp;status=&amp;cursor=\d+)"`).FindStringSubmatch(log.Body)
 	if older == nil {
 		t.Fatal("no link to older attempts")
 	}
@@ -238,7 +238,7 @@ func TestUIDestinationPage(t *testing.T) {
 	// An attempt: the request (headers with the computed X-Signature and the static header,
 	// the body as the router builds it) and the answer.
 	seqOf := func(body, msg string) string {
-		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a> <span class="muted day">[^<]*</span></td>\s*<td><code class="id">` + msg + `</code>`).FindStringSubmatch(body)
+		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a> <span class="muted day">[^<]*</span></td>\s*<td><a href="/destinations/signed/messages/` + msg + `"><code class="id">` + msg + `</code></a>`).FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("no attempt of %s in the log", msg)
 		}
