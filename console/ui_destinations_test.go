@@ -254,6 +254,10 @@ func TestUIDestinationPage(t *testing.T) {
 		"<code>X-Signature</code></td><td class=\"url\"><code>"+schemas.XSignature("sign-me-0123", wantBody)+"</code>",
 		"<code>Authorization</code></td><td class=\"url\"><code>Bearer "+schemas.Mask+"</code>", // masked (docs/console.md#secrets)
 		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
+	// The message page shows the body sent, as the attempt page does, and both attempts.
+	expectDestPage(t, b.get("/destinations/signed/messages/m-ui-1"), http.StatusOK, "<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>",
+		`<span class="badge ok">delivered</span>`, "<h3>Attempt 1 · ", "<h3>Attempt 2 · ")
+	expectDestPage(t, b.get("/destinations/signed/messages/m-gone"), http.StatusOK, "The body is no longer in the console&#39;s memory")
 	gone := b.get("/destinations/signed/attempts/" + seqOf(log.Body, "m-gone"))
 	expectDestPage(t, gone, http.StatusOK, "The body is no longer in the console&#39;s memory (it keeps the last 100 events per source).",
 		"computed per body", "<code>X-Signature</code>")
