@@ -162,8 +162,9 @@ func (u *ui) renderMessage(w http.ResponseWriter, r *http.Request, status int, e
 		data.Others = append(data.Others, otherDelivery{DestinationID: m.DestinationID, Status: m.Status, Href: messageHref(m.DestinationID, mid)})
 	}
 	if !found {
-		u.fail(w, r, errNotFound("Message %s of destination %s is not in the messages view (it keeps the last %d messages per destination).",
-			mid, id, u.s.cfg.MessagesPerDestination))
+		// The id is not repeated: a deleted user's message ids are shown nowhere (docs/security.md).
+		u.fail(w, r, errNotFound("This message is not in the messages view of destination %s (it keeps the last %d messages per destination; a deleted user's are forgotten).",
+			id, u.s.cfg.MessagesPerDestination))
 		return
 	}
 	slices.SortFunc(data.Others, func(a, b otherDelivery) int { return strings.Compare(a.DestinationID, b.DestinationID) })

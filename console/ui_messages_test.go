@@ -180,7 +180,7 @@ func TestUIMessagePage(t *testing.T) {
 	p.contains(t, http.StatusOK, `<span class="badge">filtered</span>`, "Nothing was sent: the message was dropped before this destination.")
 	p.lacks(t, ">Retry now</button>", ">Replay</button>")
 	b.get("/destinations/file-hooks/messages/m-anon").contains(t, http.StatusOK, "anonymous id <code>anon-1</code>")
-	b.get("/destinations/file-hooks/messages/nope").contains(t, http.StatusNotFound, "Message nope of destination file-hooks is not in the messages view")
+	b.get("/destinations/file-hooks/messages/nope").contains(t, http.StatusNotFound, "This message is not in the messages view of destination file-hooks")
 	b.get("/destinations/ghost/messages/m-ok").contains(t, http.StatusNotFound, "There is no destination")
 
 	// Retry now: the waiting message is sent at once, and the browser is back on its page.
