@@ -401,7 +401,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.do("searching by user",
 		chromedp.SendKeys(chromedp.ID("s-user"), "browser-2"),
 		chromedp.Submit(chromedp.ID("s-user")),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/destinations/orders?tab=messages"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#s-user[value="browser-2"]`))) // the answer's form, as searched
 	if got := b.text("section[aria-labelledby=msgs] table"); !strings.Contains(got, "Order Completed") || strings.Contains(got, "Cart Viewed") {
 		t.Errorf("the messages of user browser-2: %q", got)
 	}
@@ -413,7 +413,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.do("searching by event",
 		chromedp.SendKeys(chromedp.ID("s-event"), "Cart Viewed"),
 		chromedp.Submit(chromedp.ID("s-event")),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/destinations/orders?tab=messages"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#s-event[value="Cart Viewed"]`)))
 	if got := b.text("section[aria-labelledby=msgs] table"); !strings.Contains(got, "browser-4") || strings.Contains(got, "Order Completed") {
 		t.Errorf("the messages of event Cart Viewed: %q", got)
 	}
@@ -447,7 +447,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	b.shot("message")
 	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
-		b.do("scrolling to the answer", chromedp.ScrollIntoView(chromedp.CSS("section[aria-labelledby=attempts] h3")))
+		b.do("scrolling to the answer", chromedp.ScrollIntoView(chromedp.CSS("section[aria-labelledby=attempts] .response-body")))
 		b.saveDoc("console-message.png")
 	}
 	// The funnel on the Health tab counts it dead-lettered.
