@@ -253,7 +253,8 @@ func TestUIDestinationPage(t *testing.T) {
 		"<code>X-Message-Id</code></td><td class=\"url\"><code>m-ui-1</code>",
 		"<code>X-Signature</code></td><td class=\"url\"><code>"+schemas.XSignature("sign-me-0123", wantBody)+"</code>",
 		"<code>Authorization</code></td><td class=\"url\"><code>Bearer "+schemas.Mask+"</code>", // masked (docs/console.md#secrets)
-		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
+		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>",
+		`<a href="/destinations/signed/messages/m-ui-1">the message, with all its attempts</a>`)
 	// The message page shows the body sent, as the attempt page does, and both attempts.
 	expectDestPage(t, b.get("/destinations/signed/messages/m-ui-1"), http.StatusOK, "<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>",
 		`<span class="badge ok">delivered</span>`, "<h3>Attempt 1 · ", "<h3>Attempt 2 · ")
