@@ -361,7 +361,8 @@ func TestUIDestinationDLQ(t *testing.T) {
 func TestUIDestinationAccess(t *testing.T) {
 	h := destHarness(t)
 	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, path := range []string{"/destinations", "/destinations/new", "/destinations/new/webhooks", "/destinations/file-hooks", "/destinations/file-hooks/attempts/1"} {
+	for _, path := range []string{"/destinations", "/destinations/new", "/destinations/new/webhooks", "/destinations/file-hooks", "/destinations/file-hooks/attempts/1",
+		"/destinations/file-hooks/messages/m1"} {
 		resp, err := anon.Get(h.srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
@@ -372,7 +373,7 @@ func TestUIDestinationAccess(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/destinations/new/webhooks", "/destinations/file-hooks/enabled", "/destinations/file-hooks/edit", "/destinations/file-hooks/delete",
-		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test"} {
+		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test", "/destinations/file-hooks/messages/m1/retry", "/destinations/file-hooks/messages/m1/replay"} {
 		resp, err := anon.PostForm(h.srv.URL+path, url.Values{"enabled": {"false"}})
 		if err != nil {
 			t.Fatal(err)
@@ -385,7 +386,7 @@ func TestUIDestinationAccess(t *testing.T) {
 	b := newDestBrowser(t, h)
 	b.get("/destinations/file-hooks")
 	for _, path := range []string{"/destinations/new/webhooks", "/destinations/file-hooks/enabled", "/destinations/file-hooks/edit", "/destinations/file-hooks/delete",
-		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test"} {
+		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test", "/destinations/file-hooks/messages/m1/retry", "/destinations/file-hooks/messages/m1/replay"} {
 		expectDestPage(t, b.send(http.MethodPost, path, url.Values{"enabled": {"false"}, "takeOver": {"true"}}), http.StatusForbidden, "CSRF token does not match")
 		expectDestPage(t, b.send(http.MethodPost, path, url.Values{"_csrf": {"forged"}, "enabled": {"false"}, "takeOver": {"true"}}), http.StatusForbidden)
 	}
