@@ -140,7 +140,8 @@ func TestUIMessagesPaging(t *testing.T) {
 // the endpoint's answer (a 500's headers and body, escaped), its other destinations, and its
 // action: "Retry now" while it is retrying (which sends the waiting message and comes back to
 // the page, post/redirect/get), "Replay" once it is dead-lettered, none when delivered or
-// filtered; an unknown message is a 404 page; the funnel's samples link to their pages.
+// filtered; an unknown message is a 404 page; the funnel's samples and the Pending and Dead
+// letters tabs' rows link to the message pages.
 func TestUIMessagePage(t *testing.T) {
 	h := destHarness(t)
 	b := newDestBrowser(t, h)
@@ -164,6 +165,9 @@ func TestUIMessagePage(t *testing.T) {
 		return p.Status == http.StatusOK && strings.Contains(b.get("/destinations/file-hooks?tab=pending").Body, "<code>m-500</code>") &&
 			strings.Contains(b.get("/destinations/file-hooks?tab=dlq").Body, "m-dead")
 	})
+	// The Pending and Dead letters tabs link their rows to the message pages.
+	b.get("/destinations/file-hooks?tab=pending").contains(t, http.StatusOK, `<a href="/destinations/file-hooks/messages/m-500" aria-label="Message m-500: its attempts">`)
+	b.get("/destinations/file-hooks?tab=dlq").contains(t, http.StatusOK, `<a href="/destinations/file-hooks/messages/m-dead" aria-label="Message m-dead: its attempts">`)
 	p.contains(t, http.StatusOK, "Cart Viewed", "<code>user-5</code>", `<span class="badge warn">retrying</span>`, "next attempt",
 		`<span class="badge bad">500 status_5xx</span>`, "<code>X-Request-Id</code>", "<code>req-42</code>",
 		`<pre tabindex="0" class="response-body">&lt;b&gt;database down&lt;/b&gt;</pre>`, "<code>https://a.example.com/in</code>",
