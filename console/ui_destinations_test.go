@@ -269,7 +269,7 @@ func TestUIDestinationPage(t *testing.T) {
 	// redirect to the test tab (a reload sends nothing again).
 	tp := b.post("/destinations/signed/test", url.Values{"type": {"identify"}})
 	expectDestPage(t, tp, http.StatusOK, "What each URL answered", `<code class="id">http://127.0.0.1:9/signed</code>`, `<span class="badge warn">pending</span>`,
-		"is the deliverer running?", `<option value="identify" selected>`, "&#34;type&#34;: &#34;identify&#34;", `aria-current="page">Test</a>`)
+		"is the deliverer running?", `<option value="identify" selected>`, `<a href="/destinations/signed?tab=messages&amp;view=attempts">delivery log</a>`, "&#34;type&#34;: &#34;identify&#34;", `aria-current="page">Test</a>`)
 	if !strings.Contains(tp.URL, "tab=test") || !strings.Contains(tp.URL, "test=test-") {
 		t.Fatalf("after a test: %s", tp.URL)
 	}
