@@ -492,6 +492,17 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.shot("overview-phone")
 	b.open("/destinations/orders")
 	b.shot("destination-phone")
+	for _, path := range []string{"/destinations/orders?tab=messages", "/destinations/flaky?tab=messages&userId=browser-3"} {
+		b.open(path)
+		if w := eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("%s is %d px wide on a 390 px phone", path, w)
+		}
+	}
+	b.do("opening a message on a phone", chromedp.Click(chromedp.CSS(`section[aria-labelledby=msgs] table a[href*="/messages/"]`)), chromedp.WaitVisible(chromedp.ID("attempts")))
+	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the message page is %d px wide on a 390 px phone", w)
+	}
+	b.shot("message-phone")
 	b.do("a laptop's viewport", chromedp.EmulateViewport(1280, 800))
 
 	// Config import: a file pasted, its dry run's diff, then applied.
