@@ -131,8 +131,9 @@ func testDeletedUserForgotten(t *testing.T) {
 		return delSeq != "" && strings.Contains(dlq, "m-del-3") && strings.Contains(dlq, "m-keep-3") && recentHas(h, "anon.deleted@example.com")
 	})
 	attemptPage := "/destinations/file-hooks/attempts/" + delSeq
-	before := consoleViews(t, h, b, attemptPage)
-	for _, path := range []string{"/v1/sources/web/events/recent", "/sources/web", attemptPage} {
+	messagePage := "/destinations/file-hooks/messages/m-del-2"
+	before := consoleViews(t, h, b, attemptPage, messagePage)
+	for _, path := range []string{"/v1/sources/web/events/recent", "/sources/web", attemptPage, messagePage} {
 		if !strings.Contains(before[path], "ada.deleted@example.com") {
 			t.Fatalf("before the deletion, %s does not show the planted email: the test shows nothing", path)
 		}
@@ -183,7 +184,7 @@ func testDeletedUserForgotten(t *testing.T) {
 	expect(t, r, http.StatusOK)
 	id := r.Data(t)["regulateId"].(string)
 	servicetest.Eventually(t, 5*time.Second, "the deleted user's events gone", func() bool { return !recentHas(h, "ada.deleted@example.com") })
-	after := consoleViews(t, h, b, attemptPage)
+	after := consoleViews(t, h, b, attemptPage, messagePage)
 	nowhere(t, "after the deletion", after, planted...)
 	expect(t, h.do(http.MethodGet, "/v1/messages/m-del-2/attempts", nil), http.StatusNotFound)
 	expect(t, h.do(http.MethodGet, "/v1/messages/m-keep-2/attempts", nil), http.StatusOK)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +23,12 @@ const maxQueryValue = 1024
 
 // messagesQuery reads the filters of GET /v1/destinations/{id}/messages.
 func (s *Service) messagesQuery(r *http.Request) (views.MessageQuery, error) {
-	q := r.URL.Query()
+	return s.messagesQueryOf(r.URL.Query())
+}
+
+// messagesQueryOf reads the messages' filters from a query: the API's and the Messages tab's
+// search form's (ui_messages.go), which has the same field names.
+func (s *Service) messagesQueryOf(q url.Values) (views.MessageQuery, error) {
 	var mq views.MessageQuery
 	for _, f := range []struct {
 		name string

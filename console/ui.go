@@ -38,7 +38,7 @@ import (
 var uiFiles embed.FS
 
 // uiPartials are templates that are parts of pages, not pages: every page may include them.
-var uiPartials = []string{"ui/templates/funnel.html"}
+var uiPartials = []string{"ui/templates/funnel.html", "ui/templates/message_status.html"}
 
 // Session settings.
 const (

@@ -36,6 +36,9 @@ func (u *ui) destinationPages(pg func(string, http.HandlerFunc)) {
 	pg("POST /destinations/{id}/retry", u.retryPendingPage)
 	pg("POST /destinations/{id}/test", u.testDestinationPage)
 	pg("GET /destinations/{id}/attempts/{seq}", u.destinationAttempt)
+	pg("GET /destinations/{id}/messages/{messageId}", u.messagePage)
+	pg("POST /destinations/{id}/messages/{messageId}/retry", u.retryMessagePage)
+	pg("POST /destinations/{id}/messages/{messageId}/replay", u.replayMessagePage)
 }
 
 func (u *ui) destinations(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +100,17 @@ type destinationData struct {
 	Funnel                     funnelView
 	SuccessChart, LatencyChart template.HTML
 	Points                     []point // with attempts, for the charts' table
+
+	// The Messages tab (ui_messages.go): the messages the search finds, or with ?view=attempts
+	// the delivery log of attempts.
+	Messages        []messageRow
+	MessageStatuses []string
+	Search          msgSearch
+	SearchError     string
+	SearchQuery     string // the tab with the search, from its newest message
+	OlderHref       string // the next page
+	AttemptLog      bool
+	KeptMessages    int // how many messages the view keeps per destination
 
 	Log        []logRow
 	Status     string
@@ -178,19 +192,7 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 			}
 		}
 	case tabMessages:
-		// The delivery log, newest first: as GET /v1/destinations/{id}/attempts.
-		if s := q.Get("status"); slices.Contains(statusFilters, s) {
-			data.Status = s
-		}
-		var before uint64 = math.MaxUint64
-		if c, err := strconv.ParseUint(q.Get("cursor"), 10, 64); err == nil {
-			before, data.Cursor = c, q.Get("cursor")
-		}
-		log, next := u.s.attemptsPage(id, before, data.Status, logPage)
-		for _, a := range log {
-			data.Log = append(data.Log, logRow{attempt: a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
-		}
-		data.NextCursor = next
+		u.messagesTab(data, id, q)
 	case tabPending:
 		data.Pending, data.PendingNotKept = u.pendingRows(id)
 	case tabDLQ:
@@ -259,6 +261,23 @@ type attemptData struct {
 	Pretty     string      // the body indented for reading
 	BodyNote   string      // why there is no body
 	Redelivery bool
+}
+
+// attemptLog fills the Messages tab's raw delivery log (?view=attempts), newest first: as GET
+// /v1/destinations/{id}/attempts.
+func (u *ui) attemptLog(data *destinationData, id string, q url.Values) {
+	if s := q.Get("status"); slices.Contains(statusFilters, s) {
+		data.Status = s
+	}
+	var before uint64 = math.MaxUint64
+	if c, err := strconv.ParseUint(q.Get("cursor"), 10, 64); err == nil {
+		before, data.Cursor = c, q.Get("cursor")
+	}
+	log, next := u.s.attemptsPage(id, before, data.Status, logPage)
+	for _, a := range log {
+		data.Log = append(data.Log, logRow{attempt: a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
+	}
+	data.NextCursor = next
 }
 
 // destinationAttempt shows one attempt of the log: the request's headers and body (rebuilt from

@@ -177,7 +177,7 @@ func TestUIDestinationPage(t *testing.T) {
 	p := b.get("/destinations/signed")
 	expectDestPage(t, p, http.StatusOK, `class="chart-empty">No attempt in the last hour`, `<span class="badge ok">enabled</span>`, `>Disable</button>`,
 		`<a href="/destinations/signed" aria-current="page">Health</a>`, `<a href="/destinations/signed?tab=messages">Messages</a>`)
-	expectDestPage(t, b.get("/destinations/signed?tab=messages"), http.StatusOK, "No attempt yet.", `href="/destinations/signed?tab=test"`,
+	expectDestPage(t, b.get("/destinations/signed?tab=messages"), http.StatusOK, "No message yet.", `href="/destinations/signed?tab=test"`,
 		`<a href="/destinations/signed?tab=messages" aria-current="page">Messages</a>`)
 	expectDestPage(t, b.get("/destinations/signed?tab=dlq"), http.StatusOK, "The dead-letter queue is empty.")
 
@@ -201,7 +201,7 @@ func TestUIDestinationPage(t *testing.T) {
 		&kgo.Record{Topic: schemas.TopicAttempts, Key: []byte("signed"), Value: attemptJSON("signed", "m-gone", "http://127.0.0.1:9/signed", 1, 200, 12, "ok", now)})
 	h.env.Produce(recs...)
 	servicetest.Eventually(t, 5*time.Second, "the attempts on the page", func() bool {
-		p = b.get("/destinations/signed?tab=messages")
+		p = b.get("/destinations/signed?tab=messages&view=attempts")
 		return strings.Contains(p.Body, "m-gone")
 	})
 	log := p
@@ -223,13 +223,13 @@ func TestUIDestinationPage(t *testing.T) {
 	}
 
 	// The log: filtered, paged.
-	fail := b.get("/destinations/signed?tab=messages&status=failure")
+	fail := b.get("/destinations/signed?tab=messages&view=attempts&status=failure")
 	expectDestPage(t, fail, http.StatusOK, `<option value="failure" selected>`, "status_5xx")
 	if strings.Contains(fail.Body, `<span class="badge ok">200</span>`) {
 		t.Fatal("the failure filter shows a success")
 	}
-	expectDestPage(t, b.get("/destinations/signed?tab=messages&status=tls"), http.StatusOK, "No attempt is “tls” in the log.")
-	older := regexp.MustCompile(`href="(/destinations/signed\?tab=messages&amp;status=&amp;cursor=\d+)"`).FindStringSubmatch(log.Body)
+	expectDestPage(t, b.get("/destinations/signed?tab=messages&view=attempts&status=tls"), http.StatusOK, "No attempt is “tls” in the log.")
+	older := regexp.MustCompile(`href="(/destinations/signed\?tab=messages&amp;view=attempts&amp;status=&amp;cursor=\d+)"`).FindStringSubmatch(log.Body)
 	if older == nil {
 		t.Fatal("no link to older attempts")
 	}
@@ -238,7 +238,7 @@ func TestUIDestinationPage(t *testing.T) {
 	// An attempt: the request (headers with the computed X-Signature and the static header,
 	// the body as the router builds it) and the answer.
 	seqOf := func(body, msg string) string {
-		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a> <span class="muted day">[^<]*</span></td>\s*<td><code class="id">` + msg + `</code>`).FindStringSubmatch(body)
+		m := regexp.MustCompile(`href="/destinations/signed/attempts/(\d+)">[^<]*</a> <span class="muted day">[^<]*</span></td>\s*<td><a href="/destinations/signed/messages/` + msg + `"><code class="id">` + msg + `</code></a>`).FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("no attempt of %s in the log", msg)
 		}
@@ -253,7 +253,12 @@ func TestUIDestinationPage(t *testing.T) {
 		"<code>X-Message-Id</code></td><td class=\"url\"><code>m-ui-1</code>",
 		"<code>X-Signature</code></td><td class=\"url\"><code>"+schemas.XSignature("sign-me-0123", wantBody)+"</code>",
 		"<code>Authorization</code></td><td class=\"url\"><code>Bearer "+schemas.Mask+"</code>", // masked (docs/console.md#secrets)
-		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>")
+		"<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>", "&#34;event&#34;: &#34;Signed Up&#34;", "<dt>Status</dt><dd>200</dd>", "<dt>Attempt</dt><dd>2</dd>",
+		`<a href="/destinations/signed/messages/m-ui-1">the message, with all its attempts</a>`)
+	// The message page shows the body sent, as the attempt page does, and both attempts.
+	expectDestPage(t, b.get("/destinations/signed/messages/m-ui-1"), http.StatusOK, "<pre tabindex=\"0\">"+html.EscapeString(string(wantBody))+"</pre>",
+		`<span class="badge ok">delivered</span>`, "<h3>Attempt 1 · ", "<h3>Attempt 2 · ")
+	expectDestPage(t, b.get("/destinations/signed/messages/m-gone"), http.StatusOK, "The body is no longer in the console&#39;s memory")
 	gone := b.get("/destinations/signed/attempts/" + seqOf(log.Body, "m-gone"))
 	expectDestPage(t, gone, http.StatusOK, "The body is no longer in the console&#39;s memory (it keeps the last 100 events per source).",
 		"computed per body", "<code>X-Signature</code>")
@@ -264,7 +269,7 @@ func TestUIDestinationPage(t *testing.T) {
 	// redirect to the test tab (a reload sends nothing again).
 	tp := b.post("/destinations/signed/test", url.Values{"type": {"identify"}})
 	expectDestPage(t, tp, http.StatusOK, "What each URL answered", `<code class="id">http://127.0.0.1:9/signed</code>`, `<span class="badge warn">pending</span>`,
-		"is the deliverer running?", `<option value="identify" selected>`, "&#34;type&#34;: &#34;identify&#34;", `aria-current="page">Test</a>`)
+		"is the deliverer running?", `<option value="identify" selected>`, `<a href="/destinations/signed?tab=messages&amp;view=attempts">delivery log</a>`, "&#34;type&#34;: &#34;identify&#34;", `aria-current="page">Test</a>`)
 	if !strings.Contains(tp.URL, "tab=test") || !strings.Contains(tp.URL, "test=test-") {
 		t.Fatalf("after a test: %s", tp.URL)
 	}
@@ -356,7 +361,8 @@ func TestUIDestinationDLQ(t *testing.T) {
 func TestUIDestinationAccess(t *testing.T) {
 	h := destHarness(t)
 	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, path := range []string{"/destinations", "/destinations/new", "/destinations/new/webhooks", "/destinations/file-hooks", "/destinations/file-hooks/attempts/1"} {
+	for _, path := range []string{"/destinations", "/destinations/new", "/destinations/new/webhooks", "/destinations/file-hooks", "/destinations/file-hooks/attempts/1",
+		"/destinations/file-hooks/messages/m1"} {
 		resp, err := anon.Get(h.srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
@@ -367,7 +373,7 @@ func TestUIDestinationAccess(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/destinations/new/webhooks", "/destinations/file-hooks/enabled", "/destinations/file-hooks/edit", "/destinations/file-hooks/delete",
-		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test"} {
+		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test", "/destinations/file-hooks/messages/m1/retry", "/destinations/file-hooks/messages/m1/replay"} {
 		resp, err := anon.PostForm(h.srv.URL+path, url.Values{"enabled": {"false"}})
 		if err != nil {
 			t.Fatal(err)
@@ -380,7 +386,7 @@ func TestUIDestinationAccess(t *testing.T) {
 	b := newDestBrowser(t, h)
 	b.get("/destinations/file-hooks")
 	for _, path := range []string{"/destinations/new/webhooks", "/destinations/file-hooks/enabled", "/destinations/file-hooks/edit", "/destinations/file-hooks/delete",
-		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test"} {
+		"/destinations/file-hooks/dlq/replay", "/destinations/file-hooks/test", "/destinations/file-hooks/messages/m1/retry", "/destinations/file-hooks/messages/m1/replay"} {
 		expectDestPage(t, b.send(http.MethodPost, path, url.Values{"enabled": {"false"}, "takeOver": {"true"}}), http.StatusForbidden, "CSRF token does not match")
 		expectDestPage(t, b.send(http.MethodPost, path, url.Values{"_csrf": {"forged"}, "enabled": {"false"}, "takeOver": {"true"}}), http.StatusForbidden)
 	}

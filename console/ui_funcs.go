@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,8 @@ var uiFuncs = template.FuncMap{
 	},
 	"join":   strings.Join,
 	"plural": plural,
+	// pathEscape makes an id one segment of a path (a message id may hold "/" or "?").
+	"pathEscape": url.PathEscape,
 }
 
 // fmtDuration says a duration in words: "10 minutes", "1 hour", "90 seconds".

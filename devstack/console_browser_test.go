@@ -23,7 +23,7 @@ import (
 // whole stack (embedded broker, ingest, router, deliverer, audiences, console). Each page the
 // test visits is saved as a screenshot in the test's artifact directory (go test -artifacts
 // keeps them); UPDATE_SCREENSHOTS=1 also writes the overview's, a destination page's, the live
-// debugger's and a config import's to docs/img for docs/console.md. No page may log a console error or a CSP violation.
+// debugger's, the Messages tab's, a message's and a config import's to docs/img for docs/console.md. No page may log a console error or a CSP violation.
 
 // chromiumPath finds Chromium, or skips the test loudly (TEST_BROWSER=1: fails).
 func chromiumPath(t *testing.T) string {
@@ -281,6 +281,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	flaky := servicetest.NewReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) {
 		if failing.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte("flaky is down: <database unavailable>"))
 		}
 	})
 	b.open("/destinations")
@@ -362,13 +363,13 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// A test event: each URL's answer, then the attempt in the delivery log, and its page.
 	// The destination page's tabs: links, the current one marked.
-	for _, tab := range []struct{ query, label, section string }{{"", "Health", "health"}, {"?tab=messages", "Messages", "log"},
+	for _, tab := range []struct{ query, label, section string }{{"", "Health", "health"}, {"?tab=messages", "Messages", "msgs"},
 		{"?tab=pending", "Pending", "pending"}, {"?tab=dlq", "Dead letters", "dlq"}, {"?tab=test", "Test", "test"}, {"?tab=settings", "Settings", "edit"}} {
 		b.open("/destinations/orders" + tab.query)
 		if cur := b.text(`nav.tabs a[aria-current="page"]`); !strings.Contains(cur, tab.label) {
 			t.Errorf("tab %q: the current tab is %q", tab.query, cur)
 		}
-		if eval[int](b, `document.querySelectorAll('#health, #log, #pending, #dlq, #test, #edit').length`) != 1 || eval[int](b, fmt.Sprintf(`document.querySelectorAll('#%s').length`, tab.section)) != 1 {
+		if eval[int](b, `document.querySelectorAll('#health, #msgs, #log, #pending, #dlq, #test, #edit').length`) != 1 || eval[int](b, fmt.Sprintf(`document.querySelectorAll('#%s').length`, tab.section)) != 1 {
 			t.Errorf("tab %q does not show its section only", tab.query)
 		}
 		if h := eval[int](b, `document.documentElement.scrollHeight`); h > 2500 {
@@ -380,12 +381,44 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.do("sending a test event", chromedp.Click(chromedp.CSS(`form[action="/destinations/orders/test"] button`)), chromedp.WaitVisible(chromedp.CSS("section[aria-labelledby=test] table")))
 	b.waitText("section[aria-labelledby=test] table", "200", 15*time.Second)
 	b.shot("destination-test")
-	b.open("/destinations/orders?tab=messages")
+	b.open("/destinations/orders?tab=messages&view=attempts")
 	b.waitText("section[aria-labelledby=log] table", "test-", 10*time.Second)
 	b.shot("destination")
 	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
 		b.saveDoc("console-destination.png")
 	}
+	// The Messages tab: its search form finds a message by user, then by event.
+	cs.mustSend(t, key, "/v1/track", `{"userId":"browser-4","event":"Cart Viewed"}`)
+	for until := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) { // a page does not refresh itself
+		b.open("/destinations/orders?tab=messages")
+		if strings.Contains(eval[string](b, `(document.querySelector("section[aria-labelledby=msgs] table")||{}).textContent||""`), "Cart Viewed") {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatal("no Cart Viewed message on the Messages tab after 10 s")
+		}
+	}
+	b.do("searching by user",
+		chromedp.SendKeys(chromedp.ID("s-user"), "browser-2"),
+		chromedp.Submit(chromedp.ID("s-user")),
+		chromedp.WaitVisible(chromedp.CSS(`#s-user[value="browser-2"]`))) // the answer's form, as searched
+	if got := b.text("section[aria-labelledby=msgs] table"); !strings.Contains(got, "Order Completed") || strings.Contains(got, "Cart Viewed") {
+		t.Errorf("the messages of user browser-2: %q", got)
+	}
+	b.shot("destination-messages")
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		b.saveDoc("console-messages.png")
+	}
+	b.open("/destinations/orders?tab=messages")
+	b.do("searching by event",
+		chromedp.SendKeys(chromedp.ID("s-event"), "Cart Viewed"),
+		chromedp.Submit(chromedp.ID("s-event")),
+		chromedp.WaitVisible(chromedp.CSS(`#s-event[value="Cart Viewed"]`)))
+	if got := b.text("section[aria-labelledby=msgs] table"); !strings.Contains(got, "browser-4") || strings.Contains(got, "Order Completed") {
+		t.Errorf("the messages of event Cart Viewed: %q", got)
+	}
+	b.noProblems("the messages tab")
+	b.open("/destinations/orders?tab=messages&view=attempts")
 	b.do("opening an attempt", chromedp.Click(chromedp.CSS(`section[aria-labelledby=log] table a[href*="/attempts/"]`)), chromedp.WaitVisible(chromedp.ID("answer")))
 	b.shot("attempt")
 	b.noProblems("the destination page")
@@ -405,7 +438,28 @@ func TestConsoleInABrowser(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	b.shot("destination-dlq")
+	// The dead-lettered message's page: its attempts, each with the endpoint's 500 and body.
+	b.open("/destinations/flaky?tab=messages&userId=browser-3")
+	b.do("opening the message", chromedp.Click(chromedp.CSS(`section[aria-labelledby=msgs] table a[href*="/messages/"]`)), chromedp.WaitVisible(chromedp.ID("attempts")))
+	b.waitText("section[aria-labelledby=attempts]", "flaky is down: <database unavailable>", 2*time.Second)
+	if got := b.text("section[aria-labelledby=what]"); !strings.Contains(got, "dead-lettered") || !strings.Contains(got, "Refund Requested") {
+		t.Errorf("the message page: %q", got)
+	}
+	b.shot("message")
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		b.do("scrolling to the answer", chromedp.ScrollIntoView(chromedp.CSS("section[aria-labelledby=attempts] .response-body")))
+		b.saveDoc("console-message.png")
+	}
+	// The funnel on the Health tab counts it dead-lettered.
+	b.open("/destinations/flaky")
+	b.do("the funnel", chromedp.WaitVisible(chromedp.CSS("#funnel svg")))
+	if got := b.text("#funnel table"); !strings.Contains(got, "Dead-lettered") {
+		t.Errorf("the funnel: %q", got)
+	}
+	b.shot("destination-funnel")
+	b.noProblems("the message page and the funnel")
 	failing.Store(false)
+	b.open("/destinations/flaky?tab=dlq")
 	before := len(flaky.Requests())
 	b.do("replaying the selected dead letters",
 		chromedp.Click(chromedp.CSS(`section[aria-labelledby=dlq] input[data-select-all]`)),
@@ -438,6 +492,17 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.shot("overview-phone")
 	b.open("/destinations/orders")
 	b.shot("destination-phone")
+	for _, path := range []string{"/destinations/orders?tab=messages", "/destinations/flaky?tab=messages&userId=browser-3"} {
+		b.open(path)
+		if w := eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("%s is %d px wide on a 390 px phone", path, w)
+		}
+	}
+	b.do("opening a message on a phone", chromedp.Click(chromedp.CSS(`section[aria-labelledby=msgs] table a[href*="/messages/"]`)), chromedp.WaitVisible(chromedp.ID("attempts")))
+	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the message page is %d px wide on a 390 px phone", w)
+	}
+	b.shot("message-phone")
 	b.do("a laptop's viewport", chromedp.EmulateViewport(1280, 800))
 
 	// Config import: a file pasted, its dry run's diff, then applied.
