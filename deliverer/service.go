@@ -82,6 +82,9 @@ type Service struct {
 	held     map[partKey]*held // tier partitions paused until their next record is due (pause.go)
 	limiters map[string]*destLimiter
 
+	// order holds back the records of a destination with ordering: perUser (ordering.go).
+	order ordering
+
 	parkMu sync.Mutex
 	parked parking // retry-tier records waiting for their endpoint's breaker or pause (park.go)
 
