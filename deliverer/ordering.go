@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // Per-user ordering (docs/delivery.md#ordering): for a destination with ordering: perUser, one
@@ -117,6 +119,50 @@ func (s *Service) orderedHold(ctx context.Context, d *delivery, p *pending) bool
 	s.follow(*d, p, tier)
 	<-s.sem
 	return true
+}
+
+// noteOrdered adds the tier records of ordered destinations to their chains as soon as they
+// are read (before they are due), in the order read: a user's message read later from
+// webhooks.deliveries — after a restart or a rebalance too, when the chains in memory are gone —
+// then waits behind them instead of overtaking them.
+func (s *Service) noteOrdered(recs []*kgo.Record) {
+	cfg := s.deps.Config()
+	now := s.now()
+	for _, r := range recs {
+		var destID, id string
+		for _, h := range r.Headers {
+			switch h.Key {
+			case schemas.HeaderDestinationID:
+				destID = string(h.Value)
+			case schemas.HeaderMessageID:
+				id = string(h.Value)
+			}
+		}
+		if len(r.Key) == 0 || destID == "" {
+			continue
+		}
+		if dest, ok := cfg.DestinationByID(destID); !ok || !dest.Settings.OrderedPerUser() {
+			continue
+		}
+		key := string(r.Key)
+		s.order.mu.Lock()
+		if s.order.gates == nil {
+			s.order.gates = map[string]*orderGate{}
+		}
+		g := s.order.gates[key]
+		if g == nil {
+			g = &orderGate{tier: -1, moved: now}
+			s.order.gates[key] = g
+		}
+		if !slices.Contains(g.chain, id) {
+			g.chain = append(g.chain, id)
+			g.inTiers++
+			if g.tier < 0 {
+				g.tier = slices.Index(s.tierTopics, r.Topic)
+			}
+		}
+		s.order.mu.Unlock()
+	}
 }
 
 // takeGate makes p the owner of g (key's gate); its finish opens the gate. Under s.order.mu.

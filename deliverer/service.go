@@ -339,6 +339,7 @@ func (s *Service) poll(ctx context.Context) {
 				}
 				return
 			}
+			s.noteOrdered(fp.Records)
 			s.dispatchDue(ctx, k, fp.Records, gen, nil)
 		})
 	}
