@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -93,6 +94,11 @@ func (s *Service) orderedHold(ctx context.Context, d *delivery, p *pending) bool
 		*g = orderGate{tier: -1, moved: now}
 	}
 	i := -1
+	if !s.isTier[d.r.Topic] && s.warmHold(ctx, d, p) {
+		o.mu.Unlock()
+		<-s.sem
+		return true
+	}
 	if s.isTier[d.r.Topic] {
 		if i = slices.Index(g.chain, d.messageID); i >= 0 {
 			g.inTiers--
@@ -270,4 +276,117 @@ func (s *Service) orderedKeys() int {
 	s.order.mu.Lock()
 	defer s.order.mu.Unlock()
 	return len(s.order.gates)
+}
+
+// orderWarmMax bounds how long, after an assignment, the fresh records of ordered destinations
+// wait for the newly assigned tier partitions to be read (warming).
+const orderWarmMax = 10 * time.Second
+
+// warming: after an assignment (a start, a restart, a rebalance) the chains of the records
+// waiting in the tiers are not known yet; until each newly assigned tier partition has been
+// read up to where it ended at the assignment (or orderWarmMax passed), the records of ordered
+// destinations read from webhooks.deliveries wait in memory, in order, and are dispatched
+// after: behind the tier records of their user (noteOrdered), not before them.
+type warming struct {
+	mu     sync.Mutex
+	behind map[partKey]int64 // tier partitions to read up to that offset (exclusive)
+	until  time.Time
+	held   []orderWaiter // in the order read; dispatched by the poll loop
+}
+
+// warmTiers starts warming for the tier partitions of assigned that hold records not yet
+// committed (franz-go's OnPartitionsAssigned: before any of their records is polled).
+func (s *Service) warmTiers(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	var topics []string
+	for t := range assigned {
+		if s.isTier[t] {
+			topics = append(topics, t)
+		}
+	}
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	var committed kadm.OffsetResponses
+	if err == nil {
+		committed, err = adm.FetchOffsets(ctx, s.cfg.Group)
+	}
+	if err != nil {
+		s.logger.Warn().Err(err).Msg("ordering: reading the tiers' end offsets; ordered destinations' records wait orderWarmMax")
+	}
+	w := &s.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.behind == nil {
+		w.behind = map[partKey]int64{}
+	}
+	for t, ps := range assigned {
+		if !s.isTier[t] {
+			continue
+		}
+		for _, p := range ps {
+			end, ok := ends.Lookup(t, p)
+			if err != nil || !ok {
+				w.behind[partKey{t, p}] = -1 // unknown: until orderWarmMax
+				continue
+			}
+			from := int64(0)
+			if c, ok := committed.Lookup(t, p); ok && c.At >= 0 {
+				from = c.At
+			}
+			if end.Offset > from {
+				w.behind[partKey{t, p}] = end.Offset
+			}
+		}
+	}
+	if len(w.behind) > 0 {
+		w.until = s.now().Add(orderWarmMax)
+	}
+}
+
+// warmRead notes that tier partition k was read up to its record at offset last.
+func (s *Service) warmRead(k partKey, last int64) {
+	w := &s.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if end, ok := w.behind[k]; ok && end >= 0 && last+1 >= end {
+		delete(w.behind, k)
+	}
+}
+
+// warmHold holds a record of webhooks.deliveries of an ordered destination while warming.
+func (s *Service) warmHold(ctx context.Context, d *delivery, p *pending) bool {
+	w := &s.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.behind) == 0 && len(w.held) == 0 {
+		return false
+	}
+	w.held = append(w.held, orderWaiter{ctx: ctx, r: d.r, p: p, id: d.messageID})
+	return true
+}
+
+// warmDone dispatches, in order, the records held while warming once it is over (the poll
+// loop calls it); it says whether warming still goes on.
+func (s *Service) warmDone(ctx context.Context) bool {
+	w := &s.warm
+	w.mu.Lock()
+	if len(w.behind) > 0 && s.now().Before(w.until) {
+		w.mu.Unlock()
+		return true
+	}
+	clear(w.behind)
+	held := w.held
+	w.held = nil
+	w.mu.Unlock()
+	for _, h := range held {
+		s.dispatch(h.ctx, h.r, h.p)
+	}
+	return false
 }

@@ -238,3 +238,22 @@ func TestOrderedDestinationAUsersFailingHeadDelaysNoOtherUser(t *testing.T) {
 		t.Errorf("the failing user's endpoint got %d requests; only its head's attempts were expected", badSent)
 	}
 }
+
+// TestOrderedDestinationKeepsOrderAcrossARebalance: as above, with a second deliverer joining
+// the group in the middle of the stream (the partitions of webhooks.deliveries and of the tiers
+// are shared anew between the two) and the first leaving later: each user's messages still
+// arrive in order.
+func TestOrderedDestinationKeepsOrderAcrossARebalance(t *testing.T) {
+	rc := newOrderReceiver(t)
+	h := newHarness(t, "1s,1s,1s", destYAML(dest("ord", []string{rc.URL}, ", ordering: perUser")))
+	_, stopA := h.run(h.config())
+	const users, msgs = 30, 12
+	sendUsers(h, "ord", users, 0, msgs/3)
+	time.Sleep(300 * time.Millisecond)
+	h.run(h.config())
+	sendUsers(h, "ord", users, msgs/3, 2*msgs/3)
+	time.Sleep(1500 * time.Millisecond)
+	stopA()
+	sendUsers(h, "ord", users, 2*msgs/3, msgs)
+	rc.waitInOrder(t, users, msgs, 60*time.Second)
+}

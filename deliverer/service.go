@@ -84,6 +84,7 @@ type Service struct {
 
 	// order holds back the records of a destination with ordering: perUser (ordering.go).
 	order ordering
+	warm  warming
 
 	parkMu sync.Mutex
 	parked parking // retry-tier records waiting for their endpoint's breaker or pause (park.go)
@@ -309,11 +310,19 @@ func (s *Service) close(finished <-chan struct{}) {
 // poll reads records and dispatches them until ctx is done.
 func (s *Service) poll(ctx context.Context) {
 	for {
-		fs := s.cl.PollRecords(ctx, s.cfg.MaxPollRecords)
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if s.warmDone(ctx) { // ordering.go: poll again soon to end the warming in time
+			pctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+		}
+		fs := s.cl.PollRecords(pctx, s.cfg.MaxPollRecords)
+		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) && pctx != ctx {
+				return
+			}
 			s.recovery.Failed(err)
 			s.logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("fetching")
 		})
@@ -340,6 +349,7 @@ func (s *Service) poll(ctx context.Context) {
 				return
 			}
 			s.noteOrdered(fp.Records)
+			s.warmRead(k, fp.Records[len(fp.Records)-1].Offset)
 			s.dispatchDue(ctx, k, fp.Records, gen, nil)
 		})
 	}
