@@ -3,8 +3,10 @@ package deliverer_test
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,4 +258,60 @@ func TestOrderedDestinationKeepsOrderAcrossARebalance(t *testing.T) {
 	stopA()
 	sendUsers(h, "ord", users, 2*msgs/3, msgs)
 	rc.waitInOrder(t, users, msgs, 60*time.Second)
+}
+
+// TestMeasureOrderedThroughput measures what ordering costs at a fast endpoint: the same stream
+// (users users, msgs messages each, interleaved) to a destination with ordering: perUser and to
+// one without, each twice, alternately, in one run (docs/benchmarks.md#per-user-ordering). The
+// target: the ordered destination keeps at least 80% of the unordered one's throughput.
+//
+//	DELIVERER_MEASURE=1 go test -count=1 -run TestMeasureOrderedThroughput -v ./deliverer/
+func TestMeasureOrderedThroughput(t *testing.T) {
+	if os.Getenv("DELIVERER_MEASURE") == "" {
+		t.Skip("a measurement: DELIVERER_MEASURE=1 runs it")
+	}
+	var delivered atomic.Int64
+	rc := newReceiver(t, func(int, *http.Request, http.ResponseWriter) { delivered.Add(1) })
+	h := newHarness(t, "10s", destYAML(
+		dest("plain", []string{rc.URL}, ""),
+		dest("ord", []string{rc.URL}, ", ordering: perUser")))
+	reg, _ := h.run(h.config())
+	const users, msgs = 2000, 10
+	total := int64(0)
+	rate := map[string][]float64{}
+	for round := range 4 {
+		destID := []string{"plain", "ord"}[round%2]
+		var recs []*kgo.Record
+		for n := range msgs {
+			for u := range users {
+				user := fmt.Sprintf("u%d", u)
+				recs = append(recs, userRecords(destID, user, fmt.Sprintf("%s-%d-%d", user, round, n))...)
+			}
+		}
+		h.env.Produce(recs...) // written before the clock starts: the deliverer's speed alone
+		start := time.Now()
+		total += int64(len(recs))
+		for delivered.Load() < total {
+			if time.Since(start) > 2*time.Minute {
+				t.Fatalf("%s: %d of %d delivered", destID, delivered.Load(), total)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		r := float64(len(recs)) / time.Since(start).Seconds()
+		rate[destID] = append(rate[destID], r)
+		t.Logf("round %d, %s: %d messages at %.0f/s (so far: %.0f deferred, %.0f retried, %.0f held back by ordering)", round, destID, len(recs), r,
+			counter(t, reg, "tributary_deliverer_deferred_total"), counter(t, reg, "tributary_deliverer_retried_total"), counter(t, reg, "tributary_deliverer_order_held_total"))
+	}
+	mean := func(v []float64) float64 {
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		return sum / float64(len(v))
+	}
+	ratio := mean(rate["ord"]) / mean(rate["plain"])
+	t.Logf("ordered / unordered throughput: %.0f / %.0f = %.0f%%", mean(rate["ord"]), mean(rate["plain"]), 100*ratio)
+	if ratio < 0.8 {
+		t.Errorf("the ordered destination kept %.0f%% of the unordered one's throughput, less than 80%%", 100*ratio)
+	}
 }
