@@ -72,5 +72,6 @@ func (s *Service) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	s.track.drop(lost)
 	s.dropHeld(lost)
 	s.dropParked(lost)
+	s.orderLost(lost)
 	cl.ResumeFetchPartitions(lost)
 }

@@ -44,6 +44,7 @@ const orderStale = time.Minute
 type orderGate struct {
 	chain   []string // message ids in order; chain[0] is the owner's, or the head waiting in a tier
 	owner   *pending // the record being attempted; nil: none
+	ownerID string   // its message id
 	tiered  bool     // the owner was handed to a tier (toTier): it stays first when it finishes
 	inTiers int      // records of the chain waiting in a tier
 	tier    int      // the tier the head last went to (-1: none yet); the others follow it there
@@ -110,7 +111,7 @@ func (s *Service) orderedHold(ctx context.Context, d *delivery, p *pending) bool
 	}
 	switch {
 	case i == 0 && g.owner == nil:
-		s.takeGate(key, g, p, now)
+		s.takeGate(key, g, p, d.messageID, now)
 		o.mu.Unlock()
 		return false
 	case i == len(g.chain)-1 && g.owner != nil && !g.tiered && g.inTiers == 0 && len(g.queue) < orderQueueMax:
@@ -172,8 +173,8 @@ func (s *Service) noteOrdered(recs []*kgo.Record) {
 }
 
 // takeGate makes p the owner of g (key's gate); its finish opens the gate. Under s.order.mu.
-func (s *Service) takeGate(key string, g *orderGate, p *pending, now time.Time) {
-	g.owner, g.tiered, g.moved = p, false, now
+func (s *Service) takeGate(key string, g *orderGate, p *pending, id string, now time.Time) {
+	g.owner, g.ownerID, g.tiered, g.moved = p, id, false, now
 	p.after = func() { s.openGate(key, p) }
 }
 
@@ -192,8 +193,8 @@ func (s *Service) openGate(key string, p *pending) {
 	if g.tiered {
 		g.tiered = false
 		g.inTiers++
-	} else if len(g.chain) > 0 {
-		g.chain = g.chain[1:]
+	} else if i := slices.Index(g.chain, g.ownerID); i >= 0 {
+		g.chain = slices.Delete(g.chain, i, i+1)
 	}
 	switch {
 	case len(g.chain) == 0:
@@ -201,7 +202,7 @@ func (s *Service) openGate(key string, p *pending) {
 	case len(g.queue) > 0 && g.queue[0].id == g.chain[0]:
 		w := g.queue[0]
 		g.queue = g.queue[1:]
-		s.takeGate(key, g, w.p, now)
+		s.takeGate(key, g, w.p, w.id, now)
 		s.spawn(func() { s.dispatch(w.ctx, w.r, w.p) })
 	case len(g.queue) > 0:
 		q := g.queue
@@ -237,10 +238,14 @@ func (s *Service) follow(d delivery, p *pending, tier int) {
 		o := &s.order
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		if g := o.gates[string(d.r.Key)]; g != nil {
+		key := string(d.r.Key)
+		if g := o.gates[key]; g != nil {
 			if i := slices.Index(g.chain, d.messageID); i >= 0 {
 				g.chain = slices.Delete(g.chain, i, i+1)
 				g.inTiers--
+			}
+			if len(g.chain) == 0 && g.owner == nil && len(g.queue) == 0 {
+				delete(o.gates, key)
 			}
 		}
 	}
@@ -271,11 +276,22 @@ func (s *Service) orderTiered(d *delivery, p *pending, tier int) {
 	}
 }
 
-// orderedKeys counts the keys with records held back or in progress (tests).
-func (s *Service) orderedKeys() int {
-	s.order.mu.Lock()
-	defer s.order.mu.Unlock()
-	return len(s.order.gates)
+// orderLost releases the gates whose owner is a record of a lost partition (revoked: it will
+// not be finished here, its new owner reads it again): the gate is dropped, and the records
+// waiting in its queue are dispatched again, in order, by the poll loop (warmDone).
+func (s *Service) orderLost(lost map[string][]int32) {
+	o := &s.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for key, g := range o.gates {
+		if g.owner == nil || !contains(lost[g.owner.r.Topic], g.owner.r.Partition) {
+			continue
+		}
+		s.warm.mu.Lock()
+		s.warm.held = append(s.warm.held, g.queue...)
+		s.warm.mu.Unlock()
+		delete(o.gates, key)
+	}
 }
 
 // orderWarmMax bounds how long, after an assignment, the fresh records of ordered destinations
@@ -373,13 +389,13 @@ func (s *Service) warmHold(ctx context.Context, d *delivery, p *pending) bool {
 }
 
 // warmDone dispatches, in order, the records held while warming once it is over (the poll
-// loop calls it); it says whether warming still goes on.
-func (s *Service) warmDone(ctx context.Context) bool {
+// loop calls it before each poll).
+func (s *Service) warmDone(ctx context.Context) {
 	w := &s.warm
 	w.mu.Lock()
-	if len(w.behind) > 0 && s.now().Before(w.until) {
+	if len(w.held) == 0 || len(w.behind) > 0 && s.now().Before(w.until) {
 		w.mu.Unlock()
-		return true
+		return
 	}
 	clear(w.behind)
 	held := w.held
@@ -388,5 +404,4 @@ func (s *Service) warmDone(ctx context.Context) bool {
 	for _, h := range held {
 		s.dispatch(h.ctx, h.r, h.p)
 	}
-	return false
 }

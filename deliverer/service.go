@@ -310,19 +310,12 @@ func (s *Service) close(finished <-chan struct{}) {
 // poll reads records and dispatches them until ctx is done.
 func (s *Service) poll(ctx context.Context) {
 	for {
-		pctx, cancel := ctx, context.CancelFunc(func() {})
-		if s.warmDone(ctx) { // ordering.go: poll again soon to end the warming in time
-			pctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
-		}
-		fs := s.cl.PollRecords(pctx, s.cfg.MaxPollRecords)
-		cancel()
+		s.warmDone(ctx) // ordering.go
+		fs := s.cl.PollRecords(ctx, s.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.DeadlineExceeded) && pctx != ctx {
-				return
-			}
 			s.recovery.Failed(err)
 			s.logger.Warn().Err(err).Str("topic", t).Int32("partition", p).Msg("fetching")
 		})
