@@ -313,3 +313,66 @@ func TestMeasureOrderedThroughput(t *testing.T) {
 		t.Errorf("the ordered destination kept %.0f%% of the unordered one's throughput, less than 80%%", 100*ratio)
 	}
 }
+
+// TestOrderedDestinationDeadLettersTheHeadThenGoesOn: a user's head message fails on every
+// attempt; when its retries end it is dead-lettered and the user's next messages, held behind
+// it until then, are delivered, in order. Another user's messages are not held at all.
+func TestOrderedDestinationDeadLettersTheHeadThenGoesOn(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	rc := newReceiver(t, func(_ int, r *http.Request, w http.ResponseWriter) {
+		id := r.Header.Get("X-Message-Id")
+		if id == "bad-0" {
+			w.WriteHeader(http.StatusRequestTimeout)
+			return
+		}
+		mu.Lock()
+		got = append(got, id)
+		mu.Unlock()
+	})
+	h := newHarness(t, "1s,1s", destYAML(dest("ord", []string{rc.URL}, ", ordering: perUser")))
+	h.run(h.config())
+	dlq := h.reader(schemas.TopicDLQ)
+	h.env.Produce(userRecords("ord", "bad", "bad-0", "bad-1", "bad-2", "bad-3")...)
+	h.env.Produce(userRecords("ord", "good", "good-0", "good-1")...)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other user's messages were not delivered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	if !slices.Equal(got, []string{"good-0", "good-1"}) {
+		t.Errorf("while the head waits, delivered %v; want only the other user's good-0, good-1", got)
+	}
+	mu.Unlock()
+	recs := dlq.waitFor(1, 20*time.Second)
+	if id, reason := hdr(recs[0], schemas.HeaderMessageID), hdr(recs[0], schemas.HeaderReason); id != "bad-0" || reason != "retries_exhausted" {
+		t.Errorf("dead-lettered %s (%s), want bad-0 (retries_exhausted)", id, reason)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the head was dead-lettered, delivered %v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"good-0", "good-1", "bad-1", "bad-2", "bad-3"}; !slices.Equal(got, want) {
+		t.Errorf("delivered %v, want %v", got, want)
+	}
+}
