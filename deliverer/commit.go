@@ -51,8 +51,9 @@ func (s *Service) commitDone(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *k
 }
 
 // onAssigned starts the partitions' generation in the tracker: their records are tracked.
-func (s *Service) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (s *Service) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	s.track.assign(assigned)
+	s.warmTiers(ctx, cl, assigned)
 }
 
 // onRevoked commits what finished in the revoked partitions, drops their held records and resumes
@@ -71,5 +72,6 @@ func (s *Service) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	s.track.drop(lost)
 	s.dropHeld(lost)
 	s.dropParked(lost)
+	s.orderLost(lost)
 	cl.ResumeFetchPartitions(lost)
 }

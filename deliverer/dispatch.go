@@ -97,6 +97,11 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	now := s.now()
 	d := parseDelivery(r, now)
+	dest, ok := s.deps.Config().DestinationByID(d.destID)
+	// A user's records to an ordered destination go one at a time (ordering.go).
+	if ok && dest.Settings.OrderedPerUser() && !d.test && d.retryNow == "" && s.orderedHold(ctx, &d, p) {
+		return
+	}
 	// A tier record a retry-now delivered is finished unsent (retrynow.go).
 	if s.isTier[r.Topic] && s.tierRecordRetried(ctx, &d, p) {
 		return
@@ -106,7 +111,6 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 		<-s.sem
 		return
 	}
-	dest, ok := s.deps.Config().DestinationByID(d.destID)
 	if d.test {
 		s.dispatchTest(ctx, d, p, dest, ok)
 		return

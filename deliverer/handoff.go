@@ -55,6 +55,7 @@ func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError st
 		set[schemas.HeaderDeferrals] = strconv.Itoa(d.deferrals)
 	}
 	rec := s.derived(d.r, s.tierTopics[tier], set)
+	s.orderTiered(&d, p, tier)
 	s.metrics.retried.WithLabelValues(d.destID, s.tierTopics[tier]).Inc()
 	s.handOff(rec, p)
 }

@@ -13,6 +13,7 @@ type metrics struct {
 	delivered *prometheus.CounterVec
 	retried   *prometheus.CounterVec
 	deferred  *prometheus.CounterVec
+	orderHeld *prometheus.CounterVec
 	queued    *prometheus.CounterVec
 	heldBack  prometheus.Counter
 	limit     *prometheus.GaugeVec
@@ -76,6 +77,9 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_deferred_total", Help: "Records sent to a tier unsent: host at its limit with a full queue, paused by the endpoint, or breaker open.",
 		}, []string{"destination", "reason"}),
+		orderHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_deliverer_order_held_total", Help: "Records of an ordered destination handed to a tier unsent, behind an earlier message of their user (docs/delivery.md#ordering).",
+		}, []string{"destination"}),
 		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_deliverer_queued_total", Help: "Records that waited in memory for a slot on their host (host at its in-flight bound).",
 		}, []string{"destination"}),
@@ -115,7 +119,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) (*metrics, error) {
 	parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tributary_deliverer_parked", Help: "Retry-tier records waiting in memory for their endpoint's open breaker or pause to end (not rewritten meanwhile).",
 	}, func() float64 { return float64(s.parkedCount()) })
-	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.queued, m.heldBack, m.limit, m.dlq, m.dropped, m.endToEnd, m.lateness, m.retryNow, inFlight, breakers, paused, parked} {
+	for _, c := range []prometheus.Collector{m.attempts, m.latency, m.delivered, m.retried, m.deferred, m.orderHeld, m.queued, m.heldBack, m.limit, m.dlq, m.dropped, m.endToEnd, m.lateness, m.retryNow, inFlight, breakers, paused, parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering deliverer metrics: %w", err)
 		}

@@ -82,6 +82,10 @@ type Service struct {
 	held     map[partKey]*held // tier partitions paused until their next record is due (pause.go)
 	limiters map[string]*destLimiter
 
+	// order holds back the records of a destination with ordering: perUser (ordering.go).
+	order ordering
+	warm  warming
+
 	parkMu sync.Mutex
 	parked parking // retry-tier records waiting for their endpoint's breaker or pause (park.go)
 
@@ -306,6 +310,7 @@ func (s *Service) close(finished <-chan struct{}) {
 // poll reads records and dispatches them until ctx is done.
 func (s *Service) poll(ctx context.Context) {
 	for {
+		s.warmDone(ctx) // ordering.go
 		fs := s.cl.PollRecords(ctx, s.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
@@ -336,6 +341,8 @@ func (s *Service) poll(ctx context.Context) {
 				}
 				return
 			}
+			s.noteOrdered(fp.Records)
+			s.warmRead(k, fp.Records[len(fp.Records)-1].Offset)
 			s.dispatchDue(ctx, k, fp.Records, gen, nil)
 		})
 	}

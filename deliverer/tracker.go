@@ -39,6 +39,9 @@ type pending struct {
 	r    *kgo.Record
 	gen  uint64
 	done bool
+	// after, when set, runs once p is finished, outside the tracker's lock (the gate of an
+	// ordered destination: ordering.go).
+	after func()
 }
 
 func newTracker() *tracker { return &tracker{parts: map[partKey]*partState{}} }
@@ -84,6 +87,9 @@ func (t *tracker) add(r *kgo.Record, gen uint64) *pending {
 // finish marks p done and advances its partition's commit mark over finished records. A record
 // of a partition revoked since it was added is ignored (its new owner reads it again).
 func (t *tracker) finish(p *pending) {
+	if p.after != nil {
+		defer p.after()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ps := t.parts[partKey{p.r.Topic, p.r.Partition}]

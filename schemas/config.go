@@ -83,7 +83,18 @@ type DestinationSettings struct {
 	// (0: the adaptive limit alone, up to DELIVERER_MAX_PER_HOST); the destination then has
 	// its own limit and circuit breaker for the host, apart from other destinations on it.
 	MaxConcurrency int `json:"maxConcurrency,omitempty" yaml:"maxConcurrency"`
+	// Ordering is OrderingPerUser to deliver each user's messages in order, or empty (the
+	// default): concurrently, a retried message overtaken by later ones
+	// (docs/delivery.md#ordering).
+	Ordering string `json:"ordering,omitempty" yaml:"ordering"`
 }
+
+// OrderingPerUser is the DestinationSettings.Ordering that keeps each user's messages in order
+// (docs/delivery.md#ordering).
+const OrderingPerUser = "perUser"
+
+// OrderedPerUser reports whether the destination delivers each user's messages in order.
+func (st *DestinationSettings) OrderedPerUser() bool { return st.Ordering == OrderingPerUser }
 
 // Webhook is one endpoint of a destination.
 type Webhook struct {

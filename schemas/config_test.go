@@ -175,6 +175,7 @@ func TestLoadConfigFileBad(t *testing.T) {
 			`14: destinations[0].settings.previousSharedSecret: must not start with "enc:v1:", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)`},
 		{"bad_rate_negative.yaml", `11: destinations[0].settings.maxRequestsPerSecond: must be a number ≥ 0 (0: no limit), got -1`},
 		{"bad_concurrency_negative.yaml", `11: destinations[0].settings.maxConcurrency: must be a whole number ≥ 0 (0: the adaptive limit alone), got -5`},
+		{"bad_ordering.yaml", `11: destinations[0].settings.ordering: must be "perUser" or omitted (no ordering), got "perSource"`},
 		{"bad_concurrency_type.yaml", `11: destinations[0].settings.maxConcurrency: want an integer, got a number "2.5"`},
 		{"bad_rate_infinite.yaml", `11: destinations[0].settings.maxRequestsPerSecond: must be a number ≥ 0 (0: no limit), got +Inf`},
 		// Validation: audiences.

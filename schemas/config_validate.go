@@ -230,6 +230,9 @@ func (d *Destination) check(v *validator, p string) {
 	if c := st.MaxConcurrency; c < 0 {
 		v.addf(fieldPath(sp, "maxConcurrency"), "must be a whole number ≥ 0 (0: the adaptive limit alone), got %d", c)
 	}
+	if o := st.Ordering; o != "" && o != OrderingPerUser {
+		v.addf(fieldPath(sp, "ordering"), "must be %q or omitted (no ordering), got %q", OrderingPerUser, o)
+	}
 }
 
 func (w *Webhook) check(v *validator, p string) {

@@ -52,7 +52,7 @@ go test -race -count=1 -timeout 20m -v "$@" "${patterns[@]}" >"$log" 2>&1
 rc=$?
 # Timing tests (throughput ratios in real time) skip themselves under -race, whose 5-10x
 # slowdown they would measure instead of the code; they run here without it.
-TIMING_TESTS='^TestIsolationDeadEndpointDoesNotSlowHealthyOne$'
+TIMING_TESTS='^(TestIsolationDeadEndpointDoesNotSlowHealthyOne|TestOrderedDestinationAUsersFailingHeadDelaysNoOtherUser)$'
 banner "timing tests without -race"
 go test -count=1 -timeout 10m -v -run "$TIMING_TESTS" "$@" github.com/tributary-cdp/tributary/deliverer >>"$log" 2>&1
 trc=$?
