@@ -37,6 +37,7 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			if r = sealed.open(s, r); r == nil {
 				return // sealed with a shredded key: its user was deleted
 			}
+			s.replayRuns.observe(r.Value) // a replay's progress (replay.go)
 			a, ok := dec.attempt(r)
 			if !ok {
 				s.metrics.attemptsSkipped.Inc()
