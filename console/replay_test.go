@@ -22,7 +22,7 @@ func replayEvent(source, msg, typ, event, user string, at time.Time, extra strin
 	}
 	ts := schemas.FormatTimestamp(at)
 	return &kgo.Record{Topic: schemas.TopicEvents, Key: []byte(user), Timestamp: at,
-		Value: []byte(`{"type":"` + typ + `","messageId":"` + msg + `","userId":"` + user + `",` + ev + `"timestamp":"` + ts + `","receivedAt":"` + ts + `","properties":{"n":1}` + extra + `}`),
+		Value:   []byte(`{"type":"` + typ + `","messageId":"` + msg + `","userId":"` + user + `",` + ev + `"timestamp":"` + ts + `","receivedAt":"` + ts + `","properties":{"n":1}` + extra + `}`),
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderSourceID, Value: []byte(source)}, {Key: schemas.HeaderMessageID, Value: []byte(msg)}, {Key: schemas.HeaderType, Value: []byte(typ)}}}
 }
 
