@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +294,41 @@ func TestReplaySuppressedAndDeletedUsers(t *testing.T) {
 	}
 	if len(deliveries.Got) != 2 {
 		t.Errorf("%d deliveries, want u-keep's 2", len(deliveries.Got))
+	}
+}
+
+// The destination page's Replay tab: the form counts first (a dry run: the count, then the
+// Start button), starts the replay, lists it with its progress and cancels it; bad input shows
+// the error on the form; a form without the CSRF token is refused.
+func TestUIReplay(t *testing.T) {
+	h := replayHarness(t)
+	base := time.Now().Add(-5 * time.Minute)
+	var recs []*kgo.Record
+	for i := range 30 {
+		recs = append(recs, replayEvent("web", fmt.Sprintf("m-%d", i), "track", "E", "u1", base.Add(time.Duration(i)*time.Millisecond), ""))
+	}
+	h.env.Produce(recs...)
+	b := h.signInFollowing(t)
+	p := b.get("/destinations/rd?tab=replay")
+	p.contains(t, http.StatusOK, "Replay by time range and filter", "Count the messages", "No replay of this destination")
+	if strings.Contains(p.Body, "Start the replay") {
+		t.Fatal("the Start button shows before a count")
+	}
+	p = b.post("/destinations/rd/replays", url.Values{"from": {"1h"}, "type": {"track"}, "maxPerSecond": {"5"}, "action": {"count"}})
+	p.contains(t, http.StatusOK, "30 messages match", "Start the replay", `value="track" selected`)
+	p = b.post("/destinations/rd/replays", url.Values{"from": {"1h"}, "type": {"track"}, "maxPerSecond": {"5"}, "action": {"start"}})
+	p.contains(t, http.StatusOK, "started: 30 messages, at most 5 a second", "running", "Cancel")
+	m := regexp.MustCompile(`Replay (rp_[0-9a-f]+) started`).FindStringSubmatch(p.Body)
+	if m == nil {
+		t.Fatalf("no replay id: %s", p.Body)
+	}
+	p = b.post("/destinations/rd/replays/"+m[1]+"/cancel", nil)
+	p.contains(t, http.StatusOK, "Replay "+m[1]+" cancelled", "cancelled")
+	p = b.post("/destinations/rd/replays", url.Values{"from": {"1h"}, "to": {"2h"}, "action": {"count"}})
+	p.contains(t, http.StatusBadRequest, "is after to")
+	p = b.post("/destinations/rd/replays", url.Values{"from": {"1h"}, "url": {"ftp://x"}, "action": {"count"}})
+	p.contains(t, http.StatusBadRequest, "absolute http or https URL", `value="ftp://x"`)
+	if p := b.post("/destinations/rd/replays", url.Values{"_csrf": {"forged"}, "from": {"1h"}, "action": {"start"}}); p.Status != http.StatusForbidden {
+		t.Errorf("without the CSRF token: %d", p.Status)
 	}
 }
