@@ -362,8 +362,8 @@ func integrationsAllow(integrations []byte, key string) bool {
 // runReplay writes p's deliveries, at most q.rate a second, until the scan ends or ctx is
 // cancelled, and sets p's final state.
 func (s *Service) runReplay(ctx context.Context, p *replay, q *replayQuery) {
-	start := s.now()
-	firstAt := []byte(schemas.FormatTimestamp(start))
+	firstAt := []byte(schemas.FormatTimestamp(s.now()))
+	start := time.Now()
 	interval := time.Second / time.Duration(q.rate)
 	var produced sync.WaitGroup
 	var mu sync.Mutex
@@ -379,8 +379,14 @@ func (s *Service) runReplay(ctx context.Context, p *replay, q *replayQuery) {
 		if err != nil {
 			return err
 		}
-		// The i-th record goes at start + i/rate: the rate holds over the whole replay.
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+		// The i-th record goes at start + i/rate: the rate holds over the whole replay. A
+		// replay that fell behind (a slow read) starts its schedule again from now rather than
+		// catching up in a burst above the cap.
+		wait := time.Until(start.Add(time.Duration(i) * interval))
+		if wait < -interval {
+			start, wait = time.Now().Add(-time.Duration(i)*interval), 0
+		}
+		if wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:

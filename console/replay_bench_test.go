@@ -16,7 +16,7 @@ import (
 // here), filtered by a member scan; a tenth match (docs/benchmarks.md#replay). The records are
 // produced once, before the timer.
 //
-//	go test -run '^$' -bench ReplayDryRun -benchtime 3x ./console/
+//	go test -run '^$' -bench ReplayDryRun -benchtime 1x -count 3 ./console/
 func BenchmarkReplayDryRun(b *testing.B) {
 	const n = 1_000_000
 	h := newHarness(b, nil)
