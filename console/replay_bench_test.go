@@ -29,7 +29,7 @@ func BenchmarkReplayDryRun(b *testing.B) {
 			event = "Order Completed"
 		}
 		batch = append(batch, &kgo.Record{Topic: schemas.TopicEvents, Key: fmt.Appendf(nil, "u-%d", i%5000), Timestamp: start.Add(time.Duration(i) * time.Microsecond),
-			Value: fmt.Appendf(nil, `{"type":"track","messageId":"%s","userId":"u-%d","event":"%s","timestamp":"2026-11-27T03:00:00.000Z","receivedAt":"2026-11-27T03:00:00.012Z","properties":{"n":%d}}`, msg, i%5000, event, i),
+			Value:   fmt.Appendf(nil, `{"type":"track","messageId":"%s","userId":"u-%d","event":"%s","timestamp":"2026-11-27T03:00:00.000Z","receivedAt":"2026-11-27T03:00:00.012Z","properties":{"n":%d}}`, msg, i%5000, event, i),
 			Headers: []kgo.RecordHeader{{Key: schemas.HeaderSourceID, Value: []byte("web")}, {Key: schemas.HeaderMessageID, Value: []byte(msg)}, {Key: schemas.HeaderType, Value: []byte("track")}}})
 		if len(batch) == cap(batch) {
 			h.env.Produce(batch...)
