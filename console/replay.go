@@ -34,6 +34,10 @@ const (
 	maxReplayRate = 5000
 	// maxRunningReplays bounds the replays running at once.
 	maxRunningReplays = 4
+	// replayCatchUp is how far behind its schedule a replay may fall and still catch up (at
+	// most this long's records sent back to back); further behind, it starts its schedule
+	// again.
+	replayCatchUp = 250 * time.Millisecond
 	// keptReplays is how many replays the console remembers (the running ones and the last
 	// finished ones).
 	keptReplays = 100
@@ -379,11 +383,12 @@ func (s *Service) runReplay(ctx context.Context, p *replay, q *replayQuery) {
 		if err != nil {
 			return err
 		}
-		// The i-th record goes at start + i/rate: the rate holds over the whole replay. A
-		// replay that fell behind (a slow read) starts its schedule again from now rather than
-		// catching up in a burst above the cap.
+		// The i-th record goes at start + i/rate: the rate holds over the whole replay, a late
+		// wake-up made up by the next records. A replay that fell further behind than
+		// replayCatchUp (a slow read) starts its schedule again from now rather than catching
+		// up in a burst above the cap.
 		wait := time.Until(start.Add(time.Duration(i) * interval))
-		if wait < -interval {
+		if wait < -max(interval, replayCatchUp) {
 			start, wait = time.Now().Add(-time.Duration(i)*interval), 0
 		}
 		if wait > 0 {
