@@ -332,3 +332,38 @@ func TestUIReplay(t *testing.T) {
 		t.Errorf("without the CSRF token: %d", p.Status)
 	}
 }
+
+// Sealed events (docs/security.md#crypto-shredding) are opened to be filtered, and replayed
+// with their body sealed again with the same key (the header tributary-key), as the router
+// writes them; an event whose key was shredded (its user deleted) is neither counted nor sent.
+func TestReplaySealedEvents(t *testing.T) {
+	h := replayHarness(t)
+	keys := h.env.Keyring()
+	base := time.Now().Add(-5 * time.Minute)
+	jane := replayEvent("web", "m-jane", "track", "Signed Up", "jane", base, "")
+	bob := replayEvent("web", "m-bob", "track", "Signed Up", "bob", base.Add(time.Millisecond), "")
+	h.env.Seal(keys, jane, bob)
+	if n, err := keys.Shred(h.env.Ctx, "jane"); err != nil || n != 1 {
+		t.Fatalf("Shred = %d, %v", n, err)
+	}
+	h.env.Produce(jane, bob)
+	q := map[string]any{"destinationId": "rd", "from": schemas.FormatTimestamp(base.Add(-time.Second)), "filter": map[string]any{"event": "Signed Up"}}
+	if got := dryRun(t, h, q); got != 1 {
+		t.Fatalf("matched %d, want bob's 1", got)
+	}
+	expect(t, h.do(http.MethodPost, "/v1/replays", q), http.StatusCreated)
+	deliveries := h.env.Reader(schemas.TopicDeliveries)
+	deliveries.Settle = 300 * time.Millisecond
+	got := deliveries.WaitFor(1, 10*time.Second)
+	if len(got) != 1 || string(got[0].Key) != "rd:bob" || servicetest.Header(got[0], schemas.HeaderDataKey) == "" {
+		t.Fatalf("deliveries %v", got)
+	}
+	key, err := keys.Key([]byte(servicetest.Header(got[0], schemas.HeaderDataKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := key.Open(nil, got[0].Value)
+	if err != nil || !strings.HasPrefix(string(body), `{"version":1,"type":"track","messageId":"m-bob"`) {
+		t.Fatalf("the replayed body, opened: %s (%v)", body, err)
+	}
+}
