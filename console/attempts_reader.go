@@ -37,6 +37,7 @@ func (s *Service) runAttempts(ctx context.Context) error {
 			if r = sealed.open(s, r); r == nil {
 				return // sealed with a shredded key: its user was deleted
 			}
+			s.replayRuns.observe(r.Value) // a replay's progress (replay.go)
 			a, ok := dec.attempt(r)
 			if !ok {
 				s.metrics.attemptsSkipped.Inc()
@@ -70,14 +71,14 @@ func (s *Service) runAttempts(ctx context.Context) error {
 // the deliverer writes them).
 var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at",
 	"type", "event", "userId", "anonymousId", "receivedAt", "nextAttemptAt", "deadLettered", "responseHeaders", "responseBody",
-	"reason"}
+	"reason", "replayId"}
 
 // attemptFields are those members as read: the strings alias the record. The log keeps no
 // concurrencyLimit nor pausedForMs; they are read to refuse a record as
 // schemas.DecodeAttemptRecord would.
 type attemptFields struct {
 	destinationID, messageID, url, errorClass, err, at []byte
-	reason                                             []byte
+	reason, replayID                                   []byte
 	attempt, status, concurrencyLimit, pausedForMs     int
 	latencyMs                                          float64
 	test                                               bool
@@ -137,6 +138,8 @@ func decodeAttemptFields(b []byte, f *attemptFields) error {
 			return decodeString(v, &f.responseBody)
 		case 21:
 			return decodeString(v, &f.reason)
+		case 22:
+			return decodeString(v, &f.replayID)
 		}
 		return err
 	})

@@ -607,6 +607,35 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(200, "GET", "/v1/regulations?limit=1&cursor="+page["nextCursor"].(string), nil)
 	c.bad(400, "GET", "/v1/regulations?limit=x", nil)
 
+	// Replays (docs/delivery.md#replay): of three messages of the source app (u1 is deleted above).
+	from := schemas.FormatTimestamp(time.Now().Add(-time.Hour))
+	for i := range 3 {
+		msg := fmt.Sprintf("m-r%d", i)
+		h.env.Produce(&kgo.Record{Topic: schemas.TopicEvents, Key: []byte("u9"), Value: []byte(`{"type":"track","event":"Order Completed","userId":"u9","messageId":"` + msg + `"}`),
+			Headers: []kgo.RecordHeader{{Key: schemas.HeaderSourceID, Value: []byte("app")}, {Key: schemas.HeaderMessageID, Value: []byte(msg)}, {Key: schemas.HeaderType, Value: []byte("track")}}})
+	}
+	c.ok(201, "POST", "/v1/destinations", map[string]any{"id": "again", "type": "webhooks", "sources": []string{"app"},
+		"settings": map[string]any{"webhooks": []any{map[string]any{"url": "http://127.0.0.1:9/again"}}}})
+	if n := c.ok(200, "POST", "/v1/replays", map[string]any{"destinationId": "again", "from": from, "dryRun": true, "filter": map[string]any{"type": "track", "event": "Order Completed", "userId": "u9", "sourceId": "app"}}).Data(t)["matched"]; n != float64(3) {
+		t.Errorf("dry run matched %v, want 3", n)
+	}
+	var started []string
+	for range 4 { // as many as may run at once, each for two seconds
+		started = append(started, c.ok(201, "POST", "/v1/replays", map[string]any{"destinationId": "again", "from": from, "maxPerSecond": 1, "url": "https://hooks.example.com/replay"}).Data(t)["replayId"].(string))
+	}
+	c.ok(409, "POST", "/v1/replays", map[string]any{"destinationId": "again", "from": from})
+	c.ok(400, "POST", "/v1/replays", map[string]any{"destinationId": "again", "from": from, "to": "2020-01-01T00:00:00Z"})
+	c.bad(400, "POST", "/v1/replays", map[string]any{"destinationId": "again", "from": from, "filter": map[string]any{"colour": "red"}})
+	c.ok(200, "GET", "/v1/replays", nil)
+	c.ok(200, "GET", "/v1/replays?destinationId=again", nil)
+	c.ok(200, "GET", "/v1/replays/"+started[0], nil)
+	for _, id := range started {
+		c.ok(200, "DELETE", "/v1/replays/"+id, nil)
+	}
+	c.ok(200, "POST", "/v1/replays/"+started[0]+"/cancel", nil)
+	c.ok(404, "GET", "/v1/replays/nope", nil)
+	c.ok(204, "DELETE", "/v1/destinations/again", nil)
+
 	// Deletes, dependents first.
 	c.ok(409, "DELETE", "/v1/audiences/buyers", nil, "If-Match", `"1"`)
 	c.ok(204, "DELETE", "/v1/audiences/buyers", nil)

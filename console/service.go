@@ -81,9 +81,11 @@ type Service struct {
 	pending     *views.Pending // the messages waiting in the retry tiers (pending_reader.go)
 	sessions    *sessionView
 	streams     *streamLimits
-	tiers       views.TierLag // the retry tiers' backlog, read in the background
-	ready       viewsReady    // closed as each view catches up
-	replays     sync.Map      // destination id → *sync.Mutex: one DLQ replay at a time
+	tiers       views.TierLag  // the retry tiers' backlog, read in the background
+	ready       viewsReady     // closed as each view catches up
+	replays     sync.Map       // destination id → *sync.Mutex: one DLQ replay at a time
+	replayRuns  replays        // the replays by time range and filter (replay.go)
+	replayWG    sync.WaitGroup // the running replays' goroutines: Run waits for them
 	metrics     *metrics
 	ui          *ui
 }
@@ -161,6 +163,10 @@ func (s *Service) Addr() string { return s.server.Addr() }
 // Run serves the API and keeps the views up to date until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.producer.Close()
+	defer func() { // the replays end (cancelled) before their producer closes
+		s.stoppingOnce.Do(func() { close(s.stopping) })
+		s.replayWG.Wait()
+	}()
 	stop := context.AfterFunc(ctx, func() { s.stoppingOnce.Do(func() { close(s.stopping) }) })
 	defer stop()
 	if h := s.deps.Health; h != nil {
@@ -480,6 +486,12 @@ func (s *Service) routes() http.Handler {
 	h("POST /v1/regulations", s.createRegulation)
 	h("GET /v1/regulations", s.listRegulations)
 	h("GET /v1/regulations/{id}", s.getRegulation)
+
+	h("POST /v1/replays", s.createReplay)
+	h("GET /v1/replays", s.listReplays)
+	h("GET /v1/replays/{id}", s.getReplay)
+	h("DELETE /v1/replays/{id}", s.cancelReplay)
+	h("POST /v1/replays/{id}/cancel", s.cancelReplay)
 
 	api := s.authorized(s.methodErrors(mux))
 	root := http.NewServeMux()

@@ -35,6 +35,8 @@ func (u *ui) destinationPages(pg func(string, http.HandlerFunc)) {
 	pg("POST /destinations/{id}/dlq/replay", u.replayDestination)
 	pg("POST /destinations/{id}/retry", u.retryPendingPage)
 	pg("POST /destinations/{id}/test", u.testDestinationPage)
+	pg("POST /destinations/{id}/replays", u.replayPage)
+	pg("POST /destinations/{id}/replays/{replayId}/cancel", u.cancelReplayPage)
 	pg("GET /destinations/{id}/attempts/{seq}", u.destinationAttempt)
 	pg("GET /destinations/{id}/messages/{messageId}", u.messagePage)
 	pg("POST /destinations/{id}/messages/{messageId}/retry", u.retryMessagePage)
@@ -58,12 +60,13 @@ const (
 	tabDLQ      = "dlq"
 	tabTest     = "test"
 	tabSettings = "settings"
+	tabReplay   = "replay" // ui_replays.go
 )
 
 // destinationTabs are the tabs in their order, with their labels.
 var destinationTabs = []struct{ ID, Label string }{
 	{tabHealth, "Health"}, {tabMessages, "Messages"}, {tabPending, "Pending"},
-	{tabDLQ, "Dead letters"}, {tabTest, "Test"}, {tabSettings, "Settings"},
+	{tabDLQ, "Dead letters"}, {tabReplay, "Replay"}, {tabTest, "Test"}, {tabSettings, "Settings"},
 }
 
 // destinationTab is the address of a tab of destination id's page.
@@ -132,6 +135,8 @@ type destinationData struct {
 	TestError string
 
 	Edit *destForm
+
+	Replay *replayTab // the replay tab (ui_replays.go)
 }
 
 // logRow is one attempt of the delivery log, with its time in two parts (short on a phone).
@@ -206,6 +211,8 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 			}
 			data.DLQ = dls
 		}
+	case tabReplay:
+		data.Replay = u.replayTabOf(id, q)
 	case tabTest:
 		if typ := q.Get("type"); slices.Contains(testTypes, typ) {
 			data.TestType = typ

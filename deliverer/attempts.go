@@ -72,6 +72,10 @@ func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, o
 		b = schemas.AppendJSONString(b, out.deadLettered)
 	}
 	b = res.answer.appendTo(b)
+	if d.replay != "" {
+		b = append(b, `,"replayId":`...)
+		b = schemas.AppendJSONString(b, d.replay)
+	}
 	return append(b, '}')
 }
 

@@ -30,6 +30,7 @@ type delivery struct {
 	notice         bool      // header type is delete: a delete notice, never dropped (regulations.go)
 	dueAt          time.Time // header due-at: when a tier record comes due
 	retryNow       string    // header retry-now: a retry-now copy of that tier record (retrynow.go)
+	replay         string    // header replay: the replay that produced it (docs/delivery.md#replay)
 	msgType        string    // header type
 
 	// What the attempt records say of the message, read from the opened body once per attempt
@@ -77,6 +78,8 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			d.dueAt, _ = schemas.ParseTimestamp(string(h.Value))
 		case schemas.HeaderRetryNow:
 			d.retryNow = string(h.Value)
+		case schemas.HeaderReplay:
+			d.replay = string(h.Value)
 		}
 	}
 	return d
@@ -140,6 +143,9 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 			return
 		}
 		dest = withURL(dest, d.url)
+	}
+	if d.replay != "" {
+		dest = withReplay(dest, d.replay)
 	}
 	// A messageId no request may carry is refused before it takes a host slot: it would fail
 	// on every URL, and the hosts' limits and breakers are for what the endpoints say
@@ -320,6 +326,24 @@ func withURL(dest *schemas.Destination, url string) *schemas.Destination {
 		headers = dest.Settings.Webhooks[0].Headers
 	}
 	c.Settings.Webhooks = []schemas.Webhook{{URL: url, Headers: headers}}
+	return &c
+}
+
+// withReplay is dest with the header X-Tributary-Replay: id added to each webhook entry's
+// static headers (docs/receivers.md#headers): a replayed delivery (docs/delivery.md#replay).
+// A value no request may carry fails as a static header's would (invalid_request).
+func withReplay(dest *schemas.Destination, id string) *schemas.Destination {
+	c := *dest
+	c.Settings.Webhooks = make([]schemas.Webhook, len(dest.Settings.Webhooks))
+	for i, e := range dest.Settings.Webhooks {
+		h := make(map[string]string, len(e.Headers)+1)
+		for k, v := range e.Headers {
+			h[k] = v
+		}
+		h[schemas.HeaderXTributaryReplay] = id
+		e.Headers = h
+		c.Settings.Webhooks[i] = e
+	}
 	return &c
 }
 

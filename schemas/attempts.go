@@ -154,6 +154,10 @@ type AttemptRecord struct {
 	// Reason is why the router dropped the message for the destination, on a ClassFiltered
 	// record only (absent otherwise).
 	Reason FilterReason `json:"reason,omitempty"`
+
+	// ReplayID names the replay whose delivery this POST was (the header replay of the
+	// delivery record, docs/delivery.md#replay); absent for any other.
+	ReplayID string `json:"replayId,omitempty"`
 }
 
 // Bounds of the answer an AttemptRecord keeps.

@@ -91,7 +91,16 @@ const (
 	// docs/topics.md#sealed-values): the value is then a sealed value, not the topic's plain
 	// format. A record without it is plain.
 	HeaderDataKey = "tributary-key"
+	// HeaderReplay, on a webhooks.deliveries record, names the replay that produced it (the
+	// console's replays, docs/delivery.md#replay): the deliverer sends it as the
+	// X-Tributary-Replay header of every POST (HeaderXTributaryReplay) and writes it as the
+	// replayId of the attempt records. Retry tiers and the DLQ keep it.
+	HeaderReplay = "replay"
 )
+
+// HeaderXTributaryReplay is the HTTP header of a replayed webhook: the replay's id
+// (docs/receivers.md#headers).
+const HeaderXTributaryReplay = "X-Tributary-Replay"
 
 // CheckWebhookURL returns an error unless raw is an absolute http or https URL with a host, no
 // white space and at most MaxWebhookURLBytes (what a destination's webhook URL must be). The

@@ -5,6 +5,8 @@
 //
 // `tributary tail TOPIC [-from-beginning] [-n N]` prints a topic's records as JSON lines
 // instead (see tail.go), against the embedded broker of a running `make run` or any Kafka.
+// `tributary replay -destination ID -from TIME [-start]` counts or replays tracking.events to a
+// destination through the console's API (see replay.go, docs/delivery.md#replay).
 package main
 
 import (
@@ -22,6 +24,9 @@ func main() {
 	platform.PrintVersionIfAsked("tributary")
 	if len(os.Args) > 1 && os.Args[1] == "tail" {
 		os.Exit(tailMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "replay" {
+		os.Exit(replayMain(os.Args[2:]))
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "tributary:", err)
