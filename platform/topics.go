@@ -140,6 +140,11 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 	return append(specs,
 		TopicSpec{Name: schemas.TopicDLQ, Partitions: partitions, Retention: RetentionLong},
 		TopicSpec{Name: schemas.TopicDLQReplayed, Partitions: 1, Retention: RetentionLong},
+		// Auto-disable (docs/delivery.md#auto-disable): parked deliveries kept as long as dead
+		// letters, and the operator notices.
+		TopicSpec{Name: schemas.TopicParked, Partitions: partitions, Retention: RetentionLong},
+		TopicSpec{Name: schemas.TopicParkedReplayed, Partitions: 1, Retention: RetentionLong},
+		TopicSpec{Name: schemas.TopicNotices, Partitions: 1, Retention: RetentionLong},
 		RetriedNowTopic(),
 		TopicSpec{Name: schemas.TopicAttempts, Partitions: partitions, Retention: RetentionDefault},
 	)

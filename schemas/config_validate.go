@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Validate checks every rule of docs/configuration.md over the whole config: each object's own
@@ -229,6 +230,9 @@ func (d *Destination) check(v *validator, p string) {
 	}
 	if c := st.MaxConcurrency; c < 0 {
 		v.addf(fieldPath(sp, "maxConcurrency"), "must be a whole number ≥ 0 (0: the adaptive limit alone), got %d", c)
+	}
+	if a := st.AutoDisable; a != nil && time.Duration(a.After) < time.Second {
+		v.addf(fieldPath(fieldPath(sp, "autoDisable"), "after"), "must be a duration of at least 1s (e.g. 72h), got %q", ShortDuration(time.Duration(a.After)))
 	}
 }
 
