@@ -216,6 +216,8 @@ func (s *Service) disable(ctx context.Context, id string, n dueNotice, now time.
 // times until it is answered 2xx.
 func (s *Service) postNotice(ctx context.Context, id string, body []byte) {
 	cfg := s.cfg.AutoDisable
+	cl := s.operatorClient()
+	defer cl.CloseIdleConnections()
 	var last error
 	for try, wait := 0, time.Second; try < 5; try, wait = try+1, 2*wait {
 		if try > 0 {
@@ -236,7 +238,7 @@ func (s *Service) postNotice(ctx context.Context, id string, body []byte) {
 		if cfg.OperatorWebhookSecret != "" {
 			req.Header.Set(schemas.HeaderXSignature, schemas.XSignature(cfg.OperatorWebhookSecret, body))
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := cl.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode/100 == 2 {
@@ -249,6 +251,22 @@ func (s *Service) postNotice(ctx context.Context, id string, body []byte) {
 		last = err
 	}
 	s.logger.Warn().Err(last).Str("destination", id).Msg("auto-disable: the operator webhook did not take a notice")
+}
+
+// operatorClient is the HTTP client of the operator webhook: not under the address guard (the
+// operator's own URL, often an in-cluster alerting service), through Deps.DialContext when set.
+func (s *Service) operatorClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if s.deps.DialContext != nil {
+		tr.DialContext = s.deps.DialContext
+	}
+	return &http.Client{Transport: tr, Timeout: s.cfg.Timeout}
+}
+
+// isAutoDisabled says whether destination id is auto-disabled now.
+func (s *Service) isAutoDisabled(id string) bool {
+	d, ok := s.deps.Config().DestinationByID(id)
+	return ok && d.IsAutoDisabled()
 }
 
 // toParked keeps the delivery of an auto-disabled destination on webhooks.parked until it is
