@@ -78,7 +78,7 @@ type Service struct {
 	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
 	dlq         *views.DLQ
-	notices     *noticeBoard // the auto-disable notices (notices.go)
+	notices     *noticeBoard   // the auto-disable notices (notices.go)
 	pending     *views.Pending // the messages waiting in the retry tiers (pending_reader.go)
 	sessions    *sessionView
 	streams     *streamLimits
