@@ -68,8 +68,10 @@ func (f *failStreaks) delivered(destID string) {
 }
 
 // due returns, for each streak, the notices it owes at now under the budgets after gives
-// (0: the destination has no auto-disable, its streak is forgotten), and marks them made.
-func (f *failStreaks) due(now time.Time, after func(destID string) time.Duration) map[string]dueNotice {
+// (0: the destination has no auto-disable, its streak is forgotten), late by lag(budget) (the
+// other deliverers wait a little for the notice of the first, see autoLoop), and marks them
+// made.
+func (f *failStreaks) due(now time.Time, after func(destID string) time.Duration, lag func(budget time.Duration) time.Duration) map[string]dueNotice {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]dueNotice{}
@@ -79,7 +81,7 @@ func (f *failStreaks) due(now time.Time, after func(destID string) time.Duration
 			delete(f.m, id)
 			continue
 		}
-		used := now.Sub(st.since)
+		used := now.Sub(st.since) - lag(budget)
 		for _, pct := range noticePercents {
 			if pct > st.notified && used >= budget*time.Duration(pct)/100 {
 				st.notified = pct
@@ -113,18 +115,32 @@ func (s *Service) autoLoop(ctx context.Context) {
 		}
 		now := s.now()
 		snap := s.deps.Config()
+		// The owner of partition 0 of webhooks.deliveries makes its notices on time; the other
+		// deliverers a little later, and only those it has not made meanwhile (seenNotice):
+		// with the endpoint down for everyone, every deliverer's streak reaches each threshold
+		// at about the same time, and one notice (and one disable) is enough.
+		first := s.track.genOf(partKey{s.cfg.DeliveriesTopic, 0}) != 0
+		lag := func(budget time.Duration) time.Duration {
+			if first {
+				return 0
+			}
+			return min(noticeLag, budget/10)
+		}
 		for id, n := range s.streaks.due(now, func(id string) time.Duration {
 			d, ok := snap.DestinationByID(id)
 			if !ok || !d.IsEnabled() || d.Settings.AutoDisable == nil {
 				return 0
 			}
 			return time.Duration(d.Settings.AutoDisable.After)
-		}) {
+		}, lag) {
+			if s.seen.covers(id, n) {
+				continue
+			}
 			s.notice(ctx, id, n, now)
 		}
 		// The parked deliveries of destinations enabled again: re-enqueued by one deliverer,
 		// the owner of partition 0 of webhooks.deliveries.
-		if s.track.genOf(partKey{s.cfg.DeliveriesTopic, 0}) == 0 {
+		if !first {
 			lastVersion = 0
 			continue
 		}
@@ -150,13 +166,69 @@ func versionOf(snap Destinations) uint64 {
 	return 0
 }
 
-// notice makes one notice of destination id: at 100 % it disables it first.
+// noticeLag is the most the deliverers other than the owner of partition 0 of
+// webhooks.deliveries wait past a threshold before they make its notice themselves.
+const noticeLag = 5 * time.Second
+
+// seenNotices are the latest notice of each destination in tributary.notices, whoever made it.
+type seenNotices struct {
+	mu sync.Mutex
+	m  map[string]schemas.Notice
+}
+
+func (sn *seenNotices) add(n schemas.Notice) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if old, ok := sn.m[n.DestinationID]; !ok || old.At <= n.At {
+		sn.m[n.DestinationID] = n
+	}
+}
+
+// covers says whether a notice of destination id made since the streak of n began already
+// says as much (its percent at least n's).
+func (sn *seenNotices) covers(id string, n dueNotice) bool {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	seen, ok := sn.m[id]
+	if !ok || seen.Percent < n.percent {
+		return false
+	}
+	at, err := schemas.ParseTimestamp(seen.At)
+	return err == nil && !at.Before(n.since)
+}
+
+// runNotices follows tributary.notices into s.seen until ctx is done.
+func (s *Service) runNotices(ctx context.Context) {
+	r, err := platform.NewTopicReader(platform.TopicReaderConfig{
+		Kafka: s.deps.Kafka, Topic: s.cfg.AutoDisable.NoticesTopic, Follow: true, Retry: true,
+		Opts:   append([]kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)}, s.deps.KafkaOpts...),
+		Logger: s.logger,
+		Apply: func(r *kgo.Record) {
+			if n, err := schemas.ParseNotice(r.Value); err == nil && n.DestinationID != "" {
+				s.seen.add(n)
+			}
+		},
+	})
+	if err == nil {
+		err = r.Run(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.logger.Warn().Err(err).Str("topic", s.cfg.AutoDisable.NoticesTopic).Msg("auto-disable: reading the notices stopped: each deliverer makes its own from now on")
+	}
+}
+
+// notice makes one notice of destination id: at 100 % it disables it first (and makes no
+// notice if another deliverer, or an operator, disabled it meanwhile).
 func (s *Service) notice(ctx context.Context, id string, n dueNotice, now time.Time) {
 	typ := schemas.NoticeDestinationFailing
 	if n.percent == 100 {
 		typ = schemas.NoticeDestinationDisabled
-		if err := s.disable(ctx, id, n, now); err != nil {
+		wrote, err := s.disable(ctx, id, n, now)
+		if err != nil {
 			s.logger.Error().Err(err).Str("destination", id).Msg("auto-disable: writing the destination disabled")
+			return
+		}
+		if !wrote {
 			return
 		}
 	}
@@ -186,11 +258,12 @@ func (s *Service) notice(ctx context.Context, id string, n dueNotice, now time.T
 }
 
 // disable writes destination id to the config topic with enabled: false and autoDisabled set,
-// unless it is disabled already (another deliverer did it, or an operator).
-func (s *Service) disable(ctx context.Context, id string, n dueNotice, now time.Time) error {
+// unless it is disabled already (another deliverer did it, or an operator), and says whether
+// it wrote it.
+func (s *Service) disable(ctx context.Context, id string, n dueNotice, now time.Time) (bool, error) {
 	cur, ok := s.deps.Config().DestinationByID(id)
 	if !ok || !cur.IsEnabled() {
-		return nil
+		return false, nil
 	}
 	d := *cur
 	off := false
@@ -198,18 +271,18 @@ func (s *Service) disable(ctx context.Context, id string, n dueNotice, now time.
 	d.AutoDisabled = &schemas.AutoDisabled{At: schemas.FormatTimestamp(now), FailingSince: schemas.FormatTimestamp(n.since), After: schemas.Duration(n.budget)}
 	rec, err := d.Record()
 	if err != nil {
-		return err
+		return false, err
 	}
 	keys, err := s.deps.Kafka.ConfigKeyring()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if rec, err = schemas.SealConfigRecord(rec, keys); err != nil {
-		return err
+		return false, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, handOffTimeout)
 	defer cancel()
-	return platform.ProduceConfigRecords(wctx, s.cl, s.cfg.AutoDisable.ConfigTopic, rec)
+	return true, platform.ProduceConfigRecords(wctx, s.cl, s.cfg.AutoDisable.ConfigTopic, rec)
 }
 
 // postNotice POSTs a notice to OPERATOR_WEBHOOK_URL, signed with OPERATOR_WEBHOOK_SECRET, a few

@@ -3,6 +3,7 @@ package deliverer_test
 import (
 	"bytes"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,4 +275,81 @@ func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
 			t.Fatalf("still not so after %s", timeout)
 		}
 	}
+}
+
+// TestAutoDisableTwoDeliverers (docs/delivery.md#auto-disable): two deliverers share a failing
+// destination's partitions; one notice per threshold and one disable are made (the owner of
+// partition 0 first, the other only for what it has not seen), every message is parked by
+// whichever deliverer holds it, none is dead-lettered, and all are delivered once it is enabled
+// again.
+func TestAutoDisableTwoDeliverers(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	var mu sync.Mutex
+	delivered := map[string]int{}
+	hook := newReceiver(t, func(_ int, r *http.Request, w http.ResponseWriter) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		delivered[r.Header.Get("X-Message-Id")]++
+		mu.Unlock()
+	})
+	yaml := destYAML(dest("crm", []string{hook.URL + "/hook"}, ", autoDisable: {after: 3s}"))
+	h := newHarness(t, "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s", yaml)
+	cfg := h.config()
+	cfg.RetryWindow = time.Hour
+	cfg.BreakerFailures = 1000
+	h.runLogged(cfg)
+	h.runLogged(cfg)
+	ids := messageIDs(0, 40) // one user each: spread over every partition, so over both deliverers
+	h.send("crm", ids...)
+
+	h.store.WaitFor(h.ctx, func(s *platform.Snapshot) bool { d, ok := s.DestinationByID("crm"); return ok && d.IsAutoDisabled() })
+	time.Sleep(2 * time.Second) // time for a second notice or disable, if one were made
+	notices := h.reader(schemas.TopicNotices)
+	notices.Poll()
+	var pcts []int
+	for _, n := range noticesOf(t, notices.Got) {
+		pcts = append(pcts, n.Percent)
+	}
+	if got := strings.Join(strings.Fields(fmtInts(pcts)), ","); got != "50,90,100" {
+		t.Errorf("notices at %v %%, want one at each of 50, 90, 100", pcts)
+	}
+	writes := 0
+	cr := h.reader(schemas.TopicConfig)
+	cr.Poll()
+	for _, r := range cr.Got {
+		if string(r.Key) == schemas.ConfigKeyDestination+"crm" && strings.Contains(string(r.Value), `"autoDisabled"`) {
+			writes++
+		}
+	}
+	if writes != 1 {
+		t.Errorf("crm written auto-disabled %d times, want once", writes)
+	}
+	h.reader(schemas.TopicParked).waitFor(len(ids), 15*time.Second)
+
+	failing.Store(false)
+	h.apply(yaml)
+	waitUntil(t, 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(delivered) == len(ids) })
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if delivered[id] != 1 {
+			t.Errorf("%s delivered %d times, want once", id, delivered[id])
+		}
+	}
+	if n := h.reader(schemas.TopicDLQ).Poll(); n != 0 {
+		t.Errorf("%d dead-lettered, want none", n)
+	}
+}
+
+func fmtInts(v []int) string {
+	var b strings.Builder
+	for _, n := range v {
+		b.WriteString(strconv.Itoa(n) + " ")
+	}
+	return b.String()
 }

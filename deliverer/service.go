@@ -87,6 +87,7 @@ type Service struct {
 
 	// streaks are the destinations failing since their last delivery (autodisable.go).
 	streaks failStreaks
+	seen    seenNotices // the notices of every deliverer (autodisable.go)
 
 	// marks are the retry-now marks of webhooks.retried-now (retrynow.go).
 	marks *retryMarks
@@ -143,6 +144,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
 	s.flog = newFailureLog(s.logger)
 	s.streaks.m = map[string]*failStreak{}
+	s.seen.m = map[string]schemas.Notice{}
 	s.recovery = platform.NewRecovery(s.logger, "deliverer "+cfg.Group)
 	s.hosts.onBreaker = s.flog.breaker
 	s.local = newLocalLag()
@@ -275,6 +277,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 	s.spawn(func() { s.parkLoop(ctx) })
 	s.spawn(func() { s.autoLoop(ctx) })
+	s.spawn(func() { s.runNotices(ctx) })
 	s.spawn(func() { s.local.run(ctx) })
 	s.poll(ctx)
 
