@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -45,4 +46,42 @@ func TestUIOverviewAutoDisableProblems(t *testing.T) {
 		return strings.Contains(p.Body, `<a href="/destinations/billing">Destination billing was auto-disabled at 2026-11-27T10:00:00.000Z: every attempt failed for 72h since 2026-11-24T10:00:00.000Z. Its messages are parked until it is enabled again.</a>`) &&
 			strings.Contains(p.Body, `<a href="/destinations/crm">Destination crm has failed every attempt since `+since+` (50 % of its auto-disable budget of 72h): it is disabled at `+n.DisableAt+` unless a message is delivered before.</a>`)
 	})
+}
+
+// TestAPIEnableClearsAutoDisabled (docs/delivery.md#auto-disable): the API shows an
+// auto-disabled destination's state; a PATCH that enables it clears the state (a patch of the
+// state itself is ignored).
+func TestAPIEnableClearsAutoDisabled(t *testing.T) {
+	h := newHarness(t, nil)
+	off := false
+	d := schemas.Destination{ID: "crm", Type: schemas.DestinationTypeWebhooks, Sources: []string{"web"}, Enabled: &off,
+		Settings:     schemas.DestinationSettings{Webhooks: []schemas.Webhook{{URL: "https://h.example.com/in"}}, AutoDisable: &schemas.AutoDisable{After: schemas.Duration(time.Hour)}},
+		AutoDisabled: &schemas.AutoDisabled{At: "2026-11-27T10:00:00.000Z", FailingSince: "2026-11-27T09:00:00.000Z", After: schemas.Duration(time.Hour)}}
+	rec, err := d.Record()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := platform.ProduceConfigRecords(h.env.Ctx, h.env.Client, schemas.TopicConfig, rec); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	servicetest.Eventually(t, 5*time.Second, "the auto-disabled destination in the API", func() bool {
+		r := h.do(http.MethodGet, "/v1/destinations/crm", nil)
+		if r.Status != http.StatusOK {
+			return false
+		}
+		got = r.Data(t)
+		return got["autoDisabled"] != nil
+	})
+	if a, _ := got["autoDisabled"].(map[string]any); a["failingSince"] != "2026-11-27T09:00:00.000Z" || a["after"] != "1h" {
+		t.Fatalf("autoDisabled = %v", got["autoDisabled"])
+	}
+	if st, _ := got["settings"].(map[string]any); st["autoDisable"] == nil {
+		t.Fatalf("settings = %v, want autoDisable", got["settings"])
+	}
+	r := h.do(http.MethodPatch, "/v1/destinations/crm", map[string]any{"enabled": true, "autoDisabled": map[string]any{"at": "x"}})
+	expect(t, r, http.StatusOK)
+	if after := r.Data(t); after["enabled"] != true || after["autoDisabled"] != nil {
+		t.Fatalf("after enabling: enabled %v, autoDisabled %v", after["enabled"], after["autoDisabled"])
+	}
 }
