@@ -13,7 +13,7 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// TestUIOverviewAutoDisableProblems (docs/console.md#overview): a destination.failing notice
+// TestUIOverviewAutoDisableProblems (docs/console.md#the-web-ui): a destination.failing notice
 // of tributary.notices is a problem on the overview until its disable time; an auto-disabled
 // destination (tributary.config) is one too, saying its messages are parked.
 func TestUIOverviewAutoDisableProblems(t *testing.T) {
