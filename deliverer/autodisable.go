@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
@@ -107,6 +110,7 @@ func (s *Service) autoLoop(ctx context.Context) {
 	defer t.Stop()
 	var lastVersion uint64
 	var lastCheck time.Time
+	var lastEnds string
 	for {
 		select {
 		case <-ctx.Done():
@@ -141,21 +145,63 @@ func (s *Service) autoLoop(ctx context.Context) {
 		// The parked deliveries of destinations enabled again: re-enqueued by one deliverer,
 		// the owner of partition 0 of webhooks.deliveries.
 		if !first {
-			lastVersion = 0
+			lastVersion, lastEnds = 0, ""
 			continue
 		}
 		v := versionOf(snap)
 		if v != 0 && v == lastVersion && now.Sub(lastCheck) < parkedRecheck {
 			continue
 		}
-		if err := s.unpark(ctx, snap); err != nil {
+		// webhooks.parked is read only when it holds records, and again only when the config
+		// changed or more were parked since.
+		ends, any, err := s.parkedEnds(ctx)
+		if err != nil {
 			if ctx.Err() == nil {
-				s.logger.Warn().Err(err).Msg("re-enqueuing the parked deliveries of enabled destinations: tried again")
+				s.logger.Warn().Err(err).Str("topic", s.cfg.AutoDisable.ParkedTopic).Msg("auto-disable: listing the parked deliveries: tried again")
 			}
 			continue
 		}
-		lastVersion, lastCheck = v, now
+		if any && (v != lastVersion || v == 0 || ends != lastEnds) {
+			if err := s.unpark(ctx, snap); err != nil {
+				if ctx.Err() == nil {
+					s.logger.Warn().Err(err).Msg("re-enqueuing the parked deliveries of enabled destinations: tried again")
+				}
+				continue
+			}
+		}
+		lastVersion, lastCheck, lastEnds = v, now, ends
 	}
+}
+
+// parkedEnds lists webhooks.parked's end offsets (as one string, to compare) and says whether
+// any partition holds records.
+func (s *Service) parkedEnds(ctx context.Context) (string, bool, error) {
+	adm := kadm.NewClient(s.cl)
+	topic := s.cfg.AutoDisable.ParkedTopic
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return "", false, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return "", false, err
+	}
+	var parts []string
+	anyRecords := false
+	ends.Each(func(o kadm.ListedOffset) {
+		parts = append(parts, fmt.Sprintf("%d:%d", o.Partition, o.Offset))
+		if st, ok := starts.Lookup(o.Topic, o.Partition); ok && st.Offset < o.Offset {
+			anyRecords = true
+		}
+	})
+	slices.Sort(parts)
+	return strings.Join(parts, " "), anyRecords, nil
 }
 
 // versionOf is the config snapshot's version, or 0 when it has none.
