@@ -98,6 +98,16 @@ func (f *failStreaks) due(now time.Time, after func(destID string) time.Duration
 	return out
 }
 
+// again makes the notice n of destID due again at the next look (its disable failed): the
+// streak it was made for is kept, also over one a failure began since.
+func (f *failStreaks) again(destID string, n dueNotice) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.m[destID]; st == nil || st.since.After(n.since) {
+		f.m[destID] = &failStreak{since: n.since, notified: n.percent - 1}
+	}
+}
+
 type dueNotice struct {
 	since   time.Time
 	budget  time.Duration
@@ -271,7 +281,8 @@ func (s *Service) notice(ctx context.Context, id string, n dueNotice, now time.T
 		typ = schemas.NoticeDestinationDisabled
 		wrote, err := s.disable(ctx, id, n, now)
 		if err != nil {
-			s.logger.Error().Err(err).Str("destination", id).Msg("auto-disable: writing the destination disabled")
+			s.logger.Error().Err(err).Str("destination", id).Msg("auto-disable: writing the destination disabled: tried again")
+			s.streaks.again(id, n)
 			return
 		}
 		if !wrote {
