@@ -46,6 +46,8 @@ func TestUIOverviewAutoDisableProblems(t *testing.T) {
 		return strings.Contains(p.Body, `<a href="/destinations/billing">Destination billing was auto-disabled at 2026-11-27T10:00:00.000Z: every attempt failed for 72h since 2026-11-24T10:00:00.000Z. Its messages are parked until it is enabled again.</a>`) &&
 			strings.Contains(p.Body, `<a href="/destinations/crm">Destination crm has failed every attempt since `+since+` (50 % of its auto-disable budget of 72h): it is disabled at `+n.DisableAt+` unless a message is delivered before.</a>`)
 	})
+	b.get("/destinations/billing").contains(t, http.StatusOK, `<span class="badge warn">auto-disabled</span>`,
+		"This destination was auto-disabled at 2026-11-27T10:00:00.000Z: every attempt failed for 72h since 2026-11-24T10:00:00.000Z. Its messages are parked, not dropped")
 }
 
 // TestAPIEnableClearsAutoDisabled (docs/delivery.md#auto-disable): the API shows an
