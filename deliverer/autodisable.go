@@ -164,14 +164,15 @@ func (s *Service) autoLoop(ctx context.Context) {
 		}
 		// webhooks.parked is read only when it holds records, and again only when the config
 		// changed or more were parked since.
-		ends, any, err := s.parkedEnds(ctx)
+		ends, held, err := s.parkedEnds(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.logger.Warn().Err(err).Str("topic", s.cfg.AutoDisable.ParkedTopic).Msg("auto-disable: listing the parked deliveries: tried again")
+				s.logger.Warn().Err(err).Str("topic", s.cfg.AutoDisable.ParkedTopic).Msg("auto-disable: listing the parked deliveries: tried again in a minute, or at the next config change")
 			}
+			lastVersion, lastCheck = v, now
 			continue
 		}
-		if any && (v != lastVersion || v == 0 || ends != lastEnds) {
+		if held && (v != lastVersion || v == 0 || ends != lastEnds) {
 			if err := s.unpark(ctx, snap); err != nil {
 				if ctx.Err() == nil {
 					s.logger.Warn().Err(err).Msg("re-enqueuing the parked deliveries of enabled destinations: tried again")
@@ -253,8 +254,18 @@ func (sn *seenNotices) covers(id string, n dueNotice) bool {
 	return err == nil && !at.Before(n.since)
 }
 
-// runNotices follows tributary.notices into s.seen until ctx is done.
+// runNotices creates auto-disable's topics when they are missing (an upgrade whose topic
+// bootstrap has not run yet), then follows tributary.notices into s.seen until ctx is done.
 func (s *Service) runNotices(ctx context.Context) {
+	specs := platform.AutoDisableTopics(s.deps.Kafka.Partitions)
+	cfg := s.cfg.AutoDisable
+	for i, name := range []string{cfg.ParkedTopic, cfg.ParkedReplayedTopic, cfg.NoticesTopic} {
+		specs[i].Name = name
+	}
+	if err := platform.EnsureTopics(ctx, kadm.NewClient(s.cl), s.deps.Kafka.ReplicationFactor, specs); err != nil && ctx.Err() == nil {
+		// Without the right to create topics (the topic bootstrap made them), the rest works.
+		s.logger.Warn().Err(err).Msg("auto-disable: ensuring its topics")
+	}
 	r, err := platform.NewTopicReader(platform.TopicReaderConfig{
 		Kafka: s.deps.Kafka, Topic: s.cfg.AutoDisable.NoticesTopic, Follow: true, Retry: true,
 		Opts:   append([]kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)}, s.deps.KafkaOpts...),
