@@ -360,10 +360,10 @@ func (s *Service) postNotice(ctx context.Context, id string, body []byte) {
 	cl := s.operatorClient()
 	defer cl.CloseIdleConnections()
 	var last error
-	for try, wait := 0, time.Second; try < 5; try, wait = try+1, 2*wait {
+	for try := range 5 {
 		if try > 0 {
 			select {
-			case <-time.After(wait):
+			case <-time.After(time.Second << (try - 1)): // 1 s, 2 s, 4 s, 8 s
 			case <-ctx.Done():
 				return
 			}
