@@ -224,6 +224,7 @@ func (s *Service) updateDestination(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	delete(patch, "autoDisabled") // read-only: enabling clears it (docs/delivery.md#auto-disable)
 	if st, ok := patch["settings"].(map[string]any); ok {
 		delete(st, "hasSharedSecret")
 		delete(st, "hasPreviousSharedSecret")

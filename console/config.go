@@ -54,6 +54,9 @@ type Config struct {
 	// RetriedNowTopic holds the retry-now marks (docs/delivery.md#retry-now): the pending view
 	// reads it beside the retry tiers.
 	RetriedNowTopic string
+	// NoticesTopic holds the auto-disable notices (docs/delivery.md#auto-disable), shown in
+	// the overview's problems.
+	NoticesTopic string
 	// SuppressionsTopic is read (with DeletionsStatusTopic) before a DLQ replay: a deleted or
 	// suppressed user's dead letters are skipped (docs/console.md#replay-the-dead-letter-queue).
 	SuppressionsTopic string
@@ -113,6 +116,7 @@ func DefaultConfig() Config {
 		DLQReplayedTopic:           schemas.TopicDLQReplayed,
 		SessionsTopic:              schemas.TopicSessions,
 		RetriedNowTopic:            schemas.TopicRetriedNow,
+		NoticesTopic:               schemas.TopicNotices,
 		PendingPerDestination:      10000,
 		SuppressionsTopic:          schemas.TopicSuppressions,
 		DelivererGroup:             "tributary-deliverer",
@@ -206,7 +210,7 @@ func (c *Config) Validate() error {
 	if err := platform.ValidateAllowedHosts("CONSOLE_ALLOWED_HOSTS", c.AllowedHosts); err != nil {
 		errs = append(errs, err)
 	}
-	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic, c.SuppressionsTopic, c.RetriedNowTopic} {
+	for _, t := range []string{c.ConfigTopic, c.EventsTopic, c.RejectedTopic, c.DeletionsTopic, c.DeletionsStatusTopic, c.AttemptsTopic, c.DeliveriesTopic, c.DLQTopic, c.DLQReplayedTopic, c.SessionsTopic, c.SuppressionsTopic, c.RetriedNowTopic, c.NoticesTopic} {
 		if t == "" {
 			errs = append(errs, errors.New("console topics: names must not be empty"))
 			break

@@ -78,6 +78,7 @@ type Service struct {
 	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
 	dlq         *views.DLQ
+	notices     *noticeBoard   // the auto-disable notices (notices.go)
 	pending     *views.Pending // the messages waiting in the retry tiers (pending_reader.go)
 	sessions    *sessionView
 	streams     *streamLimits
@@ -135,6 +136,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.regulations = views.NewRegulations(cfg.RegulationStores)
 	s.forget = newForgetting()
 	s.dlq = views.NewDLQ(cfg.DLQPerDestination)
+	s.notices = newNoticeBoard()
 	s.pending = views.NewPending(cfg.PendingPerDestination)
 	s.ready = newViewsReady()
 	s.sessions = newSessionView()
@@ -182,6 +184,7 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runTierLag),
 		platform.RunnerFunc(s.runPending),
 		platform.RunnerFunc(s.runPrune),
+		platform.RunnerFunc(s.runNotices),
 	}
 	if s.ownDataKeys {
 		views = append(views, s.dataKeys)

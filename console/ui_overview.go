@@ -35,6 +35,8 @@ type destinationRow struct {
 	Why     string
 	// URLProblems are its URLs that fail while another delivers its messages.
 	URLProblems []problem
+	// AutoDisable is its auto-disable problem (notices.go), "" when none.
+	AutoDisable string
 }
 
 // FailedAttempts is how many of its attempts failed in the last hour.
@@ -62,6 +64,7 @@ func (u *ui) destinationRows() []destinationRow {
 		row := destinationRow{ID: d.ID, Name: d.Name, Enabled: d.IsEnabled(), Sources: d.Sources, URLs: len(d.Settings.Webhooks),
 			Stats: u.s.statsOf(d.ID, time.Hour, time.Minute), Health: u.s.healthOf(d, time.Hour), DLQ: u.s.dlq.Pending(d.ID)}
 		row.Failing, row.Why = judge(row.Health, "1h")
+		row.AutoDisable = u.s.autoDisableProblem(d, u.s.now())
 		if !row.Failing {
 			row.URLProblems = urlProblems(d, row.Health, "1h")
 		}
@@ -162,6 +165,9 @@ func (u *ui) overview(w http.ResponseWriter, r *http.Request) {
 		return problemRank(b) - problemRank(a)
 	})
 	for _, d := range data.Destinations {
+		if d.AutoDisable != "" {
+			data.Problems = append(data.Problems, problem{d.AutoDisable, destinationTab(d.ID, tabHealth)})
+		}
 		if d.Failing {
 			data.Problems = append(data.Problems, problem{"Destination " + d.ID + " is failing: " + d.Why + ".", destinationTab(d.ID, tabHealth)})
 		}
@@ -190,6 +196,8 @@ func (u *ui) overview(w http.ResponseWriter, r *http.Request) {
 // then the rest.
 func problemRank(d destinationRow) int {
 	switch {
+	case d.AutoDisable != "":
+		return 4
 	case d.Failing:
 		return 3
 	case d.DLQ > 0:

@@ -60,6 +60,9 @@ type Config struct {
 	MaxPollRecords int
 	// CommitInterval is how often finished offsets are committed.
 	CommitInterval time.Duration
+	// AutoDisable are the topics and the operator webhook of auto-disable
+	// (docs/delivery.md#auto-disable).
+	AutoDisable AutoDisableConfig
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT): deliveries in progress
 	// finish and are handed on, finished offsets are committed; what is left by then stays
 	// uncommitted and is delivered again after a restart.
@@ -93,7 +96,26 @@ func DefaultConfig() Config {
 		SuppressionsTopic:    schemas.TopicSuppressions,
 		DeletionsStatusTopic: schemas.TopicDeletionsStatus,
 		RetriedNowTopic:      schemas.TopicRetriedNow,
+		AutoDisable: AutoDisableConfig{
+			ConfigTopic:         schemas.TopicConfig,
+			ParkedTopic:         schemas.TopicParked,
+			ParkedReplayedTopic: schemas.TopicParkedReplayed,
+			NoticesTopic:        schemas.TopicNotices,
+		},
 	}
+}
+
+// AutoDisableConfig is the deliverer's part of auto-disable (docs/delivery.md#auto-disable).
+type AutoDisableConfig struct {
+	// ConfigTopic is where a disabled destination is written (tributary.config); ParkedTopic
+	// and ParkedReplayedTopic keep its deliveries and their replay marks; NoticesTopic gets the
+	// notices. Tests on a shared broker override them.
+	ConfigTopic, ParkedTopic, ParkedReplayedTopic, NoticesTopic string
+	// OperatorWebhookURL, when set, gets every notice as a POST (OPERATOR_WEBHOOK_URL).
+	OperatorWebhookURL string `env:"OPERATOR_WEBHOOK_URL" doc:"gets every auto-disable notice (destination.failing, destination.disabled) as a JSON POST; empty: the notices go to the log, the console and tributary.notices only ([delivery.md](delivery.md#auto-disable))"`
+	// OperatorWebhookSecret, when set, signs those POSTs: X-Signature, hex HMAC-SHA1 of the
+	// body, as a destination's sharedSecret signs deliveries (OPERATOR_WEBHOOK_SECRET).
+	OperatorWebhookSecret string `env:"OPERATOR_WEBHOOK_SECRET" doc:"signs the operator webhook's POSTs: X-Signature, hex HMAC-SHA1 of the body, as deliveries are signed ([receivers.md](receivers.md#operator-notices))"`
 }
 
 // ConfigFromEnv returns DefaultConfig with the process environment applied

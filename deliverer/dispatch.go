@@ -122,6 +122,11 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 		s.dispatchRetryNow(ctx, d, p, dest, ok)
 		return
 	}
+	if ok && dest.IsAutoDisabled() {
+		s.toParked(d, p) // kept until it is enabled again (autodisable.go)
+		<-s.sem
+		return
+	}
 	if !ok || !dest.IsEnabled() {
 		why := "destination deleted"
 		if ok {
@@ -477,11 +482,14 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 		s.metrics.endToEnd.Observe(now.Sub(d.firstAttemptAt).Seconds())
 		s.track.finish(p)
 		s.flog.delivered(d.destID, host, now)
+		s.streaks.delivered(d.destID)
 	case tier >= 0:
+		s.streaks.failed(d.destID, now)
 		s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, out.nextAttemptAt, now)
 		s.toTier(d, p, d.attempt+1, tier, errText, status)
 	default:
 		s.flog.failed(d.destID, host, status, errText, d.firstAttemptAt, time.Time{}, now)
+		s.streaks.failed(d.destID, now)
 		s.toDLQ(d, p, out.deadLettered, status, errText)
 	}
 }

@@ -27,5 +27,10 @@
 // whole and follows, so that the tier record is finished unsent when it comes due if the copy
 // delivered it (retrynow.go; docs/delivery.md#retry-now).
 //
+// A destination with settings.autoDisable whose attempts have all failed for its budget is
+// written disabled to tributary.config, with notices at 50, 90 and 100 % (log, tributary.notices,
+// OPERATOR_WEBHOOK_URL); its deliveries are parked on webhooks.parked meanwhile and re-enqueued
+// once it is enabled again (autodisable.go; docs/delivery.md#auto-disable).
+//
 // docs/delivery.md describes the behaviour; docs/receivers.md what receivers see.
 package deliverer

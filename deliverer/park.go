@@ -130,6 +130,8 @@ func (s *Service) sweepParked(ctx context.Context, now time.Time) {
 			case s.tooFarBehind(pr.r):
 				evicted = append(evicted, pr)
 				waits = append(waits, wait)
+			case s.isAutoDisabled(pr.destID):
+				release = append(release, pr) // dispatch parks it on webhooks.parked (autodisable.go)
 			default:
 				kept = append(kept, pr)
 			}

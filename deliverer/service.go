@@ -89,6 +89,10 @@ type Service struct {
 	parkMu sync.Mutex
 	parked parking // retry-tier records waiting for their endpoint's breaker or pause (park.go)
 
+	// streaks are the destinations failing since their last delivery (autodisable.go).
+	streaks failStreaks
+	seen    seenNotices // the notices of every deliverer (autodisable.go)
+
 	// marks are the retry-now marks of webhooks.retried-now (retrynow.go).
 	marks *retryMarks
 
@@ -143,6 +147,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.marks = newRetryMarks(cfg.RetryWindow + slices.Max(s.tierDelays))
 	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
 	s.flog = newFailureLog(s.logger)
+	s.streaks.m = map[string]*failStreak{}
+	s.seen.m = map[string]schemas.Notice{}
 	s.recovery = platform.NewRecovery(s.logger, "deliverer "+cfg.Group)
 	s.hosts.onBreaker = s.flog.breaker
 	s.local = newLocalLag()
@@ -274,6 +280,8 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { defer close(commitsDone); s.commitLoop(commitCtx) }()
 
 	s.spawn(func() { s.parkLoop(ctx) })
+	s.spawn(func() { s.autoLoop(ctx) })
+	s.spawn(func() { s.runNotices(ctx) })
 	s.spawn(func() { s.local.run(ctx) })
 	s.poll(ctx)
 

@@ -102,6 +102,9 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 		{schemas.TopicDLQ, 3, "delete", "2592000000"},
 		{schemas.TopicDLQReplayed, 1, "delete", "2592000000"},
 		{schemas.TopicRetriedNow, 1, "compact,delete", "604800000"},
+		{schemas.TopicParked, 3, "delete", "2592000000"},
+		{schemas.TopicParkedReplayed, 1, "delete", "2592000000"},
+		{schemas.TopicNotices, 1, "delete", "2592000000"},
 		{"webhooks.retry.10s", 3, "delete", "604800000"},
 		{"webhooks.retry.1m", 3, "delete", "604800000"},
 	}

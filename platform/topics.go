@@ -137,12 +137,23 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 		seen = append(seen, d)
 		specs = append(specs, TopicSpec{Name: schemas.RetryTopic(d), Partitions: partitions, Retention: RetentionDefault})
 	}
-	return append(specs,
+	return append(append(specs,
 		TopicSpec{Name: schemas.TopicDLQ, Partitions: partitions, Retention: RetentionLong},
 		TopicSpec{Name: schemas.TopicDLQReplayed, Partitions: 1, Retention: RetentionLong},
 		RetriedNowTopic(),
 		TopicSpec{Name: schemas.TopicAttempts, Partitions: partitions, Retention: RetentionDefault},
-	)
+	), AutoDisableTopics(partitions)...)
+}
+
+// AutoDisableTopics are the specs of auto-disable's topics (docs/delivery.md#auto-disable):
+// webhooks.parked (an auto-disabled destination's deliveries, kept as long as dead letters), its
+// replay marks, and tributary.notices. The deliverer creates them when they are missing.
+func AutoDisableTopics(partitions int32) []TopicSpec {
+	return []TopicSpec{
+		{Name: schemas.TopicParked, Partitions: partitions, Retention: RetentionLong},
+		{Name: schemas.TopicParkedReplayed, Partitions: 1, Retention: RetentionLong},
+		{Name: schemas.TopicNotices, Partitions: 1, Retention: RetentionLong},
+	}
 }
 
 // RetriedNowTopic is the spec of webhooks.retried-now, the retry-now marks

@@ -129,7 +129,7 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	var messageID []byte
 	n := len(out.Records)
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
-		if !d.IsEnabled() {
+		if !d.Routed() { // an auto-disabled destination's deliveries are parked (docs/delivery.md#auto-disable)
 			continue
 		}
 		if !IntegrationsAllow(v.Integrations, integrationsKey(d.Type)) {

@@ -335,7 +335,7 @@ func (s *Service) deleteNotices(out []*kgo.Record, snap Snapshot, req *schemas.D
 			continue
 		}
 		for _, d := range snap.DestinationsForSource(sid) {
-			if !d.IsEnabled() || d.Type != schemas.DestinationTypeWebhooks {
+			if !d.Routed() || d.Type != schemas.DestinationTypeWebhooks {
 				continue
 			}
 			// Plain: a delete notice names only the user, and must reach the receiver even

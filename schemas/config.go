@@ -59,12 +59,41 @@ type Destination struct {
 	Enabled  *bool               `json:"enabled,omitempty" yaml:"enabled"`
 	Sources  []string            `json:"sources" yaml:"sources"`
 	Settings DestinationSettings `json:"settings" yaml:"settings"`
+	// AutoDisabled is set, with Enabled false, by the deliverer that disabled the destination
+	// after settings.autoDisable.after of failures (docs/delivery.md#auto-disable); it is never
+	// read from a config file. Enabling the destination again clears it.
+	AutoDisabled *AutoDisabled `json:"autoDisabled,omitempty" yaml:"-"`
 	// Origin: see Source.Origin.
 	Origin string `json:"origin,omitempty" yaml:"-"`
 }
 
 // IsEnabled reports whether the destination delivers: Enabled is true or omitted.
 func (d *Destination) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
+
+// IsAutoDisabled reports whether the destination is disabled by auto-disable
+// (docs/delivery.md#auto-disable): its messages are still routed, and parked.
+func (d *Destination) IsAutoDisabled() bool { return !d.IsEnabled() && d.AutoDisabled != nil }
+
+// Routed reports whether the router writes deliveries for the destination: it is enabled, or
+// auto-disabled (its deliveries are parked until it is enabled again).
+func (d *Destination) Routed() bool { return d.IsEnabled() || d.AutoDisabled != nil }
+
+// AutoDisabled says when and why a destination was auto-disabled.
+type AutoDisabled struct {
+	// At is when it was disabled (RFC 3339, milliseconds, UTC).
+	At string `json:"at"`
+	// FailingSince is the first failed attempt after its last delivered message.
+	FailingSince string `json:"failingSince"`
+	// After is the budget it used up: settings.autoDisable.after then.
+	After Duration `json:"after"`
+}
+
+// AutoDisable is settings.autoDisable of a destination (docs/delivery.md#auto-disable).
+type AutoDisable struct {
+	// After is how long every attempt of the destination may fail, with none delivered,
+	// before it is disabled; at least a second.
+	After Duration `json:"after" yaml:"after"`
+}
 
 // DestinationSettings are the settings of a webhooks destination (docs/configuration.md#destination).
 type DestinationSettings struct {
@@ -87,6 +116,9 @@ type DestinationSettings struct {
 	// default): concurrently, a retried message overtaken by later ones
 	// (docs/delivery.md#ordering).
 	Ordering string `json:"ordering,omitempty" yaml:"ordering"`
+	// AutoDisable, when set, disables the destination once its attempts have all failed for
+	// AutoDisable.After (docs/delivery.md#auto-disable); nil: never (the default).
+	AutoDisable *AutoDisable `json:"autoDisable,omitempty" yaml:"autoDisable"`
 }
 
 // OrderingPerUser is the DestinationSettings.Ordering that keeps each user's messages in order

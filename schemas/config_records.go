@@ -103,6 +103,13 @@ func (d *Destination) Record() (ConfigRecord, error) {
 	if err := d.Validate(); err != nil {
 		return ConfigRecord{}, fmt.Errorf("destination %q: %w", d.ID, err)
 	}
+	if d.AutoDisabled != nil && d.IsEnabled() {
+		// Enabled again (the console, the API or a config file): no longer auto-disabled
+		// (docs/delivery.md#auto-disable).
+		c := *d
+		c.AutoDisabled = nil
+		d = &c
+	}
 	return marshalRecord(ConfigKeyDestination+d.ID, d)
 }
 

@@ -24,6 +24,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return d.UnmarshalText([]byte(s))
 }
 
+// String is the duration as a config file writes it ("72h").
+func (d Duration) String() string { return ShortDuration(time.Duration(d)) }
+
 // MarshalText writes the duration as a string (used by YAML encoders).
 func (d Duration) MarshalText() ([]byte, error) {
 	return []byte(ShortDuration(time.Duration(d))), nil

@@ -37,6 +37,14 @@ const (
 	// TopicDLQReplayed marks the dead letters that were replayed: key ReplayMarkKey ("<DLQ
 	// partition>:<offset>"), value a ReplayMark, so a replay does not send them again.
 	TopicDLQReplayed = "webhooks.dlq.replayed"
+	// TopicParked keeps the deliveries of an auto-disabled destination until it is enabled
+	// again, in the DLQ's record format (docs/delivery.md#auto-disable); TopicParkedReplayed
+	// marks those re-enqueued, as TopicDLQReplayed does for the DLQ.
+	TopicParked         = "webhooks.parked"
+	TopicParkedReplayed = "webhooks.parked.replayed"
+	// TopicNotices carries the operator notices, keyed by destination id: a JSON Notice of
+	// type destination.failing or destination.disabled (docs/topics.md#tributarynotices).
+	TopicNotices = "tributary.notices"
 	// TopicAttempts carries one AttemptRecord per delivery attempt, keyed by destination id.
 	TopicAttempts = "webhooks.attempts"
 	// TopicConfig is the compacted tenant-config topic: keys "source/<id>",
