@@ -53,16 +53,6 @@ func (h *harness) runLogged(cfg deliverer.Config) *syncBuffer {
 	return logs
 }
 
-// userRecords are webhooks.deliveries records of one user of destID (one key, so one
-// partition: their order is the order they must reach the endpoint in).
-func userRecords(destID, user string, ids ...string) []*kgo.Record {
-	recs := deliveryRecords(destID, ids...)
-	for _, r := range recs {
-		r.Key = []byte(destID + ":" + user)
-	}
-	return recs
-}
-
 // noticesOf reads the notices of tributary.notices.
 func noticesOf(t *testing.T, recs []*kgo.Record) []schemas.Notice {
 	t.Helper()

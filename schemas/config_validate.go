@@ -233,6 +233,7 @@ func (d *Destination) check(v *validator, p string) {
 	}
 	if o := st.Ordering; o != "" && o != OrderingPerUser {
 		v.addf(fieldPath(sp, "ordering"), "must be %q or omitted (no ordering), got %q", OrderingPerUser, o)
+	}
 	if a := st.AutoDisable; a != nil && time.Duration(a.After) < time.Second {
 		v.addf(fieldPath(fieldPath(sp, "autoDisable"), "after"), "must be a duration of at least 1s (e.g. 72h), got %q", ShortDuration(time.Duration(a.After)))
 	}
