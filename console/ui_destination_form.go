@@ -64,11 +64,13 @@ type destForm struct {
 	HasSecret        bool // editing: the destination has one
 	RemoveSecret     bool
 	StandardWebhooks bool
+	Ordered          bool   // settings.ordering: perUser (ui_destination_delivery.go)
+	AutoDisableAfter string // settings.autoDisable.after; empty: never
 	Enable           bool
 	Version          int64
 	Origin           string
 	ManagedByFile    bool
-	Errors           map[string]string // by input: id, name, sources, webhooks, url0, headers0, secret, standardWebhooks, enabled
+	Errors           map[string]string // by input: id, name, sources, webhooks, url0, headers0, secret, standardWebhooks, ordered, autoDisableAfter, enabled
 	Steps            []string
 	Rows             int  // webhook rows shown: the used ones, one more after "Add a URL"
 	GeneratedSecret  bool // the secret was just generated: shown, to copy it
@@ -190,6 +192,7 @@ func (u *ui) readDestForm(r *http.Request, prefix string) *destForm {
 	f.Secret = pf.Get("secret")
 	f.RemoveSecret = pf.Get("removeSecret") == "true"
 	f.StandardWebhooks = pf.Get("standardWebhooks") == "true"
+	f.readDelivery(pf)
 	return f
 }
 
@@ -241,6 +244,7 @@ func (f *destForm) destination() (d schemas.Destination, rowOf []int, errs map[s
 	}
 	d.Settings.SharedSecret = f.Secret
 	d.Settings.StandardWebhooks = f.StandardWebhooks
+	f.applyDelivery(&d, errs)
 	enabled := f.Enable
 	d.Enabled = &enabled
 	return d, rowOf, errs
@@ -302,6 +306,8 @@ func formErrors(err error, rowOf []int) (map[string]string, string) {
 			set("secret", msg)
 		case field == "settings.standardWebhooks":
 			set("standardWebhooks", msg)
+		case deliveryInput(field) != "":
+			set(deliveryInput(field), msg)
 		default:
 			rest = append(rest, field+": "+msg)
 		}
@@ -317,7 +323,7 @@ func stepOf(field string) int {
 		return stepSources
 	case field == "webhooks" || strings.HasPrefix(field, "url") || strings.HasPrefix(field, "headers"):
 		return stepURLs
-	case field == "secret" || field == "standardWebhooks":
+	case field == "secret" || field == "standardWebhooks" || field == inputOrdered || field == inputAutoDisableAfter:
 		return stepSecret
 	}
 	return stepReview
@@ -488,6 +494,7 @@ func (u *ui) editForm(d *schemas.Destination, version int64) *destForm {
 	f.Rows = f.usedRows()
 	f.HasSecret = d.Settings.SharedSecret != ""
 	f.StandardWebhooks = d.Settings.StandardWebhooks
+	f.fillDelivery(d)
 	f.Enable = d.IsEnabled()
 	return f
 }
@@ -577,6 +584,7 @@ func (u *ui) editDestination(w http.ResponseWriter, r *http.Request) {
 	if d.Settings.Webhooks == nil {
 		settings["webhooks"] = []schemas.Webhook{}
 	}
+	patchDelivery(settings, &d)
 	patch := map[string]any{"name": f.Name, "sources": d.Sources, "settings": settings}
 	if f.Name == "" {
 		patch["name"] = nil
