@@ -556,7 +556,8 @@ func (u *ui) enableDestination(w http.ResponseWriter, r *http.Request) {
 }
 
 // editDestination saves the edit form: name, sources, webhooks, secret (an empty input keeps
-// it) and Standard Webhooks, with the version the form was read at.
+// it), Standard Webhooks, ordering and auto-disable (ui_destination_delivery.go), with the
+// version the form was read at.
 func (u *ui) editDestination(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	f := u.readDestForm(r, "edit-")
