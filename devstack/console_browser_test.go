@@ -330,6 +330,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	if len(secret) != 64 {
 		t.Fatalf("generated secret %q", secret)
 	}
+	b.do("step 3: per-user order and auto-disable, under the advanced options",
+		chromedp.Click(chromedp.CSS(`details.advanced summary`)),
+		chromedp.WaitVisible(chromedp.ID("ordered")),
+		chromedp.Click(chromedp.ID("ordered")),
+		chromedp.SetValue(chromedp.ID("autoDisableAfter"), "72h"))
 	b.do("step 3: on",
 		chromedp.Click(chromedp.ID("wizard-next")),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=enable]`)))
@@ -338,6 +343,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("wizard-next")),
 		chromedp.WaitVisible(chromedp.ID("health")))
 	b.waitText("main", "Orders", 5*time.Second)
+	b.waitText("#delivery-control", "each user's messages in order · auto-disabled after 72h of failures", 5*time.Second)
 	b.noProblems("the setup flow")
 
 	// An event of the source reaches both URLs' destination, signed.
