@@ -107,8 +107,8 @@ type browserRun struct {
 
 // runPage serves a site on http://localhost (another origin than the ingest, 127.0.0.1, so the
 // browser checks CORS) whose /pricing is html, opens it in headless Chromium, and waits for want
-// webhooks.
-func runPage(t *testing.T, html string, want int) browserRun {
+// webhooks and for the browser to have seen the answers of calls of its calls to ingest.
+func runPage(t *testing.T, html string, want, calls int) browserRun {
 	t.Helper()
 	dist, chromium := analyticsJS(t)
 	rc := &hook{}
@@ -208,6 +208,21 @@ func runPage(t *testing.T, html string, want int) browserRun {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The browser reports an answer (Network.responseReceived) after ingest sent it, and the
+	// webhooks can arrive first: wait for the answers of the page's calls to ingest too.
+	for {
+		mu.Lock()
+		n := len(run.responses)
+		mu.Unlock()
+		if n >= calls {
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("%d of %d answers from ingest seen by the browser: %v", n, calls, run.responses)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	reqs, bodies := rc.wait(t, want)
 	run.hooks = map[string]map[string]any{}
 	for i, r := range reqs {
@@ -236,7 +251,7 @@ func runPage(t *testing.T, html string, want int) browserRun {
 // website of another origin, loads its settings from ingest and sends identify, track and page; each arrives at the webhook
 // endpoint, signed, with what the browser knows: one anonymousId, the page, the user agent.
 func TestAnalyticsJSInABrowser(t *testing.T) {
-	run := runPage(t, snippetPage, 3)
+	run := runPage(t, snippetPage, 3, 3)
 
 	for _, path := range []string{"/v1/i", "/v1/t", "/v1/p"} {
 		if run.responses[path] != 200 {
@@ -289,7 +304,7 @@ func TestAnalyticsJSInABrowser(t *testing.T) {
 // batching delivery strategy, analytics.js posts its calls together to /v1/b; they arrive like
 // single calls.
 func TestAnalyticsJSBatching(t *testing.T) {
-	run := runPage(t, npmPage, 3)
+	run := runPage(t, npmPage, 3, 1)
 	if run.responses["/v1/b"] != 200 || len(run.responses) != 1 {
 		t.Errorf("the browser's calls to ingest: %v, want one POST /v1/b answered 200", run.responses)
 	}
