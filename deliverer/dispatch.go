@@ -445,7 +445,9 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	host := ""
 	if last != nil {
 		status = last.Status
-		errText = describe(last)
+		if class != Success { // the text is for a failure's log, tier and dead letter only
+			errText = describe(last)
+		}
 		host = last.Host
 	}
 	// What becomes of the delivery is decided first: its attempt records say it
