@@ -254,8 +254,16 @@ func TestReplayCancel(t *testing.T) {
 	if c.Data(t)["state"] != "cancelled" {
 		t.Fatalf("after cancel: %s", c.Body)
 	}
-	time.Sleep(300 * time.Millisecond) // a record in flight lands
-	deliveries.Poll()
+	// A record in flight when the cancel answered may still land: wait until the count has not
+	// changed for 300 ms.
+	last, changed := -1, time.Now()
+	servicetest.Eventually(t, 5*time.Second, "the deliveries to settle after the cancel", func() bool {
+		deliveries.Poll()
+		if n := len(deliveries.Got); n != last {
+			last, changed = n, time.Now()
+		}
+		return time.Since(changed) >= 300*time.Millisecond
+	})
 	before := len(deliveries.Got)
 	servicetest.Consistently(t, time.Second, "no more deliveries", func() bool { deliveries.Poll(); return len(deliveries.Got) == before })
 	v := h.do(http.MethodGet, "/v1/replays/"+id, nil).Data(t)
