@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/tributary-cdp/tributary/platform"
 )
 
 // replayUsage is printed by `tributary replay -h`.
@@ -260,15 +258,4 @@ func (c *consoleClient) do(ctx context.Context, method, path string, body any) (
 }
 
 // replayMain is `tributary replay`'s main; it returns the exit code.
-func replayMain(args []string) int {
-	ctx, stop := platform.SignalContext(context.Background())
-	defer stop()
-	if err := runReplay(ctx, args, os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(os.Stderr, "tributary:", err)
-		return 1
-	}
-	return 0
-}
+func replayMain(args []string) int { return commandMain(runReplay, args) }

@@ -185,11 +185,12 @@ func tailLine(r *kgo.Record, value []byte) tailRecord {
 	return line
 }
 
-// tailMain runs `tributary tail` as a command: Ctrl-C stops it.
-func tailMain(args []string) int {
+// commandMain runs a subcommand's run function as a command: Ctrl-C stops it, -h exits 0, an
+// error is printed and exits 1.
+func commandMain(run func(ctx context.Context, args []string, stdout, stderr io.Writer) error, args []string) int {
 	ctx, stop := platform.SignalContext(context.Background())
 	defer stop()
-	if err := runTail(ctx, args, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, args, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -198,3 +199,6 @@ func tailMain(args []string) int {
 	}
 	return 0
 }
+
+// tailMain runs `tributary tail` as a command: Ctrl-C stops it.
+func tailMain(args []string) int { return commandMain(runTail, args) }
