@@ -125,10 +125,17 @@ func (a *answer) readBody(r io.Reader, gzipped bool) error {
 	return err
 }
 
+// emptySuccess reports whether an answer of this status, whose body has this length (a
+// negative length: not known before it is read), is an empty 2xx: its attempt record keeps
+// nothing of it, neither headers nor body (docs/topics.md#webhooksattempts). That is most
+// answers, and the attempt record stays small where it is written, sealed, fetched and read
+// the most.
+func emptySuccess(status, length int) bool { return status >= 200 && status < 300 && length == 0 }
+
 // appendTo appends the answer's members of an attempt record (responseHeaders, responseBody),
-// those it has.
-func (a *answer) appendTo(b []byte) []byte {
-	if a == nil {
+// those it has; nothing for an empty 2xx (emptySuccess).
+func (a *answer) appendTo(b []byte, status int) []byte {
+	if a == nil || emptySuccess(status, len(a.body)) {
 		return b
 	}
 	if len(a.headers) > 0 {

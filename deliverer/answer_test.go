@@ -83,3 +83,58 @@ func TestBothClientsKeepTheAnswer(t *testing.T) {
 		t.Errorf("%d connections: an answer longer than what is kept closed the connection", n)
 	}
 }
+
+// TestEmptySuccessKeepsNoAnswer: an attempt record keeps nothing of an empty 2xx answer (no
+// headers: most answers are one, and the record stays small), and still keeps the headers and
+// body of a 2xx that has a body and of a failure without one, with both clients.
+func TestEmptySuccessKeepsNoAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "req-1")
+		switch r.URL.Path {
+		case "/empty":
+			w.WriteHeader(200)
+		case "/nocontent":
+			w.WriteHeader(204)
+		case "/body":
+			w.WriteHeader(200)
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		default:
+			w.WriteHeader(503)
+		}
+	}))
+	defer srv.Close()
+	client := testHTTPClient(t, nil)
+	for _, c := range []struct {
+		name string
+		p    poster
+	}{{"lean", client.lean}, {"net/http", client.std}} {
+		for _, tc := range []struct {
+			path      string
+			status    int
+			headers   bool
+			body      string
+			errorKind Class
+		}{
+			{"/empty", 200, false, "", Success},
+			{"/nocontent", 204, false, "", Success},
+			{"/body", 200, true, `{"ok":true}`, Success},
+			{"/fail", 503, true, "", Status5xx},
+		} {
+			m := testMessage(srv.URL + tc.path)
+			m.answer = newAnswer()
+			status, _, err := c.p.send(context.Background(), m, time.Now().Add(5*time.Second))
+			if err != nil || status != tc.status {
+				t.Fatalf("%s %s: %d %v", c.name, tc.path, status, err)
+			}
+			rec := appendAttemptRecord(nil, &delivery{destID: "d", messageID: "m"}, &urlResult{Status: status, Class: tc.errorKind, answer: m.answer}, hostLimit{}, outcome{}, time.Now())
+			got, err := schemas.DecodeAttemptRecord(rec)
+			if err != nil {
+				t.Fatalf("%s: %v", rec, err)
+			}
+			if (got.ResponseHeaders["X-Request-Id"] == "req-1") != tc.headers || got.ResponseBody != tc.body {
+				t.Errorf("%s %s: kept headers %v body %q; want headers %v body %q", c.name, tc.path, got.ResponseHeaders, got.ResponseBody, tc.headers, tc.body)
+			}
+			m.answer.release()
+		}
+	}
+}

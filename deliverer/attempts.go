@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,7 +36,7 @@ func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, o
 	b = append(b, `,"messageId":`...)
 	b = schemas.AppendJSONString(b, d.messageID)
 	b = append(b, `,"url":`...)
-	b = schemas.AppendJSONString(b, schemas.RedactURL(res.URL)) // no credentials in the log
+	b = schemas.AppendJSONString(b, redactURL(res.URL)) // no credentials in the log
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(d.attempt), 10)
 	b = append(b, `,"status":`...)
@@ -71,12 +73,36 @@ func appendAttemptRecord(b []byte, d *delivery, res *urlResult, lim hostLimit, o
 		b = append(b, `,"deadLettered":`...)
 		b = schemas.AppendJSONString(b, out.deadLettered)
 	}
-	b = res.answer.appendTo(b)
+	b = res.answer.appendTo(b, res.Status)
 	if d.replay != "" {
 		b = append(b, `,"replayId":`...)
 		b = schemas.AppendJSONString(b, d.replay)
 	}
 	return append(b, '}')
+}
+
+// redactedURLs remembers schemas.RedactURL of the webhook URLs, which come from the config and
+// are few: the attempt record of every POST names its URL. Past maxRedactedURLs (a config that
+// keeps changing its URLs) the others are redacted each time.
+var (
+	redactedURLs  sync.Map // string → string
+	redactedCount atomic.Int32
+)
+
+const maxRedactedURLs = 4096
+
+// redactURL is schemas.RedactURL(raw), remembered.
+func redactURL(raw string) string {
+	if v, ok := redactedURLs.Load(raw); ok {
+		return v.(string)
+	}
+	r := schemas.RedactURL(raw)
+	if redactedCount.Load() < maxRedactedURLs {
+		if _, loaded := redactedURLs.LoadOrStore(raw, r); !loaded {
+			redactedCount.Add(1)
+		}
+	}
+	return r
 }
 
 // appendSummary appends what the message is: type, event, userId, anonymousId, receivedAt.
@@ -129,11 +155,12 @@ func (s *Service) attemptRecord(d *delivery, res *urlResult, lim hostLimit, out 
 	if res.answer != nil {
 		size += len(res.answer.headers) + len(res.answer.body) + len(res.answer.body)/8 // escapes
 	}
-	b := appendAttemptRecord(make([]byte, head, size), d, res, lim, out, now)
-	rec := &kgo.Record{Topic: s.cfg.AttemptsTopic, Key: []byte(d.destID), Value: b}
+	rec := attemptRecords.get(size)
+	b := appendAttemptRecord(rec.Value[:head], d, res, lim, out, now)
+	rec.Topic, rec.Key, rec.Value = s.cfg.AttemptsTopic, append(rec.Key[:0], d.destID...), b
 	if d.key != nil {
 		rec.Value = d.key.SealReserved(b)
-		rec.Headers = []kgo.RecordHeader{{Key: schemas.HeaderDataKey, Value: d.key.ID()}}
+		rec.Headers = append(rec.Headers[:0], kgo.RecordHeader{Key: schemas.HeaderDataKey, Value: d.key.ID()})
 	}
 	return rec
 }
@@ -146,7 +173,45 @@ func (s *Service) logAttempt(d *delivery, res *urlResult, lim hostLimit, out out
 	if lim.limit > 0 { // 0: a test delivery to a host no delivery has used yet
 		dm.limit.Set(float64(lim.limit))
 	}
-	s.cl.Produce(s.grace, s.attemptRecord(d, res, lim, out, now), nil)
+	s.cl.Produce(s.grace, s.attemptRecord(d, res, lim, out, now), attemptRecords.put)
+}
+
+// attemptRecords are the attempt records' kgo.Records and buffers, used again once produced
+// (one per POST: their allocation showed in the whole product's GC). A buffered channel is
+// the free list: taking and giving back copy no slice header to the heap, as a sync.Pool of
+// slices would. A record grown past maxPooledAttempt (a large answer) is not kept.
+var attemptRecords = recordPool{free: make(chan *kgo.Record, 4096)}
+
+// maxPooledAttempt bounds the buffer of a pooled attempt record: the common records are
+// a few hundred bytes, one with an answer's 4 KB body about 5 KB.
+const maxPooledAttempt = 8 << 10
+
+type recordPool struct{ free chan *kgo.Record }
+
+// get is an empty record whose Value has a capacity of at least size.
+func (p recordPool) get(size int) *kgo.Record {
+	select {
+	case r := <-p.free:
+		if cap(r.Value) < size {
+			r.Value = make([]byte, 0, size)
+		}
+		return r
+	default:
+		return &kgo.Record{Value: make([]byte, 0, size)}
+	}
+}
+
+// put is the Produce promise of an attempt record: the client is done with r, which is kept
+// (its buffers emptied, nothing else held) for the next one.
+func (p recordPool) put(r *kgo.Record, _ error) {
+	if cap(r.Value) > maxPooledAttempt {
+		return
+	}
+	*r = kgo.Record{Key: r.Key[:0], Value: r.Value[:0], Headers: r.Headers[:0]}
+	select {
+	case p.free <- r:
+	default:
+	}
 }
 
 // statusClass is the status label of the attempts metric: 2xx, 4xx, 5xx, or the error class.

@@ -470,13 +470,13 @@ func (cn *leanConn) readAnswer(a *answer) (status int, retryAfter string, keep b
 		}
 		return 0, "", false, err
 	}
-	if a != nil {
+	status = resp.StatusCode()
+	if a != nil && !emptySuccess(status, resp.Header.ContentLength()) {
 		for k, v := range resp.Header.All() {
 			a.addHeader(k, v)
 		}
 		a.endHeaders()
 	}
-	status = resp.StatusCode()
 	if status == http.StatusTooManyRequests || status >= 500 {
 		if v := resp.Header.Peek("Retry-After"); len(v) > 0 {
 			retryAfter = string(v)
