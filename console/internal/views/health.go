@@ -2,7 +2,6 @@ package views
 
 import (
 	"cmp"
-	"container/list"
 	"math"
 	"slices"
 	"sync"
@@ -35,7 +34,7 @@ type Health struct {
 	dests       map[string]*destHealth
 	// open holds the states of messages that may still change (retrying, dead-lettered),
 	// done those of the finished ones, least recently changed first: done is forgotten first.
-	open, done *list.List
+	open, done msgList
 }
 
 // HealthEvent is one record the health view reads: an attempt record, or a dead letter.
@@ -150,7 +149,9 @@ type msgState struct {
 	// attempt is the highest attempt number seen; deadLettered: it was dead-lettered once.
 	attempt      int
 	deadLettered bool
-	elem         *list.Element
+	// prev and next link it in its list (open or done); in is that list.
+	prev, next *msgState
+	in         *msgList
 }
 
 // sample is a message id of the funnel, with when it got there.
@@ -171,7 +172,7 @@ type destHealth struct {
 // NewHealth is an empty view counting over window, keeping the state of at most maxMessages
 // messages (at least 1).
 func NewHealth(window time.Duration, maxMessages int) *Health {
-	return &Health{window: window, maxMessages: max(maxMessages, 1), dests: map[string]*destHealth{}, open: list.New(), done: list.New()}
+	return &Health{window: window, maxMessages: max(maxMessages, 1), dests: map[string]*destHealth{}}
 }
 
 func (h *Health) minutes() int { return max(int(h.window/time.Minute), 1) }
@@ -273,30 +274,65 @@ func (h *Health) move(d *destHealth, e *HealthEvent, to stage, reason string) bo
 		d.sample(key, e.MessageID, ms)
 	}
 	// Least recently changed first, the finished apart: they are forgotten first.
-	l := h.open
+	l := &h.open
 	if to.finished() {
-		l = h.done
+		l = &h.done
 	}
-	if st.elem != nil {
-		h.open.Remove(st.elem) // no-op when st.elem is done's
-		h.done.Remove(st.elem)
-	}
-	st.elem = l.PushBack(st)
-	for h.open.Len()+h.done.Len() > h.maxMessages {
-		oldest := h.done.Front()
+	st.unlink()
+	l.pushBack(st)
+	for h.open.n+h.done.n > h.maxMessages {
+		oldest := h.done.head
 		if oldest == nil {
-			oldest = h.open.Front()
+			oldest = h.open.head
 		}
-		h.forgetState(oldest.Value.(*msgState))
+		h.forgetState(oldest)
 	}
 	return true
 }
 
 // forgetState drops a message's state (its counters stay); called with mu held.
 func (h *Health) forgetState(st *msgState) {
-	h.open.Remove(st.elem)
-	h.done.Remove(st.elem)
+	st.unlink()
 	delete(st.dest.msgs, st.id)
+}
+
+// msgList is a list of message states, least recently changed first, linked through the
+// states themselves (container/list would allocate an element at every move).
+type msgList struct {
+	head, tail *msgState
+	n          int
+}
+
+// pushBack links st, in no list, at the end of l.
+func (l *msgList) pushBack(st *msgState) {
+	st.in, st.prev, st.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = st
+	} else {
+		l.head = st
+	}
+	l.tail = st
+	l.n++
+}
+
+// unlink takes st out of its list, if it is in one.
+func (st *msgState) unlink() {
+	l := st.in
+	if l == nil {
+		return
+	}
+	if st.prev != nil {
+		st.prev.next = st.next
+	} else {
+		l.head = st.next
+	}
+	if st.next != nil {
+		st.next.prev = st.prev
+	} else {
+		l.tail = st.prev
+	}
+	st.in, st.prev, st.next = nil, nil, nil
+	l.n--
 }
 
 // minute is the destination's counters of unix minute, nil when its slot holds a later
@@ -666,5 +702,5 @@ func (h *Health) Funnel(id string, now time.Time, window time.Duration) Funnel {
 func (h *Health) Tracked() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.open.Len() + h.done.Len()
+	return h.open.n + h.done.n
 }

@@ -10,8 +10,10 @@ import (
 
 // The messages view (docs/console.md#messages): webhooks.attempts grouped by message. Per
 // destination it keeps the last perDest messages, each with its attempts across URLs, tiers
-// and replays, and its status; indexes by user id, anonymous id, event name and type find a
-// message without a scan. Bounded: a new message beyond perDest, or an answer that takes the
+// and replays, and its status; indexes by user id and anonymous id find a user's messages
+// without a scan (an event name or a type, a few values each, is found by scanning the
+// destination's messages newest first: a page fills long before the end, and a view of few
+// keys would cost every record two more index updates). Bounded: a new message beyond perDest, or an answer that takes the
 // destination's answers over bodyBudget bytes, drops the destination's oldest messages.
 
 // MessageFacts is what an attempt record says of its message and of the endpoint's answer
@@ -132,8 +134,6 @@ const maxDeadMarks = 100_000
 const (
 	byUser = iota
 	byAnonymous
-	byEvent
-	byType
 	indexCount
 )
 
@@ -151,7 +151,6 @@ type Messages struct {
 	perDest    int
 	bodyBudget int
 	dests      map[string]*destMessages
-	byID       map[string][]*message // across destinations
 	seq        uint64
 	// dead are dead letters of messages not seen yet, taken when their first attempt is.
 	dead map[msgKey]deadMark
@@ -160,7 +159,7 @@ type Messages struct {
 // NewMessages is an empty view keeping perDest messages per destination, and at most
 // bodyBudget bytes of their attempts (answers included) per destination.
 func NewMessages(perDest, bodyBudget int) *Messages {
-	return &Messages{perDest: max(perDest, 1), bodyBudget: max(bodyBudget, 1), dests: map[string]*destMessages{}, byID: map[string][]*message{},
+	return &Messages{perDest: max(perDest, 1), bodyBudget: max(bodyBudget, 1), dests: map[string]*destMessages{},
 		dead: map[msgKey]deadMark{}}
 }
 
@@ -232,7 +231,6 @@ func (v *Messages) add(a *DeliveryAttempt) {
 			m.dlq = dm
 			delete(v.dead, msgKey{a.DestinationID, a.MessageID})
 		}
-		v.byID[a.MessageID] = append(v.byID[a.MessageID], m)
 	}
 	m.learn(a)
 	att := MessageAttempt{URL: a.URL, At: a.At, Attempt: a.Attempt, Status: a.Status, Class: a.ErrorClass, LatencyMs: a.LatencyMs,
@@ -284,8 +282,8 @@ func (m *message) learn(a *DeliveryAttempt) {
 			m.dest.index[index][value] = insertBySeq(m.dest.index[index][value], m)
 		}
 	}
-	set(&m.Type, a.Type, byType)
-	set(&m.Event, a.Event, byEvent)
+	set(&m.Type, a.Type, -1)
+	set(&m.Event, a.Event, -1)
 	set(&m.UserID, a.UserID, byUser)
 	set(&m.AnonymousID, a.AnonymousID, byAnonymous)
 	if m.ReceivedAt == nil && !a.ReceivedAt.IsZero() {
@@ -296,6 +294,9 @@ func (m *message) learn(a *DeliveryAttempt) {
 
 // insertBySeq adds m to list, kept by Seq: at the end, but for a message that learnt a key late.
 func insertBySeq(list []*message, m *message) []*message {
+	if len(list) == 0 || list[len(list)-1].Seq < m.Seq {
+		return append(list, m)
+	}
 	i, _ := slices.BinarySearchFunc(list, m.Seq, func(x *message, seq uint64) int { return cmpSeq(x.Seq, seq) })
 	return slices.Insert(list, i, m)
 }
@@ -312,7 +313,7 @@ func cmpSeq(a, b uint64) int {
 
 // keys are m's index keys, by index.
 func (m *message) keys() [indexCount]string {
-	return [indexCount]string{byUser: m.UserID, byAnonymous: m.AnonymousID, byEvent: m.Event, byType: m.Type}
+	return [indexCount]string{byUser: m.UserID, byAnonymous: m.AnonymousID}
 }
 
 // evict drops m from its destination and from every index; called with mu held.
@@ -341,12 +342,6 @@ func (v *Messages) evict(d *destMessages, m *message) {
 		} else {
 			d.index[i][key] = list
 		}
-	}
-	all := slices.DeleteFunc(v.byID[m.MessageID], func(x *message) bool { return x == m })
-	if len(all) == 0 {
-		delete(v.byID, m.MessageID)
-	} else {
-		v.byID[m.MessageID] = all
 	}
 }
 
@@ -425,7 +420,7 @@ func (d *destMessages) candidates(q *MessageQuery) []*message {
 		return nil
 	}
 	best := d.order
-	for i, key := range [indexCount]string{byUser: q.UserID, byAnonymous: q.AnonymousID, byEvent: q.Event, byType: q.Type} {
+	for i, key := range [indexCount]string{byUser: q.UserID, byAnonymous: q.AnonymousID} {
 		if key == "" {
 			continue
 		}
@@ -468,8 +463,8 @@ func (v *Messages) Page(dest string, q MessageQuery, limit int) (page []Message,
 func (v *Messages) Message(id string) []Message {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	out := make([]Message, 0, len(v.byID[id]))
-	for _, m := range v.byID[id] {
+	var out []Message
+	for _, m := range v.withID(id) {
 		out = append(out, m.snapshot())
 	}
 	slices.SortFunc(out, func(a, b Message) int {
@@ -482,6 +477,18 @@ func (v *Messages) Message(id string) []Message {
 		return 0
 	})
 	return out
+}
+
+// withID is every destination's message id (few destinations: no index across them); called
+// with mu held.
+func (v *Messages) withID(id string) []*message {
+	var ms []*message
+	for _, d := range v.dests {
+		if m := d.byID[id]; m != nil {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 // Len is how many messages the view holds for dest, and what they count toward its budget.
@@ -501,7 +508,7 @@ func (v *Messages) Forget(ids []string) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, id := range ids {
-		for _, m := range slices.Clone(v.byID[id]) {
+		for _, m := range v.withID(id) {
 			v.evict(m.dest, m)
 			n++
 		}
