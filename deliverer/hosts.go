@@ -39,7 +39,8 @@ type hostState struct {
 	waiting     []waiter      // admitted later, in order, when a request ends
 	progress    time.Time     // the last time a request to the host ended, or one started on an idle host
 	latency     time.Duration // moving average of request durations
-	freed       chan struct{} // closed (and replaced) whenever a request ends
+	freed       chan struct{} // closed (and replaced) when a request ends, if anyone took it
+	freedTaken  bool          // enqueue handed freed to a waiter since it was made
 }
 
 // waiter is a request queued for a host at its in-flight bound: start runs (in a goroutine
@@ -148,7 +149,7 @@ const (
 // explains that round trip, or it has not answered yet but its first request started less
 // than firstAnswerHold ago; else a host still in slow start raises its limit by one
 // (gradient.grow), and any other's record is refused (to a retry tier): the host is slow.
-// freed is closed when the host finishes a request.
+// freed is closed when the host finishes a request (hostState.takeFreed).
 func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult, why string, wait time.Duration, freed <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -182,10 +183,10 @@ func (h *hosts) enqueue(host string, w waiter, now time.Time) (res enqueueResult
 		}
 		if rtt == 0 {
 			if now.Sub(st.progress) < firstAnswerHold {
-				return full, refusedBusy, 0, st.freed // its first answers are due
+				return full, refusedBusy, 0, st.takeFreed() // its first answers are due
 			}
 		} else if !h.slow(st, rtt) {
-			return full, refusedBusy, 0, st.freed // fast, or only as slow as we are
+			return full, refusedBusy, 0, st.takeFreed() // fast, or only as slow as we are
 		}
 		if st.lim.grow() { // slow start: a slow endpoint's limit meets the demand
 			st.inFlight++
@@ -250,8 +251,10 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 	st.inFlight--
 	st.progress = now
 	st.latency = (7*st.latency + took) / 8
-	close(st.freed)
-	st.freed = make(chan struct{})
+	if st.freedTaken { // a new channel per request ended showed in the whole product's CPU
+		close(st.freed)
+		st.freed, st.freedTaken = make(chan struct{}), false
+	}
 	wasOpen, period := st.brk.state == breakerOpen, st.brk.period
 	wasTripped := st.brk.tripped()
 	switch out {
@@ -347,4 +350,10 @@ func (h *hosts) openBreakers() []string {
 		}
 	}
 	return out
+}
+
+// takeFreed is the channel closed when the host's next request ends; called with the lock held.
+func (st *hostState) takeFreed() <-chan struct{} {
+	st.freedTaken = true
+	return st.freed
 }
