@@ -440,6 +440,25 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	t.Run("operator-webhook", func(t *testing.T) {
+		// Auto-disable notices go to deliverer.operatorWebhook.url, signed with the value of an
+		// existing Secret; by default neither variable is set (notices to the log, the console
+		// and tributary.notices only).
+		env := containerEnv(t, render(t, "", consoleToken...).yaml, "StatefulSet", "tr-tributary-deliverer")
+		for _, name := range []string{"OPERATOR_WEBHOOK_URL", "OPERATOR_WEBHOOK_SECRET"} {
+			if v, ok := env[name]; ok {
+				t.Errorf("default values: the deliverer gets %s=%q", name, v)
+			}
+		}
+		r := render(t, "ops-hook", append([]string{"--set", "deliverer.operatorWebhook.url=https://ops.example.com/tributary",
+			"--set", "deliverer.operatorWebhook.existingSecret=ops-hook", "--set", "deliverer.operatorWebhook.secretKey=s"}, consoleToken...)...)
+		env = containerEnv(t, r.yaml, "StatefulSet", "tr-tributary-deliverer")
+		if env["OPERATOR_WEBHOOK_URL"] != "https://ops.example.com/tributary" || env["OPERATOR_WEBHOOK_SECRET"] != "secret:ops-hook/s" {
+			t.Errorf("deliverer env: OPERATOR_WEBHOOK_URL %q, OPERATOR_WEBHOOK_SECRET %q; want the URL and secret:ops-hook/s",
+				env["OPERATOR_WEBHOOK_URL"], env["OPERATOR_WEBHOOK_SECRET"])
+		}
+	})
+
 	t.Run("allowed-hosts", func(t *testing.T) {
 		// The console answers its Service's names, its Ingress hosts and console.allowedHosts
 		// (docs/security.md#dns-rebinding); "*" turns the check off. Ingest answers any name
