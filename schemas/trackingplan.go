@@ -23,6 +23,12 @@ import (
 // JSON-Schema-Test-Suite: draft 2020-12 unless a schema says otherwise, formats asserted, and no
 // $ref outside the schema itself (nothing is fetched).
 
+// HeaderForwardedFrom, on a tracking.events record the router wrote (a call a tracking plan
+// blocked, or a Violation Generated call, forwarded to another source), names the source it
+// was forwarded from (docs/topics.md#trackingevents). Such a record is never forwarded again,
+// so two sources that forward to each other cannot loop.
+const HeaderForwardedFrom = "forwarded-from"
+
 // Violation types: the type of a Violation (Segment's names where Segment has one).
 const (
 	ViolationRequired       = "Required"
