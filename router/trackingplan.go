@@ -39,7 +39,11 @@ func (s *Step) checkPlan(rec *kgo.Record, src *schemas.Source, v *schemas.Routin
 	if !ok || p.Compiled() == nil {
 		return body, out, false
 	}
-	r, err := p.Compiled().Check(opts, v.Type, v.Event, body[headroom:])
+	field := v.Properties
+	if v.Type != schemas.TypeTrack {
+		field = v.Traits
+	}
+	r, err := p.Compiled().CheckField(opts, v.Type, v.Event, field, body[headroom:])
 	if err != nil { // unreachable: the body was decoded as an object already
 		return body, out, false
 	}

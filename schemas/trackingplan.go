@@ -56,7 +56,7 @@ const MaxViolations = 20
 // concurrent use.
 type CompiledPlan struct {
 	ID, Name string
-	common   *jsonschema.Schema
+	common   *planSchema
 	identify *planSchema
 	group    *planSchema
 	events   map[string]*planSchema
@@ -66,6 +66,7 @@ type CompiledPlan struct {
 // plans any; the schema has no "properties").
 type planSchema struct {
 	sch     *jsonschema.Schema // nil: no schema, anything goes
+	fast    *fastSchema        // nil: the schema uses keywords the pre-check does not handle
 	planned map[string]bool
 }
 
@@ -95,6 +96,7 @@ func compilePlan(p *Plan) (*CompiledPlan, []schemaError) {
 			errs = append(errs, schemaError{path, schemaErrorText(err)})
 			return ps
 		}
+		ps.fast = compileFast(doc, true)
 		if obj, ok := doc.(map[string]any); ok {
 			if props, ok := obj["properties"].(map[string]any); ok {
 				ps.planned = make(map[string]bool, len(props))
@@ -105,9 +107,7 @@ func compilePlan(p *Plan) (*CompiledPlan, []schemaError) {
 		}
 		return ps
 	}
-	if len(p.Rules.Common) > 0 {
-		c.common = compile("common", p.Rules.Common).sch
-	}
+	c.common = compile("common", p.Rules.Common)
 	c.identify = compile("identify", p.Rules.Identify)
 	c.group = compile("group", p.Rules.Group)
 	for i, e := range p.Rules.Events {
@@ -152,6 +152,23 @@ func PlanField(typ string) string {
 // against the plan with the source's options opts. Only track, identify and group calls are
 // checked. The error is a message that is not a JSON object.
 func (c *CompiledPlan) Check(opts *TrackingPlan, typ, event string, msg []byte) (PlanCheck, error) {
+	var field []byte
+	name := PlanField(typ)
+	if err := EachMember(msg, func(k, v []byte) error {
+		if name != "" && string(k) == name {
+			field = v
+		}
+		return nil
+	}); err != nil {
+		return PlanCheck{}, err
+	}
+	return c.CheckField(opts, typ, event, field, msg)
+}
+
+// CheckField is Check for a caller that has read the call's properties (track) or traits
+// (identify, group) already: their raw value is field (nil: absent). msg, the whole call, is
+// read only for the plan's common schema.
+func (c *CompiledPlan) CheckField(opts *TrackingPlan, typ, event string, fieldValue, msg []byte) (PlanCheck, error) {
 	var r PlanCheck
 	var ps *planSchema
 	switch typ {
@@ -171,29 +188,30 @@ func (c *CompiledPlan) Check(opts *TrackingPlan, typ, event string, msg []byte) 
 	field := PlanField(typ)
 	omitUnplanned := opts.OmitUnplanned(typ) && ps.planned != nil
 	if ps.sch != nil || omitUnplanned {
-		var raw []byte
-		if err := EachMember(msg, func(k, v []byte) error {
-			if string(k) == field {
-				raw = v
+		raw := fieldValue
+		if len(raw) == 0 {
+			raw = emptyObject
+		}
+		if omitUnplanned && raw[0] == '{' {
+			_ = EachMember(raw, func(k, _ []byte) error {
+				if !ps.planned[string(k)] {
+					r.Omit = append(r.Omit, string(k))
+				}
+				return nil
+			})
+			slices.Sort(r.Omit)
+			r.Omit = slices.Compact(r.Omit)
+		}
+		if ps.sch != nil && (len(r.Omit) > 0 || ps.fast == nil || !ps.fast.valid(raw)) {
+			inst, err := decodeInstance(raw)
+			if err != nil {
+				return r, err
 			}
-			return nil
-		}); err != nil {
-			return r, err
-		}
-		inst, err := decodeInstance(raw)
-		if err != nil {
-			return r, err
-		}
-		if obj, ok := inst.(map[string]any); ok && omitUnplanned {
-			for k := range obj {
-				if !ps.planned[k] {
-					r.Omit = append(r.Omit, k)
+			if obj, ok := inst.(map[string]any); ok {
+				for _, k := range r.Omit {
 					delete(obj, k)
 				}
 			}
-			slices.Sort(r.Omit)
-		}
-		if ps.sch != nil {
 			r.Violations = violations(ps.sch.Validate(inst), field, nil)
 			if opts.OmitInvalid(typ) {
 				for _, v := range r.Violations {
@@ -204,15 +222,17 @@ func (c *CompiledPlan) Check(opts *TrackingPlan, typ, event string, msg []byte) 
 			}
 		}
 	}
-	if c.common != nil {
+	if c.common.sch != nil && (c.common.fast == nil || !c.common.fast.valid(bytes.TrimSpace(msg))) {
 		inst, err := decodeInstance(msg)
 		if err != nil {
 			return r, err
 		}
-		r.Common = violations(c.common.Validate(inst), "", nil)
+		r.Common = violations(c.common.sch.Validate(inst), "", nil)
 	}
 	return r, nil
 }
+
+var emptyObject = []byte("{}")
 
 // topKey is the first key under prefix of a violation's field ("properties.a.b" → "a"), or "".
 func topKey(field, prefix string) string {
