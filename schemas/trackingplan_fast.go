@@ -38,7 +38,7 @@ type fastSchema struct {
 	enum         []string // the JSON encodings of the allowed strings; nil: no enum
 	bounds       [4]*float64
 	exact        [4]bool // the bound is an integer of at most 15 digits: exactly a float64
-	minLen       int // -1: none
+	minLen       int     // -1: none
 	maxLen       int
 	minItems     int
 	maxItems     int
