@@ -48,8 +48,8 @@ func (o ConfigObject) Deleted() bool {
 	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil && o.TrackingPlan == nil
 }
 
-// Records returns one TopicConfig record per object of a valid config: sources, then
-// destinations, then audiences, then computed traits, each in file order. It runs Validate first and returns its
+// Records returns one TopicConfig record per object of a valid config: tracking plans, then
+// sources, then destinations, then audiences, then computed traits, each in file order. It runs Validate first and returns its
 // error. Source records carry writeKeyHash, never the plaintext writeKey. Records writes no
 // tombstones: deleting objects absent from a file is the caller's choice.
 func (c *Config) Records() ([]ConfigRecord, error) {
@@ -57,6 +57,15 @@ func (c *Config) Records() ([]ConfigRecord, error) {
 		return nil, err
 	}
 	out := make([]ConfigRecord, 0, len(c.Sources)+len(c.Destinations)+len(c.Audiences)+len(c.ComputedTraits)+len(c.TrackingPlans))
+	// Tracking plans first: a reader of the topic never sees a source that names a plan it has
+	// not read yet.
+	for i := range c.TrackingPlans {
+		r, err := c.TrackingPlans[i].Record()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
 	for i := range c.Sources {
 		r, err := c.Sources[i].Record()
 		if err != nil {
@@ -80,13 +89,6 @@ func (c *Config) Records() ([]ConfigRecord, error) {
 	}
 	for i := range c.ComputedTraits {
 		r, err := c.ComputedTraits[i].Record()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	for i := range c.TrackingPlans {
-		r, err := c.TrackingPlans[i].Record()
 		if err != nil {
 			return nil, err
 		}
