@@ -116,7 +116,7 @@ func (v *Violations) Add(source string, s ViolationSample) {
 }
 
 // Of returns the source's violations of the window that ends at now: counts, most first, and
-// the samples of each type, newest first.
+// the samples of each type (each message once), newest first.
 func (v *Violations) Of(source string, now time.Time) ViolationsView {
 	out := ViolationsView{Since: now.Add(-ViolationWindow), Counts: []ViolationCount{}, Samples: []ViolationSample{}}
 	v.mu.Lock()
@@ -145,9 +145,11 @@ func (v *Violations) Of(source string, now time.Time) ViolationsView {
 		}
 		return strings.Compare(a.Event+"\x00"+a.Field+"\x00"+a.Type, b.Event+"\x00"+b.Field+"\x00"+b.Type)
 	})
+	seen := map[string]bool{} // a message with violations of two types is in two rings: once here
 	for _, r := range sv.samples {
 		for p := range r.Newest() {
-			if s := *p; !s.At.Before(out.Since) {
+			if s := *p; !s.At.Before(out.Since) && !seen[s.MessageID] {
+				seen[s.MessageID] = true
 				s.Violations = slices.Clone(s.Violations)
 				out.Samples = append(out.Samples, s)
 			}
