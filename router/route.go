@@ -127,7 +127,7 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	}
 	if src.TrackingPlan.HasSchemas() { // docs/routing.md#tracking-plans
 		var blocked bool
-		if body, out, blocked = s.checkPlan(rec, src, &v, body, headroom, out); blocked {
+		if body, out, blocked = s.checkPlan(rec, value, src, &v, body, headroom, out); blocked {
 			return s.Filter(out, src.ID, v.MessageID, schemas.FilterTrackingPlan), BlockedByPlan, nil
 		}
 	}

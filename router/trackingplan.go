@@ -23,11 +23,11 @@ type PlanSnapshot interface {
 // ViolationsUserID is the userId of the Violation Generated calls (as Segment's).
 const ViolationsUserID = "schema-violations"
 
-// checkPlan applies the source's tracking plan to one call whose delivered body is body (the
-// message after headroom bytes). It returns the body to deliver (body itself, or a new one
+// checkPlan applies the source's tracking plan to one call: value is the call as ingest wrote
+// it (opened, when sealed), body its delivered body (after headroom bytes). It returns the body to deliver (body itself, or a new one
 // with unplanned or invalid properties omitted and context.violations added), out with the
 // forwarded records appended, and whether the plan blocks the call.
-func (s *Step) checkPlan(rec *kgo.Record, src *schemas.Source, v *schemas.RoutingView, body []byte, headroom int, out Deliveries) ([]byte, Deliveries, bool) {
+func (s *Step) checkPlan(rec *kgo.Record, value []byte, src *schemas.Source, v *schemas.RoutingView, body []byte, headroom int, out Deliveries) ([]byte, Deliveries, bool) {
 	opts := src.TrackingPlan
 	ps, ok := s.Config.(PlanSnapshot)
 	if !ok {
@@ -43,7 +43,7 @@ func (s *Step) checkPlan(rec *kgo.Record, src *schemas.Source, v *schemas.Routin
 	if v.Type != schemas.TypeTrack {
 		field = v.Traits
 	}
-	r, err := p.Compiled().CheckField(opts, v.Type, v.Event, field, body[headroom:])
+	r, err := p.Compiled().CheckField(opts, v.Type, v.Event, field, value)
 	if err != nil { // unreachable: the body was decoded as an object already
 		return body, out, false
 	}

@@ -1,12 +1,16 @@
 package router_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/router"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -111,5 +115,44 @@ func testRouterForwardsByTrackingPlan(t *testing.T, exactlyOnce bool) {
 	}
 	if forwarded != 2 {
 		t.Errorf("%d forwarded records on tracking.events, want 2", forwarded)
+	}
+}
+
+// TestRouterTrackingPlanSealed: a sealed call (docs/security.md#crypto-shredding) is checked
+// opened; its edited body (context.violations) is delivered sealed with the call's key, and a
+// blocked sealed call is forwarded sealed, with its key, and delivered so to the quarantine
+// source's destination: nothing of the user in clear anywhere.
+func TestRouterTrackingPlanSealed(t *testing.T) {
+	h := newHarness(t, planServiceYAML)
+	keys := h.env.Keyring()
+	h.runRouter(nil)
+	const email = "planted.jane@example.com"
+	bad := eventRecord(t, "web", `{"type":"track","event":"Order Completed","userId":"jane","messageId":"s1","properties":{"total":"12","email":"`+email+`"}}`)
+	blocked := eventRecord(t, "web", `{"type":"track","event":"Nope","userId":"jane","messageId":"s2","properties":{"email":"`+email+`"}}`)
+	h.env.Seal(keys, bad)
+	h.env.Seal(keys, blocked)
+	h.produce(bad, blocked)
+	got := map[string]*kgo.Record{}
+	for _, r := range h.deliveries().waitFor(3, 15*time.Second) {
+		got[hdr(r, schemas.HeaderDestinationID)] = r
+	}
+	for _, d := range []string{"shop-hooks", "quarantine-hooks"} {
+		r := got[d]
+		if r == nil {
+			t.Fatalf("no delivery to %s: %v", d, got)
+		}
+		if bytes.Contains(r.Value, []byte(email)) || !bytes.Equal(shred.KeyOf(r), shred.KeyOf(bad)) {
+			t.Fatalf("%s: delivery not sealed with the call's key", d)
+		}
+		body, err := keys.Open(r)
+		if err != nil || !bytes.Contains(body, []byte(email)) {
+			t.Fatalf("%s: opens to %q, %v", d, body, err)
+		}
+		if d == "shop-hooks" && !bytes.Contains(body, []byte(`"violations":[{"type":"Invalid Type","field":"properties.total"`)) {
+			t.Errorf("shop-hooks body %s: no context.violations", body)
+		}
+	}
+	if r := got["violation-hooks"]; r == nil || bytes.Contains(r.Value, []byte(email)) {
+		t.Errorf("violation-hooks: %v", r)
 	}
 }

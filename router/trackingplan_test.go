@@ -239,3 +239,27 @@ func BenchmarkRoutePlan(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// TestRoutePlanCommonChecksTheCall: the common schema checks the call as sent, not the
+// delivered body (which adds "version"); a call that violates it is blocked with
+// commonTrackEventOnViolations BLOCK.
+func TestRoutePlanCommonChecksTheCall(t *testing.T) {
+	cfg := mustConfig(t, `
+sources:
+  - {id: web, writeKey: wk, trackingPlan: {planId: p, commonTrackEventOnViolations: BLOCK}}
+trackingPlans:
+  - id: p
+    rules:
+      common: {not: {required: [version]}, required: [userId]}
+      events: [{name: E}]
+destinations:
+  - {id: hooks, type: webhooks, sources: [web], settings: {webhooks: [{url: "https://a.example.com/hook"}]}}
+`)
+	step := &Step{DeliveriesTopic: "out", Config: planConfig{testConfig{cfg}}, FirstAttemptAt: []byte("x")}
+	if _, o, err := step.Route(eventRecord(t, "web", `{"type":"track","event":"E","userId":"u","messageId":"c1"}`), Deliveries{}); o != Routed {
+		t.Fatalf("a call that keeps the common schema: %s %v", o, err)
+	}
+	if _, o, err := step.Route(eventRecord(t, "web", `{"type":"track","event":"E","anonymousId":"a","messageId":"c2"}`), Deliveries{}); o != BlockedByPlan {
+		t.Fatalf("a call without userId: %s %v, want blocked", o, err)
+	}
+}

@@ -36,7 +36,6 @@ const (
 	ViolationInvalidValue   = "Invalid Value"
 	ViolationInvalidFormat  = "Invalid Format"
 	ViolationUnplannedField = "Unplanned Property"
-	ViolationUnplannedEvent = "Unplanned Event"
 )
 
 // Violation is one way a call breaks its tracking plan, as added to the delivered call's
