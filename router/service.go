@@ -230,6 +230,7 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 	s.metrics.filtered.Add(float64(len(out.Filtered)))
 	// So do the calls a tracking plan forwards to other sources (docs/routing.md#forwarding).
 	out.Records = append(out.Records, out.Forwarded...)
+	s.metrics.forwarded.Add(float64(len(out.Forwarded)))
 	if s.dedupe != nil && s.cfg.ExactlyOnce {
 		out.Records = append(out.Records, s.dedupe.records(s.batchAt)...)
 	}

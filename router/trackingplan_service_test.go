@@ -58,7 +58,7 @@ func TestRouterForwardsByTrackingPlan(t *testing.T) {
 
 func testRouterForwardsByTrackingPlan(t *testing.T, exactlyOnce bool) {
 	h := newVirtualHarness(t, planServiceYAML)
-	h.runRouter(func(c *router.Config) { c.ExactlyOnce = exactlyOnce })
+	reg, _ := h.runRouter(func(c *router.Config) { c.ExactlyOnce = exactlyOnce })
 	h.produce(eventRecord(t, "web", `{"type":"track","event":"Order Completed","userId":"u1","messageId":"m1","properties":{"total":"12"}}`),
 		eventRecord(t, "web", `{"type":"track","event":"Nope","userId":"u2","messageId":"m2"}`))
 	got := map[string]string{} // destination → body
@@ -115,6 +115,9 @@ func testRouterForwardsByTrackingPlan(t *testing.T, exactlyOnce bool) {
 	}
 	if forwarded != 2 {
 		t.Errorf("%d forwarded records on tracking.events, want 2", forwarded)
+	}
+	if n := counter(t, reg, "tributary_router_forwarded_records_total"); n != 2 {
+		t.Errorf("tributary_router_forwarded_records_total = %v, want 2", n)
 	}
 }
 
