@@ -72,3 +72,28 @@ func TestSourceViolations(t *testing.T) {
 		t.Errorf("trackingPlan after the form with no blocked event %v, want the plan kept", src["trackingPlan"])
 	}
 }
+
+// TestConfigExportKeepsTrackingPlans: a tracking plan made through the API is in the exported
+// config file, schemas included (strings that look like numbers stay strings), and the export
+// re-applies as it is: nothing changes.
+func TestConfigExportKeepsTrackingPlans(t *testing.T) {
+	h := newHarness(t, nil)
+	expect(t, h.do(http.MethodPost, "/v1/tracking-plans", map[string]any{"id": "shop", "name": "Shop", "rules": map[string]any{
+		"common": map[string]any{"type": "object"},
+		"events": []any{map[string]any{"name": "Order Completed", "properties": map[string]any{"type": "object",
+			"properties": map[string]any{"code": map[string]any{"enum": []any{"123", "true", "2024-01-01", 7, 1.5, nil}}}}}}}}), http.StatusCreated)
+	exp := h.do(http.MethodGet, "/v1/config", nil)
+	expect(t, exp, http.StatusOK)
+	cfg, err := schemas.ParseConfig(exp.Body, schemas.ConfigFormatYAML)
+	if err != nil {
+		t.Fatalf("the export does not parse: %v\n%s", err, exp.Body)
+	}
+	if len(cfg.TrackingPlans) != 1 || !strings.Contains(string(cfg.TrackingPlans[0].Rules.Events[0].Properties), `["123","true","2024-01-01",7,1.5,null]`) {
+		t.Fatalf("exported plans %+v\n%s", cfg.TrackingPlans, exp.Body)
+	}
+	same := h.do(http.MethodPut, "/v1/config", string(exp.Body), "Content-Type", "application/yaml")
+	expect(t, same, http.StatusOK)
+	if ch := same.Data(t)["changes"].([]any); len(ch) != 0 {
+		t.Fatalf("re-applying the export changes %v", ch)
+	}
+}
