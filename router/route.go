@@ -51,6 +51,10 @@ type Step struct {
 	// message dropped for a destination of its source (docs/routing.md#filtered-records),
 	// with FirstAttemptAt as its time; "": none.
 	AttemptsTopic string
+	// EventsTopic, when set, gets the records a tracking plan forwards (blocked calls and
+	// Violation Generated calls, docs/routing.md#tracking-plans) in Deliveries.Forwarded; "":
+	// none are forwarded.
+	EventsTopic string
 
 	opened []byte // the buffer sealed messages are opened into, reused by the next one
 }
@@ -58,11 +62,13 @@ type Step struct {
 // Deliveries are webhooks.deliveries records with the destination of each:
 // DestinationIDs[i] is the id of Records[i]'s destination. Route appends to both, and to
 // Filtered the webhooks.attempts records of the messages it dropped for a destination (with
-// Step.AttemptsTopic set).
+// Step.AttemptsTopic set), and to Forwarded the tracking.events records a tracking plan
+// forwards to other sources (with Step.EventsTopic set).
 type Deliveries struct {
 	Records        []*kgo.Record
 	DestinationIDs []string
 	Filtered       []*kgo.Record
+	Forwarded      []*kgo.Record
 }
 
 // Len is how many delivery records it holds.
@@ -70,7 +76,7 @@ func (d Deliveries) Len() int { return len(d.Records) }
 
 // Reset empties it, keeping the capacity.
 func (d Deliveries) Reset() Deliveries {
-	return Deliveries{Records: d.Records[:0], DestinationIDs: d.DestinationIDs[:0], Filtered: d.Filtered[:0]}
+	return Deliveries{Records: d.Records[:0], DestinationIDs: d.DestinationIDs[:0], Filtered: d.Filtered[:0], Forwarded: d.Forwarded[:0]}
 }
 
 // Route decides one tracking.events record and appends to out one webhooks.deliveries record
@@ -118,6 +124,12 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	}
 	if BlockedByTrackingPlan(src, &v) {
 		return s.Filter(out, src.ID, v.MessageID, schemas.FilterTrackingPlan), BlockedByPlan, nil
+	}
+	if src.TrackingPlan.HasSchemas() { // docs/routing.md#tracking-plans
+		var blocked bool
+		if body, out, blocked = s.checkPlan(rec, value, src, &v, body, headroom, out); blocked {
+			return s.Filter(out, src.ID, v.MessageID, schemas.FilterTrackingPlan), BlockedByPlan, nil
+		}
 	}
 	if v.UserID != "" && s.Suppressions != nil && s.Suppressions.Suppressed(v.UserID) {
 		return s.Filter(out, src.ID, v.MessageID, schemas.FilterSuppressed), Suppressed, nil

@@ -135,7 +135,7 @@ func (s *Service) Run(ctx context.Context) error {
 			cfg.TransactionTimeout = s.cfg.TransactionTimeout
 			// Looked at for transactions Kafka left open after a broker restart
 			// (docs/operations.md#hanging-transactions).
-			cfg.TransactionTopics = []string{s.cfg.DeliveriesTopic, s.cfg.DedupeTopic, s.cfg.DeletionsStatusTopic}
+			cfg.TransactionTopics = []string{s.cfg.DeliveriesTopic, s.cfg.DedupeTopic, s.cfg.DeletionsStatusTopic, s.cfg.EventsTopic}
 			if s.cfg.FilteredRecords {
 				cfg.TransactionTopics = append(cfg.TransactionTopics, s.cfg.AttemptsTopic)
 			}
@@ -177,6 +177,7 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 		Suppressions:    s.sup,
 		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.batchAt)),
 		Keys:            s.keys,
+		EventsTopic:     s.cfg.EventsTopic,
 	}
 	if s.cfg.FilteredRecords {
 		step.AttemptsTopic = s.cfg.AttemptsTopic
@@ -227,6 +228,9 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 	// acknowledged before the offsets are committed (at least once).
 	out.Records = append(out.Records, out.Filtered...)
 	s.metrics.filtered.Add(float64(len(out.Filtered)))
+	// So do the calls a tracking plan forwards to other sources (docs/routing.md#forwarding).
+	out.Records = append(out.Records, out.Forwarded...)
+	s.metrics.forwarded.Add(float64(len(out.Forwarded)))
 	if s.dedupe != nil && s.cfg.ExactlyOnce {
 		out.Records = append(out.Records, s.dedupe.records(s.batchAt)...)
 	}

@@ -18,6 +18,9 @@ const WebhookVersion = 1
 type RoutingView struct {
 	Type, Event, MessageID, UserID, AnonymousID, PreviousID string
 	Integrations                                            json.RawMessage
+	// Properties and Traits are the raw values of those members (nil: absent), aliasing the
+	// decoded event: what a tracking plan checks (docs/routing.md#tracking-plans).
+	Properties, Traits json.RawMessage
 }
 
 // DecodeRoutingView reads the routing fields of a canonical tracking.events value (as written
@@ -54,6 +57,10 @@ func (v *RoutingView) read(key string, val []byte) (err error) {
 		v.PreviousID, err = idField("previousId", val)
 	case "integrations":
 		v.Integrations, err = objectField("integrations", val)
+	case "properties":
+		v.Properties = val
+	case "traits":
+		v.Traits = val
 	}
 	return err
 }
