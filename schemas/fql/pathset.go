@@ -1,0 +1,147 @@
+package fql
+
+import "fmt"
+
+// ParsePath parses a field path as FQL writes it (`context.ip`, `properties.product\ 1.price`)
+// into its segments.
+func ParsePath(s string) ([]string, error) {
+	l := lexer{src: s}
+	t, err := l.next()
+	if err == nil && t.kind != tPath {
+		err = &Error{Column: 1, Msg: "expected a field path such as properties.email"}
+	}
+	if err == nil && l.off != len(s) {
+		err = l.errAt(l.off, "expected the end of the field path")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.path, nil
+}
+
+// PathSet is a set of field paths, to remove from a JSON object (Drop) or to keep alone (Keep).
+// It is immutable once built: safe for concurrent use.
+type PathSet struct {
+	root pathNode
+}
+
+// pathNode is one segment of the set's paths: leaf when a listed path ends here.
+type pathNode struct {
+	leaf     bool
+	children map[string]*pathNode
+}
+
+// NewPathSet parses the paths (see ParsePath).
+func NewPathSet(paths []string) (*PathSet, error) {
+	ps := &PathSet{}
+	for _, p := range paths {
+		segs, err := ParsePath(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", p, err)
+		}
+		n := &ps.root
+		for _, s := range segs {
+			if n.children == nil {
+				n.children = map[string]*pathNode{}
+			}
+			c := n.children[s]
+			if c == nil {
+				c = &pathNode{}
+				n.children[s] = c
+			}
+			n = c
+		}
+		n.leaf = true
+	}
+	return ps, nil
+}
+
+// AppendDropped appends to dst the JSON object obj without the set's paths (a path through a
+// value that is not an object, or that is missing, removes nothing). obj must be a valid JSON
+// object; it is appended unchanged when it is not an object.
+func (ps *PathSet) AppendDropped(dst, obj []byte) []byte { return rewrite(dst, obj, &ps.root, false) }
+
+// AppendKept appends to dst the JSON object obj where each top-level member the set names
+// keeps only the listed paths below it (a member listed whole is kept whole); the members the
+// set does not name are kept as they are.
+func (ps *PathSet) AppendKept(dst, obj []byte) []byte {
+	return rewriteTop(dst, obj, &ps.root)
+}
+
+// rewriteTop keeps unnamed top-level members, and restricts the named ones.
+func rewriteTop(dst, obj []byte, n *pathNode) []byte {
+	return rewriteWith(dst, obj, func(key []byte, esc bool, val []byte) (keep bool, child *pathNode) {
+		c := childOf(n, key, esc)
+		if c == nil {
+			return true, nil
+		}
+		return true, c
+	}, true)
+}
+
+// rewrite drops (keep false) or keeps only (keep true) n's paths in obj.
+func rewrite(dst, obj []byte, n *pathNode, keep bool) []byte {
+	return rewriteWith(dst, obj, func(key []byte, esc bool, val []byte) (bool, *pathNode) {
+		c := childOf(n, key, esc)
+		if c == nil {
+			return !keep, nil
+		}
+		return true, c
+	}, keep)
+}
+
+// rewriteWith copies obj's members to dst; decide says whether a member stays and, when it
+// has listed paths below it, the node to rewrite its (object) value by.
+func rewriteWith(dst, obj []byte, decide func(key []byte, esc bool, val []byte) (bool, *pathNode), keep bool) []byte {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return append(dst, obj...)
+	}
+	dst = append(dst, '{')
+	first := true
+	it := objIter{b: obj, i: i + 1}
+	for m, ok := it.next(); ok; m, ok = it.next() {
+		key, val := obj[m.keyStart:m.keyEnd], obj[m.valStart:m.valEnd]
+		stay, c := decide(key, m.keyEsc, val)
+		if !stay {
+			continue
+		}
+		if c != nil && c.leaf && !keep { // dropped whole
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, '"')
+		dst = append(dst, key...)
+		dst = append(dst, '"', ':')
+		switch {
+		case c == nil || c.leaf || len(c.children) == 0:
+			dst = append(dst, val...)
+		case len(val) > 0 && val[0] == '{':
+			dst = rewrite(dst, val, c, keep)
+		case keep:
+			dst = append(dst, val...) // not an object: nothing below it to choose from
+		default:
+			dst = append(dst, val...)
+		}
+	}
+	return append(dst, '}')
+}
+
+// childOf returns n's child for a raw key, or nil.
+func childOf(n *pathNode, key []byte, esc bool) *pathNode {
+	if len(n.children) == 0 {
+		return nil
+	}
+	if !esc {
+		return n.children[string(key)]
+	}
+	for name, c := range n.children {
+		if keyEquals(key, esc, name) {
+			return c
+		}
+	}
+	return nil
+}
