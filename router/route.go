@@ -9,6 +9,7 @@ import (
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
+	"github.com/tributary-cdp/tributary/schemas/fql"
 )
 
 // Snapshot is what routing reads of the tenant config; *platform.Snapshot is one.
@@ -52,7 +53,12 @@ type Step struct {
 	// with FirstAttemptAt as its time; "": none.
 	AttemptsTopic string
 
-	opened []byte // the buffer sealed messages are opened into, reused by the next one
+	// Filters caches the compiled destination filters across steps of one config snapshot
+	// (docs/routing.md#destination-filters); nil: the step makes its own.
+	Filters *FilterCache
+
+	opened []byte      // the buffer sealed messages are opened into, reused by the next one
+	fmsg   fql.Message // the message the filters read, indexed once for all its destinations
 }
 
 // Deliveries are webhooks.deliveries records with the destination of each:
@@ -128,6 +134,8 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	}
 	var messageID []byte
 	n := len(out.Records)
+	indexed := false // s.fmsg holds this message
+	sealed := false  // body is ready to share (sealed when the message is)
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
 		if !d.Routed() { // an auto-disabled destination's deliveries are parked (docs/delivery.md#auto-disable)
 			continue
@@ -138,8 +146,35 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 			}
 			continue
 		}
-		if messageID == nil {
-			messageID = []byte(v.MessageID)
+		if len(d.Filters) > 0 { // a destination without filters pays nothing here
+			if !indexed {
+				s.fmsg.Reset(value)
+				indexed = true
+			}
+			own, dropped, err := s.applyFilters(d, src.ID, value, &v, key, headroom)
+			if err != nil {
+				return out, Invalid, err
+			}
+			if dropped {
+				if s.AttemptsTopic != "" {
+					out.Filtered = append(out.Filtered, s.filtered(d.ID, v.MessageID, schemas.FilterDestinationFilter))
+				}
+				continue
+			}
+			if own != nil {
+				if messageID == nil {
+					messageID = []byte(v.MessageID)
+				}
+				out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, own))
+				out.DestinationIDs = append(out.DestinationIDs, d.ID)
+				continue
+			}
+		}
+		if !sealed {
+			sealed = true
+			if messageID == nil {
+				messageID = []byte(v.MessageID)
+			}
 			if key != nil { // sealed once, shared by the message's deliveries
 				body = key.SealReserved(body)
 			}
