@@ -43,35 +43,29 @@ func (c *FilterCache) count(destID, filter string) {
 	}
 }
 
-// applyFilters runs d's filters on the message (value, already in s.fmsg): dropped when one
-// sampled it out or dropped it (counted); own is the body of its own the destination gets when
-// property filters changed it (sealed with key when the message is), nil when it shares the
-// message's body.
-func (s *Step) applyFilters(d *schemas.Destination, sourceID string, value []byte, v *schemas.RoutingView, key *shred.Key, headroom int) (own []byte, dropped bool, err error) {
+// applyFilters runs d's filters on the message (in s.fmsg): dropped when one sampled it out
+// or dropped it (counted); own is the body of its own the destination gets when property
+// filters changed it, made from body (the shared body, in clear, after headroom bytes) and
+// sealed with key when the message is; nil when it shares the message's body.
+func (s *Step) applyFilters(d *schemas.Destination, sourceID string, body []byte, v *schemas.RoutingView, key *shred.Key, headroom int) (own []byte, dropped bool) {
 	if s.Filters == nil {
 		s.Filters = &FilterCache{}
 	}
 	cf := s.Filters.of(s.Config, d)
 	if cf == nil {
-		return nil, false, nil
+		return nil, false
 	}
 	fd := cf.Decide(sourceID, v.MessageID, &s.fmsg, nil)
 	if fd.Dropped() {
 		s.Filters.count(d.ID, cf.Name(fd.DroppedBy))
-		return nil, true, nil
+		return nil, true
 	}
 	if fd.Rewrites == 0 {
-		return nil, false, nil
+		return nil, false
 	}
-	// The body is built again from the message, then rewritten: only destinations whose
-	// property filters matched pay for it.
-	_, plain, err := schemas.DecodeRoutingViewAppendBody(nil, value)
-	if err != nil {
-		return nil, false, err
-	}
-	own = cf.AppendRewritten(make([]byte, headroom, headroom+len(plain)+64), plain, fd)
+	own = cf.AppendRewritten(make([]byte, headroom, len(body)+shred.TagSize), body[headroom:], fd)
 	if key != nil {
 		own = key.SealReserved(own)
 	}
-	return own, false, nil
+	return own, false
 }

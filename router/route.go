@@ -135,7 +135,7 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	var messageID []byte
 	n := len(out.Records)
 	indexed := false // s.fmsg holds this message
-	sealed := false  // body is ready to share (sealed when the message is)
+	shared := 0      // deliveries of body
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
 		if !d.Routed() { // an auto-disabled destination's deliveries are parked (docs/delivery.md#auto-disable)
 			continue
@@ -151,10 +151,7 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 				s.fmsg.Reset(value)
 				indexed = true
 			}
-			own, dropped, err := s.applyFilters(d, src.ID, value, &v, key, headroom)
-			if err != nil {
-				return out, Invalid, err
-			}
+			own, dropped := s.applyFilters(d, src.ID, body, &v, key, headroom)
 			if dropped {
 				if s.AttemptsTopic != "" {
 					out.Filtered = append(out.Filtered, s.filtered(d.ID, v.MessageID, schemas.FilterDestinationFilter))
@@ -170,20 +167,26 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 				continue
 			}
 		}
-		if !sealed {
-			sealed = true
-			if messageID == nil {
-				messageID = []byte(v.MessageID)
-			}
-			if key != nil { // sealed once, shared by the message's deliveries
-				body = key.SealReserved(body)
-			}
+		if messageID == nil {
+			messageID = []byte(v.MessageID)
 		}
+		shared++
 		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, body))
 		out.DestinationIDs = append(out.DestinationIDs, d.ID)
 	}
 	if len(out.Records) == n {
 		return out, NoDestination, nil
+	}
+	if key != nil && shared > 0 {
+		// Sealed once, after every destination's filters read it in clear, and shared by the
+		// message's deliveries that take it unchanged.
+		plain := &body[0]
+		sealed := key.SealReserved(body)
+		for _, r := range out.Records[n:] {
+			if len(r.Value) > 0 && &r.Value[0] == plain {
+				r.Value = sealed
+			}
+		}
 	}
 	return out, Routed, nil
 }

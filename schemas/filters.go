@@ -154,21 +154,23 @@ func (c *CompiledFilters) Decide(sourceID, messageID string, m *fql.Message, ste
 // allowProperties one keeps, of properties, traits and context, only its paths (the other
 // fields pass).
 func (c *CompiledFilters) AppendRewritten(dst, obj []byte, fd FilterDecision) []byte {
-	var buf []byte
-	cur := obj
+	start := len(dst)
 	for i := range c.filters {
 		if fd.Rewrites&(1<<i) == 0 {
 			continue
 		}
 		f := &c.filters[i]
-		if f.Action == FilterDropProperties {
-			buf = f.paths.AppendDropped(buf[:0:0], cur)
-		} else {
-			buf = f.paths.AppendKept(buf[:0:0], cur)
+		if len(dst) > start { // a second rewrite reads the first's output
+			obj = append([]byte(nil), dst[start:]...)
+			dst = dst[:start]
 		}
-		cur = buf
+		if f.Action == FilterDropProperties {
+			dst = f.paths.AppendDropped(dst, obj)
+		} else {
+			dst = f.paths.AppendKept(dst, obj)
+		}
 	}
-	return append(dst, cur...)
+	return dst
 }
 
 // sampleHash is FNV-1a (64 bits, mixed) of messageID, a zero byte and the filter's name: the same

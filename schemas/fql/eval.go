@@ -1,6 +1,7 @@
 package fql
 
 import (
+	"bytes"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -66,9 +67,9 @@ type litNode struct{ v value }
 
 func (n *litNode) eval(*Message) value { return n.v }
 
-type fieldNode struct{ path []string }
+type fieldNode struct{ path *pathRef }
 
-func (n *fieldNode) eval(m *Message) value { return m.lookup(n.path) }
+func (n *fieldNode) eval(m *Message) value { return m.lookupCached(n.path) }
 
 type notNode struct{ x node }
 
@@ -455,4 +456,39 @@ func jsonValue(raw []byte) value {
 		return value{k: kNumber, n: f}
 	}
 	return value{}
+}
+
+// specialize returns a faster node for the commonest comparisons — a field against a string
+// (`event = 'Order Completed'`) — or n itself.
+func specialize(n *cmpNode) node {
+	f, ok := n.l.(*fieldNode)
+	lit, ok2 := n.r.(*litNode)
+	if !ok || !ok2 {
+		return n
+	}
+	switch {
+	case lit.v.k == kString && (n.op == opEq || n.op == opNe) && !bytes.ContainsRune(lit.v.s, '\\'):
+		return &fieldStrEq{cmp: n, path: f.path, lit: lit.v.s, neg: n.op == opNe}
+	}
+	return n
+}
+
+// fieldStrEq is `field = 'text'` (or !=): a JSON string without escapes is compared as bytes.
+type fieldStrEq struct {
+	cmp  *cmpNode
+	path *pathRef
+	lit  []byte
+	neg  bool
+}
+
+func (n *fieldStrEq) eval(m *Message) value {
+	raw, _ := m.rawAt(n.path)
+	if len(raw) >= 2 && raw[0] == '"' {
+		if s := raw[1 : len(raw)-1]; string(s) == string(n.lit) {
+			return value{k: kBool, b: !n.neg}
+		} else if bytes.IndexByte(s, '\\') < 0 {
+			return value{k: kBool, b: n.neg}
+		}
+	}
+	return n.cmp.eval(m)
 }

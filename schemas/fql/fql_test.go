@@ -259,3 +259,30 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkEvalFilters evaluates the conditions of a destination's 10 typical filters on one
+// routed track message, sharing one Message as the router does.
+func BenchmarkEvalFilters(b *testing.B) {
+	var es []*fql.Expr
+	for _, s := range []string{
+		`type = 'page'`, `match(userId, 'test-*')`, `contains(lowercase(context.userAgent), 'bot')`,
+		`event = 'Order Completed' and properties.total < 10`, `match(event, 'Debug *') or event = 'Heartbeat'`,
+		`context.library.name = 'analytics-go' and context.library.version = '2.0.0'`,
+		`event = 'Order Completed' and typeof(properties.currency) = 'null'`, `type = 'identify'`, `event = 'Signed Up'`,
+	} {
+		e, err := fql.Compile(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		es = append(es, e)
+	}
+	msg := []byte(`{"type":"track","event":"Order Completed","userId":"user-12345","anonymousId":"a-9f8e7d","messageId":"0b3f6c1e-5b7e-4a8e-9f0c-2f1d3e4c5b6a","properties":{"orderId":"o-1","total":129.99,"currency":"USD","products":[{"sku":"s-1","price":64.99,"quantity":2}]},"context":{"ip":"203.0.113.9","library":{"name":"analytics-go","version":"3.3.0"},"userAgent":"Mozilla/5.0"},"integrations":{"All":true},"timestamp":"2026-01-01T00:00:00.000Z","sentAt":"2026-01-01T00:00:00.100Z","receivedAt":"2026-01-01T00:00:00.200Z"}`)
+	var m fql.Message
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Reset(msg)
+		for _, e := range es {
+			e.Eval(&m)
+		}
+	}
+}

@@ -1,8 +1,17 @@
 package fql
 
-// maxIndexed is how many top-level members a Message indexes; a message with more (rare: a
-// Segment message has about a dozen) has the rest scanned for on each lookup.
-const maxIndexed = 32
+import (
+	"strings"
+	"sync"
+)
+
+// A Message indexes the members of the objects its lookups go through (the message itself,
+// then context, properties...), each object once, into a fixed pool of slots: the filters of
+// a destination read a handful of fields of the same few objects. Past the pool, lookups scan.
+const (
+	maxSlots   = 96 // members indexed, in all objects
+	maxObjects = 12 // objects indexed
+)
 
 // member is the offsets of one object member in the raw bytes: key content (between the
 // quotes) and value.
@@ -11,73 +20,206 @@ type member struct {
 	keyEsc                             bool
 }
 
-// Message is one message's raw JSON, with its top-level members indexed on the first
-// lookup so that the expressions evaluated on it share one scan. The zero Message is an
-// empty one; Reset points it at a message. The raw bytes must be one JSON object (malformed
-// bytes make fields missing, never a panic) and stay unchanged while the Message is used.
-type Message struct {
-	raw     []byte
-	indexed bool
-	more    bool // members past maxIndexed
-	rest    int  // offset of the first member not indexed
-	n       int
-	members [maxIndexed]member
+// object is one indexed object: its start in the raw bytes and its members' slots;
+// complete is false when the pool ran out before its end (the rest is scanned from rest).
+type object struct {
+	start    int32
+	first, n int16
+	complete bool
+	rest     int32
 }
+
+// Message is one message's raw JSON, indexed as lookups need it so that the expressions
+// evaluated on it share the scans. The zero Message is an empty one; Reset points it at a
+// message. The raw bytes must be one JSON object (malformed bytes make fields missing, never a
+// panic) and stay unchanged while the Message is used. A Message is a few kilobytes: reuse one.
+type Message struct {
+	raw      []byte
+	nSlots   int
+	nObjects int
+	slots    [maxSlots]member
+	objects  [maxObjects]object
+	// found caches the values of the last paths looked up, by interned path: the filters of
+	// a destination often read the same fields (event, type).
+	nFound int
+	found  [maxCached]found
+}
+
+// maxCached is how many looked-up paths a Message remembers.
+const maxCached = 24
 
 // Reset points m at raw, forgetting the previous message.
 func (m *Message) Reset(raw []byte) {
-	m.raw, m.indexed, m.more, m.n = raw, false, false, 0
+	m.raw, m.nSlots, m.nObjects, m.nFound = raw, 0, 0, 0
 }
 
-func (m *Message) index() {
-	m.indexed = true
-	b := m.raw
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' || len(b) > 1<<31-1 {
-		return
+// pathRef is an interned field path: every expression naming the same path shares one, so a
+// Message can cache a lookup for all of them by pointer. parent is the path without its last
+// segment (nil for a top-level field), interned too: context.library.name and
+// context.library.version find context.library once.
+type pathRef struct {
+	segs   []string
+	parent *pathRef
+}
+
+var (
+	internMu sync.Mutex
+	interned = map[string]*pathRef{}
+)
+
+// maxInterned bounds the intern table (paths of configs long replaced stay in it): past it,
+// paths are not shared, only not cached across expressions.
+const maxInterned = 100_000
+
+func intern(segs []string) *pathRef {
+	internMu.Lock()
+	defer internMu.Unlock()
+	return internLocked(segs)
+}
+
+func internLocked(segs []string) *pathRef {
+	key := strings.Join(segs, "\x00")
+	if p, ok := interned[key]; ok {
+		return p
 	}
-	it := objIter{b: b, i: i + 1}
-	for m.n < maxIndexed {
+	p := &pathRef{segs: segs}
+	if len(segs) > 1 {
+		p.parent = internLocked(segs[:len(segs)-1])
+	}
+	if len(interned) < maxInterned {
+		interned[key] = p
+	}
+	return p
+}
+
+// lookupCached returns the value at p, through the cache of found values.
+func (m *Message) lookupCached(p *pathRef) value {
+	raw, ok := m.rawAt(p)
+	if !ok {
+		return value{}
+	}
+	return jsonValue(raw)
+}
+
+// rawAt returns the raw value at p, caching it (and its parents').
+func (m *Message) rawAt(p *pathRef) ([]byte, bool) {
+	for i := 0; i < m.nFound; i++ {
+		if f := &m.found[i]; f.path == p {
+			return f.raw, f.ok
+		}
+	}
+	b := m.raw
+	var start int
+	if p.parent == nil {
+		if len(b) > 1<<31-1 {
+			return nil, false
+		}
+		start = skipSpace(b, 0)
+	} else {
+		r, ok := m.rawAt(p.parent)
+		if !ok {
+			return m.remember(p, nil, false)
+		}
+		start = cap(b) - cap(r) // r's offset in b
+	}
+	if start >= len(b) || b[start] != '{' {
+		return m.remember(p, nil, false)
+	}
+	r, ok := m.member(start, p.segs[len(p.segs)-1])
+	return m.remember(p, r, ok)
+}
+
+func (m *Message) remember(p *pathRef, raw []byte, ok bool) ([]byte, bool) {
+	if m.nFound < maxCached {
+		m.found[m.nFound] = found{path: p, raw: raw, ok: ok}
+		m.nFound++
+	}
+	return raw, ok
+}
+
+// found is a cached lookup.
+type found struct {
+	path *pathRef
+	raw  []byte
+	ok   bool
+}
+
+// object returns the index of the object starting at raw[start] ('{'), indexing it first;
+// -1 when the pool of objects is full.
+func (m *Message) object(start int) int {
+	for i := 0; i < m.nObjects; i++ {
+		if int(m.objects[i].start) == start {
+			return i
+		}
+	}
+	if m.nObjects == maxObjects {
+		return -1
+	}
+	o := &m.objects[m.nObjects]
+	*o = object{start: int32(start), first: int16(m.nSlots), complete: true}
+	it := objIter{b: m.raw, i: start + 1}
+	for {
+		if m.nSlots == maxSlots {
+			o.complete, o.rest = false, int32(it.i)
+			break
+		}
 		mb, ok := it.next()
 		if !ok {
-			return
+			break
 		}
-		m.members[m.n] = mb
-		m.n++
+		m.slots[m.nSlots] = mb
+		m.nSlots++
+		o.n++
 	}
-	m.more, m.rest = true, it.i
+	m.nObjects++
+	return m.nObjects - 1
+}
+
+// member returns the value of the last member named key of the object at raw[start].
+func (m *Message) member(start int, key string) ([]byte, bool) {
+	b := m.raw
+	oi := m.object(start)
+	if oi < 0 {
+		return findMember(b, start+1, key)
+	}
+	o := &m.objects[oi]
+	var out []byte
+	found := false
+	for i := int(o.first); i < int(o.first)+int(o.n); i++ {
+		mb := &m.slots[i]
+		if !mb.keyEsc && int(mb.keyEnd-mb.keyStart) != len(key) {
+			continue
+		}
+		if keyEquals(b[mb.keyStart:mb.keyEnd], mb.keyEsc, key) {
+			out, found = b[mb.valStart:mb.valEnd], true // the last of duplicate keys wins, as in encoding/json
+		}
+	}
+	if !o.complete {
+		if r, ok := findMember(b, int(o.rest), key); ok {
+			out, found = r, true
+		}
+	}
+	return out, found
 }
 
 // lookup returns the value at path, or null when it is missing.
 func (m *Message) lookup(path []string) value {
-	if !m.indexed {
-		m.index()
-	}
 	b := m.raw
-	var raw []byte
-	for i := 0; i < m.n; i++ {
-		mb := &m.members[i]
-		if keyEquals(b[mb.keyStart:mb.keyEnd], mb.keyEsc, path[0]) {
-			raw = b[mb.valStart:mb.valEnd] // the last of duplicate keys wins, as in encoding/json
-		}
-	}
-	if m.more {
-		if r, ok := findMember(b, m.rest, path[0]); ok {
-			raw = r
-		}
-	}
-	if raw == nil {
+	if len(b) > 1<<31-1 {
 		return value{}
 	}
-	for _, seg := range path[1:] {
-		if len(raw) == 0 || raw[0] != '{' {
+	start := skipSpace(b, 0)
+	var raw []byte
+	for _, seg := range path {
+		if start >= len(b) || b[start] != '{' {
 			return value{}
 		}
-		r, ok := findMember(raw, 1, seg)
+		r, ok := m.member(start, seg)
 		if !ok {
 			return value{}
 		}
 		raw = r
+		start = cap(b) - cap(r) // r's offset in b
 	}
 	return jsonValue(raw)
 }
@@ -171,6 +313,9 @@ func skipString(b []byte, i int) (int, bool) {
 	return -1, esc
 }
 
+// structural marks the bytes skipValue stops at inside an object or array.
+var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
+
 // skipValue returns the offset past the JSON value at b[i], or -1. It trusts the bytes to be
 // valid JSON (the router decoded them already) and only guards against running off the end.
 func skipValue(b []byte, i int) int {
@@ -184,6 +329,9 @@ func skipValue(b []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for ; i < len(b); i++ {
+			if !structural[b[i]] {
+				continue
+			}
 			switch b[i] {
 			case '"':
 				end, _ := skipString(b, i)

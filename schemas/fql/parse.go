@@ -297,7 +297,7 @@ func (p *parser) comparison() (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cmpNode{op: op, l: l, r: r}, nil
+	return specialize(&cmpNode{op: op, l: l, r: r}), nil
 }
 
 func (p *parser) unary() (node, error) {
@@ -360,7 +360,7 @@ func (p *parser) primary() (node, error) {
 		if p.tok.kind == tLParen && len(t.path) == 1 && t.text == t.path[0] {
 			return p.call(t)
 		}
-		return &fieldNode{path: t.path}, nil
+		return &fieldNode{path: intern(t.path)}, nil
 	}
 	return nil, p.errf("expected a field, a value, '(' or '!', got %s", p.describe())
 }

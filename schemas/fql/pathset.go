@@ -59,40 +59,23 @@ func NewPathSet(paths []string) (*PathSet, error) {
 // AppendDropped appends to dst the JSON object obj without the set's paths (a path through a
 // value that is not an object, or that is missing, removes nothing). obj must be a valid JSON
 // object; it is appended unchanged when it is not an object.
-func (ps *PathSet) AppendDropped(dst, obj []byte) []byte { return rewrite(dst, obj, &ps.root, false) }
+func (ps *PathSet) AppendDropped(dst, obj []byte) []byte { return rewrite(dst, obj, &ps.root, drop) }
 
 // AppendKept appends to dst the JSON object obj where each top-level member the set names
 // keeps only the listed paths below it (a member listed whole is kept whole); the members the
 // set does not name are kept as they are.
-func (ps *PathSet) AppendKept(dst, obj []byte) []byte {
-	return rewriteTop(dst, obj, &ps.root)
-}
+func (ps *PathSet) AppendKept(dst, obj []byte) []byte { return rewrite(dst, obj, &ps.root, keepNamed) }
 
-// rewriteTop keeps unnamed top-level members, and restricts the named ones.
-func rewriteTop(dst, obj []byte, n *pathNode) []byte {
-	return rewriteWith(dst, obj, func(key []byte, esc bool, val []byte) (keep bool, child *pathNode) {
-		c := childOf(n, key, esc)
-		if c == nil {
-			return true, nil
-		}
-		return true, c
-	}, true)
-}
+type rewriteMode uint8
 
-// rewrite drops (keep false) or keeps only (keep true) n's paths in obj.
-func rewrite(dst, obj []byte, n *pathNode, keep bool) []byte {
-	return rewriteWith(dst, obj, func(key []byte, esc bool, val []byte) (bool, *pathNode) {
-		c := childOf(n, key, esc)
-		if c == nil {
-			return !keep, nil
-		}
-		return true, c
-	}, keep)
-}
+const (
+	drop      rewriteMode = iota // remove the listed paths
+	keepNamed                    // the top level: unnamed members stay, named ones are restricted
+	keepOnly                     // below a named member: only the listed paths stay
+)
 
-// rewriteWith copies obj's members to dst; decide says whether a member stays and, when it
-// has listed paths below it, the node to rewrite its (object) value by.
-func rewriteWith(dst, obj []byte, decide func(key []byte, esc bool, val []byte) (bool, *pathNode), keep bool) []byte {
+// rewrite copies obj's members to dst as mode and n's paths say.
+func rewrite(dst, obj []byte, n *pathNode, mode rewriteMode) []byte {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return append(dst, obj...)
@@ -102,12 +85,12 @@ func rewriteWith(dst, obj []byte, decide func(key []byte, esc bool, val []byte) 
 	it := objIter{b: obj, i: i + 1}
 	for m, ok := it.next(); ok; m, ok = it.next() {
 		key, val := obj[m.keyStart:m.keyEnd], obj[m.valStart:m.valEnd]
-		stay, c := decide(key, m.keyEsc, val)
-		if !stay {
-			continue
-		}
-		if c != nil && c.leaf && !keep { // dropped whole
-			continue
+		c := childOf(n, key, m.keyEsc)
+		switch {
+		case c == nil && mode == keepOnly:
+			continue // not listed
+		case c != nil && c.leaf && mode == drop:
+			continue // listed: dropped whole
 		}
 		if !first {
 			dst = append(dst, ',')
@@ -116,16 +99,15 @@ func rewriteWith(dst, obj []byte, decide func(key []byte, esc bool, val []byte) 
 		dst = append(dst, '"')
 		dst = append(dst, key...)
 		dst = append(dst, '"', ':')
-		switch {
-		case c == nil || c.leaf || len(c.children) == 0:
-			dst = append(dst, val...)
-		case len(val) > 0 && val[0] == '{':
-			dst = rewrite(dst, val, c, keep)
-		case keep:
-			dst = append(dst, val...) // not an object: nothing below it to choose from
-		default:
-			dst = append(dst, val...)
+		if c == nil || c.leaf || len(c.children) == 0 || len(val) == 0 || val[0] != '{' {
+			dst = append(dst, val...) // unlisted, kept whole, or not an object to choose in
+			continue
 		}
+		sub := keepOnly
+		if mode == drop {
+			sub = drop
+		}
+		dst = rewrite(dst, val, c, sub)
 	}
 	return append(dst, '}')
 }
