@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,4 +59,28 @@ func TestDestinationFiltersAPI(t *testing.T) {
 	c.bad(400, "POST", "/v1/destinations/shop/filters/test", `{"message": {"type": "track"`) // malformed JSON
 	c.bad(400, "POST", "/v1/destinations/shop/filters/test", map[string]any{"message": "not an object"})
 	c.ok(400, "POST", "/v1/destinations/shop/filters/test", map[string]any{"message": map[string]any{"type": "track"}, "sourceId": "nope"})
+}
+
+// TestUIFiltersTester: the destination's Test tab has the filters' tester; a message is
+// answered with which filter decided what, as a table, and the body; malformed JSON is a 400
+// with the error next to the box.
+func TestUIFiltersTester(t *testing.T) {
+	h := destHarness(t)
+	c := newOASClient(t, h)
+	c.ok(201, "POST", "/v1/destinations", map[string]any{"id": "shop", "type": "webhooks", "sources": []string{"web"},
+		"settings": map[string]any{"webhooks": []any{map[string]any{"url": "https://hooks.example.com/a"}}},
+		"filters": []any{map[string]any{"name": "small orders", "if": "properties.total < 100", "action": "drop"},
+			map[string]any{"name": "no ip", "action": "dropProperties", "properties": []any{"context.ip"}}}})
+	b := newDestBrowser(t, h)
+	expectDestPage(t, b.get("/destinations/shop?tab=test"), http.StatusOK, "Test the filters", "destination's 2 filters", `name="message"`)
+	expectDestPage(t, b.post("/destinations/shop/filters/test", url.Values{"message": {`{"type":"track","event":"A","properties":{"total":5}}`}}),
+		http.StatusOK, `<span class="badge bad">dropped</span> by <strong>small orders</strong>`, "<td>small orders</td><td>drop</td><td>matched</td><td>dropped</td>",
+		"<td>no ip</td><td>dropProperties</td><td>matched</td><td>skipped</td>")
+	expectDestPage(t, b.post("/destinations/shop/filters/test", url.Values{"message": {`{"type":"track","event":"A","properties":{"total":500},"context":{"ip":"203.0.113.9","locale":"fr"}}`}}),
+		http.StatusOK, `<span class="badge ok">delivered</span>`, "<td>propertiesDropped</td>", "&#34;locale&#34;: &#34;fr&#34;")
+	p := b.post("/destinations/shop/filters/test", url.Values{"message": {`{"type":`}})
+	expectDestPage(t, p, http.StatusBadRequest, `<p id="filters-error" class="field-error" role="alert">The message is not valid JSON`)
+	if strings.Contains(p.Body, "203.0.113.9") {
+		t.Fatal("the previous answer is shown with an error")
+	}
 }
