@@ -19,8 +19,7 @@ func (e *Expr) String() string { return e.src }
 
 // Eval reports whether the expression is true for the message m. It does not allocate.
 func (e *Expr) Eval(m *Message) bool {
-	v := e.root.eval(m)
-	return v.k == kBool && v.b
+	return e.root.test(m)
 }
 
 // Match is Eval on a message's raw JSON, for callers that evaluate one expression.
@@ -59,17 +58,27 @@ type value struct {
 
 func strValue(s []byte) value { return value{k: kString, s: s} }
 
+// node is one node of a compiled expression. test is eval reduced to "is it true", which the
+// boolean operators and Eval use: it spares building a value where only a bool is needed.
 type node interface {
 	eval(m *Message) value
+	test(m *Message) bool
 }
 
 type litNode struct{ v value }
 
 func (n *litNode) eval(*Message) value { return n.v }
 
+func (n *litNode) test(*Message) bool { return n.v.k == kBool && n.v.b }
+
 type fieldNode struct{ path *pathRef }
 
 func (n *fieldNode) eval(m *Message) value { return m.lookupCached(n.path) }
+
+func (n *fieldNode) test(m *Message) bool {
+	raw, _ := m.rawAt(n.path)
+	return len(raw) == 4 && string(raw) == "true"
+}
 
 type notNode struct{ x node }
 
@@ -83,25 +92,19 @@ func (n *notNode) eval(m *Message) value {
 	return value{k: kBool}
 }
 
+func (n *notNode) test(m *Message) bool { v := n.eval(m); return v.b }
+
 type andNode struct{ l, r node }
 
-func (n *andNode) eval(m *Message) value {
-	if l := n.l.eval(m); l.k != kBool || !l.b {
-		return value{k: kBool}
-	}
-	r := n.r.eval(m)
-	return value{k: kBool, b: r.k == kBool && r.b}
-}
+func (n *andNode) eval(m *Message) value { return value{k: kBool, b: n.test(m)} }
+
+func (n *andNode) test(m *Message) bool { return n.l.test(m) && n.r.test(m) }
 
 type orNode struct{ l, r node }
 
-func (n *orNode) eval(m *Message) value {
-	if l := n.l.eval(m); l.k == kBool && l.b {
-		return l
-	}
-	r := n.r.eval(m)
-	return value{k: kBool, b: r.k == kBool && r.b}
-}
+func (n *orNode) eval(m *Message) value { return value{k: kBool, b: n.test(m)} }
+
+func (n *orNode) test(m *Message) bool { return n.l.test(m) || n.r.test(m) }
 
 type cmpOp uint8
 
@@ -122,27 +125,29 @@ type cmpNode struct {
 	l, r node
 }
 
-func (n *cmpNode) eval(m *Message) value {
+func (n *cmpNode) eval(m *Message) value { return value{k: kBool, b: n.test(m)} }
+
+func (n *cmpNode) test(m *Message) bool {
 	l, r := n.l.eval(m), n.r.eval(m)
 	switch n.op {
 	case opEq:
-		return value{k: kBool, b: equal(l, r)}
+		return equal(l, r)
 	case opNe:
-		return value{k: kBool, b: !equal(l, r)}
+		return !equal(l, r)
 	case opIn:
 		if r.k != kList {
-			return value{k: kBool}
+			return false
 		}
 		it := listIter{v: r}
 		for e, ok := it.next(); ok; e, ok = it.next() {
 			if equal(l, e) {
-				return value{k: kBool, b: true}
+				return true
 			}
 		}
-		return value{k: kBool}
+		return false
 	}
 	if l.k != kNumber || r.k != kNumber {
-		return value{k: kBool}
+		return false
 	}
 	var b bool
 	switch n.op {
@@ -155,7 +160,7 @@ func (n *cmpNode) eval(m *Message) value {
 	case opGe:
 		b = l.n >= r.n
 	}
-	return value{k: kBool, b: b}
+	return b
 }
 
 // equal is FQL's strict equality: same type and same value.
@@ -223,6 +228,8 @@ type callNode struct {
 	fn   fn
 	args []node
 }
+
+func (n *callNode) test(m *Message) bool { v := n.eval(m); return v.k == kBool && v.b }
 
 func (n *callNode) eval(m *Message) value {
 	a := n.args[0].eval(m)
@@ -481,14 +488,16 @@ type fieldStrEq struct {
 	neg  bool
 }
 
-func (n *fieldStrEq) eval(m *Message) value {
+func (n *fieldStrEq) eval(m *Message) value { return value{k: kBool, b: n.test(m)} }
+
+func (n *fieldStrEq) test(m *Message) bool {
 	raw, _ := m.rawAt(n.path)
 	if len(raw) >= 2 && raw[0] == '"' {
 		if s := raw[1 : len(raw)-1]; string(s) == string(n.lit) {
-			return value{k: kBool, b: !n.neg}
+			return !n.neg
 		} else if bytes.IndexByte(s, '\\') < 0 {
-			return value{k: kBool, b: n.neg}
+			return n.neg
 		}
 	}
-	return n.cmp.eval(m)
+	return n.cmp.test(m)
 }

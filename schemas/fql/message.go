@@ -298,7 +298,8 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the offset past the string at b[i] ('"') and whether it holds escapes;
-// -1 when it is not closed.
+// -1 when it is not closed. Byte by byte: most strings of a message are short, and eight
+// bytes at a time (as schemas' validating scanner reads) measured slower here.
 func skipString(b []byte, i int) (int, bool) {
 	esc := false
 	for i++; i < len(b); i++ {
