@@ -202,28 +202,6 @@ func (m *Message) member(start int, key string) ([]byte, bool) {
 	return out, found
 }
 
-// lookup returns the value at path, or null when it is missing.
-func (m *Message) lookup(path []string) value {
-	b := m.raw
-	if len(b) > 1<<31-1 {
-		return value{}
-	}
-	start := skipSpace(b, 0)
-	var raw []byte
-	for _, seg := range path {
-		if start >= len(b) || b[start] != '{' {
-			return value{}
-		}
-		r, ok := m.member(start, seg)
-		if !ok {
-			return value{}
-		}
-		raw = r
-		start = cap(b) - cap(r) // r's offset in b
-	}
-	return jsonValue(raw)
-}
-
 // findMember returns the value of the last member named key of the object whose members start
 // at b[i] (just past '{', or past a member).
 func findMember(b []byte, i int, key string) ([]byte, bool) {
