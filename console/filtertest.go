@@ -71,15 +71,15 @@ func runFilters(d *schemas.Destination, req filterTestRequest) (*filterTestAnswe
 		out.Body = body
 		return out, nil
 	}
-	var m fql.Message
-	m.Reset(req.Message)
+	var m fql.Message // the body, as the router reads it
+	m.Reset(body)
 	fd := cf.Decide(req.SourceID, v.MessageID, &m, &out.Steps)
 	if fd.Dropped() {
 		out.Delivered, out.DecidedBy = false, cf.Name(fd.DroppedBy)
 		return out, nil
 	}
 	if fd.Rewrites != 0 {
-		body = cf.AppendRewritten(nil, body, fd)
+		body = cf.AppendRewrittenFrom(nil, &m, fd)
 	}
 	out.Body = body
 	return out, nil

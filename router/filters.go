@@ -43,7 +43,7 @@ func (c *FilterCache) count(destID, filter string) {
 	}
 }
 
-// applyFilters runs d's filters on the message (in s.fmsg): dropped when one sampled it out
+// applyFilters runs d's filters on the message (s.fmsg holds body[headroom:]): dropped when one sampled it out
 // or dropped it (counted); own is the body of its own the destination gets when property
 // filters changed it, made from body (the shared body, in clear, after headroom bytes) and
 // sealed with key when the message is; nil when it shares the message's body.
@@ -63,7 +63,7 @@ func (s *Step) applyFilters(d *schemas.Destination, sourceID string, body []byte
 	if fd.Rewrites == 0 {
 		return nil, false
 	}
-	own = cf.AppendRewritten(make([]byte, headroom, len(body)+shred.TagSize), body[headroom:], fd)
+	own = cf.AppendRewrittenFrom(make([]byte, headroom, len(body)+shred.TagSize), &s.fmsg, fd)
 	if key != nil {
 		own = key.SealReserved(own)
 	}

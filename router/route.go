@@ -147,8 +147,8 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 			continue
 		}
 		if len(d.Filters) > 0 { // a destination without filters pays nothing here
-			if !indexed {
-				s.fmsg.Reset(value)
+			if !indexed { // the body in clear: the message's members, and "version"
+				s.fmsg.Reset(body[headroom:])
 				indexed = true
 			}
 			own, dropped := s.applyFilters(d, src.ID, body, &v, key, headroom)

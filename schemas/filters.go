@@ -154,20 +154,34 @@ func (c *CompiledFilters) Decide(sourceID, messageID string, m *fql.Message, ste
 // allowProperties one keeps, of properties, traits and context, only its paths (the other
 // fields pass).
 func (c *CompiledFilters) AppendRewritten(dst, obj []byte, fd FilterDecision) []byte {
+	var m fql.Message
+	m.Reset(obj)
+	return c.AppendRewrittenFrom(dst, &m, fd)
+}
+
+// AppendRewrittenFrom is AppendRewritten of the object m holds — the one Decide read — reusing
+// what m indexed of it.
+func (c *CompiledFilters) AppendRewrittenFrom(dst []byte, m *fql.Message, fd FilterDecision) []byte {
 	start := len(dst)
+	var obj []byte // the previous rewrite's output
 	for i := range c.filters {
 		if fd.Rewrites&(1<<i) == 0 {
 			continue
 		}
 		f := &c.filters[i]
-		if len(dst) > start { // a second rewrite reads the first's output
-			obj = append([]byte(nil), dst[start:]...)
+		switch {
+		case obj == nil && len(dst) == start && f.Action == FilterDropProperties:
+			dst = f.paths.AppendDroppedFrom(dst, m)
+		case obj == nil && len(dst) == start:
+			dst = f.paths.AppendKeptFrom(dst, m)
+		default:
+			obj = append(obj[:0], dst[start:]...) // a second rewrite reads the first's output
 			dst = dst[:start]
-		}
-		if f.Action == FilterDropProperties {
-			dst = f.paths.AppendDropped(dst, obj)
-		} else {
-			dst = f.paths.AppendKept(dst, obj)
+			if f.Action == FilterDropProperties {
+				dst = f.paths.AppendDropped(dst, obj)
+			} else {
+				dst = f.paths.AppendKept(dst, obj)
+			}
 		}
 	}
 	return dst

@@ -188,14 +188,16 @@ func TestPathSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []byte
+		var got, gotIndexed []byte
+		var m fql.Message
+		m.Reset(body)
 		if c.keep {
-			got = ps.AppendKept(nil, body)
+			got, gotIndexed = ps.AppendKept(nil, body), ps.AppendKeptFrom(nil, &m)
 		} else {
-			got = ps.AppendDropped(nil, body)
+			got, gotIndexed = ps.AppendDropped(nil, body), ps.AppendDroppedFrom(nil, &m)
 		}
-		if string(got) != c.want {
-			t.Errorf("%v keep=%v:\n got %s\nwant %s", c.paths, c.keep, got, c.want)
+		if string(got) != c.want || string(gotIndexed) != c.want {
+			t.Errorf("%v keep=%v:\n got %s\n and %s (indexed)\nwant %s", c.paths, c.keep, got, gotIndexed, c.want)
 		}
 	}
 	if _, err := fql.NewPathSet([]string{"a..b"}); err == nil {
@@ -256,6 +258,10 @@ func FuzzParse(f *testing.F) {
 		if ps, err := fql.NewPathSet([]string{expr}); err == nil {
 			ps.AppendDropped(nil, []byte(msg))
 			ps.AppendKept(nil, []byte(msg))
+			var m fql.Message
+			m.Reset([]byte(msg))
+			ps.AppendDroppedFrom(nil, &m)
+			ps.AppendKeptFrom(nil, &m)
 		}
 	})
 }

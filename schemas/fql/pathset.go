@@ -127,3 +127,56 @@ func childOf(n *pathNode, key []byte, esc bool) *pathNode {
 	}
 	return nil
 }
+
+// AppendDroppedFrom is AppendDropped of the object m holds, reusing the members m indexed
+// while expressions were evaluated on it: only the removed members' bytes are skipped, the
+// rest copied in runs.
+func (ps *PathSet) AppendDroppedFrom(dst []byte, m *Message) []byte {
+	return rewriteIndexed(dst, m, skipSpace(m.raw, 0), m.raw, &ps.root, drop)
+}
+
+// AppendKeptFrom is AppendKept of the object m holds, reusing its index (see AppendDroppedFrom).
+func (ps *PathSet) AppendKeptFrom(dst []byte, m *Message) []byte {
+	return rewriteIndexed(dst, m, skipSpace(m.raw, 0), m.raw, &ps.root, keepNamed)
+}
+
+// rewriteIndexed is rewrite of obj, the object at m.raw[start:], through m's index of it.
+func rewriteIndexed(dst []byte, m *Message, start int, obj []byte, n *pathNode, mode rewriteMode) []byte {
+	if start >= len(m.raw) || m.raw[start] != '{' || len(m.raw) > 1<<31-1 {
+		return rewrite(dst, obj, n, mode)
+	}
+	oi := m.object(start)
+	if oi < 0 || !m.objects[oi].complete {
+		return rewrite(dst, obj, n, mode)
+	}
+	o := m.objects[oi]
+	b := m.raw
+	dst = append(dst, '{')
+	first := true
+	for i := int(o.first); i < int(o.first)+int(o.n); i++ {
+		mb := m.slots[i]
+		c := childOf(n, b[mb.keyStart:mb.keyEnd], mb.keyEsc)
+		switch {
+		case c == nil && mode == keepOnly:
+			continue
+		case c != nil && c.leaf && mode == drop:
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		val := b[mb.valStart:mb.valEnd]
+		if c == nil || c.leaf || len(c.children) == 0 || len(val) == 0 || val[0] != '{' {
+			dst = append(dst, b[mb.keyStart-1:mb.valEnd]...) // "key":value as sent
+			continue
+		}
+		dst = append(dst, b[mb.keyStart-1:mb.valStart]...)
+		sub := keepOnly
+		if mode == drop {
+			sub = drop
+		}
+		dst = rewriteIndexed(dst, m, int(mb.valStart), val, c, sub)
+	}
+	return append(dst, '}')
+}
