@@ -319,6 +319,13 @@ func (r *runes) next() (rune, bool) {
 	if r.i >= len(r.s) {
 		return 0, false
 	}
+	if b := r.s[r.i]; b < utf8.RuneSelf && b != '\\' { // ASCII: the common case
+		r.i++
+		if r.lower && 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		return rune(b), true
+	}
 	var c rune
 	if r.esc && r.s[r.i] == '\\' && r.i+1 < len(r.s) {
 		c = r.unescape()

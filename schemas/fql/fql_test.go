@@ -104,6 +104,8 @@ func TestEval(t *testing.T) {
 		{`event`, order, false},
 		{`properties.total and true`, order, false},
 		{`!event`, order, false},
+		// Duplicate keys: the last wins, as encoding/json decides.
+		{`event = 'B' and properties.a = 2`, `{"event":"A","properties":{"a":1,"a":2},"event":"B"}`, true},
 		// Malformed messages leave fields missing.
 		{`event = 'A'`, `not json`, false},
 		{`event = null`, `{"event":`, true},

@@ -183,23 +183,22 @@ func (m *Message) member(start int, key string) ([]byte, bool) {
 		return findMember(b, start+1, key)
 	}
 	o := &m.objects[oi]
-	var out []byte
-	found := false
-	for i := int(o.first); i < int(o.first)+int(o.n); i++ {
+	// The last of duplicate keys wins, as in encoding/json: look from the end.
+	if !o.complete {
+		if r, ok := findMember(b, int(o.rest), key); ok {
+			return r, true
+		}
+	}
+	for i := int(o.first) + int(o.n) - 1; i >= int(o.first); i-- {
 		mb := &m.slots[i]
 		if !mb.keyEsc && int(mb.keyEnd-mb.keyStart) != len(key) {
 			continue
 		}
 		if keyEquals(b[mb.keyStart:mb.keyEnd], mb.keyEsc, key) {
-			out, found = b[mb.valStart:mb.valEnd], true // the last of duplicate keys wins, as in encoding/json
+			return b[mb.valStart:mb.valEnd], true
 		}
 	}
-	if !o.complete {
-		if r, ok := findMember(b, int(o.rest), key); ok {
-			out, found = r, true
-		}
-	}
-	return out, found
+	return nil, false
 }
 
 // findMember returns the value of the last member named key of the object whose members start
