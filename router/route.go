@@ -82,7 +82,8 @@ func (d Deliveries) Reset() Deliveries {
 // Route decides one tracking.events record and appends to out one webhooks.deliveries record
 // per destination that takes it, with that destination's id. The delivered body is built
 // once, in the same pass that reads the routing fields (schemas.DecodeRoutingViewAppendBody),
-// and shared by those records; the rest of the message passes through as bytes. The error
+// and shared by those records (a destination whose property filters changed it gets its own:
+// docs/routing.md#destination-filters); the rest of the message passes through as bytes. The error
 // explains an Invalid outcome. A sealed message is opened first, and its deliveries are
 // sealed with the same key (the header tributary-key copied); a message whose key was
 // shredded is Deleted. An error wrapping shred.ErrUnavailable (the keys could not be read)
