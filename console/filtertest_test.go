@@ -83,4 +83,14 @@ func TestUIFiltersTester(t *testing.T) {
 	if strings.Contains(p.Body, "203.0.113.9") {
 		t.Fatal("the previous answer is shown with an error")
 	}
+	// Signed in and with the session's CSRF token only, as every form.
+	expectDestPage(t, b.send(http.MethodPost, "/destinations/shop/filters/test", url.Values{"_csrf": {"forged"}, "message": {"{}"}}), http.StatusForbidden)
+	resp, err := http.PostForm(h.srv.URL+"/destinations/shop/filters/test", url.Values{"message": {"{}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without a session: %d", resp.StatusCode)
+	}
 }
