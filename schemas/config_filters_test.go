@@ -55,3 +55,33 @@ func TestFiltersRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFiltersJSON: filters read from a JSON config as from YAML, an unknown field of a filter
+// is refused with its line, and a bad condition's error has the line of its "if".
+func TestFiltersJSON(t *testing.T) {
+	const head = `{"sources": [{"id": "web", "writeKey": "wk_test_web"}],
+ "destinations": [{"id": "hooks", "type": "webhooks", "sources": ["web"],
+  "settings": {"webhooks": [{"url": "https://hooks.example.com/segment"}]},
+  "filters": [
+`
+	cfg, err := ParseConfig([]byte(head+`   {"name": "big", "if": "properties.total > 100", "action": "sample", "percent": 12.5}]}]}`), ConfigFormatJSON)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil || *cfg.Destinations[0].Filters[0].Percent != 12.5 {
+		t.Fatalf("%+v, %v", cfg, err)
+	}
+	_, err = ParseConfig([]byte(head+`   {"name": "big", "iff": "x", "action": "drop"}]}]}`), ConfigFormatJSON)
+	if err == nil || !strings.Contains(err.Error(), `line 5: destinations[0].filters[0]: unknown field "iff"`) {
+		t.Fatalf("unknown field: %v", err)
+	}
+	cfg, err = ParseConfig([]byte(head+`   {"name": "big",
+    "if": "event = 'A' or",
+    "action": "drop"}]}]}`), ConfigFormatJSON)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err == nil || err.Error() != `line 6: destinations[0].filters[0].if: filter "big" of destination "hooks": column 15: expected a field, a value, '(' or '!', got the end` {
+		t.Fatalf("bad condition: %v", err)
+	}
+}
