@@ -523,6 +523,10 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(200, "POST", "/v1/destinations/hooks/test", nil)
 	c.bad(400, "POST", "/v1/destinations/hooks/test", map[string]any{"type": "nope"})
 	c.ok(404, "POST", "/v1/destinations/nope/test", nil)
+	// The filters' tester (TestDestinationFiltersAPI has more).
+	c.ok(200, "POST", "/v1/destinations/hooks/filters/test", map[string]any{"message": map[string]any{"type": "track", "event": "E"}})
+	c.bad(400, "POST", "/v1/destinations/hooks/filters/test", map[string]any{})
+	c.ok(404, "POST", "/v1/destinations/nope/filters/test", map[string]any{"message": map[string]any{}})
 
 	// Computed traits and audiences.
 	c.ok(200, "GET", "/v1/computed-traits", nil)

@@ -467,6 +467,7 @@ func (s *Service) routes() http.Handler {
 	h("GET /v1/destinations/{id}/dlq", s.listDLQ)
 	h("POST /v1/destinations/{id}/dlq/replay", s.replayDLQ)
 	h("POST /v1/destinations/{id}/test", s.testDestination)
+	h("POST /v1/destinations/{id}/filters/test", s.testFilters)
 	h("GET /v1/destinations/{id}/pending", s.listPending)
 	h("POST /v1/destinations/{id}/retry", s.retryPending)
 	h("GET /v1/destinations/{id}/messages", s.destinationMessages)

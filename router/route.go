@@ -9,6 +9,7 @@ import (
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
+	"github.com/tributary-cdp/tributary/schemas/fql"
 )
 
 // Snapshot is what routing reads of the tenant config; *platform.Snapshot is one.
@@ -56,7 +57,12 @@ type Step struct {
 	// none are forwarded.
 	EventsTopic string
 
-	opened []byte // the buffer sealed messages are opened into, reused by the next one
+	// Filters caches the compiled destination filters across steps of one config snapshot
+	// (docs/routing.md#destination-filters); nil: the step makes its own.
+	Filters *FilterCache
+
+	opened []byte      // the buffer sealed messages are opened into, reused by the next one
+	fmsg   fql.Message // the message the filters read, indexed once for all its destinations
 }
 
 // Deliveries are webhooks.deliveries records with the destination of each:
@@ -82,7 +88,8 @@ func (d Deliveries) Reset() Deliveries {
 // Route decides one tracking.events record and appends to out one webhooks.deliveries record
 // per destination that takes it, with that destination's id. The delivered body is built
 // once, in the same pass that reads the routing fields (schemas.DecodeRoutingViewAppendBody),
-// and shared by those records; the rest of the message passes through as bytes. The error
+// and shared by those records (a destination whose property filters changed it gets its own:
+// docs/routing.md#destination-filters); the rest of the message passes through as bytes. The error
 // explains an Invalid outcome. A sealed message is opened first, and its deliveries are
 // sealed with the same key (the header tributary-key copied); a message whose key was
 // shredded is Deleted. An error wrapping shred.ErrUnavailable (the keys could not be read)
@@ -140,6 +147,8 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	}
 	var messageID []byte
 	n := len(out.Records)
+	indexed := false // s.fmsg holds this message
+	shared := 0      // deliveries of body
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
 		if !d.Routed() { // an auto-disabled destination's deliveries are parked (docs/delivery.md#auto-disable)
 			continue
@@ -150,17 +159,47 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 			}
 			continue
 		}
-		if messageID == nil {
-			messageID = []byte(v.MessageID)
-			if key != nil { // sealed once, shared by the message's deliveries
-				body = key.SealReserved(body)
+		if len(d.Filters) > 0 { // a destination without filters pays nothing here
+			if !indexed { // the body in clear: the message's members, and "version"
+				s.fmsg.Reset(body[headroom:])
+				indexed = true
+			}
+			own, dropped := s.applyFilters(d, src.ID, body, &v, key, headroom)
+			if dropped {
+				if s.AttemptsTopic != "" {
+					out.Filtered = append(out.Filtered, s.filtered(d.ID, v.MessageID, schemas.FilterDestinationFilter))
+				}
+				continue
+			}
+			if own != nil {
+				if messageID == nil {
+					messageID = []byte(v.MessageID)
+				}
+				out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, own))
+				out.DestinationIDs = append(out.DestinationIDs, d.ID)
+				continue
 			}
 		}
+		if messageID == nil {
+			messageID = []byte(v.MessageID)
+		}
+		shared++
 		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, body))
 		out.DestinationIDs = append(out.DestinationIDs, d.ID)
 	}
 	if len(out.Records) == n {
 		return out, NoDestination, nil
+	}
+	if key != nil && shared > 0 {
+		// Sealed once, after every destination's filters read it in clear, and shared by the
+		// message's deliveries that take it unchanged.
+		plain := &body[0]
+		sealed := key.SealReserved(body)
+		for _, r := range out.Records[n:] {
+			if len(r.Value) > 0 && &r.Value[0] == plain {
+				r.Value = sealed
+			}
+		}
 	}
 	return out, Routed, nil
 }

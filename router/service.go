@@ -49,7 +49,8 @@ type Service struct {
 	lag      *platform.LagCollector
 	now      func() time.Time
 	keys     *shred.Keyring
-	ownKeys  bool // keys is the service's own: Run runs it
+	ownKeys  bool         // keys is the service's own: Run runs it
+	filters  *FilterCache // compiled destination filters (the events pipe's goroutine)
 }
 
 // New builds the service.
@@ -74,6 +75,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.metrics, err = newMetrics(deps.Registerer, s.sup, s.dedupe); err != nil {
 		return nil, err
 	}
+	s.filters = NewFilterCache(s.metrics.filterDrops)
 	if s.keys = deps.Keys; s.keys == nil {
 		s.ownKeys = true
 		if s.keys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
@@ -178,6 +180,7 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.batchAt)),
 		Keys:            s.keys,
 		EventsTopic:     s.cfg.EventsTopic,
+		Filters:         s.filters,
 	}
 	if s.cfg.FilteredRecords {
 		step.AttemptsTopic = s.cfg.AttemptsTopic

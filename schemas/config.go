@@ -82,6 +82,9 @@ type Destination struct {
 	Enabled  *bool               `json:"enabled,omitempty" yaml:"enabled"`
 	Sources  []string            `json:"sources" yaml:"sources"`
 	Settings DestinationSettings `json:"settings" yaml:"settings"`
+	// Filters decide what the destination gets of its sources' messages
+	// (docs/routing.md#destination-filters).
+	Filters []DestinationFilter `json:"filters,omitempty" yaml:"filters"`
 	// AutoDisabled is set, with Enabled false, by the deliverer that disabled the destination
 	// after settings.autoDisable.after of failures (docs/delivery.md#auto-disable); it is never
 	// read from a config file. Enabling the destination again clears it.

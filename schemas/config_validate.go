@@ -201,6 +201,7 @@ func (d *Destination) check(v *validator, p string) {
 		}
 		seen[src] = true
 	}
+	d.checkFilters(v, p)
 	sp := fieldPath(p, "settings")
 	st := &d.Settings
 	wp := fieldPath(sp, "webhooks")
