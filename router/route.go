@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -14,6 +15,7 @@ import (
 
 // Snapshot is what routing reads of the tenant config; *platform.Snapshot is one.
 type Snapshot interface {
+	// SourceByID must not keep id: Route passes the bytes of a record's header.
 	SourceByID(id string) (*schemas.Source, bool)
 	Sources() []*schemas.Source
 	DestinationsForSource(sourceID string) []*schemas.Destination
@@ -99,7 +101,8 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	if len(sourceID) == 0 {
 		return out, Invalid, fmt.Errorf("no %s header", schemas.HeaderSourceID)
 	}
-	src, ok := s.Config.SourceByID(string(sourceID))
+	// The id is only looked up (Snapshot.SourceByID keeps no reference): no copy of it.
+	src, ok := s.Config.SourceByID(unsafe.String(&sourceID[0], len(sourceID)))
 	if !ok {
 		return out, UnknownSource, nil
 	}
@@ -125,10 +128,18 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 		// place (one buffer per message, shared by its deliveries).
 		s.opened, headroom = value, shred.Headroom
 	}
-	v, body, err := schemas.DecodeRoutingViewAppendBody(make([]byte, headroom, headroom+len(value)+64+shred.TagSize), value)
+	// A source with destination filters has the body's top-level members noted as it is
+	// written, for the filters (no second scan).
+	var index schemas.MemberIndex
+	if s.filtersRead(src.ID) {
+		s.fmsg.BeginTop()
+		index = &s.fmsg
+	}
+	v, body, err := schemas.DecodeRoutingViewAppendBodyIndexed(make([]byte, headroom, headroom+len(value)+64+shred.TagSize), value, index)
 	if err != nil {
 		return out, Invalid, err
 	}
+	written := body // what the index describes, unless the plan edits the body
 	if BlockedByTrackingPlan(src, &v) {
 		return s.Filter(out, src.ID, v.MessageID, schemas.FilterTrackingPlan), BlockedByPlan, nil
 	}
@@ -147,8 +158,14 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	}
 	var messageID []byte
 	n := len(out.Records)
-	indexed := false // s.fmsg holds this message
-	shared := 0      // deliveries of body
+	// s.fmsg holds this message: its top level noted as the body was written, when the body
+	// is still that one (a tracking plan may have edited it) and of a type whose members
+	// stayed where they were written.
+	indexed := index != nil && len(body) == len(written) && &body[0] == &written[0] && v.Type != schemas.TypeDelete && v.Type != schemas.TypeAlias
+	if indexed {
+		s.fmsg.EndTop(body[headroom:])
+	}
+	shared := 0 // deliveries of body
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
 		if !d.Routed() { // an auto-disabled destination's deliveries are parked (docs/delivery.md#auto-disable)
 			continue
@@ -283,4 +300,14 @@ func headerValue(r *kgo.Record, key string) []byte {
 		}
 	}
 	return nil
+}
+
+// filtersRead reports whether a destination of the source that takes messages has filters.
+func (s *Step) filtersRead(sourceID string) bool {
+	for _, d := range s.Config.DestinationsForSource(sourceID) {
+		if len(d.Filters) > 0 && d.Routed() {
+			return true
+		}
+	}
+	return false
 }

@@ -53,6 +53,43 @@ func (m *Message) Reset(raw []byte) {
 	m.raw, m.nSlots, m.nObjects, m.nFound = raw, 0, 0, 0
 }
 
+// BeginTop starts indexing the top-level members of a message as its writer writes them
+// (AddTop each, in order, then EndTop with the bytes written), instead of the first lookup
+// scanning them again.
+func (m *Message) BeginTop() {
+	m.raw, m.nSlots, m.nObjects, m.nFound = nil, 0, 0, 0
+}
+
+// AddTop notes one top-level member: the offsets, in the bytes EndTop will be given, of its
+// key's content (between the quotes; escaped when keyEsc) and of its value.
+func (m *Message) AddTop(keyStart, keyEnd, valStart, valEnd int, keyEsc bool) {
+	if m.nSlots == maxSlots {
+		m.nSlots++ // past the pool: EndTop leaves the rest to a scan
+		return
+	}
+	if m.nSlots > maxSlots || valEnd > 1<<31-1 {
+		return
+	}
+	m.slots[m.nSlots] = member{keyStart: int32(keyStart), keyEnd: int32(keyEnd), valStart: int32(valStart), valEnd: int32(valEnd), keyEsc: keyEsc}
+	m.nSlots++
+}
+
+// EndTop points m at raw, one JSON object starting at raw[0], whose top-level members were
+// all given to AddTop since BeginTop.
+func (m *Message) EndTop(raw []byte) {
+	m.raw, m.nFound = raw, 0
+	if len(raw) == 0 || raw[0] != '{' || len(raw) > 1<<31-1 {
+		m.nSlots, m.nObjects = 0, 0
+		return
+	}
+	o := object{start: 0, first: 0, n: int16(min(m.nSlots, maxSlots)), complete: m.nSlots <= maxSlots}
+	if !o.complete {
+		m.nSlots = maxSlots
+		o.rest = m.slots[maxSlots-1].valEnd
+	}
+	m.objects[0], m.nObjects = o, 1
+}
+
 // pathRef is an interned field path: every expression naming the same path shares one, so a
 // Message can cache a lookup for all of them by pointer. parent is the path without its last
 // segment (nil for a top-level field), interned too: context.library.name and
