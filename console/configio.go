@@ -69,6 +69,9 @@ func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) (cfg *s
 	for i := range cfg.ComputedTraits {
 		cfg.ComputedTraits[i].Origin = ""
 	}
+	for i := range cfg.TrackingPlans {
+		cfg.TrackingPlans[i].Origin = ""
+	}
 	return cfg, comments
 }
 
@@ -207,6 +210,9 @@ func (s *Service) applyConfig(ctx context.Context, body []byte, format string, d
 	for i := range cfg.ComputedTraits {
 		cfg.ComputedTraits[i].Origin = schemas.OriginConsole
 	}
+	for i := range cfg.TrackingPlans {
+		cfg.TrackingPlans[i].Origin = schemas.OriginConsole
+	}
 	recs, err := cfg.Records()
 	if err != nil {
 		return nil, fileErrors(err)
@@ -249,7 +255,7 @@ func (s *Service) applyConfig(ctx context.Context, body []byte, format string, d
 	// Objects the console manages that the file no longer lists are deleted: the file is the
 	// whole of what the console manages (objects of config files stay).
 	var deletes []schemas.ConfigObject
-	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits}
+	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits, TrackingPlans: cfg.TrackingPlans}
 	for _, o := range objectsOf(snap) {
 		switch {
 		case listed[o.Key()]:

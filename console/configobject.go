@@ -26,6 +26,7 @@ var lists = map[schemas.ConfigKind]string{
 	schemas.ConfigKindDestination:   "destinations",
 	schemas.ConfigKindAudience:      "audiences",
 	schemas.ConfigKindComputedTrait: "computedTraits",
+	schemas.ConfigKindTrackingPlan:  "trackingPlans",
 }
 
 // nouns name a kind in messages.
@@ -34,6 +35,7 @@ var nouns = map[schemas.ConfigKind]string{
 	schemas.ConfigKindDestination:   "destination",
 	schemas.ConfigKindAudience:      "audience",
 	schemas.ConfigKindComputedTrait: "computed trait",
+	schemas.ConfigKindTrackingPlan:  "tracking plan",
 }
 
 // lookup returns the object of kind and id in snap (a tombstone ConfigObject when absent).
@@ -49,6 +51,8 @@ func lookup(snap *platform.Snapshot, kind schemas.ConfigKind, id string) (schema
 		o.Audience, ok = snap.AudienceByID(id)
 	case schemas.ConfigKindComputedTrait:
 		o.ComputedTrait, ok = snap.ComputedTraitByID(id)
+	case schemas.ConfigKindTrackingPlan:
+		o.TrackingPlan, ok = snap.TrackingPlanByID(id)
 	}
 	return o, ok
 }
@@ -69,6 +73,9 @@ func objectsOf(snap *platform.Snapshot) []schemas.ConfigObject {
 	for _, x := range snap.ComputedTraits() {
 		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindComputedTrait, ID: x.ID, ComputedTrait: x})
 	}
+	for _, x := range snap.TrackingPlans() {
+		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindTrackingPlan, ID: x.ID, TrackingPlan: x})
+	}
 	return out
 }
 
@@ -83,6 +90,8 @@ func addTo(cfg *schemas.Config, o schemas.ConfigObject) {
 		cfg.Audiences = append(cfg.Audiences, *o.Audience)
 	case o.ComputedTrait != nil:
 		cfg.ComputedTraits = append(cfg.ComputedTraits, *o.ComputedTrait)
+	case o.TrackingPlan != nil:
+		cfg.TrackingPlans = append(cfg.TrackingPlans, *o.TrackingPlan)
 	}
 }
 
@@ -111,17 +120,22 @@ func listLen(cfg *schemas.Config, list string) int {
 		return len(cfg.Audiences)
 	case "computedTraits":
 		return len(cfg.ComputedTraits)
+	case "trackingPlans":
+		return len(cfg.TrackingPlans)
 	}
 	return 0
 }
 
 // entryPath matches a list entry in a validation message ("audiences[0].name").
-var entryPath = regexp.MustCompile(`\b(sources|destinations|audiences|computedTraits)\[(\d+)\]`)
+var entryPath = regexp.MustCompile(`\b(sources|destinations|audiences|computedTraits|trackingPlans)\[(\d+)\]`)
 
 // nounOf names a list's objects.
 func nounOf(list string) string {
-	if list == "computedTraits" {
+	switch list {
+	case "computedTraits":
 		return "computed trait"
+	case "trackingPlans":
+		return "tracking plan"
 	}
 	return strings.TrimSuffix(list, "s")
 }
@@ -150,6 +164,8 @@ func idAt(cfg *schemas.Config, list string, i int) string {
 		return cfg.Audiences[i].ID
 	case list == "computedTraits" && i < len(cfg.ComputedTraits):
 		return cfg.ComputedTraits[i].ID
+	case list == "trackingPlans" && i < len(cfg.TrackingPlans):
+		return cfg.TrackingPlans[i].ID
 	}
 	return ""
 }
@@ -256,6 +272,9 @@ func parseObject(kind schemas.ConfigKind, body []byte) (schemas.ConfigObject, er
 	case schemas.ConfigKindComputedTrait:
 		o.ComputedTrait = &cfg.ComputedTraits[0]
 		o.ID = o.ComputedTrait.ID
+	case schemas.ConfigKindTrackingPlan:
+		o.TrackingPlan = &cfg.TrackingPlans[0]
+		o.ID = o.TrackingPlan.ID
 	}
 	return o, nil
 }
@@ -273,6 +292,8 @@ func objectJSON(o schemas.ConfigObject) (map[string]any, error) {
 		v = o.Audience
 	case o.ComputedTrait != nil:
 		v = o.ComputedTrait
+	case o.TrackingPlan != nil:
+		v = o.TrackingPlan
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -310,12 +331,17 @@ var aggregates = []string{"count", "sum", "avg", "min", "max", "first", "last", 
 
 // replaceWhole makes the parts of an object that are one value replace the current one instead
 // of merging into it (a merge would mix two rules): an audience's rule, and a computed trait's
-// computation (giving one removes the others). It removes them from target and returns patch.
+// computation (giving one removes the others), a tracking plan's rules. It removes them from target and returns patch.
 func replaceWhole(kind schemas.ConfigKind, target, patch map[string]any) map[string]any {
 	switch kind {
 	case schemas.ConfigKindAudience:
 		if _, ok := patch["rule"]; ok {
 			delete(target, "rule")
+		}
+	case schemas.ConfigKindTrackingPlan:
+		// Its schemas are values, not objects to merge into.
+		if _, ok := patch["rules"]; ok {
+			delete(target, "rules")
 		}
 	case schemas.ConfigKindComputedTrait:
 		for _, k := range aggregates {

@@ -39,6 +39,8 @@ func (s *Service) record(o schemas.ConfigObject) (schemas.ConfigRecord, error) {
 		rec, err = o.Audience.Record()
 	case o.ComputedTrait != nil:
 		rec, err = o.ComputedTrait.Record()
+	case o.TrackingPlan != nil:
+		rec, err = o.TrackingPlan.Record()
 	default:
 		return schemas.ConfigRecord{Key: o.Key()}, nil // a tombstone
 	}

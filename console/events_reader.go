@@ -44,6 +44,9 @@ func (s *Service) runEvents(ctx context.Context) error {
 				return // sealed with a shredded key: its user was deleted
 			}
 			batch = append(batch, views.Record{Source: src, R: r, Rejected: r.Topic == s.cfg.RejectedTopic})
+			if r.Topic == s.cfg.EventsTopic {
+				s.checkViolations(src, r) // docs/console.md#violations
+			}
 		},
 	}, func() {
 		if len(batch) == 0 {

@@ -523,6 +523,10 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(200, "POST", "/v1/destinations/hooks/test", nil)
 	c.bad(400, "POST", "/v1/destinations/hooks/test", map[string]any{"type": "nope"})
 	c.ok(404, "POST", "/v1/destinations/nope/test", nil)
+	// The filters' tester (TestDestinationFiltersAPI has more).
+	c.ok(200, "POST", "/v1/destinations/hooks/filters/test", map[string]any{"message": map[string]any{"type": "track", "event": "E"}})
+	c.bad(400, "POST", "/v1/destinations/hooks/filters/test", map[string]any{})
+	c.ok(404, "POST", "/v1/destinations/nope/filters/test", map[string]any{"message": map[string]any{}})
 
 	// Computed traits and audiences.
 	c.ok(200, "GET", "/v1/computed-traits", nil)
@@ -538,6 +542,27 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(409, "PATCH", "/v1/computed-traits/ltv", map[string]any{"name": "x"}, "If-Match", tr.Header.Get("ETag"))
 	c.ok(404, "PATCH", "/v1/computed-traits/nope", map[string]any{"name": "x"})
 	c.bad(400, "PATCH", "/v1/computed-traits/ltv", map[string]any{"avg": "yes"})
+
+	// Tracking plans, and a source's violations.
+	c.ok(200, "GET", "/v1/tracking-plans", nil)
+	c.ok(201, "POST", "/v1/tracking-plans", map[string]any{"id": "shop", "name": "Shop", "rules": map[string]any{"events": []any{
+		map[string]any{"name": "Order Completed", "properties": map[string]any{"type": "object", "required": []string{"total"}}}}}})
+	c.ok(409, "POST", "/v1/tracking-plans", map[string]any{"id": "shop"})
+	if f := oasField(t, c.ok(400, "POST", "/v1/tracking-plans", map[string]any{"id": "bad", "rules": map[string]any{"identify": map[string]any{"type": "objekt"}}})); f != "rules.identify" {
+		t.Errorf("field %q, want rules.identify", f) // a schema that does not compile
+	}
+	c.bad(400, "POST", "/v1/tracking-plans", map[string]any{"id": "bad", "rules": map[string]any{"events": []any{map[string]any{"nam": "x"}}}})
+	tp := c.ok(200, "GET", "/v1/tracking-plans/shop", nil)
+	c.ok(404, "GET", "/v1/tracking-plans/nope", nil)
+	c.ok(200, "PATCH", "/v1/tracking-plans/shop", map[string]any{"rules": map[string]any{"identify": map[string]any{"type": "object"}}}, "If-Match", tp.Header.Get("ETag"))
+	c.ok(409, "PATCH", "/v1/tracking-plans/shop", map[string]any{"name": "x"}, "If-Match", tp.Header.Get("ETag"))
+	c.ok(404, "PATCH", "/v1/tracking-plans/nope", map[string]any{"name": "x"})
+	c.ok(200, "PATCH", "/v1/sources/app", map[string]any{"trackingPlan": map[string]any{"planId": "shop", "allowUnplannedTrackEvents": false}})
+	c.ok(409, "DELETE", "/v1/tracking-plans/shop", nil) // the source names it
+	c.ok(200, "GET", "/v1/sources/app/violations", nil)
+	c.ok(404, "GET", "/v1/sources/nope/violations", nil)
+	c.ok(200, "PATCH", "/v1/sources/app", map[string]any{"trackingPlan": nil})
+	c.ok(204, "DELETE", "/v1/tracking-plans/shop", nil)
 
 	c.ok(200, "GET", "/v1/audiences", nil)
 	c.ok(201, "POST", "/v1/audiences", map[string]any{"id": "buyers", "name": "Big Buyers", "source": "app", "realtime": true,

@@ -75,6 +75,7 @@ type Service struct {
 	messages    *views.Messages
 	health      *views.Health // what became of each destination's messages
 	events      *views.Events
+	violations  *views.Violations
 	regulations *views.Regulations
 	forget      *forgetting // what the views forget of deleted and suppressed users
 	dlq         *views.DLQ
@@ -133,6 +134,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.messages = views.NewMessages(cfg.MessagesPerDestination, cfg.MessageBytesPerDestination)
 	s.health = views.NewHealth(cfg.StatsWindow, cfg.HealthMessages)
 	s.events = views.NewEvents(cfg.RecentEvents)
+	s.violations = views.NewViolations()
 	s.regulations = views.NewRegulations(cfg.RegulationStores)
 	s.forget = newForgetting()
 	s.dlq = views.NewDLQ(cfg.DLQPerDestination)
@@ -450,6 +452,7 @@ func (s *Service) routes() http.Handler {
 	h("POST /v1/sources/{id}/rotate-key", s.rotateKey)
 	h("GET /v1/sources/{id}/events/live", s.liveEvents)
 	h("GET /v1/sources/{id}/events/recent", s.recentEvents)
+	h("GET /v1/sources/{id}/violations", s.sourceViolations)
 
 	h("GET /v1/destinations", s.listOf(schemas.ConfigKindDestination))
 	h("POST /v1/destinations", s.createOf(schemas.ConfigKindDestination))
@@ -464,6 +467,7 @@ func (s *Service) routes() http.Handler {
 	h("GET /v1/destinations/{id}/dlq", s.listDLQ)
 	h("POST /v1/destinations/{id}/dlq/replay", s.replayDLQ)
 	h("POST /v1/destinations/{id}/test", s.testDestination)
+	h("POST /v1/destinations/{id}/filters/test", s.testFilters)
 	h("GET /v1/destinations/{id}/pending", s.listPending)
 	h("POST /v1/destinations/{id}/retry", s.retryPending)
 	h("GET /v1/destinations/{id}/messages", s.destinationMessages)
@@ -480,6 +484,11 @@ func (s *Service) routes() http.Handler {
 	h("GET /v1/computed-traits/{id}", s.getOf(schemas.ConfigKindComputedTrait))
 	h("PATCH /v1/computed-traits/{id}", s.updateOf(schemas.ConfigKindComputedTrait))
 	h("DELETE /v1/computed-traits/{id}", s.deleteOf(schemas.ConfigKindComputedTrait))
+	h("GET /v1/tracking-plans", s.listOf(schemas.ConfigKindTrackingPlan))
+	h("POST /v1/tracking-plans", s.createOf(schemas.ConfigKindTrackingPlan))
+	h("GET /v1/tracking-plans/{id}", s.getOf(schemas.ConfigKindTrackingPlan))
+	h("PATCH /v1/tracking-plans/{id}", s.updateOf(schemas.ConfigKindTrackingPlan))
+	h("DELETE /v1/tracking-plans/{id}", s.deleteOf(schemas.ConfigKindTrackingPlan))
 
 	h("GET /v1/openapi.yaml", s.openAPISpec)
 	h("GET /v1/config", s.exportConfig)

@@ -35,6 +35,7 @@ func (u *ui) destinationPages(pg func(string, http.HandlerFunc)) {
 	pg("POST /destinations/{id}/dlq/replay", u.replayDestination)
 	pg("POST /destinations/{id}/retry", u.retryPendingPage)
 	pg("POST /destinations/{id}/test", u.testDestinationPage)
+	pg("POST /destinations/{id}/filters/test", u.testFiltersPage)
 	pg("POST /destinations/{id}/replays", u.replayPage)
 	pg("POST /destinations/{id}/replays/{replayId}/cancel", u.cancelReplayPage)
 	pg("GET /destinations/{id}/attempts/{seq}", u.destinationAttempt)
@@ -133,6 +134,8 @@ type destinationData struct {
 	TestType  string
 	Test      *testOutcome
 	TestError string
+
+	Filters *filtersBox // the filters' tester (ui_destination_filters.go)
 
 	Edit *destForm
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -160,6 +161,9 @@ type sourceData struct {
 	ManagedByFile  bool
 	DestinationIDs []string
 	Types          []string // the live debugger's type filter
+	// Violations are the tracking-plan violations of the last 24 hours (a source with a
+	// planId; docs/console.md#violations).
+	Violations *views.ViolationsView
 }
 
 func (u *ui) sourceData(id string) (*sourceData, bool) {
@@ -184,6 +188,10 @@ func (u *ui) sourceData(id string) (*sourceData, bool) {
 		d.Recent = recent
 	}
 	d.Accepted, d.Rejected = u.s.events.LastHour(id, u.s.now())
+	if src.TrackingPlan.HasSchemas() {
+		v := u.s.violations.Of(id, u.s.now())
+		d.Violations = &v
+	}
 	return d, true
 }
 
@@ -206,6 +214,10 @@ func (u *ui) updateSource(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	patch := map[string]any{"name": strings.TrimSpace(r.PostFormValue("name")), "trackingPlan": nil}
+	if src, ok := u.s.deps.Store.Snapshot().SourceByID(id); ok && src.TrackingPlan.HasSchemas() {
+		// The form sets the blocked events only: the plan and its options stay (a merge).
+		patch["trackingPlan"] = map[string]any{"blockedEvents": nil}
+	}
 	if len(blocked) > 0 {
 		patch["trackingPlan"] = map[string]any{"blockedEvents": blocked}
 	}

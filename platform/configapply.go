@@ -77,6 +77,9 @@ func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path strin
 	for i := range cfg.ComputedTraits {
 		cfg.ComputedTraits[i].Origin = origin
 	}
+	for i := range cfg.TrackingPlans {
+		cfg.TrackingPlans[i].Origin = origin
+	}
 	want, err := cfg.Records()
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", path, err)

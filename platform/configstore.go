@@ -71,6 +71,7 @@ type Snapshot struct {
 	bySource     map[string][]*schemas.Destination
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
+	plans        map[string]*schemas.Plan
 	revisions    map[string]int64
 	unsealed     map[string]bool
 	stale        chan struct{}
@@ -166,6 +167,15 @@ func (s *Snapshot) ComputedTraitByID(id string) (*schemas.ComputedTrait, bool) {
 	return t, ok
 }
 
+// TrackingPlans returns every tracking plan, ordered by id.
+func (s *Snapshot) TrackingPlans() []*schemas.Plan { return sortedValues(s.plans) }
+
+// TrackingPlanByID returns the tracking plan with this id, compiled (schemas.Plan.Compiled).
+func (s *Snapshot) TrackingPlanByID(id string) (*schemas.Plan, bool) {
+	p, ok := s.plans[id]
+	return p, ok
+}
+
 func sortedValues[T any](m map[string]*T) []*T {
 	keys := slices.Sorted(maps.Keys(m))
 	out := make([]*T, len(keys))
@@ -181,6 +191,7 @@ type configState struct {
 	destinations map[string]*schemas.Destination
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
+	plans        map[string]*schemas.Plan
 	revisions    map[string]int64 // object key → 1 + offset of its record
 	unsealed     map[string]bool  // object keys whose record needs sealing (Snapshot.NeedsSealing)
 }
@@ -211,6 +222,12 @@ func (st *configState) apply(o schemas.ConfigObject) {
 		} else {
 			st.traits[o.ID] = o.ComputedTrait
 		}
+	case schemas.ConfigKindTrackingPlan:
+		if o.Deleted() {
+			delete(st.plans, o.ID)
+		} else {
+			st.plans[o.ID] = o.TrackingPlan
+		}
 	}
 }
 
@@ -226,6 +243,8 @@ func (st *configState) object(kind schemas.ConfigKind, id string) schemas.Config
 		o.Audience = st.audiences[id]
 	case schemas.ConfigKindComputedTrait:
 		o.ComputedTrait = st.traits[id]
+	case schemas.ConfigKindTrackingPlan:
+		o.TrackingPlan = st.plans[id]
 	}
 	return o
 }
@@ -239,6 +258,7 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 		bySource:     make(map[string][]*schemas.Destination),
 		audiences:    maps.Clone(st.audiences),
 		traits:       maps.Clone(st.traits),
+		plans:        maps.Clone(st.plans),
 		revisions:    maps.Clone(st.revisions),
 		unsealed:     maps.Clone(st.unsealed),
 		stale:        make(chan struct{}),
@@ -316,6 +336,7 @@ func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts .
 			destinations: map[string]*schemas.Destination{},
 			audiences:    map[string]*schemas.Audience{},
 			traits:       map[string]*schemas.ComputedTrait{},
+			plans:        map[string]*schemas.Plan{},
 			revisions:    map[string]int64{},
 			unsealed:     map[string]bool{},
 		},

@@ -1,8 +1,8 @@
 // Package router fans tracking.events out to the webhook destinations: for each message it
 // finds the message's source in the live config, applies the source's tracking plan, the
-// suppression list and the message's integrations switches to each enabled destination of
-// that source, and writes one delivered webhook body per destination that takes it to
-// webhooks.deliveries. It also turns tracking.deletions requests into delete notices and
+// suppression list, the message's integrations switches and the destination's filters
+// (docs/routing.md#destination-filters) to each enabled destination of that source, and writes
+// one delivered webhook body per destination that takes it to webhooks.deliveries. It also turns tracking.deletions requests into delete notices and
 // maintains the suppression list (tracking.suppressions).
 //
 // By default both consumers run consume-transform-produce in Kafka transactions

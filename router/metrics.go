@@ -12,6 +12,11 @@ type metrics struct {
 	deletions  *prometheus.CounterVec
 	// filtered counts the filtered records written (docs/routing.md#filtered-records).
 	filtered prometheus.Counter
+	// forwarded counts the calls a tracking plan forwarded to other sources (docs/routing.md#forwarding).
+	forwarded prometheus.Counter
+	// filterDrops counts the messages each destination filter dropped
+	// (docs/routing.md#destination-filters).
+	filterDrops *prometheus.CounterVec
 	// keysShredded counts the data keys tombstoned for deletions (docs/security.md#crypto-shredding).
 	keysShredded prometheus.Counter
 }
@@ -34,6 +39,14 @@ func newMetrics(reg prometheus.Registerer, sup *suppressions, dd *dedupe) (*metr
 			Name: "tributary_router_filtered_records_total",
 			Help: "Records of class filtered written to webhooks.attempts: one per message dropped for a destination (ROUTER_FILTERED_RECORDS).",
 		}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_router_forwarded_records_total",
+			Help: "Records a tracking plan forwarded to tracking.events for another source: blocked calls and Violation Generated calls.",
+		}),
+		filterDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_router_filtered_total",
+			Help: "Messages a destination filter sampled out or dropped, by destination and filter name.",
+		}, []string{"destination", "filter"}),
 		keysShredded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tributary_router_keys_shredded_total",
 			Help: "Data keys of deleted users tombstoned on tributary.keys (DELETE_ONLY and SUPPRESS_WITH_DELETE requests).",
@@ -43,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, sup *suppressions, dd *dedupe) (*metr
 		Name: "tributary_router_suppressed_users",
 		Help: "Users on the suppression list.",
 	}, func() float64 { return float64(sup.Len()) })
-	cs := []prometheus.Collector{m.messages, m.deliveries, m.deletions, m.filtered, m.keysShredded, suppressed}
+	cs := []prometheus.Collector{m.messages, m.deliveries, m.deletions, m.filtered, m.forwarded, m.filterDrops, m.keysShredded, suppressed}
 	if dd != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tributary_router_dedupe_entries",

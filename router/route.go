@@ -3,16 +3,19 @@ package router
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
+	"github.com/tributary-cdp/tributary/schemas/fql"
 )
 
 // Snapshot is what routing reads of the tenant config; *platform.Snapshot is one.
 type Snapshot interface {
+	// SourceByID must not keep id: Route passes the bytes of a record's header.
 	SourceByID(id string) (*schemas.Source, bool)
 	Sources() []*schemas.Source
 	DestinationsForSource(sourceID string) []*schemas.Destination
@@ -51,18 +54,29 @@ type Step struct {
 	// message dropped for a destination of its source (docs/routing.md#filtered-records),
 	// with FirstAttemptAt as its time; "": none.
 	AttemptsTopic string
+	// EventsTopic, when set, gets the records a tracking plan forwards (blocked calls and
+	// Violation Generated calls, docs/routing.md#tracking-plans) in Deliveries.Forwarded; "":
+	// none are forwarded.
+	EventsTopic string
 
-	opened []byte // the buffer sealed messages are opened into, reused by the next one
+	// Filters caches the compiled destination filters across steps of one config snapshot
+	// (docs/routing.md#destination-filters); nil: the step makes its own.
+	Filters *FilterCache
+
+	opened []byte      // the buffer sealed messages are opened into, reused by the next one
+	fmsg   fql.Message // the message the filters read, indexed once for all its destinations
 }
 
 // Deliveries are webhooks.deliveries records with the destination of each:
 // DestinationIDs[i] is the id of Records[i]'s destination. Route appends to both, and to
 // Filtered the webhooks.attempts records of the messages it dropped for a destination (with
-// Step.AttemptsTopic set).
+// Step.AttemptsTopic set), and to Forwarded the tracking.events records a tracking plan
+// forwards to other sources (with Step.EventsTopic set).
 type Deliveries struct {
 	Records        []*kgo.Record
 	DestinationIDs []string
 	Filtered       []*kgo.Record
+	Forwarded      []*kgo.Record
 }
 
 // Len is how many delivery records it holds.
@@ -70,13 +84,14 @@ func (d Deliveries) Len() int { return len(d.Records) }
 
 // Reset empties it, keeping the capacity.
 func (d Deliveries) Reset() Deliveries {
-	return Deliveries{Records: d.Records[:0], DestinationIDs: d.DestinationIDs[:0], Filtered: d.Filtered[:0]}
+	return Deliveries{Records: d.Records[:0], DestinationIDs: d.DestinationIDs[:0], Filtered: d.Filtered[:0], Forwarded: d.Forwarded[:0]}
 }
 
 // Route decides one tracking.events record and appends to out one webhooks.deliveries record
 // per destination that takes it, with that destination's id. The delivered body is built
 // once, in the same pass that reads the routing fields (schemas.DecodeRoutingViewAppendBody),
-// and shared by those records; the rest of the message passes through as bytes. The error
+// and shared by those records (a destination whose property filters changed it gets its own:
+// docs/routing.md#destination-filters); the rest of the message passes through as bytes. The error
 // explains an Invalid outcome. A sealed message is opened first, and its deliveries are
 // sealed with the same key (the header tributary-key copied); a message whose key was
 // shredded is Deleted. An error wrapping shred.ErrUnavailable (the keys could not be read)
@@ -86,7 +101,8 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	if len(sourceID) == 0 {
 		return out, Invalid, fmt.Errorf("no %s header", schemas.HeaderSourceID)
 	}
-	src, ok := s.Config.SourceByID(string(sourceID))
+	// The id is only looked up (Snapshot.SourceByID keeps no reference): no copy of it.
+	src, ok := s.Config.SourceByID(unsafe.String(&sourceID[0], len(sourceID)))
 	if !ok {
 		return out, UnknownSource, nil
 	}
@@ -112,12 +128,26 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 		// place (one buffer per message, shared by its deliveries).
 		s.opened, headroom = value, shred.Headroom
 	}
-	v, body, err := schemas.DecodeRoutingViewAppendBody(make([]byte, headroom, headroom+len(value)+64+shred.TagSize), value)
+	// A source with destination filters has the body's top-level members noted as it is
+	// written, for the filters (no second scan).
+	var index schemas.MemberIndex
+	if s.filtersRead(src.ID) {
+		s.fmsg.BeginTop()
+		index = &s.fmsg
+	}
+	v, body, err := schemas.DecodeRoutingViewAppendBodyIndexed(make([]byte, headroom, headroom+len(value)+64+shred.TagSize), value, index)
 	if err != nil {
 		return out, Invalid, err
 	}
+	written := body // what the index describes, unless the plan edits the body
 	if BlockedByTrackingPlan(src, &v) {
 		return s.Filter(out, src.ID, v.MessageID, schemas.FilterTrackingPlan), BlockedByPlan, nil
+	}
+	if src.TrackingPlan.HasSchemas() { // docs/routing.md#tracking-plans
+		var blocked bool
+		if body, out, blocked = s.checkPlan(rec, value, src, &v, body, headroom, out); blocked {
+			return s.Filter(out, src.ID, v.MessageID, schemas.FilterTrackingPlan), BlockedByPlan, nil
+		}
 	}
 	if v.UserID != "" && s.Suppressions != nil && s.Suppressions.Suppressed(v.UserID) {
 		return s.Filter(out, src.ID, v.MessageID, schemas.FilterSuppressed), Suppressed, nil
@@ -128,6 +158,14 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	}
 	var messageID []byte
 	n := len(out.Records)
+	// s.fmsg holds this message: its top level noted as the body was written, when the body
+	// is still that one (a tracking plan may have edited it) and of a type whose members
+	// stayed where they were written.
+	indexed := index != nil && len(body) == len(written) && &body[0] == &written[0] && v.Type != schemas.TypeDelete && v.Type != schemas.TypeAlias
+	if indexed {
+		s.fmsg.EndTop(body[headroom:])
+	}
+	shared := 0 // deliveries of body
 	for _, d := range s.Config.DestinationsForSource(src.ID) {
 		if !d.Routed() { // an auto-disabled destination's deliveries are parked (docs/delivery.md#auto-disable)
 			continue
@@ -138,17 +176,47 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 			}
 			continue
 		}
-		if messageID == nil {
-			messageID = []byte(v.MessageID)
-			if key != nil { // sealed once, shared by the message's deliveries
-				body = key.SealReserved(body)
+		if len(d.Filters) > 0 { // a destination without filters pays nothing here
+			if !indexed { // the body in clear: the message's members, and "version"
+				s.fmsg.Reset(body[headroom:])
+				indexed = true
+			}
+			own, dropped := s.applyFilters(d, src.ID, body, &v, key, headroom)
+			if dropped {
+				if s.AttemptsTopic != "" {
+					out.Filtered = append(out.Filtered, s.filtered(d.ID, v.MessageID, schemas.FilterDestinationFilter))
+				}
+				continue
+			}
+			if own != nil {
+				if messageID == nil {
+					messageID = []byte(v.MessageID)
+				}
+				out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, own))
+				out.DestinationIDs = append(out.DestinationIDs, d.ID)
+				continue
 			}
 		}
+		if messageID == nil {
+			messageID = []byte(v.MessageID)
+		}
+		shared++
 		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, body))
 		out.DestinationIDs = append(out.DestinationIDs, d.ID)
 	}
 	if len(out.Records) == n {
 		return out, NoDestination, nil
+	}
+	if key != nil && shared > 0 {
+		// Sealed once, after every destination's filters read it in clear, and shared by the
+		// message's deliveries that take it unchanged.
+		plain := &body[0]
+		sealed := key.SealReserved(body)
+		for _, r := range out.Records[n:] {
+			if len(r.Value) > 0 && &r.Value[0] == plain {
+				r.Value = sealed
+			}
+		}
 	}
 	return out, Routed, nil
 }
@@ -232,4 +300,14 @@ func headerValue(r *kgo.Record, key string) []byte {
 		}
 	}
 	return nil
+}
+
+// filtersRead reports whether a destination of the source that takes messages has filters.
+func (s *Step) filtersRead(sourceID string) bool {
+	for _, d := range s.Config.DestinationsForSource(sourceID) {
+		if len(d.Filters) > 0 && d.Routed() {
+			return true
+		}
+	}
+	return false
 }

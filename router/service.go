@@ -49,7 +49,8 @@ type Service struct {
 	lag      *platform.LagCollector
 	now      func() time.Time
 	keys     *shred.Keyring
-	ownKeys  bool // keys is the service's own: Run runs it
+	ownKeys  bool         // keys is the service's own: Run runs it
+	filters  *FilterCache // compiled destination filters (the events pipe's goroutine)
 }
 
 // New builds the service.
@@ -74,6 +75,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.metrics, err = newMetrics(deps.Registerer, s.sup, s.dedupe); err != nil {
 		return nil, err
 	}
+	s.filters = NewFilterCache(s.metrics.filterDrops)
 	if s.keys = deps.Keys; s.keys == nil {
 		s.ownKeys = true
 		if s.keys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
@@ -135,7 +137,7 @@ func (s *Service) Run(ctx context.Context) error {
 			cfg.TransactionTimeout = s.cfg.TransactionTimeout
 			// Looked at for transactions Kafka left open after a broker restart
 			// (docs/operations.md#hanging-transactions).
-			cfg.TransactionTopics = []string{s.cfg.DeliveriesTopic, s.cfg.DedupeTopic, s.cfg.DeletionsStatusTopic}
+			cfg.TransactionTopics = []string{s.cfg.DeliveriesTopic, s.cfg.DedupeTopic, s.cfg.DeletionsStatusTopic, s.cfg.EventsTopic}
 			if s.cfg.FilteredRecords {
 				cfg.TransactionTopics = append(cfg.TransactionTopics, s.cfg.AttemptsTopic)
 			}
@@ -177,6 +179,8 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 		Suppressions:    s.sup,
 		FirstAttemptAt:  []byte(schemas.FormatTimestamp(s.batchAt)),
 		Keys:            s.keys,
+		EventsTopic:     s.cfg.EventsTopic,
+		Filters:         s.filters,
 	}
 	if s.cfg.FilteredRecords {
 		step.AttemptsTopic = s.cfg.AttemptsTopic
@@ -227,6 +231,9 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 	// acknowledged before the offsets are committed (at least once).
 	out.Records = append(out.Records, out.Filtered...)
 	s.metrics.filtered.Add(float64(len(out.Filtered)))
+	// So do the calls a tracking plan forwards to other sources (docs/routing.md#forwarding).
+	out.Records = append(out.Records, out.Forwarded...)
+	s.metrics.forwarded.Add(float64(len(out.Forwarded)))
 	if s.dedupe != nil && s.cfg.ExactlyOnce {
 		out.Records = append(out.Records, s.dedupe.records(s.batchAt)...)
 	}

@@ -67,3 +67,55 @@ func BenchmarkRouterThroughput(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRouterThroughputPlan is BenchmarkRouterThroughput's exactly-once, one-destination
+// case with its source checked against a tracking plan of 20 events (the message's among
+// them, valid): run both in one go to compare (docs/benchmarks.md#tracking-plans). Its
+// "filters" case adds the 10 destination filters of router.BenchFilters (a realistic mix; one
+// drops context.ip, so the destination gets a body of its own): the cost of both features on
+// one destination (docs/benchmarks.md#destination-filters).
+//
+//	go test -run '^$' -bench 'RouterThroughput(Plan)?$/exactly-once/1dest' -benchtime 50000x ./router
+func BenchmarkRouterThroughputPlan(b *testing.B) {
+	plan := "trackingPlans:\n  - id: shop\n    rules:\n      events:\n"
+	for i := range 19 {
+		plan += "        - {name: Event " + strconv.Itoa(i) + ", properties: {type: object, required: [a], properties: {a: {type: string}}}}\n"
+	}
+	plan += "        - {name: Order Completed, properties: {type: object, required: [orderId, total, currency], properties: {orderId: {type: string}, total: {type: number, minimum: 0}, currency: {type: string, enum: [USD, EUR]}}}}\n"
+	b.Run("exactly-once/1dest", func(b *testing.B) {
+		routeThroughput(b, "sources: [{id: web, writeKey: wk, trackingPlan: {planId: shop}}]\n"+
+			"destinations: [{id: d0, type: webhooks, sources: [web], settings: {webhooks: [{url: \"https://x.example.com\"}]}}]\n"+plan)
+	})
+	b.Run("exactly-once/1dest/filters", func(b *testing.B) {
+		routeThroughput(b, "sources: [{id: web, writeKey: wk, trackingPlan: {planId: shop}}]\n"+
+			"destinations:\n  - id: d0\n    type: webhooks\n    sources: [web]\n    settings: {webhooks: [{url: \"https://x.example.com\"}]}\n"+
+			router.BenchFilters+plan)
+	})
+}
+
+// routeThroughput routes b.N pre-produced events through a router of config y (its source
+// web, one destination) exactly once, and reports msgs/s from its start to the last delivery.
+func routeThroughput(b *testing.B, y string) {
+	h := newHarness(b, y)
+	const chunk = 5000
+	for i := 0; i < b.N; i += chunk {
+		var recs []*kgo.Record
+		for j := i; j < min(i+chunk, b.N); j++ {
+			recs = append(recs, eventRecord(b, "web", `{"type":"track","event":"Order Completed","userId":"user-`+strconv.Itoa(j%1000)+`","messageId":"m`+strconv.Itoa(j)+`","properties":{"orderId":"o-1","total":129.99,"currency":"USD"},"context":{"ip":"203.0.113.9","library":{"name":"analytics-go","version":"3.3.0"}},"timestamp":"2026-01-01T00:00:00.000Z","receivedAt":"2026-01-01T00:00:00.200Z"}`))
+		}
+		h.produce(recs...)
+	}
+	out := h.deliveries()
+	b.ResetTimer()
+	start := time.Now()
+	h.runRouter(nil)
+	for len(out.got) < b.N {
+		out.poll()
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("read %d of %d deliveries", len(out.got), b.N)
+		}
+	}
+	el := time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el, "msgs/s")
+}

@@ -257,12 +257,15 @@ const (
 	FilterSuppressed FilterReason = "suppressed"
 	// FilterIntegrationsOff: the message's integrations object switches the destination off.
 	FilterIntegrationsOff FilterReason = "integrations_off"
+	// FilterDestinationFilter: one of the destination's filters sampled the message out or
+	// dropped it (docs/routing.md#destination-filters).
+	FilterDestinationFilter FilterReason = "destination_filter"
 )
 
 // FilterReasons returns every FilterReason, in the order of the constants. The caller owns
 // the slice.
 func FilterReasons() []FilterReason {
-	return []FilterReason{FilterDuplicate, FilterTrackingPlan, FilterSuppressed, FilterIntegrationsOff}
+	return []FilterReason{FilterDuplicate, FilterTrackingPlan, FilterSuppressed, FilterIntegrationsOff, FilterDestinationFilter}
 }
 
 // AppendFilteredRecord appends the webhooks.attempts value of a message the router dropped for

@@ -14,6 +14,8 @@ type Config struct {
 	Audiences    []Audience    `json:"audiences,omitempty" yaml:"audiences"`
 	// ComputedTraits are per-user values computed from events (docs/audiences.md).
 	ComputedTraits []ComputedTrait `json:"computedTraits,omitempty" yaml:"computedTraits"`
+	// TrackingPlans are the schemas sources are checked against (docs/routing.md#tracking-plans).
+	TrackingPlans []Plan `json:"trackingPlans,omitempty" yaml:"trackingPlans"`
 
 	// lines maps a field path ("sources[0].id") to its line in the parsed file, so that
 	// Validate can say where a problem is. It is nil for a config built in code.
@@ -44,10 +46,31 @@ type Source struct {
 	Origin string `json:"origin,omitempty" yaml:"-"`
 }
 
-// TrackingPlan filters a source's track calls by event name.
+// TrackingPlan filters a source's track calls by event name and, with PlanID, checks its
+// calls against a tracking plan (docs/routing.md#tracking-plans). The options are Segment's
+// schema settings, under their Public API names; an omitted Allow* option is true.
 type TrackingPlan struct {
 	// BlockedEvents are track event names (case-sensitive) that reach no destination.
 	BlockedEvents []string `json:"blockedEvents,omitempty" yaml:"blockedEvents"`
+	// PlanID names the tracking plan (Config.TrackingPlans) the source's calls are checked against.
+	PlanID                             string `json:"planId,omitempty" yaml:"planId"`
+	AllowUnplannedTrackEvents          *bool  `json:"allowUnplannedTrackEvents,omitempty" yaml:"allowUnplannedTrackEvents"`
+	AllowUnplannedTrackEventProperties *bool  `json:"allowUnplannedTrackEventProperties,omitempty" yaml:"allowUnplannedTrackEventProperties"`
+	AllowTrackEventOnViolations        *bool  `json:"allowTrackEventOnViolations,omitempty" yaml:"allowTrackEventOnViolations"`
+	AllowTrackPropertiesOnViolations   *bool  `json:"allowTrackPropertiesOnViolations,omitempty" yaml:"allowTrackPropertiesOnViolations"`
+	AllowUnplannedIdentifyTraits       *bool  `json:"allowUnplannedIdentifyTraits,omitempty" yaml:"allowUnplannedIdentifyTraits"`
+	AllowIdentifyTraitsOnViolations    *bool  `json:"allowIdentifyTraitsOnViolations,omitempty" yaml:"allowIdentifyTraitsOnViolations"`
+	AllowUnplannedGroupTraits          *bool  `json:"allowUnplannedGroupTraits,omitempty" yaml:"allowUnplannedGroupTraits"`
+	AllowGroupTraitsOnViolations       *bool  `json:"allowGroupTraitsOnViolations,omitempty" yaml:"allowGroupTraitsOnViolations"`
+	// Common*EventOnViolations: PlanAllow (omitted) or PlanBlock a call that violates the
+	// plan's common schema.
+	CommonTrackEventOnViolations    string `json:"commonTrackEventOnViolations,omitempty" yaml:"commonTrackEventOnViolations"`
+	CommonIdentifyEventOnViolations string `json:"commonIdentifyEventOnViolations,omitempty" yaml:"commonIdentifyEventOnViolations"`
+	CommonGroupEventOnViolations    string `json:"commonGroupEventOnViolations,omitempty" yaml:"commonGroupEventOnViolations"`
+	// ForwardingViolationsTo is a source that gets one "Violation Generated" track call per
+	// violation; ForwardingBlockedEventsTo a source that gets the blocked calls.
+	ForwardingViolationsTo    string `json:"forwardingViolationsTo,omitempty" yaml:"forwardingViolationsTo"`
+	ForwardingBlockedEventsTo string `json:"forwardingBlockedEventsTo,omitempty" yaml:"forwardingBlockedEventsTo"`
 }
 
 // Destination receives the messages of its sources. The only type is "webhooks".
@@ -59,6 +82,9 @@ type Destination struct {
 	Enabled  *bool               `json:"enabled,omitempty" yaml:"enabled"`
 	Sources  []string            `json:"sources" yaml:"sources"`
 	Settings DestinationSettings `json:"settings" yaml:"settings"`
+	// Filters decide what the destination gets of its sources' messages
+	// (docs/routing.md#destination-filters).
+	Filters []DestinationFilter `json:"filters,omitempty" yaml:"filters"`
 	// AutoDisabled is set, with Enabled false, by the deliverer that disabled the destination
 	// after settings.autoDisable.after of failures (docs/delivery.md#auto-disable); it is never
 	// read from a config file. Enabling the destination again clears it.

@@ -32,6 +32,8 @@ func (o ConfigObject) Origin() string {
 		return o.Audience.Origin
 	case o.ComputedTrait != nil:
 		return o.ComputedTrait.Origin
+	case o.TrackingPlan != nil:
+		return o.TrackingPlan.Origin
 	}
 	return ""
 }
@@ -47,6 +49,8 @@ func (o ConfigObject) SetOrigin(origin string) {
 		o.Audience.Origin = origin
 	case o.ComputedTrait != nil:
 		o.ComputedTrait.Origin = origin
+	case o.TrackingPlan != nil:
+		o.TrackingPlan.Origin = origin
 	}
 }
 
@@ -61,6 +65,8 @@ func (o ConfigObject) value() any {
 		return o.Audience
 	case o.ComputedTrait != nil:
 		return o.ComputedTrait
+	case o.TrackingPlan != nil:
+		return o.TrackingPlan
 	}
 	return nil
 }

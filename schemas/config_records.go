@@ -37,6 +37,7 @@ type ConfigObject struct {
 	Destination   *Destination
 	Audience      *Audience
 	ComputedTrait *ComputedTrait
+	TrackingPlan  *Plan
 }
 
 // Key returns the record key: "<kind>/<id>".
@@ -44,18 +45,27 @@ func (o ConfigObject) Key() string { return string(o.Kind) + "/" + o.ID }
 
 // Deleted reports whether the record is a tombstone: the object no longer exists.
 func (o ConfigObject) Deleted() bool {
-	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil
+	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil && o.TrackingPlan == nil
 }
 
-// Records returns one TopicConfig record per object of a valid config: sources, then
-// destinations, then audiences, then computed traits, each in file order. It runs Validate first and returns its
+// Records returns one TopicConfig record per object of a valid config: tracking plans, then
+// sources, then destinations, then audiences, then computed traits, each in file order. It runs Validate first and returns its
 // error. Source records carry writeKeyHash, never the plaintext writeKey. Records writes no
 // tombstones: deleting objects absent from a file is the caller's choice.
 func (c *Config) Records() ([]ConfigRecord, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	out := make([]ConfigRecord, 0, len(c.Sources)+len(c.Destinations)+len(c.Audiences)+len(c.ComputedTraits))
+	out := make([]ConfigRecord, 0, len(c.Sources)+len(c.Destinations)+len(c.Audiences)+len(c.ComputedTraits)+len(c.TrackingPlans))
+	// Tracking plans first: a reader of the topic never sees a source that names a plan it has
+	// not read yet.
+	for i := range c.TrackingPlans {
+		r, err := c.TrackingPlans[i].Record()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
 	for i := range c.Sources {
 		r, err := c.Sources[i].Record()
 		if err != nil {
@@ -153,8 +163,8 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	kind, id, ok := strings.Cut(key, "/")
 	obj := ConfigObject{Kind: ConfigKind(kind), ID: id}
 	switch {
-	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience && obj.Kind != ConfigKindComputedTrait):
-		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id>, audience/<id> or computed-trait/<id>", key)
+	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience && obj.Kind != ConfigKindComputedTrait && obj.Kind != ConfigKindTrackingPlan):
+		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id>, audience/<id>, computed-trait/<id> or tracking-plan/<id>", key)
 	case !validID(id):
 		return ConfigObject{}, fmt.Errorf("config record key %q: the id must be non-empty and contain only a-z, 0-9, '-' and '_'", key)
 	case len(value) == 0:
@@ -177,6 +187,9 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	case ConfigKindComputedTrait:
 		obj.ComputedTrait = &ComputedTrait{}
 		target = obj.ComputedTrait
+	case ConfigKindTrackingPlan:
+		obj.TrackingPlan = &Plan{}
+		target = obj.TrackingPlan
 	}
 	lines, err := decodeStrict(value, ConfigFormatJSON, target)
 	if err == nil && obj.Destination != nil {

@@ -48,6 +48,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateAudiences(v, sourceIDs)
+	c.validatePlans(v, sourceIDs)
 	// Report in the order of the text; a config built in code keeps the order of the checks.
 	slices.SortStableFunc(v.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
 	return v.errs.errOrNil()
@@ -161,6 +162,7 @@ func (s *Source) check(v *validator, p string) {
 				v.addf(indexPath(bp, i), "must not be empty")
 			}
 		}
+		s.TrackingPlan.checkPlan(v, fieldPath(p, "trackingPlan"))
 	}
 }
 
@@ -199,6 +201,7 @@ func (d *Destination) check(v *validator, p string) {
 		}
 		seen[src] = true
 	}
+	d.checkFilters(v, p)
 	sp := fieldPath(p, "settings")
 	st := &d.Settings
 	wp := fieldPath(sp, "webhooks")

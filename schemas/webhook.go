@@ -18,6 +18,9 @@ const WebhookVersion = 1
 type RoutingView struct {
 	Type, Event, MessageID, UserID, AnonymousID, PreviousID string
 	Integrations                                            json.RawMessage
+	// Properties and Traits are the raw values of those members (nil: absent), aliasing the
+	// decoded event: what a tracking plan checks (docs/routing.md#tracking-plans).
+	Properties, Traits json.RawMessage
 }
 
 // DecodeRoutingView reads the routing fields of a canonical tracking.events value (as written
@@ -54,6 +57,10 @@ func (v *RoutingView) read(key string, val []byte) (err error) {
 		v.PreviousID, err = idField("previousId", val)
 	case "integrations":
 		v.Integrations, err = objectField("integrations", val)
+	case "properties":
+		v.Properties = val
+	case "traits":
+		v.Traits = val
 	}
 	return err
 }
@@ -96,9 +103,27 @@ func AppendWebhookBodyFromEvent(dst, event []byte, v *RoutingView) []byte {
 // is the router's hot path; the result is byte-identical to the two calls. On error, dst is
 // returned unchanged.
 func DecodeRoutingViewAppendBody(dst, event []byte) (RoutingView, []byte, error) {
+	return DecodeRoutingViewAppendBodyIndexed(dst, event, nil)
+}
+
+// MemberIndex is told the offsets of each member of a body being written, from the body's
+// start: its key's content (between the quotes, escaped when keyEsc) and its value
+// (*fql.Message is one).
+type MemberIndex interface {
+	AddTop(keyStart, keyEnd, valStart, valEnd int, keyEsc bool)
+}
+
+// DecodeRoutingViewAppendBodyIndexed is DecodeRoutingViewAppendBody telling index (nil: no
+// one) where each top-level member of the body it writes is, "version" first, so that a
+// reader of the body (destination filters) need not scan it again. The offsets hold for a
+// body of any type but delete and alias, whose members the function moves or adds after.
+func DecodeRoutingViewAppendBodyIndexed(dst, event []byte, index MemberIndex) (RoutingView, []byte, error) {
 	start := len(dst)
 	dst = append(dst, `{"version":1`...)
 	afterVersion := len(dst)
+	if index != nil {
+		index.AddTop(2, 9, 11, 12, false) // "version":1
+	}
 	var v RoutingView
 	err := eachMember(event, func(key []byte, kEsc bool, val []byte) error {
 		k := string(keyBytes(key, kEsc))
@@ -108,8 +133,13 @@ func DecodeRoutingViewAppendBody(dst, event []byte) (RoutingView, []byte, error)
 		}
 		err := v.read(k, val)
 		dst = append(dst, ',')
+		keyAt := len(dst) - start
 		dst = append(dst, key...)
 		dst = append(dst, ':')
+		if index != nil {
+			valAt := len(dst) - start
+			index.AddTop(keyAt+1, keyAt+len(key)-1, valAt, valAt+len(val), kEsc)
+		}
 		dst = append(dst, val...)
 		return err
 	})

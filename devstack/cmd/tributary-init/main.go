@@ -74,7 +74,7 @@ func configCommand(args []string, out io.Writer) error {
 		return err
 	}
 	if verb == "validate" {
-		fmt.Fprintf(out, "%s: valid: %d sources, %d destinations, %d audiences, %d computed traits\n", file, len(cfg.Sources), len(cfg.Destinations), len(cfg.Audiences), len(cfg.ComputedTraits))
+		fmt.Fprintf(out, "%s: valid: %d sources, %d destinations, %d audiences, %d computed traits, %d tracking plans\n", file, len(cfg.Sources), len(cfg.Destinations), len(cfg.Audiences), len(cfg.ComputedTraits), len(cfg.TrackingPlans))
 		return nil
 	}
 	s, logger, ctx, done, err := command()
