@@ -35,6 +35,9 @@ type profile struct {
 	Aggs        []agg    `json:"aggs,omitempty"`      // per config aggregate (docs/audiences.md)
 	Synced      []sent   `json:"synced,omitempty"`    // what the last sync sent
 	Merged      []string `json:"merged,omitempty"`    // anonymous ids merged into this profile
+	// Tracks are the recent track events kept for the Profile API (tracks.go); none unless
+	// AUDIENCES_PROFILE_EVENTS > 0.
+	Tracks []tracked `json:"tracks,omitempty"`
 	// MergedInto: this anonymous id was merged into that profile; its events go there.
 	MergedInto string `json:"mergedInto,omitempty"`
 	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
@@ -406,6 +409,7 @@ func (p *profile) absorb(o *profile, now int64) {
 	for _, h := range o.Recent { // its messages' retries, handed on from now, stay duplicates
 		p.repeated(h)
 	}
+	p.absorbTracks(o.Tracks)
 	p.addMerged(o.ID)
 	for _, m := range o.Merged {
 		p.addMerged(m)
