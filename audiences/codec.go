@@ -95,13 +95,13 @@ func (p *profile) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	if len(p.Tracks) > 0 {
+	if ts := p.tracks(); len(ts) > 0 {
 		b = append(b, `,"tracks":[`...)
-		for i := range p.Tracks {
+		for i := range ts {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = p.Tracks[i].appendJSON(b)
+			b = ts[i].appendJSON(b)
 		}
 		b = append(b, ']')
 	}

@@ -481,7 +481,7 @@ func (s *Service) segmentEvents(req *segmentRequest, prof *profile) (any, int, s
 	}
 	include, exclude := csv(req.q.Get("include")), csv(req.q.Get("exclude"))
 	var list []tracked
-	for _, t := range prof.Tracks {
+	for _, t := range prof.tracks() {
 		if t.At >= lo && t.At < hi && (include == nil || include[t.Event]) && !exclude[t.Event] {
 			list = append(list, t)
 		}

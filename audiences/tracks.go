@@ -60,42 +60,61 @@ func (s *Service) keepTrack(b *batch, prof *profile, m *schemas.Message, at int6
 	prof.addTrack(t, s.cfg.ProfileEvents, b.now-s.cfg.ProfileEventsLookback.Milliseconds())
 }
 
+// tracks are the profile's kept events (nil: none).
+func (p *profile) tracks() []tracked {
+	if p.Tracks == nil {
+		return nil
+	}
+	return *p.Tracks
+}
+
+// setTracks keeps ts as the profile's events (none: nil).
+func (p *profile) setTracks(ts []tracked) {
+	switch {
+	case len(ts) == 0:
+		p.Tracks = nil
+	case p.Tracks == nil:
+		p.Tracks = &ts
+	default:
+		*p.Tracks = ts
+	}
+}
+
 // addTrack adds t in the order of time, keeping at most keep events, none before cutoff (ms).
 func (p *profile) addTrack(t tracked, keep int, cutoff int64) {
 	p.pruneTracks(cutoff)
 	if t.At < cutoff || keep <= 0 {
 		return
 	}
-	if n := len(p.Tracks) - keep; n > 0 { // the setting was lowered
-		p.Tracks = slices.Delete(p.Tracks, 0, n)
+	ts := p.tracks()
+	if n := len(ts) - keep; n > 0 { // the setting was lowered
+		ts = slices.Delete(ts, 0, n)
 	}
-	i := len(p.Tracks)
-	for i > 0 && p.Tracks[i-1].At > t.At {
+	i := len(ts)
+	for i > 0 && ts[i-1].At > t.At {
 		i--
 	}
-	if len(p.Tracks) < keep {
-		p.Tracks = insertOne(p.Tracks, i, t)
-		return
+	switch {
+	case len(ts) < keep:
+		ts = insertOne(ts, i, t)
+	case i == 0:
+		// older than every kept one
+	default:
+		copy(ts, ts[1:i]) // the oldest goes
+		ts[i-1] = t
 	}
-	if i == 0 {
-		return // older than every kept one
-	}
-	copy(p.Tracks, p.Tracks[1:i]) // the oldest goes
-	p.Tracks[i-1] = t
+	p.setTracks(ts)
 }
 
 // pruneTracks drops the kept events before cutoff (ms).
 func (p *profile) pruneTracks(cutoff int64) {
+	ts := p.tracks()
 	k := 0
-	for k < len(p.Tracks) && p.Tracks[k].At < cutoff {
+	for k < len(ts) && ts[k].At < cutoff {
 		k++
 	}
-	if k == len(p.Tracks) && k > 0 {
-		p.Tracks = nil
-		return
-	}
 	if k > 0 {
-		p.Tracks = slices.Delete(p.Tracks, 0, k)
+		p.setTracks(slices.Delete(ts, 0, k))
 	}
 }
 
@@ -106,11 +125,12 @@ func (p *profile) absorbTracks(o []tracked) {
 	if len(o) == 0 {
 		return
 	}
-	keep := max(len(p.Tracks), len(o))
-	all := make([]tracked, 0, len(p.Tracks)+len(o))
-	all = append(all, p.Tracks...)
+	mine := p.tracks()
+	keep := max(len(mine), len(o))
+	all := make([]tracked, 0, len(mine)+len(o))
+	all = append(all, mine...)
 	for _, t := range o {
-		if t.MessageID == "" || !slices.ContainsFunc(p.Tracks, func(h tracked) bool { return h.MessageID == t.MessageID }) {
+		if t.MessageID == "" || !slices.ContainsFunc(mine, func(h tracked) bool { return h.MessageID == t.MessageID }) {
 			all = append(all, t)
 		}
 	}
@@ -126,5 +146,5 @@ func (p *profile) absorbTracks(o []tracked) {
 	if len(all) > keep {
 		all = all[len(all)-keep:]
 	}
-	p.Tracks = slices.Clone(all)
+	p.setTracks(slices.Clone(all))
 }

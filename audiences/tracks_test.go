@@ -7,7 +7,7 @@ import (
 
 func trackIDs(p *profile) []string {
 	var out []string
-	for _, t := range p.Tracks {
+	for _, t := range p.tracks() {
 		out = append(out, t.MessageID)
 	}
 	return out
@@ -42,8 +42,8 @@ func TestProfileEventsBound(t *testing.T) {
 		t.Fatalf("all too old: %v", p.Tracks)
 	}
 
-	u := &profile{ID: "u1", Tracks: []tracked{{At: 10, MessageID: "x"}, {At: 30, MessageID: "y"}}}
-	a := &profile{ID: "a1", Tracks: []tracked{{At: 20, MessageID: "z"}, {At: 30, MessageID: "y"}, {At: 40, MessageID: "w"}}}
+	u := &profile{ID: "u1", Tracks: &[]tracked{{At: 10, MessageID: "x"}, {At: 30, MessageID: "y"}}}
+	a := &profile{ID: "a1", Tracks: &[]tracked{{At: 20, MessageID: "z"}, {At: 30, MessageID: "y"}, {At: 40, MessageID: "w"}}}
 	u.absorb(a, 50)
 	if got := trackIDs(u); !slices.Equal(got, []string{"z", "y", "w"}) { // 3 newest of x z y w
 		t.Fatalf("absorbed: %v", got)
