@@ -161,8 +161,8 @@ func (s *Service) segmentProfile(render segmentRender) http.HandlerFunc {
 		for hops := 0; hops < 3; hops++ {
 			p, ok := s.apiPartitionOf(key)
 			if !ok {
-				w.Header().Set("Retry-After", "1")
-				writeSegmentError(w, http.StatusServiceUnavailable, "unavailable", "starting: the partitions of "+s.cfg.EventsTopic+" are not known yet")
+				w.Header().Set("Retry-After", "1") // the profile API's 503, as forward's
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "starting: the partitions of "+s.cfg.EventsTopic+" are not known yet")
 				return
 			}
 			s.mu.RLock()

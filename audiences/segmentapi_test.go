@@ -163,6 +163,15 @@ func testSegmentProfileAPI(t *testing.T) {
 		t.Errorf("/v1/profiles with Basic: %d", a.Status)
 	}
 
+	// An id with a slash and a plus, escaped as Segment's documentation says.
+	h.send(`{"type":"identify","userId":"team/ada+1","traits":{"plan":"pro"}}`)
+	servicetest.Eventually(t, 20*time.Second, "an escaped user id", func() string {
+		if code, v := segmentGet(h, svc, "user_id:team%2Fada%2B1/traits"); code != http.StatusOK || string(v.Traits["plan"]) != `"pro"` {
+			return fmt.Sprintf("%d %+v", code, v)
+		}
+		return ""
+	})
+
 	// external_ids, metadata, links.
 	code, ids := segmentGet(h, svc, "user_id:u1/external_ids")
 	if code != http.StatusOK || len(ids.Data) != 2 || ids.Data[0]["type"] != "user_id" || ids.Data[0]["id"] != "u1" ||
