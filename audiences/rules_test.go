@@ -392,3 +392,28 @@ func outputService(t *testing.T) (*Service, *partition, func(string)) {
 	s.nparts, s.parts[0] = 1, part
 	return s, part, setConfig
 }
+
+// BenchmarkEventWindow compares an event condition's within and between windows over a full
+// counter (an event every minute for the last 24 hours and every hour for 89 days before):
+// the cost of a between window (docs/audiences.md#between-windows).
+func BenchmarkEventWindow(b *testing.B) {
+	for _, rule := range []string{"{event: E, within: 30d}", "{event: E, between: [90d, 30d]}", "{event: E, between: [2h, 1h]}"} {
+		b.Run(rule, func(b *testing.B) {
+			m := ruleModel(b, rule, "")
+			p := newProfile()
+			for at := testNow - 90*day; at <= testNow; {
+				track(m, p, "E", `{}`, at, testNow)
+				if at < testNow-day {
+					at += hour
+				} else {
+					at += minute
+				}
+			}
+			root := m.audiences[0].root
+			b.ResetTimer()
+			for range b.N {
+				root.eval(p, testNow)
+			}
+		})
+	}
+}
