@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // from the form is refused next to the audience select; an audience another one is built on
 // cannot be deleted.
 func TestUIAudienceOutputAndAudienceCondition(t *testing.T) {
-	h, _ := audiencesHarness(t)
+	h, fake := audiencesHarness(t)
 	b := h.signIn(t)
 	b.get("/audiences/new").contains(t, http.StatusOK, `<option value="identify" selected>identify`, `<option value="track" >track`,
 		`<select id="inAudience" name="inAudience"`, `<option value="" selected>(any)</option>`)
@@ -58,6 +59,17 @@ func TestUIAudienceOutputAndAudienceCondition(t *testing.T) {
 	b.get("/audiences/pro-buyers").contains(t, http.StatusOK, `<details class="aud-json" open>`, "&#34;between&#34;", `<option value="both" selected>both`)
 	p = b.post("/audiences/pro-buyers", url.Values{"name": {"Pro Buyers"}, "source": {"web"}, "rule": {`{"event":"Order Completed","between":["720h","2160h"]}`}})
 	p.contains(t, http.StatusBadRequest, `id="rule-error" class="field-error">between: must give the older bound first`)
+
+	// The live preview of the fields with an audience condition; an unknown audience is
+	// refused before the audiences service is asked.
+	p = b.post("/audiences/preview", url.Values{"trait": {"plan"}, "inAudience": {"pro"}})
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "≈ 1,234") || fake.lastRule() != `{"all":[{"exists":true,"trait":"plan"},{"audience":"pro"}]}` {
+		t.Errorf("preview with an audience: %d %q, rule %s", p.Status, p.Body, fake.lastRule())
+	}
+	p = b.post("/audiences/preview", url.Values{"inAudience": {"nope"}})
+	if !strings.Contains(p.Body, `Not a valid rule yet: rule.audience: unknown audience "nope"`) {
+		t.Errorf("preview of an unknown audience: %q", p.Body)
+	}
 
 	// A cycle from the form: next to the audience select.
 	b.get("/audiences/pro")
