@@ -566,8 +566,10 @@ func (s *Service) localPreview(aud *schemas.Audience, at time.Time) PreviewView 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	cur := s.modelLocked()
-	m := compile([]*schemas.Audience{aud}, s.deps.Config().ComputedTraits())
-	root := m.audiences[0].root
+	// The candidate rule is compiled beside the config's audiences, which its audience
+	// conditions name.
+	snap := s.deps.Config()
+	root := compile(snap.Audiences(), snap.ComputedTraits()).compileNode(&aud.Rule)
 	root.walk(func(n *node) {
 		if n.agg != nil && !cur.aggKeys[n.agg.key] {
 			v.NewAggregate = true
