@@ -49,9 +49,15 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
+	// Segment's Profile API (segmentapi.go) takes the token its own way (HTTP Basic).
+	segment := s.segmentHandler()
 	// Every request but /healthz, /readyz and /metrics (the HTTP server's) shows the token
 	// (AUDIENCES_TOKEN, required: Config.Validate).
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, segmentPrefix) {
+			segment.ServeHTTP(w, r)
+			return
+		}
 		if !platform.BearerMatches(r, s.cfg.Token) { // "bearer" in any case, as the console takes it
 			w.Header().Set("WWW-Authenticate", `Bearer realm="audiences"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (AUDIENCES_TOKEN)")
@@ -560,8 +566,10 @@ func (s *Service) localPreview(aud *schemas.Audience, at time.Time) PreviewView 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	cur := s.modelLocked()
-	m := compile([]*schemas.Audience{aud}, s.deps.Config().ComputedTraits())
-	root := m.audiences[0].root
+	// The candidate rule is compiled beside the config's audiences, which its audience
+	// conditions name.
+	snap := s.deps.Config()
+	root := compile(snap.Audiences(), snap.ComputedTraits()).compileNode(&aud.Rule)
 	root.walk(func(n *node) {
 		if n.agg != nil && !cur.aggKeys[n.agg.key] {
 			v.NewAggregate = true

@@ -95,6 +95,16 @@ func (p *profile) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	if ts := p.tracks(); len(ts) > 0 {
+		b = append(b, `,"tracks":[`...)
+		for i := range ts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = ts[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
 	b = appendStringField(b, "mergedInto", p.MergedInto)
 	if p.Suppressed {
 		b = append(b, `,"suppressed":true`...)
@@ -219,4 +229,18 @@ func appendFloatField(b []byte, name string, v float64) []byte {
 	b = append(b, name...)
 	b = append(b, `":`...)
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+func (t *tracked) appendJSON(b []byte) []byte {
+	b = append(b, `{"t":`...)
+	b = strconv.AppendInt(b, t.At, 10)
+	b = append(b, `,"e":`...)
+	b = schemas.AppendJSONString(b, t.Event)
+	b = appendStringField(b, "m", t.MessageID)
+	b = appendStringField(b, "s", t.Source)
+	if t.Props != "" {
+		b = append(b, `,"p":`...)
+		b = append(b, t.Props...)
+	}
+	return append(b, '}')
 }

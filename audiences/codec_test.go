@@ -26,6 +26,7 @@ func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 		},
 		Synced: []sent{{ID: "a/vip", Version: "abc"}, {ID: "t/n", Version: "def", H: valueHash(numVal(12))}},
 		Merged: []string{"anon-1", "anon-2"},
+		Tracks: &[]tracked{{At: 100, Event: "Order Completed", MessageID: "m\"1", Source: "web", Props: `{"total":12.5,"sku":["a"]}`}, {At: 101, Event: "Signed Up"}},
 	}
 	for name, p := range map[string]*profile{
 		"full":       full,

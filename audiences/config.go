@@ -53,6 +53,19 @@ type Config struct {
 	MaxChangesPerTransaction int
 	// ShutdownTimeout bounds the stop after SIGTERM (SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
+
+	// Segment's Profile API (docs/audiences.md#segment-profile-api).
+	//
+	// SpaceID is the only {space} its paths accept (AUDIENCES_SPACE_ID); empty: any.
+	SpaceID string `env:"AUDIENCES_SPACE_ID" doc:"the '{space}' the Segment Profile API's paths must name ('/v1/spaces/{space}/collections/users/...'); empty: any value ([audiences.md](audiences.md#segment-profile-api))"`
+	// ProfileAPIRate bounds the Segment Profile API's requests per second on each instance
+	// (AUDIENCES_PROFILE_API_RATE, a token bucket of one second's requests); 0: no limit.
+	ProfileAPIRate int `env:"AUDIENCES_PROFILE_API_RATE" doc:"requests per second the Segment Profile API answers on each instance before answering 429 ('Retry-After: 1'); Segment's is 100 per space; 0: no limit ([audiences.md](audiences.md#segment-profile-api))"`
+	// ProfileEvents is how many recent track events each profile keeps for the Profile API's
+	// /events (AUDIENCES_PROFILE_EVENTS); 0: none (no memory, nothing on audiences.state).
+	ProfileEvents int `env:"AUDIENCES_PROFILE_EVENTS" doc:"how many recent track events each profile keeps (in memory and on 'audiences.state') for the Segment Profile API's '/events'; about 200 bytes each; 0: none ([audiences.md](audiences.md#profile-events))"`
+	// ProfileEventsLookback is how old a kept event may be (AUDIENCES_PROFILE_EVENTS_LOOKBACK).
+	ProfileEventsLookback time.Duration `env:"AUDIENCES_PROFILE_EVENTS_LOOKBACK" doc:"how far back the Segment Profile API's '/events' reaches: older kept events are dropped; Segment's is 14 days ([audiences.md](audiences.md#profile-events))"`
 }
 
 // DefaultConfig returns the defaults of docs/audiences.md.
@@ -76,6 +89,7 @@ func DefaultConfig() Config {
 		MaxPollRecords:           5000,
 		MaxChangesPerTransaction: 20000,
 		ShutdownTimeout:          platform.DefaultShutdownGrace,
+		ProfileEventsLookback:    14 * 24 * time.Hour,
 	}
 }
 
@@ -123,6 +137,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPollRecords < 1 || c.MaxChangesPerTransaction < 1 {
 		errs = append(errs, errors.New("audiences batch limits: must be positive"))
+	}
+	if c.ProfileAPIRate < 0 {
+		errs = append(errs, fmt.Errorf("AUDIENCES_PROFILE_API_RATE: must be 0 (no limit) or more, got %d", c.ProfileAPIRate))
+	}
+	if c.ProfileEvents < 0 || c.ProfileEvents > maxProfileEvents {
+		errs = append(errs, fmt.Errorf("AUDIENCES_PROFILE_EVENTS: must be from 0 (none) to %d, got %d", maxProfileEvents, c.ProfileEvents))
+	}
+	if c.ProfileEventsLookback < time.Minute {
+		errs = append(errs, fmt.Errorf("AUDIENCES_PROFILE_EVENTS_LOOKBACK: must be at least 1m, got %s", c.ProfileEventsLookback))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))

@@ -14,8 +14,8 @@
 // redirects of the ids merged into it, then reports on tracking.deletions.status in the
 // transaction of the last tombstone (docs/audiences.md#deletion-and-suppression).
 //
-// The profile API (Service.Handler) answers from the instance that owns a user's partition,
-// forwarding to it when needed.
+// The profile API (Service.Handler), and Segment's Profile API beside it, answer from the
+// instance that owns a user's partition, forwarding to it when needed.
 //
 // Where each concern lives:
 //
@@ -34,5 +34,7 @@
 //     removed definitions) and of a partition, the identify call built, the sync figures.
 //   - model.go: the config compiled for evaluation. profile.go, series.go, value.go, codec.go
 //     and intern.go: a profile, its time buckets, its values, its changelog encoding, the
-//     strings profiles share. api.go: the profile API. config.go, metrics.go.
+//     strings profiles share. api.go: the profile API. segmentapi.go: Segment's Profile API
+//     (docs/audiences.md#segment-profile-api) on the same address; tracks.go: the recent track
+//     events a profile keeps for it. config.go, metrics.go.
 package audiences

@@ -164,8 +164,8 @@ func decodeIdentifies(t *testing.T, recs []*kgo.Record) []identify {
 	t.Helper()
 	var out []identify
 	for _, r := range recs {
-		if servicetest.Header(r, audiences.HeaderOrigin) != audiences.OriginAudiences {
-			continue
+		if servicetest.Header(r, audiences.HeaderOrigin) != audiences.OriginAudiences || servicetest.Header(r, schemas.HeaderType) == "track" {
+			continue // track calls: decodeTracks
 		}
 		var id identify
 		if err := json.Unmarshal(r.Value, &id); err != nil {
@@ -240,3 +240,35 @@ func byUser(ids []identify) map[string]map[string]any {
 
 // testToken is the AUDIENCES_TOKEN of the harness's services.
 const testToken = "audiences-test-token-0123456789"
+
+// trackCall is a track call of the service (an audience with output track or both).
+type trackCall struct {
+	UserID      string         `json:"userId"`
+	AnonymousID string         `json:"anonymousId"`
+	MessageID   string         `json:"messageId"`
+	Event       string         `json:"event"`
+	Properties  map[string]any `json:"properties"`
+	Context     struct {
+		Personas map[string]string `json:"personas"`
+	} `json:"context"`
+}
+
+// decodeTracks decodes the service's track calls among recs, checking their headers.
+func decodeTracks(t *testing.T, recs []*kgo.Record) []trackCall {
+	t.Helper()
+	var out []trackCall
+	for _, r := range recs {
+		if servicetest.Header(r, audiences.HeaderOrigin) != audiences.OriginAudiences || servicetest.Header(r, schemas.HeaderType) != "track" {
+			continue
+		}
+		var tr trackCall
+		if err := json.Unmarshal(r.Value, &tr); err != nil {
+			t.Fatalf("a track call of the service does not decode: %v: %s", err, r.Value)
+		}
+		if servicetest.Header(r, schemas.HeaderMessageID) != tr.MessageID {
+			t.Fatalf("track headers: %v", r.Headers)
+		}
+		out = append(out, tr)
+	}
+	return out
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/audiences"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
@@ -17,7 +18,8 @@ import (
 // end exactly as the stream says they must (what a run without kills gives): no event lost
 // or counted twice, each member sent true exactly once. A tenth of the events are produced
 // twice, right after each other, as when a client retries a call ingest had accepted: they
-// count once too.
+// count once too. An audience with output track sends each member "Audience Entered" exactly
+// once too.
 func TestAudiencesSIGKILL(t *testing.T) {
 	t.Parallel()
 	bin := servicetest.Binary(t, "./cmd/audiences", "builds and kills the audiences binary")
@@ -26,6 +28,13 @@ audiences:
   - id: active
     name: Active
     source: engage
+    rule:
+      event: E
+      atLeast: 80
+  - id: active-track
+    name: Active Track
+    source: engage
+    output: track
     rule:
       event: E
       atLeast: 80
@@ -124,6 +133,22 @@ computedTraits:
 		if n != 1 {
 			t.Errorf("%s was sent active true %d times", u, n)
 		}
+	}
+	entered := map[string]int{}
+	for _, tr := range decodeTracks(t, opened(t, keys, h.events.Got)) {
+		if tr.Event != audiences.EventAudienceEntered || tr.Properties["audience_key"] != "active_track" || tr.Properties["active_track"] != true {
+			t.Errorf("track call %+v: no one ever leaves", tr)
+			continue
+		}
+		entered[tr.UserID]++
+	}
+	for u := range joined {
+		if entered[u] != 1 {
+			t.Errorf("%s was sent Audience Entered %d times, want once", u, entered[u])
+		}
+	}
+	if len(entered) != len(joined) {
+		t.Errorf("%d users entered active-track, %d joined active", len(entered), len(joined))
 	}
 	t.Logf("%d users, %d members, %d identify calls", len(count), len(joined), len(got))
 }

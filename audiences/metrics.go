@@ -17,6 +17,7 @@ type metrics struct {
 	// shredded counts records not read because their data key was shredded, by topic.
 	shredded    *prometheus.CounterVec
 	identifies  *prometheus.CounterVec
+	tracks      *prometheus.CounterVec
 	syncSeconds prometheus.Histogram
 }
 
@@ -50,13 +51,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tributary_audiences_identifies_total",
 			Help: "Identify calls emitted to tracking.events, by computation class (audience, computed_trait) and id.",
 		}, []string{"class", "id"}),
+		tracks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_audiences_tracks_total",
+			Help: "Audience Entered and Audience Exited track calls emitted to tracking.events (audiences with output track or both), by audience id.",
+		}, []string{"id"}),
 		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tributary_audiences_sync_duration_seconds",
 			Help:    "How long the sync of one partition took (evaluating every profile and building its identify calls).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.syncSeconds} {
+	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.tracks, m.syncSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering audiences metrics: %w", err)
 		}

@@ -21,6 +21,8 @@ type model struct {
 	aggsByEvent map[string][]*aggDef
 	// aggKeys are the keys of every aggregate (agg.Key) of the config.
 	aggKeys map[string]bool
+	// aggs are the aggregates by what they count (aggFor).
+	aggs map[string]*aggDef
 	// in shares the strings apply keeps (nil: none shared).
 	in       *interner
 	realtime bool
@@ -33,6 +35,9 @@ type audienceDef struct {
 	id, sid, name, key, source, version string
 	realtime                            bool
 	root                                *node
+	// identifyOut and trackOut: what a membership change sends (docs/audiences.md#outputs).
+	identifyOut, trackOut bool
+	output                string
 }
 
 type traitDef struct {
@@ -74,6 +79,10 @@ type node struct {
 	min, max uint64
 	hasMax   bool
 	within   int64 // ms; 0: ever
+	// between: the window is [now-within, now-newer) when newer > 0 (ms)
+	newer int64
+	// audience
+	aud *audienceDef // nil (unknown id): never matches
 	// trait, computedTrait
 	trait  string
 	ctrait *traitDef
@@ -88,22 +97,7 @@ func version(parts ...any) string {
 
 // compile builds the model of a config snapshot's audiences and computed traits.
 func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
-	m := &model{audiencesByID: map[string]*audienceDef{}, traitByID: map[string]*traitDef{}, aggsByEvent: map[string][]*aggDef{}, aggKeys: map[string]bool{}}
-	aggs := map[string]*aggDef{}
-	aggFor := func(event, class string, path []string, where []schemas.PropertyCondition) *aggDef {
-		key := version(class, event, path, where)
-		if a, ok := aggs[key]; ok {
-			return a
-		}
-		a := &aggDef{key: class + ":" + key, event: event, path: path, class: class}
-		for i := range where {
-			a.where = append(a.where, whereDef{path: where[i].PropertyPath(), cmp: compileComparison(&where[i].Comparison)})
-		}
-		aggs[key] = a
-		m.aggKeys[a.key] = true
-		m.aggsByEvent[event] = append(m.aggsByEvent[event], a)
-		return a
-	}
+	m := &model{audiencesByID: map[string]*audienceDef{}, traitByID: map[string]*traitDef{}, aggsByEvent: map[string][]*aggDef{}, aggKeys: map[string]bool{}, aggs: map[string]*aggDef{}}
 	for _, t := range cts {
 		kind, body := t.Aggregate()
 		if body == nil {
@@ -129,30 +123,61 @@ func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
 			// events from before the trait was configured).
 			d.event = body.Event
 		} else {
-			d.agg = aggFor(body.Event, class, path, body.Where)
+			d.agg = m.aggFor(body.Event, class, path, body.Where)
 		}
 		d.emptyHash = valueHash(d.empty())
 		m.traits = append(m.traits, d)
 		m.traitByID[t.ID] = d
 		m.realtime = m.realtime || t.Realtime
 	}
+	// Every audience is known before the rules are compiled: an audience condition points at
+	// the audience it names (docs/audiences.md#audiences-of-audiences).
 	for _, a := range auds {
 		d := &audienceDef{id: a.ID, sid: "a/" + a.ID, name: a.Name, key: a.TraitKey(), source: a.Source, realtime: a.Realtime,
-			version: version(a.Name, a.Source, a.Rule)}
-		d.root = m.compileNode(&a.Rule, aggFor)
+			version: audienceVersion(a), output: a.Output}
+		d.identifyOut, d.trackOut = a.Sends()
 		m.audiences = append(m.audiences, d)
 		m.audiencesByID[a.ID] = d
 		m.realtime = m.realtime || a.Realtime
+	}
+	for i, a := range auds {
+		m.audiences[i].root = m.compileNode(&a.Rule)
 	}
 	sort.Slice(m.audiences, func(i, j int) bool { return m.audiences[i].id < m.audiences[j].id })
 	sort.Slice(m.traits, func(i, j int) bool { return m.traits[i].id < m.traits[j].id })
 	return m
 }
 
+// audienceVersion is the version of an audience: a hash of its name, source and rule, and of
+// its output when that is not the default (so that the versions of the audiences from before
+// outputs existed stay as they were).
+func audienceVersion(a *schemas.Audience) string {
+	if a.Output == "" || a.Output == schemas.OutputIdentify {
+		return version(a.Name, a.Source, a.Rule)
+	}
+	return version(a.Name, a.Source, a.Rule, a.Output)
+}
+
+// aggFor is the aggregate of the model that counts this (made when it is new).
+func (m *model) aggFor(event, class string, path []string, where []schemas.PropertyCondition) *aggDef {
+	key := version(class, event, path, where)
+	if a, ok := m.aggs[key]; ok {
+		return a
+	}
+	a := &aggDef{key: class + ":" + key, event: event, path: path, class: class}
+	for i := range where {
+		a.where = append(a.where, whereDef{path: where[i].PropertyPath(), cmp: compileComparison(&where[i].Comparison)})
+	}
+	m.aggs[key] = a
+	m.aggKeys[a.key] = true
+	m.aggsByEvent[event] = append(m.aggsByEvent[event], a)
+	return a
+}
+
 // audienceByID is the audience of the config with this id; nil: none.
 func (m *model) audienceByID(id string) *audienceDef { return m.audiencesByID[id] }
 
-func (m *model) compileNode(c *schemas.Condition, aggFor func(string, string, []string, []schemas.PropertyCondition) *aggDef) *node {
+func (m *model) compileNode(c *schemas.Condition) *node {
 	n := &node{}
 	switch {
 	case len(c.All) > 0 || len(c.Any) > 0:
@@ -162,11 +187,11 @@ func (m *model) compileNode(c *schemas.Condition, aggFor func(string, string, []
 			n.op, list = "any", c.Any
 		}
 		for i := range list {
-			n.children = append(n.children, m.compileNode(&list[i], aggFor))
+			n.children = append(n.children, m.compileNode(&list[i]))
 		}
 	case c.Not != nil:
 		n.op = "not"
-		n.children = []*node{m.compileNode(c.Not, aggFor)}
+		n.children = []*node{m.compileNode(c.Not)}
 	case c.Event != "":
 		n.op, n.event = "event", c.Event
 		n.min = uint64(c.MinCount())
@@ -174,14 +199,20 @@ func (m *model) compileNode(c *schemas.Condition, aggFor func(string, string, []
 			n.hasMax, n.max = true, uint64(*c.AtMost)
 		}
 		n.within = time.Duration(c.Within).Milliseconds()
+		if len(c.Between) == 2 {
+			n.within, n.newer = time.Duration(c.Between[0]).Milliseconds(), time.Duration(c.Between[1]).Milliseconds()
+		}
 		if len(c.Where) > 0 {
-			n.agg = aggFor(c.Event, "series", nil, c.Where)
+			n.agg = m.aggFor(c.Event, "series", nil, c.Where)
 		}
 	case c.Trait != "":
 		n.op, n.trait, n.cmp = "trait", c.Trait, compileComparison(&c.Comparison)
 	case c.ComputedTrait != "":
 		n.op, n.cmp = "computedTrait", compileComparison(&c.Comparison)
 		n.ctrait = m.traitByID[c.ComputedTrait] // nil (unknown id): never matches
+	case c.Audience != "":
+		n.op = "audience"
+		n.aud = m.audiencesByID[c.Audience] // nil (unknown id): never matches
 	default:
 		n.op = "never"
 	}
@@ -217,10 +248,18 @@ func (n *node) eval(p *profile, now int64) bool {
 			s = p.eventSeries(n.event, false)
 		}
 		var count uint64
-		if s != nil {
+		switch {
+		case s == nil:
+		case n.newer > 0:
+			count = s.between(n.within, n.newer, now)
+		default:
 			count, _ = s.window(n.within, now)
 		}
 		return count >= n.min && (!n.hasMax || count <= n.max)
+	case "audience":
+		// The other audience's membership at the same moment: its rule, evaluated for the
+		// same profile (the config has no cycles, so this ends).
+		return n.aud != nil && n.aud.root != nil && n.aud.root.eval(p, now)
 	case "trait":
 		return n.cmp.match(p.Traits.get(n.trait))
 	case "computedTrait":

@@ -22,7 +22,7 @@ const (
 
 // compileYAML parses and validates a config whose audiences and computed traits are given in
 // YAML (the source "engage" exists), and compiles it as the service does.
-func compileYAML(t *testing.T, yaml string) *model {
+func compileYAML(t testing.TB, yaml string) *model {
 	t.Helper()
 	cfg, err := schemas.ParseConfig([]byte("sources: [{id: engage, writeKey: wk_engage}]\n"+yaml), schemas.ConfigFormatYAML)
 	if err == nil {
@@ -44,7 +44,7 @@ func compileYAML(t *testing.T, yaml string) *model {
 
 // ruleModel compiles one audience whose rule is the YAML flow mapping rule, plus the
 // computed traits of the YAML list traits (may be "").
-func ruleModel(t *testing.T, rule, traits string) *model {
+func ruleModel(t testing.TB, rule, traits string) *model {
 	t.Helper()
 	y := "audiences: [{id: a, name: A, source: engage, rule: " + rule + "}]\n"
 	if traits != "" {

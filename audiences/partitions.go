@@ -58,6 +58,8 @@ type metaDef struct {
 	Key     string `json:"key"`
 	Source  string `json:"source"`
 	Version string `json:"version"`
+	// Output is the audience's output (docs/audiences.md#outputs); absent: identify.
+	Output string `json:"output,omitempty"`
 }
 
 // partitionOf is the tracking.events partition of a user id.

@@ -73,6 +73,13 @@ func testPreview(t *testing.T) {
 		{`{"any":[{"trait":"plan","equals":"team"},{"event":"Signed Up"}]}`, 0},                    // nobody
 		{`{"event":"Order Completed","atLeast":1,"where":[{"property":"revenue","gt":5}]}`, 0},     // a new aggregate: no backfill
 		{`{"any":[{"computedTrait":"orders","gt":0},{"event":"Order Completed","atLeast":3}]}`, 9}, // i%4 != 0
+		// Audience conditions name the config's audiences (vip: the even users).
+		{`{"audience":"vip"}`, 6},
+		{`{"not":{"audience":"vip"}}`, 6},
+		{`{"all":[{"audience":"vip"},{"event":"Order Completed"}]}`, 3}, // 2, 6, 10
+		// between: every order is recent.
+		{`{"event":"Order Completed","between":["2h","1h"]}`, 0},
+		{`{"event":"Order Completed","between":["2h","0s"]}`, 9},
 	} {
 		if v := count(tt.rule, ""); v.Count != tt.want {
 			t.Errorf("preview %s: count %d, want %d", tt.rule, v.Count, tt.want)

@@ -35,6 +35,10 @@ type profile struct {
 	Aggs        []agg    `json:"aggs,omitempty"`      // per config aggregate (docs/audiences.md)
 	Synced      []sent   `json:"synced,omitempty"`    // what the last sync sent
 	Merged      []string `json:"merged,omitempty"`    // anonymous ids merged into this profile
+	// Tracks are the recent track events kept for the Profile API (tracks.go); nil unless
+	// AUDIENCES_PROFILE_EVENTS > 0. A pointer: 8 bytes in every profile, not a slice's 24
+	// (which would move a profile to the next size class, 32 bytes more).
+	Tracks *[]tracked `json:"tracks,omitempty"`
 	// MergedInto: this anonymous id was merged into that profile; its events go there.
 	MergedInto string `json:"mergedInto,omitempty"`
 	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
@@ -406,6 +410,7 @@ func (p *profile) absorb(o *profile, now int64) {
 	for _, h := range o.Recent { // its messages' retries, handed on from now, stay duplicates
 		p.repeated(h)
 	}
+	p.absorbTracks(o.tracks())
 	p.addMerged(o.ID)
 	for _, m := range o.Merged {
 		p.addMerged(m)

@@ -128,6 +128,21 @@ func (s *series) window(withinMs, now int64) (n uint64, agg bucket) {
 	return n, agg
 }
 
+// between counts the events of the buckets between olderMs and newerMs before now (ms): the
+// buckets whose key is at or after the minute of now-olderMs and before the minute of
+// now-newerMs (docs/audiences.md#between-windows).
+func (s *series) between(olderMs, newerMs, now int64) (n uint64) {
+	from, to := minuteOf(now-olderMs), minuteOf(now-newerMs)
+	i, _ := slices.BinarySearchFunc(s.Buckets, from, byMinute)
+	for _, b := range s.Buckets[i:] {
+		if b.At >= to {
+			break
+		}
+		n += uint64(b.N)
+	}
+	return n
+}
+
 // merge adds another series (a merged profile's) into s.
 func (s *series) merge(o *series, now int64) {
 	s.Total += o.Total

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
@@ -85,6 +86,7 @@ type Service struct {
 	ownersMu  gosync.Mutex
 	ownersMap map[int32]string
 	ownersAt  time.Time
+	limiter   *rate.Limiter // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
 }
 
 // New builds the service.
@@ -130,6 +132,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("registering audiences metrics: %w", err)
 	}
 	s.peers = &http.Client{Timeout: 10 * time.Second}
+	if cfg.ProfileAPIRate > 0 {
+		s.limiter = rate.NewLimiter(rate.Limit(cfg.ProfileAPIRate), cfg.ProfileAPIRate)
+	}
 	s.server = platform.NewHTTPServer(cfg.Addr, s.Handler(), deps.Health, deps.Gatherer, s.logger)
 	s.server.ShutdownTimeout = cfg.ShutdownTimeout
 	if err := s.server.AllowHosts("AUDIENCES_ALLOWED_HOSTS", cfg.AllowedHosts); err != nil {

@@ -31,13 +31,7 @@ func (s *Service) identify(prof *profile, key, source, id, class string, v val, 
 	b := make([]byte, 0, 384)
 	b = append(b, `{"type":"identify","messageId":`...)
 	b = schemas.AppendJSONString(b, msgID)
-	if prof.UserID != "" {
-		b = append(b, `,"userId":`...)
-		b = schemas.AppendJSONString(b, prof.UserID)
-	} else {
-		b = append(b, `,"anonymousId":`...)
-		b = schemas.AppendJSONString(b, prof.ID)
-	}
+	b, userKey := appendProfileID(b, prof)
 	b = append(b, `,"traits":{`...)
 	b = schemas.AppendJSONString(b, key)
 	b = append(b, ':')
@@ -48,28 +42,9 @@ func (s *Service) identify(prof *profile, key, source, id, class string, v val, 
 	b = append(b, ts...)
 	b = append(b, `","context":{"library":{"name":"tributary-audiences","version":`...)
 	b = schemas.AppendJSONString(b, platform.Version)
-	b = append(b, `},"personas":{"computation_class":`...)
-	b = schemas.AppendJSONString(b, class)
-	b = append(b, `,"computation_id":`...)
-	b = schemas.AppendJSONString(b, id)
-	b = append(b, `,"computation_key":`...)
-	b = schemas.AppendJSONString(b, key)
-	if class == classAudience {
-		b = append(b, `,"audience_id":`...)
-		b = schemas.AppendJSONString(b, id)
-		b = append(b, `,"audience_key":`...)
-		b = schemas.AppendJSONString(b, key)
-	} else {
-		b = append(b, `,"computed_trait_id":`...)
-		b = schemas.AppendJSONString(b, id)
-		b = append(b, `,"computed_trait_key":`...)
-		b = schemas.AppendJSONString(b, key)
-	}
-	b = append(b, `}}}`...)
-	userKey := prof.UserID
-	if userKey == "" {
-		userKey = prof.ID
-	}
+	b = append(b, `},"personas":`...)
+	b = appendPersonas(b, class, id, key)
+	b = append(b, `}}`...)
 	s.metrics.identifies.WithLabelValues(class, id).Inc()
 	return &kgo.Record{Topic: s.cfg.EventsTopic, Key: []byte(userKey), Value: b, Headers: []kgo.RecordHeader{
 		{Key: schemas.HeaderSourceID, Value: []byte(source)},
@@ -167,19 +142,19 @@ func (s *Service) syncAudience(out []*kgo.Record, part *partition, prof *profile
 		// A member of an audience whose name or source changed: false under the old
 		// key or source first, so that no destination keeps the old trait true.
 		if md, ok := part.meta.Defs[d.sid]; ok && e != nil && (md.Key != d.key || md.Source != d.source) {
-			out = append(out, s.identify(prof, md.Key, md.Source, d.id, classAudience, boolVal(false), now))
+			out = s.membership(out, prof, md.out(), d.id, false, now)
 		}
-		out = append(out, s.identify(prof, d.key, d.source, d.id, classAudience, boolVal(true), now))
+		out = s.membership(out, prof, d.out(), d.id, true, now)
 		prof.setSynced(d.sid, d.version, 0, true)
 		cc.join(d.sid)
 		return out, true
 	case !member && e != nil:
 		// Left, or the rule changed and the user is not in the new audience.
-		key, source := d.key, d.source
+		o := d.out()
 		if md, ok := part.meta.Defs[d.sid]; ok && !has {
-			key, source = md.Key, md.Source
+			o = md.out()
 		}
-		out = append(out, s.identify(prof, key, source, d.id, classAudience, boolVal(false), now))
+		out = s.membership(out, prof, o, d.id, false, now)
 		prof.setSynced(d.sid, "", 0, false)
 		cc.leave(d.sid)
 		return out, true
@@ -236,7 +211,7 @@ func (s *Service) syncRemoved(out []*kgo.Record, part *partition, prof *profile,
 			continue // still in the config
 		}
 		if md, ok := part.meta.Defs[e.ID]; ok && kind == "a" {
-			out = append(out, s.identify(prof, md.Key, md.Source, id, classAudience, boolVal(false), now))
+			out = s.membership(out, prof, md.out(), id, false, now)
 			cc.leave(e.ID)
 		}
 		prof.Synced = slices.Delete(prof.Synced, i, i+1)
@@ -286,7 +261,7 @@ func (s *Service) syncPartition(b *batch, p int32, part *partition) []*kgo.Recor
 		part.pending, part.pass = nil, nil
 		defs := map[string]metaDef{}
 		for _, d := range s.model.audiences {
-			defs[d.sid] = metaDef{Key: d.key, Source: d.source, Version: d.version}
+			defs[d.sid] = metaDef{Key: d.key, Source: d.source, Version: d.version, Output: d.output}
 		}
 		for _, d := range s.model.traits {
 			defs[d.sid] = metaDef{Key: d.key, Source: d.source, Version: d.version}

@@ -20,6 +20,9 @@ type batch struct {
 	now     int64
 	touched map[int32]*partition
 	events  int // tracking.events records read (opened)
+	// source is the source id of the tracking.events record being applied ("" for a message
+	// handed on), read only when profiles keep events (AUDIENCES_PROFILE_EVENTS).
+	source string
 }
 
 // transform processes one poll of tracking.events and audiences.repartition in one
@@ -70,9 +73,13 @@ func (s *Service) process(b *batch, r *kgo.Record) error {
 	if err != nil || !ok {
 		return err
 	}
+	b.source = ""
 	switch r.Topic {
 	case s.cfg.EventsTopic:
 		b.events++
+		if s.cfg.ProfileEvents > 0 {
+			b.source = headerValue(r, schemas.HeaderSourceID)
+		}
 		m, err := schemas.DecodeMessage(value)
 		if err != nil {
 			s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a tracking.events record that does not decode")
@@ -134,6 +141,15 @@ func (s *Service) sealSubject(r *kgo.Record) []byte {
 		}
 	}
 	return nil
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 func headerIs(r *kgo.Record, key, value string) bool {
@@ -214,6 +230,9 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 	at := eventTime(m, recTime, b.now)
 	prof.seen(at)
 	s.countMessage(prof, m, at, b.now)
+	if s.cfg.ProfileEvents > 0 && m.Type == schemas.TypeTrack && m.Event != "" {
+		s.keepTrack(b, prof, m, at)
+	}
 	b.touch(p, part, id)
 	s.mergeOtherIDs(b, prof, m)
 	if s.model.realtime {

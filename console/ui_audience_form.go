@@ -13,24 +13,42 @@ import (
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
-// The audience form (audienceForm: a rule as an event and a trait condition, or as its JSON)
+// The audience form (audienceForm: a rule as an event, a trait and an audience condition, or
+// as its JSON; its output)
 // and the computed trait form (traitForm), the two objectForms of the shared form flow
 // (ui_objectform.go).
 
 // audienceForm is the audience form.
 type audienceForm struct {
 	formBase
-	Event, AtLeast                 string
-	Trait, TraitValue              string
+	Event, AtLeast    string
+	Trait, TraitValue string
+	// InAudience is the id of the audience its members must be in ("": no such condition).
+	InAudience string
+	// Output is identify, track or both (docs/audiences.md#outputs).
+	Output                         string
 	RuleJSON                       string
 	Members, LastSync, Unavailable string
 	Advanced                       bool
+	// Audiences are the ids of the config's other audiences, for the audience condition.
+	Audiences []string
+	Outputs   []string
 }
 
 // fill opens the rule's JSON when it is the rule or wrong, and shows a saved audience's
 // member count from the audiences service.
 func (f *audienceForm) fill(u *ui, r *http.Request) {
 	f.Advanced = f.Advanced || f.RuleJSON != "" || f.Errors["rule"] != ""
+	f.Outputs = []string{schemas.OutputIdentify, schemas.OutputTrack, schemas.OutputBoth}
+	if f.Output == "" {
+		f.Output = schemas.OutputIdentify
+	}
+	f.Audiences = nil
+	for _, a := range u.s.deps.Store.Snapshot().Audiences() {
+		if a.ID != f.ID || f.New {
+			f.Audiences = append(f.Audiences, a.ID)
+		}
+	}
 	if f.New {
 		return
 	}
@@ -47,13 +65,18 @@ func (f *audienceForm) fill(u *ui, r *http.Request) {
 // load puts the saved audience into the form.
 func (f *audienceForm) load(o schemas.ConfigObject) {
 	a := o.Audience
-	f.Name, f.Source, f.Realtime = a.Name, a.Source, a.Realtime
+	f.Name, f.Source, f.Realtime, f.Output = a.Name, a.Source, a.Realtime, a.Output
 	f.fillRule(&a.Rule)
 }
 
 // simpleEvent reports whether c is an event condition the form's fields say whole.
 func simpleEvent(c *schemas.Condition) bool {
-	return c.Event != "" && c.AtMost == nil && len(c.Where) == 0 && !c.HasOperator() && len(c.All)+len(c.Any) == 0 && c.Not == nil
+	return c.Event != "" && c.AtMost == nil && len(c.Where) == 0 && len(c.Between) == 0 && !c.HasOperator() && len(c.All)+len(c.Any) == 0 && c.Not == nil
+}
+
+// simpleAudience reports whether c is an audience condition (the form's audience select).
+func simpleAudience(c *schemas.Condition) bool {
+	return c.Audience != "" && c.Event == "" && c.Trait == "" && c.ComputedTrait == "" && !c.HasOperator() && len(c.All)+len(c.Any) == 0 && c.Not == nil
 }
 
 // simpleTrait reports whether c is a trait condition the form's fields say whole: equals a
@@ -85,17 +108,31 @@ func (f *audienceForm) fillRule(rule *schemas.Condition) {
 			f.TraitValue = formatTraitValue(c.Equals)
 		}
 	}
-	switch {
-	case simpleEvent(rule):
-		setEvent(rule)
-	case simpleTrait(rule):
-		setTrait(rule)
-	case len(rule.All) == 2 && simpleEvent(&rule.All[0]) && simpleTrait(&rule.All[1]) && rule.Not == nil && !rule.HasOperator():
-		setEvent(&rule.All[0])
-		setTrait(&rule.All[1])
-	default:
-		b, _ := json.MarshalIndent(rule, "", "  ")
-		f.RuleJSON = string(b)
+	// The fields say one condition, or an all of two or three in the order event, trait,
+	// audience.
+	conds := []schemas.Condition{*rule}
+	if len(rule.All) >= 2 && rule.Not == nil && !rule.HasOperator() && rule.Event == "" && rule.Trait == "" && rule.Audience == "" && rule.ComputedTrait == "" {
+		conds = rule.All
+	}
+	var sets []func()
+	next := 0
+	for i := range conds {
+		c := &conds[i]
+		switch {
+		case next <= 0 && simpleEvent(c):
+			sets, next = append(sets, func() { setEvent(c) }), 1
+		case next <= 1 && simpleTrait(c):
+			sets, next = append(sets, func() { setTrait(c) }), 2
+		case next <= 2 && simpleAudience(c):
+			sets, next = append(sets, func() { f.InAudience = c.Audience }), 3
+		default:
+			b, _ := json.MarshalIndent(rule, "", "  ")
+			f.RuleJSON = string(b)
+			return
+		}
+	}
+	for _, set := range sets {
+		set()
 	}
 }
 
@@ -135,21 +172,32 @@ func formatTraitValue(v any) string {
 func audienceFormOf(r *http.Request) *audienceForm {
 	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
 	return &audienceForm{formBase: formBaseOf(r), Event: v("event"), AtLeast: v("atLeast"), Trait: v("trait"),
-		TraitValue: v("traitValue"), RuleJSON: v("rule")}
+		TraitValue: v("traitValue"), InAudience: v("inAudience"), Output: v("output"), RuleJSON: v("rule")}
 }
 
-// ruleConditions locates the form's conditions in the rule it builds: the paths of its event
-// and trait conditions ("" when absent).
-func (f *audienceForm) ruleConditions() (event, trait string) {
-	switch {
-	case f.Event != "" && f.Trait != "":
-		return "rule.all[0]", "rule.all[1]"
-	case f.Event != "":
-		return "rule", ""
-	case f.Trait != "":
-		return "", "rule"
+// ruleConditions locates the form's conditions in the rule it builds: the paths of its event,
+// trait and audience conditions ("" when absent).
+func (f *audienceForm) ruleConditions() (event, trait, audience string) {
+	var paths [3]string
+	set := []bool{f.Event != "", f.Trait != "", f.InAudience != ""}
+	n := 0
+	for _, s := range set {
+		if s {
+			n++
+		}
 	}
-	return "", ""
+	i := 0
+	for k, s := range set {
+		if !s {
+			continue
+		}
+		paths[k] = "rule"
+		if n > 1 {
+			paths[k] = "rule.all[" + strconv.Itoa(i) + "]"
+		}
+		i++
+	}
+	return paths[0], paths[1], paths[2]
 }
 
 // rule is the rule the form says: its JSON when written (it wins), else the one its fields
@@ -191,10 +239,13 @@ func (f *audienceForm) rule() json.RawMessage {
 		f.Errors["trait"] = "Name the trait whose value this is."
 		return nil
 	}
+	if f.InAudience != "" {
+		conds = append(conds, map[string]any{"audience": f.InAudience})
+	}
 	var rule any
 	switch len(conds) {
 	case 0:
-		f.Errors["rule"] = "Say who is in the audience: an event they sent, a trait they have, or the rule's JSON."
+		f.Errors["rule"] = "Say who is in the audience: an event they sent, a trait they have, an audience they are in, or the rule's JSON."
 		return nil
 	case 1:
 		rule = conds[0]
@@ -207,7 +258,7 @@ func (f *audienceForm) rule() json.RawMessage {
 
 // place puts the API's field errors next to the form's fields; it returns the rest.
 func (f *audienceForm) place(errs map[string]string) string {
-	ev, tr := f.ruleConditions()
+	ev, tr, au := f.ruleConditions()
 	var rest []string
 	for _, field := range slices.Sorted(maps.Keys(errs)) {
 		msg := errs[field]
@@ -220,6 +271,10 @@ func (f *audienceForm) place(errs map[string]string) string {
 			f.Errors["trait"] = msg
 		case f.RuleJSON == "" && tr != "" && strings.HasPrefix(field, tr+"."):
 			f.Errors["traitValue"] = msg
+		case f.RuleJSON == "" && au != "" && field == au+".audience":
+			f.Errors["inAudience"] = msg
+		case field == "output":
+			f.Errors["output"] = msg
 		case field == "rule" || strings.HasPrefix(field, "rule.") || strings.HasPrefix(field, "rule["):
 			f.Advanced = f.Advanced || f.RuleJSON != ""
 			if field != "rule" {
@@ -245,6 +300,12 @@ func (f *audienceForm) object() map[string]any {
 	m := map[string]any{"name": f.Name, "source": f.Source, "rule": rule}
 	if f.Realtime {
 		m["realtime"] = true
+	}
+	switch {
+	case f.Output != "" && f.Output != schemas.OutputIdentify:
+		m["output"] = f.Output
+	case !f.New:
+		m["output"] = nil // the default: a merge patch removes the field
 	}
 	return m
 }

@@ -262,7 +262,7 @@ func (u *ui) previewAudience(w http.ResponseWriter, r *http.Request) {
 	f := audienceFormOf(r)
 	rule := f.rule()
 	if rule == nil {
-		msg := "Fill in an event or a trait, or write the rule's JSON, to see how many profiles match."
+		msg := "Fill in an event or a trait (or an audience they are in), or write the rule's JSON, to see how many profiles match."
 		for _, k := range []string{"atLeast", "trait", "rule"} {
 			if e := f.Errors[k]; e != "" && (k != "rule" || f.RuleJSON != "") {
 				msg = "Not a rule yet: " + e

@@ -23,12 +23,36 @@ type Audience struct {
 	// instead of at the next sync (window expiry is still found by the sync).
 	Realtime bool `json:"realtime,omitempty" yaml:"realtime"`
 	Rule     Rule `json:"rule" yaml:"rule"`
+	// Output is how membership changes are sent: OutputIdentify (also when empty), OutputTrack
+	// or OutputBoth (docs/audiences.md#outputs).
+	Output string `json:"output,omitempty" yaml:"output"`
 	// Origin: see Source.Origin.
 	Origin string `json:"origin,omitempty" yaml:"-"`
 }
 
 // TraitKey is the trait an audience sets on its members' identify calls: SnakeCase(Name).
 func (a *Audience) TraitKey() string { return SnakeCase(a.Name) }
+
+// Audience outputs (Audience.Output; docs/audiences.md#outputs).
+const (
+	// OutputIdentify sends an identify with traits {<key>: true|false} (the default).
+	OutputIdentify = "identify"
+	// OutputTrack sends the track events "Audience Entered" and "Audience Exited".
+	OutputTrack = "track"
+	// OutputBoth sends the identify and the track event.
+	OutputBoth = "both"
+)
+
+// Sends reports which calls the audience's membership changes send.
+func (a *Audience) Sends() (identify, track bool) {
+	switch a.Output {
+	case OutputTrack:
+		return false, true
+	case OutputBoth:
+		return true, true
+	}
+	return true, false
+}
 
 // Rule is an audience's rule: one Condition, usually an all or any group.
 type Rule = Condition
@@ -41,7 +65,12 @@ type Rule = Condition
 //     only events whose properties match every Where condition;
 //   - a trait condition: the user's trait Trait compares as the Comparison says;
 //   - a computed-trait condition: the current value of the computed trait with the id
-//     ComputedTrait compares as the Comparison says.
+//     ComputedTrait compares as the Comparison says;
+//   - an audience condition: the user is a member of the audience with the id Audience
+//     (evaluated at the same time, for the same profile; negate it with Not).
+//
+// An event condition counts over Within, or over Between: [older, newer] counts the events
+// between now-older and now-newer ("between 90 and 30 days ago").
 type Condition struct {
 	All []Condition `json:"all,omitempty" yaml:"all"`
 	Any []Condition `json:"any,omitempty" yaml:"any"`
@@ -51,10 +80,12 @@ type Condition struct {
 	AtLeast int                 `json:"atLeast,omitempty" yaml:"atLeast"`
 	AtMost  *int                `json:"atMost,omitempty" yaml:"atMost"`
 	Within  Duration            `json:"within,omitempty" yaml:"within"`
+	Between []Duration          `json:"between,omitempty" yaml:"between"`
 	Where   []PropertyCondition `json:"where,omitempty" yaml:"where"`
 
 	Trait         string `json:"trait,omitempty" yaml:"trait"`
 	ComputedTrait string `json:"computedTrait,omitempty" yaml:"computedTrait"`
+	Audience      string `json:"audience,omitempty" yaml:"audience"`
 	Comparison
 }
 

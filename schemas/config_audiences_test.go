@@ -26,6 +26,11 @@ func TestLoadConfigFileBadAudiences(t *testing.T) {
 		{"bad_unknown_computed_trait.yaml", `17: audiences[0].rule.all[1].not.any[0].computedTrait: unknown computed trait "LTV"`},
 		{"bad_trait_key_collision.yaml", `10: computedTraits[0].name: "power-users!" has the trait key "power_users", as has audiences[0].name "Power Users"` + "\n" +
 			`18: computedTraits[2].name: "orders_30_d" has the trait key "orders_30_d", as has computedTraits[1].name "Orders 30d"`},
+		// Audience conditions: an unknown id, and cycles (reported once each, with their path).
+		{"bad_audience_refs.yaml", `10: audiences[0].rule.all[1].audience: unknown audience "nope"` + "\n" +
+			`17: audiences[1].rule.any[1].not.audience: "a" makes a cycle of audiences: a → b → a` + "\n" +
+			`21: audiences[2].rule.audience: "self" makes a cycle of audiences: self → self` + "\n" +
+			`35: audiences[5].rule.all[0].audience: "c" makes a cycle of audiences: c → d → e → c`},
 		{"bad_duplicate_computed_trait_id.yaml", `8: computedTraits[1].id: duplicate id "ltv" (first used by computedTraits[0])`},
 		// Rules.
 		{"bad_within_too_long.yaml", `13: audiences[2].rule.all[1].within: must be at most 2160h (90 days), got 2184h` + "\n" +
@@ -33,16 +38,28 @@ func TestLoadConfigFileBadAudiences(t *testing.T) {
 		{"bad_within_too_short.yaml", `10: audiences[0].rule.any[1].within: must be at least 1m (events are counted in one-minute buckets), got 30s` + "\n" +
 			`11: audiences[0].rule.any[2].within: must be at least 1m (events are counted in one-minute buckets), got 1ns` + "\n" +
 			`16: computedTraits[0].count.within: must be at least 1m (events are counted in one-minute buckets), got 59s`},
+		// between windows and outputs; the last conditions are valid edges (90d, 0, 1d12h).
+		{"bad_between.yaml", strings.Join([]string{
+			`7: audiences[0].output: must be identify, track or both, got "tracks"`,
+			`10: audiences[0].rule.all[0].between: must give the older bound first, as in [90d, 30d] (between 90 and 30 days ago): got [720h, 2160h]`,
+			`11: audiences[0].rule.all[1].between: and within are two windows: give one of them`,
+			`12: audiences[0].rule.all[2].between: must be two durations, the older bound first, as in [90d, 30d]; got 1`,
+			`13: audiences[0].rule.all[3].between[0]: must be at most 2160h (90 days), got 2184h`,
+			`14: audiences[0].rule.all[4].between[1]: must be 0 or at least 1m (events are counted in one-minute buckets), got 30s`,
+			`15: audiences[0].rule.all[5].between[0]: must be at least 1m (events are counted in one-minute buckets), got 0s`,
+			`16: audiences[0].rule.all[6].between: applies to event conditions only`,
+			`17: audiences[0].rule.all[7].equals: applies to trait and computedTrait conditions only, not to an audience condition`,
+		}, "\n")},
 		{"bad_at_least_nested.yaml", `11: audiences[0].rule.not.any[0].atLeast: must be at least 1, got -1`},
 		{"bad_at_most.yaml", `9: audiences[0].rule.all[0].atMost: must be at least atLeast (3), got 2` + "\n" +
 			`10: audiences[0].rule.all[1].atMost: must not be negative, got -1`},
-		{"bad_condition_two_kinds.yaml", `11: audiences[0].rule.all[0]: has both trait and computedTrait: a condition is exactly one of all, any, not, event, trait or computedTrait` + "\n" +
-			`12: audiences[0].rule.all[1]: has both any and event: a condition is exactly one of all, any, not, event, trait or computedTrait` + "\n" +
-			`15: audiences[0].rule.all[2]: has both all and not: a condition is exactly one of all, any, not, event, trait or computedTrait`},
+		{"bad_condition_two_kinds.yaml", `11: audiences[0].rule.all[0]: has both trait and computedTrait: a condition is exactly one of all, any, not, event, trait, computedTrait or audience` + "\n" +
+			`12: audiences[0].rule.all[1]: has both any and event: a condition is exactly one of all, any, not, event, trait, computedTrait or audience` + "\n" +
+			`15: audiences[0].rule.all[2]: has both all and not: a condition is exactly one of all, any, not, event, trait, computedTrait or audience`},
 		// An empty group is no condition (docs/configuration.md#validation-rules).
-		{"bad_empty_group.yaml", `9: audiences[0].rule.any[0]: needs one of all, any, not, event, trait or computedTrait` + "\n" +
-			`10: audiences[0].rule.any[1].not: needs one of all, any, not, event, trait or computedTrait` + "\n" +
-			`11: audiences[0].rule.any[2]: needs one of all, any, not, event, trait or computedTrait`},
+		{"bad_empty_group.yaml", `9: audiences[0].rule.any[0]: needs one of all, any, not, event, trait, computedTrait or audience` + "\n" +
+			`10: audiences[0].rule.any[1].not: needs one of all, any, not, event, trait, computedTrait or audience` + "\n" +
+			`11: audiences[0].rule.any[2]: needs one of all, any, not, event, trait, computedTrait or audience`},
 		{"bad_no_operator.yaml", `11: audiences[0].rule.all[0]: needs an operator for the computedTrait condition: equals, notEquals, exists, in, contains, gt, gte, lt or lte` + "\n" +
 			`14: audiences[0].rule.all[1].where[0]: needs an operator for the where condition: equals, notEquals, exists, in, contains, gt, gte, lt or lte` + "\n" +
 			`15: audiences[0].rule.all[2].in: must list at least one value`},
@@ -150,7 +167,7 @@ func TestAudienceValidateInCode(t *testing.T) {
 		{"one group more", (&Audience{ID: "a", Name: "A", Source: "s", Rule: deepRule(MaxRuleDepth + 1)}).Validate(),
 			"rule.any[0].all[0].not.any[0].all[0].not.any[0].all[0].not.any[0]: nests all, any and not more than 10 levels deep"},
 		{"an empty all in code is no condition", (&Audience{ID: "a", Name: "A", Source: "s", Rule: Rule{All: []Condition{}}}).Validate(),
-			"rule: needs one of all, any, not, event, trait or computedTrait"},
+			"rule: needs one of all, any, not, event, trait, computedTrait or audience"},
 		{"atMost negative", (&Audience{ID: "a", Name: "A", Source: "s", Rule: Rule{Event: "E", AtMost: &neg}}).Validate(),
 			"rule.atMost: must not be negative, got -1"},
 		{"atMost below atLeast", (&Audience{ID: "a", Name: "A", Source: "s", Rule: Rule{Event: "E", AtLeast: 3, AtMost: &two}}).Validate(),
@@ -175,6 +192,34 @@ func TestAudienceValidateInCode(t *testing.T) {
 				t.Errorf("Validate() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDurationDays: durations take a leading number of days ("90d", "1d12h"); other forms
+// are Go's.
+func TestDurationDays(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		bad  bool
+	}{
+		{in: "90d", want: 90 * 24 * time.Hour},
+		{in: "30d", want: 720 * time.Hour},
+		{in: "1d12h", want: 36 * time.Hour},
+		{in: "0d", want: 0},
+		{in: "720h", want: 720 * time.Hour},
+		{in: "d", bad: true},
+		{in: "1d-1h", bad: true},
+		{in: "1dx", bad: true},
+		{in: "1.5d", bad: true},
+		{in: "9999999d", bad: true},
+	}
+	for _, tt := range tests {
+		var d Duration
+		err := d.UnmarshalText([]byte(tt.in))
+		if (err != nil) != tt.bad || (!tt.bad && time.Duration(d) != tt.want) {
+			t.Errorf("UnmarshalText(%q) = %v, %v; want %v (error: %v)", tt.in, time.Duration(d), err, tt.want, tt.bad)
+		}
 	}
 }
 

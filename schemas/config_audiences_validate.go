@@ -2,13 +2,15 @@ package schemas
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
 
 // validateAudiences checks the audiences and computed traits of a config: each one's own
 // rules, unique ids, sources that exist, trait keys unique across both kinds (they share the
-// identify's traits), and computedTrait conditions that name a computed trait of the config.
+// identify's traits), computedTrait conditions that name a computed trait of the config, and
+// audience conditions that name an audience of the config without a cycle.
 func (c *Config) validateAudiences(v *validator, sourceIDs map[string]string) {
 	traitKeys := map[string]string{} // trait key → path of the first name with it
 	names := map[string]string{}     // path → name, for the collision message
@@ -59,6 +61,68 @@ func (c *Config) validateAudiences(v *validator, sourceIDs map[string]string) {
 		checkSource(p, t.Source)
 		checkKey(p, t.Name, t.TraitKey())
 	}
+	c.checkAudienceRefs(v)
+}
+
+// audienceRef is an audience condition: the audience it names and its path.
+type audienceRef struct{ id, path string }
+
+// checkAudienceRefs checks the audience conditions: each names an audience of the config, and
+// no audience depends on itself through them (a → b → a). A cycle is reported once, at the
+// condition that closes it, with the cycle's path.
+func (c *Config) checkAudienceRefs(v *validator) {
+	index := map[string]int{}
+	for i := range c.Audiences {
+		if _, dup := index[c.Audiences[i].ID]; !dup {
+			index[c.Audiences[i].ID] = i
+		}
+	}
+	refs := make([][]audienceRef, len(c.Audiences))
+	for i := range c.Audiences {
+		c.Audiences[i].Rule.walk(fieldPath(indexPath("audiences", i), "rule"), func(cond *Condition, cp string) {
+			if cond.Audience == "" {
+				return
+			}
+			ap := fieldPath(cp, "audience")
+			if _, ok := index[cond.Audience]; !ok {
+				v.addf(ap, "unknown audience %q", cond.Audience)
+				return
+			}
+			refs[i] = append(refs[i], audienceRef{id: cond.Audience, path: ap})
+		})
+	}
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make([]int, len(c.Audiences))
+	var path []int
+	var visit func(i int)
+	visit = func(i int) {
+		state[i] = onPath
+		path = append(path, i)
+		for _, r := range refs[i] {
+			j := index[r.id]
+			switch state[j] {
+			case unseen:
+				visit(j)
+			case onPath:
+				var ids []string
+				for _, k := range path[slices.Index(path, j):] {
+					ids = append(ids, c.Audiences[k].ID)
+				}
+				v.addf(r.path, "%q makes a cycle of audiences: %s → %s", r.id, strings.Join(ids, " → "), r.id)
+			}
+		}
+		path = path[:len(path)-1]
+		state[i] = done
+	}
+	for i := range c.Audiences {
+		if state[i] == unseen {
+			visit(i)
+		}
+	}
 }
 
 // walk calls fn for c and every condition nested in it, with its path.
@@ -89,6 +153,11 @@ func (a *Audience) check(v *validator, p string) {
 	if a.Source == "" {
 		v.addf(fieldPath(p, "source"), "is required")
 	}
+	switch a.Output {
+	case "", OutputIdentify, OutputTrack, OutputBoth:
+	default:
+		v.addf(fieldPath(p, "output"), "must be identify, track or both, got %q", a.Output)
+	}
 	a.Rule.check(v, fieldPath(p, "rule"), 1)
 }
 
@@ -103,7 +172,7 @@ func checkName(v *validator, p, name, key string) {
 }
 
 // conditionKinds names the fields that make a condition what it is, in the model's order.
-const conditionKinds = "all, any, not, event, trait or computedTrait"
+const conditionKinds = "all, any, not, event, trait, computedTrait or audience"
 
 func (c *Condition) kinds() []string {
 	var ks []string
@@ -118,6 +187,7 @@ func (c *Condition) kinds() []string {
 	add(c.Event != "", "event")
 	add(c.Trait != "", "trait")
 	add(c.ComputedTrait != "", "computedTrait")
+	add(c.Audience != "", "audience")
 	return ks
 }
 
@@ -141,6 +211,9 @@ func (c *Condition) check(v *validator, p string, depth int) {
 		}
 		if c.Within != 0 || v.set(fieldPath(p, "within")) {
 			v.addf(fieldPath(p, "within"), "applies to event conditions only")
+		}
+		if len(c.Between) > 0 {
+			v.addf(fieldPath(p, "between"), "applies to event conditions only")
 		}
 		if len(c.Where) > 0 {
 			v.addf(fieldPath(p, "where"), "applies to event conditions only")
@@ -186,10 +259,44 @@ func (c *Condition) check(v *validator, p string, depth int) {
 			}
 		}
 		checkWithin(v, fieldPath(p, "within"), c.Within)
+		c.checkBetween(v, p)
 		checkWhere(v, fieldPath(p, "where"), c.Where)
+	case "audience":
+		eventOnly()
+		noComparison("an audience condition")
 	default: // trait, computedTrait
 		eventOnly()
 		c.Comparison.check(v, p, kinds[0]+" condition")
+	}
+}
+
+// checkBetween checks an event condition's between window: [older, newer], the older bound
+// first, both within the 90 days kept, and not together with within.
+func (c *Condition) checkBetween(v *validator, p string) {
+	bp := fieldPath(p, "between")
+	if len(c.Between) == 0 {
+		return
+	}
+	if c.Within != 0 {
+		v.addf(bp, "and within are two windows: give one of them")
+		return
+	}
+	if len(c.Between) != 2 {
+		v.addf(bp, "must be two durations, the older bound first, as in [90d, 30d]; got %d", len(c.Between))
+		return
+	}
+	older, newer := time.Duration(c.Between[0]), time.Duration(c.Between[1])
+	if older == 0 {
+		v.addf(indexPath(bp, 0), "must be at least 1m (events are counted in one-minute buckets), got 0s")
+	}
+	checkWithin(v, indexPath(bp, 0), c.Between[0])
+	switch {
+	case newer < 0:
+		v.addf(indexPath(bp, 1), "must not be negative, got %s", ShortDuration(newer))
+	case newer > 0 && newer < time.Minute:
+		v.addf(indexPath(bp, 1), "must be 0 or at least 1m (events are counted in one-minute buckets), got %s", ShortDuration(newer))
+	case older > 0 && newer >= older:
+		v.addf(bp, "must give the older bound first, as in [90d, 30d] (between 90 and 30 days ago): got [%s, %s]", ShortDuration(older), ShortDuration(newer))
 	}
 }
 

@@ -185,9 +185,9 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_audience_name_collision.yaml", `13: audiences[1].name: "power-users!" has the trait key "power_users", as has audiences[0].name "Power Users"`},
 		{"bad_audience_source_missing.yaml", `7: audiences[0].source: unknown source "engage"`},
 		{"bad_audience_no_source.yaml", `5: audiences[0].source: is required`},
-		{"bad_audience_no_conditions.yaml", `8: audiences[0].rule: needs one of all, any, not, event, trait or computedTrait`},
-		{"bad_condition_both.yaml", `10: audiences[0].rule.all[0]: has both event and trait: a condition is exactly one of all, any, not, event, trait or computedTrait`},
-		{"bad_condition_neither.yaml", `10: audiences[0].rule.any[0]: needs one of all, any, not, event, trait or computedTrait`},
+		{"bad_audience_no_conditions.yaml", `8: audiences[0].rule: needs one of all, any, not, event, trait, computedTrait or audience`},
+		{"bad_condition_both.yaml", `10: audiences[0].rule.all[0]: has both event and trait: a condition is exactly one of all, any, not, event, trait, computedTrait or audience`},
+		{"bad_condition_neither.yaml", `10: audiences[0].rule.any[0]: needs one of all, any, not, event, trait, computedTrait or audience`},
 		{"bad_condition_at_least_zero.yaml", `11: audiences[0].rule.all[0].atLeast: must be at least 1, got 0`},
 		{"bad_condition_at_least_negative.yaml", `11: audiences[0].rule.all[0].atLeast: must be at least 1, got -2`},
 		{"bad_condition_within_negative.yaml", `11: audiences[0].rule.all[0].within: must not be negative, got -24h`},
@@ -202,7 +202,7 @@ func TestLoadConfigFileBad(t *testing.T) {
 			`8: destinations[0].sources[0]: unknown source "mobile"`,
 			`11: destinations[0].settings.webhooks[0].url: must be an absolute http or https URL with a host, got "/relative"`,
 			`12: destinations[0].settings.standardWebhooks: requires sharedSecret`,
-			`17: audiences[0].rule: needs one of all, any, not, event, trait or computedTrait`,
+			`17: audiences[0].rule: needs one of all, any, not, event, trait, computedTrait or audience`,
 		}, "\n")},
 	}
 	checkBadConfigFiles(t, "testdata/config", tests)

@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -32,12 +33,34 @@ func (d Duration) MarshalText() ([]byte, error) {
 	return []byte(ShortDuration(time.Duration(d))), nil
 }
 
-// UnmarshalText reads a duration string such as "720h" or "15m".
+// UnmarshalText reads a duration string such as "720h" or "15m". A leading whole number of
+// days is allowed too: "90d" is 2160h, "1d12h" is 36h.
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
+	v, err := parseDuration(string(b))
 	if err != nil {
 		return fmt.Errorf("invalid duration %q: use a number with a unit such as \"720h\"", string(b))
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// parseDuration is time.ParseDuration with a leading number of days ("30d", "1d12h").
+func parseDuration(s string) (time.Duration, error) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 || i == len(s) || s[i] != 'd' || i > 6 {
+		return time.ParseDuration(s)
+	}
+	days, _ := strconv.Atoi(s[:i])
+	v := time.Duration(days) * 24 * time.Hour
+	if rest := s[i+1:]; rest != "" {
+		r, err := time.ParseDuration(rest)
+		if err != nil || r < 0 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		v += r
+	}
+	return v, nil
 }
