@@ -31,19 +31,7 @@ func BenchmarkRouterThroughput(b *testing.B) {
 				for i := range dests {
 					y += "  - {id: d" + strconv.Itoa(i) + ", type: webhooks, sources: [web], settings: {webhooks: [{url: \"https://x.example.com\"}]}}\n"
 				}
-				h := newHarness(b, y)
-				const chunk = 5000
-				for i := 0; i < b.N; i += chunk {
-					var recs []*kgo.Record
-					for j := i; j < min(i+chunk, b.N); j++ {
-						recs = append(recs, eventRecord(b, "web", `{"type":"track","event":"Order Completed","userId":"user-`+strconv.Itoa(j%1000)+`","messageId":"m`+strconv.Itoa(j)+`","properties":{"orderId":"o-1","total":129.99,"currency":"USD"},"context":{"ip":"203.0.113.9","library":{"name":"analytics-go","version":"3.3.0"}},"timestamp":"2026-01-01T00:00:00.000Z","receivedAt":"2026-01-01T00:00:00.200Z"}`))
-					}
-					h.produce(recs...)
-				}
-				out := h.deliveries()
-				b.ResetTimer()
-				start := time.Now()
-				h.runRouter(func(c *router.Config) {
+				routeThroughput(b, y, dests, func(c *router.Config) {
 					c.ExactlyOnce = eos
 					if v := os.Getenv("BENCH_MAX_POLL"); v != "" {
 						c.MaxPollRecords, _ = strconv.Atoi(v)
@@ -52,17 +40,6 @@ func BenchmarkRouterThroughput(b *testing.B) {
 						c.DedupeWindow, _ = time.ParseDuration(v)
 					}
 				})
-				want := b.N * dests
-				for len(out.got) < want {
-					out.poll()
-					if time.Since(start) > 5*time.Minute {
-						b.Fatalf("read %d of %d deliveries", len(out.got), want)
-					}
-				}
-				el := time.Since(start).Seconds()
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/el, "msgs/s")
-				b.ReportMetric(float64(want)/el, "deliveries/s")
 			})
 		}
 	}
@@ -84,18 +61,19 @@ func BenchmarkRouterThroughputPlan(b *testing.B) {
 	plan += "        - {name: Order Completed, properties: {type: object, required: [orderId, total, currency], properties: {orderId: {type: string}, total: {type: number, minimum: 0}, currency: {type: string, enum: [USD, EUR]}}}}\n"
 	b.Run("exactly-once/1dest", func(b *testing.B) {
 		routeThroughput(b, "sources: [{id: web, writeKey: wk, trackingPlan: {planId: shop}}]\n"+
-			"destinations: [{id: d0, type: webhooks, sources: [web], settings: {webhooks: [{url: \"https://x.example.com\"}]}}]\n"+plan)
+			"destinations: [{id: d0, type: webhooks, sources: [web], settings: {webhooks: [{url: \"https://x.example.com\"}]}}]\n"+plan, 1, nil)
 	})
 	b.Run("exactly-once/1dest/filters", func(b *testing.B) {
 		routeThroughput(b, "sources: [{id: web, writeKey: wk, trackingPlan: {planId: shop}}]\n"+
 			"destinations:\n  - id: d0\n    type: webhooks\n    sources: [web]\n    settings: {webhooks: [{url: \"https://x.example.com\"}]}\n"+
-			router.BenchFilters+plan)
+			router.BenchFilters+plan, 1, nil)
 	})
 }
 
-// routeThroughput routes b.N pre-produced events through a router of config y (its source
-// web, one destination) exactly once, and reports msgs/s from its start to the last delivery.
-func routeThroughput(b *testing.B, y string) {
+// routeThroughput routes b.N pre-produced events of source web through a router of config y
+// (with dests destinations, each getting every event; cfg, when set, changes the router's
+// config) and reports msgs/s, and deliveries/s, from its start to the last delivery read.
+func routeThroughput(b *testing.B, y string, dests int, cfg func(*router.Config)) {
 	h := newHarness(b, y)
 	const chunk = 5000
 	for i := 0; i < b.N; i += chunk {
@@ -108,14 +86,16 @@ func routeThroughput(b *testing.B, y string) {
 	out := h.deliveries()
 	b.ResetTimer()
 	start := time.Now()
-	h.runRouter(nil)
-	for len(out.got) < b.N {
+	h.runRouter(cfg)
+	want := b.N * dests
+	for len(out.got) < want {
 		out.poll()
 		if time.Since(start) > 5*time.Minute {
-			b.Fatalf("read %d of %d deliveries", len(out.got), b.N)
+			b.Fatalf("read %d of %d deliveries", len(out.got), want)
 		}
 	}
 	el := time.Since(start).Seconds()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el, "msgs/s")
+	b.ReportMetric(float64(want)/el, "deliveries/s")
 }
