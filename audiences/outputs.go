@@ -4,7 +4,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -72,22 +71,9 @@ func (s *Service) audienceTrack(prof *profile, key, source, id string, member bo
 	b = schemas.AppendJSONString(b, key)
 	b = append(b, ':')
 	b = boolVal(member).appendJSON(b)
-	b = append(b, `},"timestamp":"`...)
-	b = append(b, ts...)
-	b = append(b, `","receivedAt":"`...)
-	b = append(b, ts...)
-	b = append(b, `","context":{"library":{"name":"tributary-audiences","version":`...)
-	b = schemas.AppendJSONString(b, platform.Version)
-	b = append(b, `},"personas":`...)
-	b = appendPersonas(b, classAudience, id, key)
-	b = append(b, `}}`...)
+	b = append(b, '}')
 	s.metrics.tracks.WithLabelValues(id).Inc()
-	return &kgo.Record{Topic: s.cfg.EventsTopic, Key: []byte(userKey), Value: b, Headers: []kgo.RecordHeader{
-		{Key: schemas.HeaderSourceID, Value: []byte(source)},
-		{Key: schemas.HeaderMessageID, Value: []byte(msgID)},
-		{Key: schemas.HeaderType, Value: []byte(schemas.TypeTrack)},
-		{Key: HeaderOrigin, Value: []byte(OriginAudiences)},
-	}}
+	return s.callRecord(b, ts, classAudience, id, key, userKey, source, msgID, schemas.TypeTrack)
 }
 
 // appendProfileID appends the profile's "userId", else its "anonymousId", member; userKey is

@@ -36,7 +36,16 @@ func (s *Service) identify(prof *profile, key, source, id, class string, v val, 
 	b = schemas.AppendJSONString(b, key)
 	b = append(b, ':')
 	b = v.appendJSON(b)
-	b = append(b, `},"timestamp":"`...)
+	b = append(b, '}')
+	s.metrics.identifies.WithLabelValues(class, id).Inc()
+	return s.callRecord(b, ts, class, id, key, userKey, source, msgID, schemas.TypeIdentify)
+}
+
+// callRecord ends a call of the audiences service whose members so far are in b — timestamp
+// and receivedAt ts, context.library and context.personas — and makes its tracking.events
+// record: keyed by the profile's id, routed as source.
+func (s *Service) callRecord(b []byte, ts, class, id, key, userKey, source, msgID, typ string) *kgo.Record {
+	b = append(b, `,"timestamp":"`...)
 	b = append(b, ts...)
 	b = append(b, `","receivedAt":"`...)
 	b = append(b, ts...)
@@ -45,11 +54,10 @@ func (s *Service) identify(prof *profile, key, source, id, class string, v val, 
 	b = append(b, `},"personas":`...)
 	b = appendPersonas(b, class, id, key)
 	b = append(b, `}}`...)
-	s.metrics.identifies.WithLabelValues(class, id).Inc()
 	return &kgo.Record{Topic: s.cfg.EventsTopic, Key: []byte(userKey), Value: b, Headers: []kgo.RecordHeader{
 		{Key: schemas.HeaderSourceID, Value: []byte(source)},
 		{Key: schemas.HeaderMessageID, Value: []byte(msgID)},
-		{Key: schemas.HeaderType, Value: []byte(schemas.TypeIdentify)},
+		{Key: schemas.HeaderType, Value: []byte(typ)},
 		{Key: HeaderOrigin, Value: []byte(OriginAudiences)},
 	}}
 }
