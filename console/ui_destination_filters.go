@@ -79,7 +79,9 @@ const (
 
 // filterForm is one filter's form (or the new filter's).
 type filterForm struct {
-	Key    string // the name of the filter the form edits, as stored; "" for a new filter
+	Key string // the name of the filter the form edits, as stored; "" for a new filter
+	// Stored is that filter as stored (the form's summary), nil for a new filter.
+	Stored *schemas.DestinationFilter
 	Prefix string // of the inputs' ids
 	Name   string
 	Action string
@@ -134,7 +136,7 @@ func newFilterForm(d *schemas.Destination) *filterForm {
 // filterFormOf is the form of d's filter fl.
 func filterFormOf(d *schemas.Destination, fl *schemas.DestinationFilter) *filterForm {
 	f := newFilterForm(d)
-	f.Key, f.Name, f.Action, f.If = fl.Name, fl.Name, fl.Action, fl.If
+	f.Key, f.Stored, f.Name, f.Action, f.If = fl.Name, fl, fl.Name, fl.Action, fl.If
 	if fl.Percent != nil {
 		f.Percent = strconv.FormatFloat(*fl.Percent, 'f', -1, 64)
 	}
@@ -280,6 +282,9 @@ func (u *ui) saveFilterPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		fields, general := filterErrors(err, i)
+		for input := range local {
+			delete(fields, input) // the percent the form could not read is "required" to the config
+		}
 		if shown == nil {
 			for _, msg := range fields {
 				general = strings.TrimSpace(general + " " + msg)
@@ -313,7 +318,7 @@ func (u *ui) showFilterError(w http.ResponseWriter, r *http.Request, f *filterFo
 		if f.Key == "" {
 			tab.New = f
 		} else if i := slices.IndexFunc(tab.Forms, func(g *filterForm) bool { return g.Key == f.Key }); i >= 0 {
-			f.Prefix = tab.Forms[i].Prefix
+			f.Prefix, f.Stored = tab.Forms[i].Prefix, tab.Forms[i].Stored
 			tab.Forms[i] = f
 		}
 	}

@@ -80,7 +80,10 @@ func TestUIDestinationFiltersEditor(t *testing.T) {
 
 	// Edited into a sample of pages; a percent that is no number is the form's own error.
 	edit := url.Values{"version": {version}, "filter": {"small orders"}, "name": {"pages"}, "action": {"sample"}, "if": {"type = 'page'"}, "percent": {"lots"}}
-	expectDestPage(t, b.post("/destinations/shop/filters", edit), http.StatusBadRequest, "Write a number from 0 to 100")
+	// The form as sent, under the stored filter's summary.
+	expectDestPage(t, b.post("/destinations/shop/filters", edit), http.StatusBadRequest, destFieldErr("filter-0-percent",
+		"Write a number from 0 to 100 (the share of the matching messages kept), got “lots”."), `value="pages"`,
+		`<strong>small orders</strong> <span class="badge">drop</span> <code>properties.total &lt; 100</code> <span class="muted">(web only)</span>`)
 	edit.Set("percent", "25")
 	expectDestPage(t, b.post("/destinations/shop/filters", edit), http.StatusOK, "Filter pages saved.")
 	fs = filtersOf(t, h, "shop", "no ip:dropProperties pages:sample")
