@@ -121,6 +121,7 @@ func filtersTabOf(d *schemas.Destination, version int64) *filtersTab {
 		f.Prefix = "filter-" + strconv.Itoa(i) + "-"
 	}
 	tab.New = newFilterForm(d)
+	tab.New.Open = len(d.Filters) == 0 // nothing else to show
 	return tab
 }
 
