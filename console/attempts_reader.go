@@ -71,14 +71,14 @@ func (s *Service) runAttempts(ctx context.Context) error {
 // the deliverer writes them).
 var attemptNames = []string{"destinationId", "messageId", "url", "attempt", "status", "latencyMs", "errorClass", "error", "concurrencyLimit", "pausedForMs", "test", "at",
 	"type", "event", "userId", "anonymousId", "receivedAt", "nextAttemptAt", "deadLettered", "responseHeaders", "responseBody",
-	"reason", "replayId"}
+	"reason", "filter", "replayId"}
 
 // attemptFields are those members as read: the strings alias the record. The log keeps no
 // concurrencyLimit nor pausedForMs; they are read to refuse a record as
 // schemas.DecodeAttemptRecord would.
 type attemptFields struct {
 	destinationID, messageID, url, errorClass, err, at []byte
-	reason, replayID                                   []byte
+	reason, filter, replayID                           []byte
 	attempt, status, concurrencyLimit, pausedForMs     int
 	latencyMs                                          float64
 	test                                               bool
@@ -139,6 +139,8 @@ func decodeAttemptFields(b []byte, f *attemptFields) error {
 		case 21:
 			return decodeString(v, &f.reason)
 		case 22:
+			return decodeString(v, &f.filter)
+		case 23:
 			return decodeString(v, &f.replayID)
 		}
 		return err
@@ -183,6 +185,9 @@ func (d *attemptDecoder) attempt(r *kgo.Record) (attempt, bool) {
 	}
 	if len(f.reason) > 0 {
 		a.Reason = d.names.Get(f.reason)
+	}
+	if len(f.filter) > 0 {
+		a.Filter = d.names.Get(f.filter)
 	}
 	return a, true
 }
@@ -230,11 +235,11 @@ func attemptOf(r *kgo.Record) (attempt, bool) {
 		MessageFacts: views.MessageFacts{Type: rec.Type, Event: rec.Event, UserID: rec.UserID, AnonymousID: rec.AnonymousID,
 			ReceivedAt: timestamp([]byte(rec.ReceivedAt)), NextAttemptAt: timestamp([]byte(rec.NextAttemptAt)), DeadLettered: rec.DeadLettered,
 			ResponseHeaders: rec.ResponseHeaders, ResponseBody: rec.ResponseBody},
-		Reason: string(rec.Reason)}, true
+		Reason: string(rec.Reason), Filter: rec.Filter}, true
 }
 
 // healthEventOf is what the health view reads of an attempt record.
 func healthEventOf(a *attempt) views.HealthEvent {
 	return views.HealthEvent{DestinationID: a.DestinationID, MessageID: a.MessageID, At: a.At, URL: a.URL, Attempt: a.Attempt,
-		Class: a.ErrorClass, Error: a.Error, Reason: a.Reason, Test: a.Test, ReceivedAt: a.ReceivedAt}
+		Class: a.ErrorClass, Error: a.Error, Reason: a.Reason, Filter: a.Filter, Test: a.Test, ReceivedAt: a.ReceivedAt}
 }

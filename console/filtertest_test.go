@@ -61,7 +61,7 @@ func TestDestinationFiltersAPI(t *testing.T) {
 	c.ok(400, "POST", "/v1/destinations/shop/filters/test", map[string]any{"message": map[string]any{"type": "track"}, "sourceId": "nope"})
 }
 
-// TestUIFiltersTester: the destination's Test tab has the filters' tester; a message is
+// TestUIFiltersTester: the destination's Filters tab has the filters' tester; a message is
 // answered with which filter decided what, as a table, and the body; malformed JSON is a 400
 // with the error next to the box.
 func TestUIFiltersTester(t *testing.T) {
@@ -72,7 +72,7 @@ func TestUIFiltersTester(t *testing.T) {
 		"filters": []any{map[string]any{"name": "small orders", "if": "properties.total < 100", "action": "drop"},
 			map[string]any{"name": "no ip", "action": "dropProperties", "properties": []any{"context.ip"}}}})
 	b := newDestBrowser(t, h)
-	expectDestPage(t, b.get("/destinations/shop?tab=test"), http.StatusOK, "Test the filters", "destination's 2 filters", `name="message"`)
+	expectDestPage(t, b.get("/destinations/shop?tab=filters"), http.StatusOK, "Test the filters", "destination's 2 filters", `name="message"`)
 	expectDestPage(t, b.post("/destinations/shop/filters/test", url.Values{"message": {`{"type":"track","event":"A","properties":{"total":5}}`}}),
 		http.StatusOK, `<span class="badge bad">dropped</span> by <strong>small orders</strong>`, "<td>small orders</td><td>drop</td><td>matched</td><td>dropped</td>",
 		"<td>no ip</td><td>dropProperties</td><td>matched</td><td>skipped</td>")

@@ -165,3 +165,58 @@ func TestFunnelCounts(t *testing.T) {
 		// 3 delivered of 5 finished: failing, and why.
 		"This destination is failing: 60.0 % of its messages were delivered in the last hour (3 delivered, 2 dead-lettered).")
 }
+
+// filterDropRecord is the router's record of a message the destination filter named filter
+// dropped for dest.
+func filterDropRecord(dest, msg, filter string, at time.Time) *kgo.Record {
+	return &kgo.Record{Topic: schemas.TopicAttempts, Key: []byte(dest),
+		Value: schemas.AppendFilterDropRecord(nil, dest, msg, filter, []byte(schemas.FormatTimestamp(at)))}
+}
+
+// TestFunnelPerFilter: the funnel's dropped stage counts the messages each destination filter
+// dropped apart — reason destination_filter with the filter's name, and its samples — while a
+// record of an older router, which names no filter, still counts under destination_filter
+// alone; the stats count them all as filtered, and the destination page shows
+// "destination_filter: <name>".
+func TestFunnelPerFilter(t *testing.T) {
+	h := newHarness(t, nil)
+	now := time.Now().UTC()
+	at := func(s int) time.Time { return now.Add(time.Duration(s-60) * time.Second) }
+	h.env.Produce(
+		filterDropRecord("file-hooks", "small-1", "small orders", at(1)),
+		filterDropRecord("file-hooks", "small-2", "small orders", at(2)),
+		filterDropRecord("file-hooks", "page-1", "no pages", at(3)),
+		filteredRecord("file-hooks", "old-1", schemas.FilterDestinationFilter, at(4)),
+		filteredRecord("file-hooks", "off-1", schemas.FilterIntegrationsOff, at(5)),
+	)
+	var f map[string]any
+	servicetest.Eventually(t, 10*time.Second, "the funnel", func() bool {
+		r := h.do(http.MethodGet, "/v1/destinations/file-hooks/overview?window=1h", nil)
+		expect(t, r, http.StatusOK)
+		f = r.Data(t)
+		return f["received"] == float64(5)
+	})
+	var got []string
+	for _, r := range f["dropped"].(map[string]any)["reasons"].([]any) {
+		r := r.(map[string]any)
+		var ids []string
+		for _, id := range r["sampleMessageIds"].([]any) {
+			ids = append(ids, id.(string))
+		}
+		slices.Sort(ids)
+		got = append(got, fmt.Sprintf("%s/%v=%v%v", r["reason"], r["filter"], r["count"], ids))
+	}
+	want := "destination_filter/small orders=2[small-1 small-2] destination_filter/<nil>=1[old-1] destination_filter/no pages=1[page-1] integrations_off/<nil>=1[off-1]"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("dropped reasons:\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	if f["dropped"].(map[string]any)["count"] != float64(5) {
+		t.Errorf("dropped %v, want 5", f["dropped"])
+	}
+	st := h.do(http.MethodGet, "/v1/destinations/file-hooks/stats?window=1h", nil).Data(t)
+	if m := st["messages"].(map[string]any); m["filtered"] != float64(5) {
+		t.Errorf("stats messages %v: want 5 filtered", m)
+	}
+	h.signIn(t).get("/destinations/file-hooks").contains(t, http.StatusOK, "<strong>destination_filter: small orders</strong>: 2",
+		"<strong>destination_filter: no pages</strong>: 1", "<strong>destination_filter</strong>: 1", "<code>small-2</code>")
+}

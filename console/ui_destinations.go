@@ -17,8 +17,8 @@ import (
 )
 
 // The destinations pages (the catalog, Segment's setup flow of a Webhooks destination, a
-// destination's page in tabs: health, messages, pending, dead letters, test, settings); the
-// setup flow and the page's actions are in ui_destination_form.go. Every write goes through the service methods the API's handlers
+// destination's page in tabs: health, messages, pending, dead letters, replay, test, filters,
+// settings); the setup flow and the page's actions are in ui_destination_form.go. Every write goes through the service methods the API's handlers
 // also call (the config write path of configwrite.go: createObject, checkNew, updateObject,
 // removeObject; replay, runTest), so the pages and the API validate alike and show the same
 // messages.
@@ -35,6 +35,7 @@ func (u *ui) destinationPages(pg func(string, http.HandlerFunc)) {
 	pg("POST /destinations/{id}/dlq/replay", u.replayDestination)
 	pg("POST /destinations/{id}/retry", u.retryPendingPage)
 	pg("POST /destinations/{id}/test", u.testDestinationPage)
+	pg("POST /destinations/{id}/filters", u.saveFilterPage)
 	pg("POST /destinations/{id}/filters/test", u.testFiltersPage)
 	pg("POST /destinations/{id}/replays", u.replayPage)
 	pg("POST /destinations/{id}/replays/{replayId}/cancel", u.cancelReplayPage)
@@ -60,6 +61,7 @@ const (
 	tabPending  = "pending"
 	tabDLQ      = "dlq"
 	tabTest     = "test"
+	tabFilters  = "filters" // ui_destination_filters.go
 	tabSettings = "settings"
 	tabReplay   = "replay" // ui_replays.go
 )
@@ -67,7 +69,7 @@ const (
 // destinationTabs are the tabs in their order, with their labels.
 var destinationTabs = []struct{ ID, Label string }{
 	{tabHealth, "Health"}, {tabMessages, "Messages"}, {tabPending, "Pending"},
-	{tabDLQ, "Dead letters"}, {tabReplay, "Replay"}, {tabTest, "Test"}, {tabSettings, "Settings"},
+	{tabDLQ, "Dead letters"}, {tabReplay, "Replay"}, {tabTest, "Test"}, {tabFilters, "Filters"}, {tabSettings, "Settings"},
 }
 
 // destinationTab is the address of a tab of destination id's page.
@@ -135,7 +137,8 @@ type destinationData struct {
 	Test      *testOutcome
 	TestError string
 
-	Filters *filtersBox // the filters' tester (ui_destination_filters.go)
+	FiltersTab *filtersTab // the filters' editor (ui_destination_filters.go)
+	Filters    *filtersBox // and their tester
 
 	Edit *destForm
 
@@ -221,6 +224,8 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 			data.TestType = typ
 		}
 		data.Test = u.testAnswers(d, q)
+	case tabFilters:
+		data.FiltersTab = filtersTabOf(d, data.Version)
 	}
 	data.Edit = u.editForm(d, data.Version)
 	return data, nil

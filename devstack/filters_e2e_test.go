@@ -2,18 +2,22 @@ package devstack_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/tributary-cdp/tributary/devstack"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
 // TestEndToEndDestinationFilters runs the whole stack (as make run does) with destination
 // filters (docs/routing.md#destination-filters): a debug event is dropped, the client's IP is
 // stripped from what the destination gets, and the other destination of the source, without
-// filters, gets every message whole.
+// filters, gets every message whole; the console's funnel counts the drop under the filter
+// that made it.
 func TestEndToEndDestinationFilters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole stack")
@@ -66,5 +70,31 @@ destinations:
 	}
 	if len(reqs) != 3 {
 		t.Errorf("%d webhooks, want 3 (the debug event dropped for /filtered): %v", len(reqs), got)
+	}
+
+	// The console's funnel counts the drop under the filter that made it.
+	token, _ := st.ConsoleToken()
+	var last string
+	for until := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		a := servicetest.Call(t, http.MethodGet, "http://"+st.ConsoleAddr()+"/v1/destinations/filtered/overview", "", "Authorization", servicetest.Bearer(token))
+		var f struct {
+			Data struct {
+				Dropped struct {
+					Reasons []struct {
+						Reason, Filter   string
+						Count            int
+						SampleMessageIDs []string `json:"sampleMessageIds"`
+					}
+				}
+			}
+		}
+		a.Decode(t, &f)
+		if r := f.Data.Dropped.Reasons; len(r) == 1 && r[0].Reason == "destination_filter" && r[0].Filter == "no debug" && r[0].Count == 1 &&
+			slices.Equal(r[0].SampleMessageIDs, []string{"e2e-debug"}) {
+			break
+		}
+		if last = string(a.Body); time.Now().After(until) {
+			t.Fatalf("the funnel's drops: %s, want one of destination_filter by no debug", last)
+		}
 	}
 }

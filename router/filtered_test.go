@@ -25,7 +25,11 @@ func filteredOf(t *testing.T, topic string, recs []*kgo.Record) []string {
 		if err != nil || r.Topic != topic || string(r.Key) != a.DestinationID || a.ErrorClass != schemas.ClassFiltered || a.At == "" {
 			t.Errorf("filtered record %s %s %s: %+v, %v", r.Topic, r.Key, r.Value, a, err)
 		}
-		out = append(out, a.MessageID+"→"+a.DestinationID+":"+string(a.Reason))
+		s := a.MessageID + "→" + a.DestinationID + ":" + string(a.Reason)
+		if a.Filter != "" {
+			s += "/" + a.Filter
+		}
+		out = append(out, s)
 	}
 	slices.Sort(out)
 	return out

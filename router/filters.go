@@ -43,29 +43,31 @@ func (c *FilterCache) count(destID, filter string) {
 	}
 }
 
-// applyFilters runs d's filters on the message (s.fmsg holds body[headroom:]): dropped when one sampled it out
-// or dropped it (counted); own is the body of its own the destination gets when property
-// filters changed it, made from body (the shared body, in clear, after headroom bytes) and
-// sealed with key when the message is; nil when it shares the message's body.
-func (s *Step) applyFilters(d *schemas.Destination, sourceID string, body []byte, v *schemas.RoutingView, key *shred.Key, headroom int) (own []byte, dropped bool) {
+// applyFilters runs d's filters on the message (s.fmsg holds body[headroom:]): droppedBy names
+// the filter that sampled it out or dropped it (counted), "" when none did; own is the body of
+// its own the destination gets when property filters changed it, made from body (the shared
+// body, in clear, after headroom bytes) and sealed with key when the message is; nil when it
+// shares the message's body.
+func (s *Step) applyFilters(d *schemas.Destination, sourceID string, body []byte, v *schemas.RoutingView, key *shred.Key, headroom int) (own []byte, droppedBy string) {
 	if s.Filters == nil {
 		s.Filters = &FilterCache{}
 	}
 	cf := s.Filters.of(s.Config, d)
 	if cf == nil {
-		return nil, false
+		return nil, ""
 	}
 	fd := cf.Decide(sourceID, v.MessageID, &s.fmsg, nil)
 	if fd.Dropped() {
-		s.Filters.count(d.ID, cf.Name(fd.DroppedBy))
-		return nil, true
+		name := cf.Name(fd.DroppedBy) // required: never ""
+		s.Filters.count(d.ID, name)
+		return nil, name
 	}
 	if fd.Rewrites == 0 {
-		return nil, false
+		return nil, ""
 	}
 	own = cf.AppendRewrittenFrom(make([]byte, headroom, len(body)+shred.TagSize), &s.fmsg, fd)
 	if key != nil {
 		own = key.SealReserved(own)
 	}
-	return own, false
+	return own, ""
 }

@@ -181,10 +181,10 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 				s.fmsg.Reset(body[headroom:])
 				indexed = true
 			}
-			own, dropped := s.applyFilters(d, src.ID, body, &v, key, headroom)
-			if dropped {
+			own, droppedBy := s.applyFilters(d, src.ID, body, &v, key, headroom)
+			if droppedBy != "" {
 				if s.AttemptsTopic != "" {
-					out.Filtered = append(out.Filtered, s.filtered(d.ID, v.MessageID, schemas.FilterDestinationFilter))
+					out.Filtered = append(out.Filtered, s.filterDropped(d.ID, v.MessageID, droppedBy))
 				}
 				continue
 			}
@@ -241,6 +241,13 @@ func (s *Step) Filter(out Deliveries, sourceID, messageID string, reason schemas
 func (s *Step) filtered(destID, messageID string, reason schemas.FilterReason) *kgo.Record {
 	return &kgo.Record{Topic: s.AttemptsTopic, Key: []byte(destID),
 		Value: schemas.AppendFilteredRecord(make([]byte, 0, 96+len(destID)+len(messageID)), destID, messageID, reason, s.FirstAttemptAt)}
+}
+
+// filterDropped is the filtered record of a message the destination filter named filter
+// dropped (reason destination_filter, and the member filter: docs/topics.md#webhooksattempts).
+func (s *Step) filterDropped(destID, messageID, filter string) *kgo.Record {
+	return &kgo.Record{Topic: s.AttemptsTopic, Key: []byte(destID),
+		Value: schemas.AppendFilterDropRecord(make([]byte, 0, 112+len(destID)+len(messageID)+len(filter)), destID, messageID, filter, s.FirstAttemptAt)}
 }
 
 // deliveryRecord holds a record and its headers in one allocation.

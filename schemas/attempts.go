@@ -154,6 +154,9 @@ type AttemptRecord struct {
 	// Reason is why the router dropped the message for the destination, on a ClassFiltered
 	// record only (absent otherwise).
 	Reason FilterReason `json:"reason,omitempty"`
+	// Filter names the destination filter that dropped the message, on a ClassFiltered record
+	// of reason FilterDestinationFilter (absent otherwise, and on an older router's record).
+	Filter string `json:"filter,omitempty"`
 
 	// ReplayID names the replay whose delivery this POST was (the header replay of the
 	// delivery record, docs/delivery.md#replay); absent for any other.
@@ -273,12 +276,27 @@ func FilterReasons() []FilterReason {
 // messageId, errorClass, reason and at (at a FormatTimestamp); DecodeAttemptRecord reads the
 // other members as their zero values.
 func AppendFilteredRecord(b []byte, destinationID, messageID string, reason FilterReason, at []byte) []byte {
+	return appendFilteredRecord(b, destinationID, messageID, reason, "", at)
+}
+
+// AppendFilterDropRecord appends the value of a message the destination filter named filter
+// sampled out or dropped: AppendFilteredRecord's record of reason FilterDestinationFilter,
+// with the member filter after reason.
+func AppendFilterDropRecord(b []byte, destinationID, messageID, filter string, at []byte) []byte {
+	return appendFilteredRecord(b, destinationID, messageID, FilterDestinationFilter, filter, at)
+}
+
+func appendFilteredRecord(b []byte, destinationID, messageID string, reason FilterReason, filter string, at []byte) []byte {
 	b = append(b, `{"destinationId":`...)
 	b = AppendJSONString(b, destinationID)
 	b = append(b, `,"messageId":`...)
 	b = AppendJSONString(b, messageID)
 	b = append(b, `,"errorClass":"filtered","reason":`...)
 	b = AppendJSONString(b, string(reason))
+	if filter != "" {
+		b = append(b, `,"filter":`...)
+		b = AppendJSONString(b, filter)
+	}
 	b = append(b, `,"at":`...)
 	b = AppendJSONString(b, string(at))
 	return append(b, '}')

@@ -215,3 +215,27 @@ func TestFilteredRecordRoundTrip(t *testing.T) {
 		t.Error("filtered is retryable")
 	}
 }
+
+// TestFilterDropRecordNamesFilter: the record of a message a destination filter dropped
+// (AppendFilterDropRecord) has the reason destination_filter and names the filter in the
+// member filter (escaped as JSON); it holds no member the type lacks, and a record without
+// the member (an older router's) decodes with no filter.
+func TestFilterDropRecordNamesFilter(t *testing.T) {
+	b := schemas.AppendFilterDropRecord(nil, "order-hooks", "m-1", `small "orders"`, []byte("2026-11-27T10:00:00.000Z"))
+	want := schemas.AttemptRecord{DestinationID: "order-hooks", MessageID: "m-1", ErrorClass: schemas.ClassFiltered,
+		Reason: schemas.FilterDestinationFilter, Filter: `small "orders"`, At: "2026-11-27T10:00:00.000Z"}
+	out, err := schemas.DecodeAttemptRecord(b)
+	if err != nil || !reflect.DeepEqual(out, want) {
+		t.Fatalf("DecodeAttemptRecord(%s) = %+v, %v; want %+v", b, out, err, want)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		t.Errorf("%s: %v", b, err)
+	}
+	strictRoundTrip(t, want)
+	old := schemas.AppendFilteredRecord(nil, "order-hooks", "m-1", schemas.FilterDestinationFilter, []byte("2026-11-27T10:00:00.000Z"))
+	if out, err := schemas.DecodeAttemptRecord(old); err != nil || out.Reason != schemas.FilterDestinationFilter || out.Filter != "" {
+		t.Errorf("a record without a filter: %+v, %v", out, err)
+	}
+}

@@ -34,6 +34,9 @@ type DeliveryAttempt struct {
 	// Reason is why the router dropped the message for the destination, on a record of class
 	// filtered: no POST, so not in the log (the health view counts it).
 	Reason string `json:"reason,omitempty"`
+	// Filter names the destination filter that dropped it, on a record of reason
+	// destination_filter (schemas.AttemptRecord.Filter): not in the log either.
+	Filter string `json:"filter,omitempty"`
 }
 
 // SuccessClass is the error class of a 2xx.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,12 +45,15 @@ type HealthEvent struct {
 	// dead-lettered.
 	At time.Time
 	// URL, Attempt, Class and Error are the attempt record's (URL empty on a record not sent);
-	// Class "filtered" is a message the router dropped for the destination, Reason why.
+	// Class "filtered" is a message the router dropped for the destination, Reason why, and
+	// Filter the destination filter that did on the reason destination_filter ("" on a record
+	// that names none: an older router's).
 	URL     string
 	Attempt int
 	Class   string
 	Error   string
 	Reason  string
+	Filter  string
 	// ReceivedAt is when ingest accepted the message, zero when the record does not say: the
 	// start of a 2xx's end-to-end latency.
 	ReceivedAt time.Time
@@ -65,8 +69,9 @@ const (
 	maxURLs = 16
 	// MaxSamples is how many sample message ids the funnel keeps per stage and reason.
 	MaxSamples = 10
-	// maxSampleKeys bounds a destination's (stage, reason) pairs with samples.
-	maxSampleKeys = 64
+	// maxSampleKeys bounds a destination's (stage, reason) pairs with samples: room for the
+	// drops of each of its filters (dropKey) beside the other reasons.
+	maxSampleKeys = 64 + schemas.MaxFilters
 )
 
 // End-to-end latency histogram: bucket i holds latencies up to e2eBase·e2eRatio^i ms, from
@@ -110,7 +115,9 @@ func (s stage) delivered() bool { return s == stageDeliveredFirst || s == stageD
 func (s stage) finished() bool { return s.delivered() || s == stageDropped }
 
 // stageReason is a counter's key: the stage, and the reason (a filter reason, the last
-// failure's class, the dead letter's reason; "" for the delivered).
+// failure's class, the dead letter's reason; "" for the delivered). A message a destination
+// filter dropped has the reason dropKey: destination_filter and the filter's name, apart per
+// filter (the funnel splits them again: splitDropKey).
 type stageReason struct {
 	stage  stage
 	reason string
@@ -215,8 +222,9 @@ func (h *Health) add(e *HealthEvent) {
 	case e.Class == FilteredClass:
 		// The router writes one per message and destination: counted as it comes.
 		unix := minuteOf(e.At)
-		d.count(unix, stageReason{stageDropped, e.Reason}, 1)
-		d.sample(stageReason{stageDropped, e.Reason}, e.MessageID, e.At.UnixMilli())
+		key := stageReason{stageDropped, dropKey(e.Reason, e.Filter)}
+		d.count(unix, key, 1)
+		d.sample(key, e.MessageID, e.At.UnixMilli())
 	case e.Class == string(schemas.ClassSuppressed) || e.Class == string(schemas.ClassDeleted):
 		h.move(d, e, stageDropped, e.Class) // dropped unsent by the deliverer
 	case e.Class == SuccessClass:
@@ -241,6 +249,26 @@ func (h *Health) add(e *HealthEvent) {
 		d.countURL(e)
 		h.move(d, e, stageRetrying, e.Class)
 	}
+}
+
+// filterKeyPrefix starts the reason key of a message a named destination filter dropped.
+const filterKeyPrefix = string(schemas.FilterDestinationFilter) + ":"
+
+// dropKey is the reason key of a filtered record: its reason, and for a destination filter's
+// drop that names the filter, "destination_filter:<filter>".
+func dropKey(reason, filter string) string {
+	if filter == "" || reason != string(schemas.FilterDestinationFilter) {
+		return reason
+	}
+	return filterKeyPrefix + filter
+}
+
+// splitDropKey is the reason and the filter of a key of dropKey.
+func splitDropKey(key string) (reason, filter string) {
+	if f, ok := strings.CutPrefix(key, filterKeyPrefix); ok {
+		return string(schemas.FilterDestinationFilter), f
+	}
+	return key, ""
 }
 
 func minuteOf(t time.Time) int64 { return int64(math.Floor(float64(t.Unix()) / 60)) }
@@ -625,9 +653,12 @@ func e2eQuantile(hist *[e2eBuckets]uint64, n uint64, q float64) *float64 {
 }
 
 // FunnelReason is one reason of a funnel stage: how many messages, and the ids of the last
-// MaxSamples of them that are still there.
+// MaxSamples of them that are still there. The dropped stage has one per destination filter
+// that dropped messages: reason destination_filter, Filter its name (and one without a name
+// for the records of an older router).
 type FunnelReason struct {
 	Reason  string   `json:"reason"`
+	Filter  string   `json:"filter,omitempty"`
 	Count   uint64   `json:"count"`
 	Samples []string `json:"sampleMessageIds"`
 }
@@ -675,7 +706,11 @@ func (h *Health) Funnel(id string, now time.Time, window time.Duration) Funnel {
 		if k.stage.delivered() {
 			continue
 		}
-		r := FunnelReason{Reason: k.reason, Count: c, Samples: []string{}}
+		r := FunnelReason{Count: c, Samples: []string{}}
+		r.Reason = k.reason
+		if k.stage == stageDropped {
+			r.Reason, r.Filter = splitDropKey(k.reason)
+		}
 		if ring := d.samples[k]; ring != nil {
 			for s := range ring.Newest() {
 				if s.at < from {
@@ -692,7 +727,7 @@ func (h *Health) Funnel(id string, now time.Time, window time.Duration) Funnel {
 	}
 	for _, st := range stages {
 		slices.SortFunc(st.Reasons, func(a, b FunnelReason) int {
-			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason))
+			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.Filter, b.Filter))
 		})
 	}
 	return out
