@@ -29,6 +29,7 @@ func testSourceEventsSealed(t *testing.T) {
 	if n, err := keys.Shred(h.env.Ctx, "jane"); err != nil || n != 1 {
 		t.Fatalf("Shred = %d, %v", n, err)
 	}
+	synctest.Wait() // the console's keyring reads the shred before the events' reader gets jane's event
 	h.env.Produce(jane, bob, rec("carl", "m-plain"))
 	servicetest.Eventually(t, 10*time.Second, "the recent events", func() string {
 		data := h.do("GET", "/v1/sources/web/events/recent", nil).JSON(t)["data"].([]any)
