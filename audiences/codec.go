@@ -74,9 +74,10 @@ func (p *profile) appendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"id":`...)
-			b = schemas.AppendJSONString(b, s.ID)
+			k := s.K.Value()
+			b = schemas.AppendJSONString(b, k.ID)
 			b = append(b, `,"v":`...)
-			b = schemas.AppendJSONString(b, s.Version)
+			b = schemas.AppendJSONString(b, k.Version)
 			if s.H != 0 {
 				b = append(b, `,"h":`...)
 				b = s.H.appendJSON(b)

@@ -24,7 +24,7 @@ func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 			{Key: "list:w", aggExtra: &aggExtra{List: []val{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}}},
 			{Key: "empty"},
 		},
-		Synced: []sent{{ID: "a/vip", Version: "abc"}, {ID: "t/n", Version: "def", H: valueHash(numVal(12))}},
+		Synced: []sent{newSent("a/vip", "abc", 0), newSent("t/n", "def", valueHash(numVal(12)))},
 		Merged: []string{"anon-1", "anon-2"},
 		Tracks: &[]tracked{{At: 100, Event: "Order Completed", MessageID: "m\"1", Source: "web", Props: `{"total":12.5,"sku":["a"]}`}, {At: 101, Event: "Signed Up"}},
 	}

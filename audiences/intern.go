@@ -65,9 +65,6 @@ func (in *interner) profile(p *profile) {
 			x.List[j] = in.val(x.List[j])
 		}
 	}
-	for i := range p.Synced {
-		p.Synced[i].ID, p.Synced[i].Version = in.str(p.Synced[i].ID), in.str(p.Synced[i].Version)
-	}
 	for i, ts := 0, p.tracks(); i < len(ts); i++ {
 		ts[i].Event, ts[i].Source = in.str(ts[i].Event), in.str(ts[i].Source)
 	}

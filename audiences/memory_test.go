@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // Memory per profile (docs/audiences.md#memory, docs/benchmarks.md#audiences).
@@ -97,4 +98,20 @@ func measureProfiles(t *testing.T, n int) (perProfile, perSynced float64, rss in
 	rss = residentBytes()
 	runtime.KeepAlive(part)
 	return perProfile, perSynced, rss
+}
+
+// TestCompactLayout: the parts a profile holds many of keep their compact sizes
+// (docs/audiences.md#memory). A field added to one of them shows here first, with the bytes
+// it costs a million profiles.
+func TestCompactLayout(t *testing.T) {
+	for _, c := range []struct {
+		what      string
+		got, want uintptr
+	}{
+		{"a synced entry (sent)", unsafe.Sizeof(sent{}), 16},
+	} {
+		if c.got > c.want {
+			t.Errorf("%s: %d bytes, want at most %d (%d MB more per 1,000,000 profiles and entry)", c.what, c.got, c.want, (c.got-c.want)*1_000_000/1e6)
+		}
+	}
 }
