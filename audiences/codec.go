@@ -125,28 +125,19 @@ func (p *profile) appendJSON(b []byte) []byte {
 func (a *agg) appendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
 	b = schemas.AppendJSONString(b, a.Key)
-	if a.S != nil {
+	switch x := a.st.(type) {
+	case *series:
 		b = append(b, `,"series":{`...)
-		b = append(a.S.appendFields(b), '}')
-	}
-	for _, st := range []struct {
-		name string
-		v    *stamped
-	}{{"first", a.ro().First}, {"last", a.ro().Last}} {
-		if st.v == nil {
-			continue
+		b = append(x.appendFields(b), '}')
+	case *firstLast:
+		b = x.First.appendField(b, "first")
+		b = x.Last.appendField(b, "last")
+	case *freqList:
+		if len(*x) == 0 {
+			break
 		}
-		b = append(b, `,"`...)
-		b = append(b, st.name...)
-		b = append(b, `":{"v":`...)
-		b = st.v.V.appendJSON(b)
-		b = append(b, `,"at":`...)
-		b = strconv.AppendInt(b, st.v.At, 10)
-		b = append(b, '}')
-	}
-	if len(a.ro().Freq) > 0 {
 		b = append(b, `,"freq":[`...)
-		for i, f := range a.Freq {
+		for i, f := range *x {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -159,10 +150,12 @@ func (a *agg) appendJSON(b []byte) []byte {
 			b = append(b, '}')
 		}
 		b = append(b, ']')
-	}
-	if len(a.ro().List) > 0 {
+	case *valList:
+		if len(*x) == 0 {
+			break
+		}
 		b = append(b, `,"list":[`...)
-		for i, v := range a.List {
+		for i, v := range *x {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -170,6 +163,17 @@ func (a *agg) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	return append(b, '}')
+}
+
+// appendField appends ,"name":{"v":…,"at":…}.
+func (st *stamped) appendField(b []byte, name string) []byte {
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":{"v":`...)
+	b = st.V.appendJSON(b)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, st.At, 10)
 	return append(b, '}')
 }
 

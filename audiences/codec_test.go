@@ -18,10 +18,10 @@ func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 		Traits: traits{{"plan", strVal("pro")}, {"n", numVal(1.5)}, {"ok", boolVal(true)}, {"obj", val{k: kRaw, s: `{"a":[1,2]}`}}},
 		Events: []named{{Name: "E", series: series{Total: 3, Buckets: []bucket{{At: 10, N: 2, Sum: 3.25, Min: -1, Max: 4.25}, {At: 11, N: 1}}}}, {Name: "Empty"}},
 		Aggs: []agg{
-			{Key: "series:x", S: &series{Total: 1, Buckets: []bucket{{At: 5, N: 1, Sum: 1e21, Min: 1e21, Max: 1e21}}}},
-			{Key: "firstlast:y", aggExtra: &aggExtra{First: &stamped{V: strVal("a"), At: 7}, Last: &stamped{V: numVal(0.1), At: 9}}},
-			{Key: "freq:z", aggExtra: &aggExtra{Freq: []freq{{V: strVal("shoes"), N: 4, First: 3}, {V: null, N: 1}}}},
-			{Key: "list:w", aggExtra: &aggExtra{List: []val{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}}},
+			{Key: "series:x", st: &series{Total: 1, Buckets: []bucket{{At: 5, N: 1, Sum: 1e21, Min: 1e21, Max: 1e21}}}},
+			{Key: "firstlast:y", st: &firstLast{First: stamped{V: strVal("a"), At: 7}, Last: stamped{V: numVal(0.1), At: 9}}},
+			{Key: "freq:z", st: &freqList{{V: strVal("shoes"), N: 4, First: 3}, {V: null, N: 1}}},
+			{Key: "list:w", st: &valList{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}},
 			{Key: "empty"},
 		},
 		Synced: []sent{newSent("a/vip", "abc", 0), newSent("t/n", "def", valueHash(numVal(12)))},
@@ -73,8 +73,8 @@ func BenchmarkProfileEncode(b *testing.B) {
 	for i, e := range []string{"Order Completed", "Product Viewed", "Page Viewed"} {
 		p.Events = append(p.Events, named{Name: e, series: series{Total: 5, Buckets: []bucket{{At: int32(100 + i), N: 3}, {At: 200, N: 2}}}})
 	}
-	p.Aggs = []agg{{Key: "series:1", S: &series{Total: 2, Buckets: []bucket{{At: 100, N: 2, Sum: 120, Min: 20, Max: 100}}}},
-		{Key: "firstlast:2", aggExtra: &aggExtra{Last: &stamped{V: strVal("sku-1"), At: 5}}}, {Key: "list:3", aggExtra: &aggExtra{List: []val{strVal("shoes"), strVal("hats")}}}}
+	p.Aggs = []agg{{Key: "series:1", st: &series{Total: 2, Buckets: []bucket{{At: 100, N: 2, Sum: 120, Min: 20, Max: 100}}}},
+		{Key: "firstlast:2", st: &firstLast{Last: stamped{V: strVal("sku-1"), At: 5}}}, {Key: "list:3", st: &valList{strVal("shoes"), strVal("hats")}}}
 	b.Run("ours", func(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {

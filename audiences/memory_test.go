@@ -109,6 +109,8 @@ func TestCompactLayout(t *testing.T) {
 		got, want uintptr
 	}{
 		{"a synced entry (sent)", unsafe.Sizeof(sent{}), 16},
+		{"an aggregate (agg)", unsafe.Sizeof(agg{}), 32},
+		{"the state of a first/last aggregate", unsafe.Sizeof(firstLast{}), 80},
 	} {
 		if c.got > c.want {
 			t.Errorf("%s: %d bytes, want at most %d (%d MB more per 1,000,000 profiles and entry)", c.what, c.got, c.want, (c.got-c.want)*1_000_000/1e6)

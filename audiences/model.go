@@ -242,7 +242,7 @@ func (n *node) eval(p *profile, now int64) bool {
 		var s *series
 		if n.agg != nil {
 			if a := p.agg(n.agg.key, false); a != nil {
-				s = a.S
+				s = a.ser()
 			}
 		} else {
 			s = p.eventSeries(n.event, false)
@@ -295,19 +295,19 @@ func (d *traitDef) value(p *profile, now int64) val {
 	a := p.agg(d.agg.key, false)
 	switch d.kind {
 	case schemas.AggCount, schemas.AggSum:
-		if a == nil || a.S == nil {
+		if a == nil || a.ser() == nil {
 			return numVal(0)
 		}
-		n, b := a.S.window(d.within, now)
+		n, b := a.ser().window(d.within, now)
 		if d.kind == schemas.AggCount {
 			return numVal(float64(n))
 		}
 		return numVal(b.Sum)
 	case schemas.AggAvg, schemas.AggMin, schemas.AggMax:
-		if a == nil || a.S == nil {
+		if a == nil || a.ser() == nil {
 			return null
 		}
-		_, b := a.S.window(d.within, now)
+		_, b := a.ser().window(d.within, now)
 		if b.N == 0 {
 			return null
 		}
@@ -320,21 +320,25 @@ func (d *traitDef) value(p *profile, now int64) val {
 			return numVal(b.Max)
 		}
 	case schemas.AggFirst:
-		if a == nil || a.ro().First == nil {
+		if a == nil || a.fl() == nil {
 			return null
 		}
-		return a.First.V
+		return a.fl().First.V
 	case schemas.AggLast:
-		if a == nil || a.ro().Last == nil {
+		if a == nil || a.fl() == nil {
 			return null
 		}
-		return a.Last.V
+		return a.fl().Last.V
 	case schemas.AggMostFrequent:
-		if a == nil || len(a.ro().Freq) == 0 {
+		var fs []freq
+		if a != nil {
+			fs = a.freqs()
+		}
+		if len(fs) == 0 {
 			return null
 		}
-		best := a.Freq[0]
-		for _, f := range a.Freq[1:] {
+		best := fs[0]
+		for _, f := range fs[1:] {
 			if f.N > best.N || (f.N == best.N && f.First < best.First) {
 				best = f
 			}
@@ -343,7 +347,7 @@ func (d *traitDef) value(p *profile, now int64) val {
 	case schemas.AggUniqueList:
 		b := []byte{'['}
 		if a != nil {
-			for i, v := range a.ro().List {
+			for i, v := range a.uniques() {
 				if i > 0 {
 					b = append(b, ',')
 				}
@@ -404,17 +408,18 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 		a := p.agg(d.key, true)
 		switch d.class {
 		case "series":
-			if a.S == nil {
-				a.S = &series{}
-			}
-			a.S.add(at, now, v.f, d.path != nil)
+			a.serRW().add(at, now, v.f, d.path != nil)
 		case "firstlast":
-			x := a.rw()
-			if x.First == nil || at < x.First.At {
-				x.First = &stamped{V: v, At: at}
+			x := a.fl()
+			if x == nil {
+				x = &firstLast{First: stamped{V: v, At: at}, Last: stamped{V: v, At: at}}
+				a.st = x
 			}
-			if x.Last == nil || at >= x.Last.At {
-				x.Last = &stamped{V: v, At: at}
+			if at < x.First.At {
+				x.First = stamped{V: v, At: at}
+			}
+			if at >= x.Last.At {
+				x.Last = stamped{V: v, At: at}
 			}
 		case "freq":
 			a.addFreq(v, 1, at)

@@ -94,58 +94,102 @@ type named struct {
 // agg is the state of one aggregate of the config (aggDef), keyed by its definition, so that
 // it survives config changes that keep it.
 //
-// Most aggregates are series (count, sum, avg, min, max), so the fields of the others are
-// held apart (aggExtra, allocated when first written): 32 bytes a series aggregate instead of
-// 88 (docs/audiences.md#memory). The JSON has the fields of both, flat.
+// Its state is one pointer, to what its class keeps: a *series (count, sum, avg, min, max), a
+// *firstLast, a *freqList (mostFrequent) or a *valList (uniqueList); nil until first written.
+// An aggregate is 32 bytes and its state holds nothing it does not use: a last value is one
+// 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
+// (docs/audiences.md#memory). The JSON has the fields of every kind, flat.
 type agg struct {
-	Key string  `json:"key"`
-	S   *series `json:"series,omitempty"` // count, sum, avg, min, max
-	*aggExtra
+	Key string
+	st  any
 }
 
-// aggExtra holds the state of first, last, mostFrequent and uniqueList aggregates.
-type aggExtra struct {
+// firstLast is the earliest and the latest value of a first/last aggregate: both are set by
+// its first event.
+type firstLast struct{ First, Last stamped }
+
+type (
+	freqList []freq
+	valList  []val
+)
+
+// ser is the aggregate's series (nil: none).
+func (a *agg) ser() *series { s, _ := a.st.(*series); return s }
+
+// serRW is the aggregate's series, made when it has none.
+func (a *agg) serRW() *series {
+	if s := a.ser(); s != nil {
+		return s
+	}
+	s := &series{}
+	a.st = s
+	return s
+}
+
+// fl is the aggregate's first and last value (nil: none yet).
+func (a *agg) fl() *firstLast { x, _ := a.st.(*firstLast); return x }
+
+// freqs are the value frequencies of a mostFrequent aggregate.
+func (a *agg) freqs() []freq {
+	if x, ok := a.st.(*freqList); ok {
+		return *x
+	}
+	return nil
+}
+
+// uniques are the values of a uniqueList aggregate.
+func (a *agg) uniques() []val {
+	if x, ok := a.st.(*valList); ok {
+		return *x
+	}
+	return nil
+}
+
+// aggJSON is the flat changelog form of an aggregate.
+type aggJSON struct {
+	Key   string   `json:"key"`
+	S     *series  `json:"series,omitempty"` // count, sum, avg, min, max
 	First *stamped `json:"first,omitempty"`
 	Last  *stamped `json:"last,omitempty"`
 	Freq  []freq   `json:"freq,omitempty"`
 	List  []val    `json:"list,omitempty"`
 }
 
-// UnmarshalJSON reads the flat JSON of an aggregate (encoding/json cannot allocate an
-// embedded pointer to an unexported struct).
+// MarshalJSON is appendJSON, for json.Marshal.
+func (a agg) MarshalJSON() ([]byte, error) { return a.appendJSON(nil), nil }
+
+// UnmarshalJSON reads the flat JSON of an aggregate. A first/last aggregate with one of the
+// two (written by hand; the service writes both) takes it for both.
 func (a *agg) UnmarshalJSON(b []byte) error {
-	var flat struct {
-		Key string  `json:"key"`
-		S   *series `json:"series"`
-		aggExtra
-	}
-	if err := json.Unmarshal(b, &flat); err != nil {
+	var j aggJSON
+	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	a.Key, a.S, a.aggExtra = flat.Key, flat.S, nil
-	if x := flat.aggExtra; x.First != nil || x.Last != nil || len(x.Freq) > 0 || len(x.List) > 0 {
-		a.aggExtra = &x
+	a.Key, a.st = j.Key, nil
+	switch {
+	case j.S != nil:
+		a.st = j.S
+	case j.First != nil || j.Last != nil:
+		x := &firstLast{}
+		if j.First != nil {
+			x.First = *j.First
+		} else {
+			x.First = *j.Last
+		}
+		if j.Last != nil {
+			x.Last = *j.Last
+		} else {
+			x.Last = *j.First
+		}
+		a.st = x
+	case len(j.Freq) > 0:
+		f := freqList(j.Freq)
+		a.st = &f
+	case len(j.List) > 0:
+		l := valList(j.List)
+		a.st = &l
 	}
 	return nil
-}
-
-// noExtra is what ro returns for an aggregate with no aggExtra; it is never written.
-var noExtra aggExtra
-
-// ro returns the aggregate's aggExtra for reading (an empty one when it has none).
-func (a *agg) ro() *aggExtra {
-	if a.aggExtra == nil {
-		return &noExtra
-	}
-	return a.aggExtra
-}
-
-// rw returns the aggregate's aggExtra for writing, allocating it.
-func (a *agg) rw() *aggExtra {
-	if a.aggExtra == nil {
-		a.aggExtra = &aggExtra{}
-	}
-	return a.aggExtra
 }
 
 type stamped struct {
@@ -416,23 +460,25 @@ func (p *profile) absorb(o *profile, now int64) {
 	for i := range o.Aggs {
 		oa := &o.Aggs[i]
 		a := p.agg(oa.Key, true)
-		if oa.S != nil {
-			if a.S == nil {
-				a.S = &series{}
+		if s := oa.ser(); s != nil {
+			a.serRW().merge(s, now)
+		}
+		if ox := oa.fl(); ox != nil {
+			if x := a.fl(); x == nil {
+				a.st = &firstLast{First: ox.First, Last: ox.Last}
+			} else {
+				if ox.First.At < x.First.At {
+					x.First = ox.First
+				}
+				if ox.Last.At > x.Last.At {
+					x.Last = ox.Last
+				}
 			}
-			a.S.merge(oa.S, now)
 		}
-		ox := oa.ro()
-		if ox.First != nil && (a.ro().First == nil || ox.First.At < a.First.At) {
-			a.rw().First = ox.First
-		}
-		if ox.Last != nil && (a.ro().Last == nil || ox.Last.At > a.Last.At) {
-			a.rw().Last = ox.Last
-		}
-		for _, f := range ox.Freq {
+		for _, f := range oa.freqs() {
 			a.addFreq(f.V, f.N, f.First)
 		}
-		for _, v := range ox.List {
+		for _, v := range oa.uniques() {
 			a.addUnique(v)
 		}
 	}
@@ -460,32 +506,40 @@ func (p *profile) addMerged(id string) {
 }
 
 func (a *agg) addFreq(v val, n uint32, at int64) {
-	x := a.rw()
-	for i := range x.Freq {
-		if x.Freq[i].V.equal(v) {
-			x.Freq[i].N += n
-			if at < x.Freq[i].First {
-				x.Freq[i].First = at
+	x, _ := a.st.(*freqList)
+	if x == nil {
+		x = &freqList{}
+		a.st = x
+	}
+	for i := range *x {
+		if f := &(*x)[i]; f.V.equal(v) {
+			f.N += n
+			if at < f.First {
+				f.First = at
 			}
 			return
 		}
 	}
-	if len(x.Freq) < mostFrequentCap {
-		x.Freq = appendOne(x.Freq, freq{V: v, N: n, First: at})
+	if len(*x) < mostFrequentCap {
+		*x = appendOne(*x, freq{V: v, N: n, First: at})
 	}
 }
 
 func (a *agg) addUnique(v val) {
-	x := a.rw()
-	if len(x.List) >= schemas.UniqueListCap {
+	x, _ := a.st.(*valList)
+	if x == nil {
+		x = &valList{}
+		a.st = x
+	}
+	if len(*x) >= schemas.UniqueListCap {
 		return
 	}
-	for _, have := range x.List {
+	for _, have := range *x {
 		if have.equal(v) {
 			return
 		}
 	}
-	x.List = appendOne(x.List, v)
+	*x = appendOne(*x, v)
 }
 
 // appendOne appends v, growing a full slice by one element only, not by half or double as
