@@ -51,7 +51,7 @@ func (p *profile) appendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b = schemas.AppendJSONString(b, p.Events[i].Name)
+			b = schemas.AppendJSONString(b, p.Events[i].Name.Value())
 			b = p.Events[i].series.appendFields(append(b, ','))
 			b = append(b, '}')
 		}
@@ -124,7 +124,7 @@ func (p *profile) appendJSON(b []byte) []byte {
 
 func (a *agg) appendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
-	b = schemas.AppendJSONString(b, a.Key)
+	b = schemas.AppendJSONString(b, a.Key.Value())
 	switch x := a.st.(type) {
 	case *series:
 		b = append(b, `,"series":{`...)

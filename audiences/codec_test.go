@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"unique"
 )
 
 // plainProfile is profile without its MarshalJSON: what encoding/json writes from the tags.
@@ -16,13 +17,13 @@ type plainProfile profile
 func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 	full := &profile{ID: "u<1>", UserID: "u<1>", AnonymousID: "a\"1", FirstSeen: 1, LastSeen: 2,
 		Traits: traits{{"plan", strVal("pro")}, {"n", numVal(1.5)}, {"ok", boolVal(true)}, {"obj", val{k: kRaw, s: `{"a":[1,2]}`}}},
-		Events: []named{{Name: "E", series: series{Total: 3, Buckets: []bucket{{At: 10, N: 2, Sum: 3.25, Min: -1, Max: 4.25}, {At: 11, N: 1}}}}, {Name: "Empty"}},
+		Events: []named{{Name: unique.Make("E"), series: series{Total: 3, Buckets: []bucket{{At: 10, N: 2, Sum: 3.25, Min: -1, Max: 4.25}, {At: 11, N: 1}}}}, {Name: unique.Make("Empty")}},
 		Aggs: []agg{
-			{Key: "series:x", st: &series{Total: 1, Buckets: []bucket{{At: 5, N: 1, Sum: 1e21, Min: 1e21, Max: 1e21}}}},
-			{Key: "firstlast:y", st: &firstLast{First: stamped{V: strVal("a"), At: 7}, Last: stamped{V: numVal(0.1), At: 9}}},
-			{Key: "freq:z", st: &freqList{{V: strVal("shoes"), N: 4, First: 3}, {V: null, N: 1}}},
-			{Key: "list:w", st: &valList{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}},
-			{Key: "empty"},
+			{Key: unique.Make("series:x"), st: &series{Total: 1, Buckets: []bucket{{At: 5, N: 1, Sum: 1e21, Min: 1e21, Max: 1e21}}}},
+			{Key: unique.Make("firstlast:y"), st: &firstLast{First: stamped{V: strVal("a"), At: 7}, Last: stamped{V: numVal(0.1), At: 9}}},
+			{Key: unique.Make("freq:z"), st: &freqList{{V: strVal("shoes"), N: 4, First: 3}, {V: null, N: 1}}},
+			{Key: unique.Make("list:w"), st: &valList{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}},
+			{Key: unique.Make("empty")},
 		},
 		Synced: []sent{newSent("a/vip", "abc", 0), newSent("t/n", "def", valueHash(numVal(12)))},
 		Merged: []string{"anon-1", "anon-2"},
@@ -58,7 +59,7 @@ func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 		})
 	}
 	// No JSON infinity: a sum that overflowed is written as the largest float.
-	inf := (&profile{ID: "i", Events: []named{{Name: "E", series: series{Buckets: []bucket{{N: 1, Sum: math.Inf(1)}}}}}}).appendJSON(nil)
+	inf := (&profile{ID: "i", Events: []named{{Name: unique.Make("E"), series: series{Buckets: []bucket{{N: 1, Sum: math.Inf(1)}}}}}}).appendJSON(nil)
 	var v any
 	if err := json.Unmarshal(inf, &v); err != nil {
 		t.Fatalf("an infinite sum makes %s: %v", inf, err)
@@ -71,10 +72,10 @@ func BenchmarkProfileEncode(b *testing.B) {
 	p := &profile{ID: "user-123", UserID: "user-123", FirstSeen: 1, LastSeen: 2,
 		Traits: traits{{"plan", strVal("pro")}, {"country", strVal("FR")}, {"email", strVal("user-123@example.com")}}}
 	for i, e := range []string{"Order Completed", "Product Viewed", "Page Viewed"} {
-		p.Events = append(p.Events, named{Name: e, series: series{Total: 5, Buckets: []bucket{{At: int32(100 + i), N: 3}, {At: 200, N: 2}}}})
+		p.Events = append(p.Events, named{Name: unique.Make(e), series: series{Total: 5, Buckets: []bucket{{At: int32(100 + i), N: 3}, {At: 200, N: 2}}}})
 	}
-	p.Aggs = []agg{{Key: "series:1", st: &series{Total: 2, Buckets: []bucket{{At: 100, N: 2, Sum: 120, Min: 20, Max: 100}}}},
-		{Key: "firstlast:2", st: &firstLast{Last: stamped{V: strVal("sku-1"), At: 5}}}, {Key: "list:3", st: &valList{strVal("shoes"), strVal("hats")}}}
+	p.Aggs = []agg{{Key: unique.Make("series:1"), st: &series{Total: 2, Buckets: []bucket{{At: 100, N: 2, Sum: 120, Min: 20, Max: 100}}}},
+		{Key: unique.Make("firstlast:2"), st: &firstLast{Last: stamped{V: strVal("sku-1"), At: 5}}}, {Key: unique.Make("list:3"), st: &valList{strVal("shoes"), strVal("hats")}}}
 	b.Run("ours", func(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {

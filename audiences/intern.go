@@ -46,12 +46,8 @@ func (in *interner) profile(p *profile) {
 	for i := range p.Traits {
 		p.Traits[i].K, p.Traits[i].V = in.str(p.Traits[i].K), in.val(p.Traits[i].V)
 	}
-	for i := range p.Events {
-		p.Events[i].Name = in.str(p.Events[i].Name)
-	}
 	for i := range p.Aggs {
 		a := &p.Aggs[i]
-		a.Key = in.str(a.Key)
 		if x := a.fl(); x != nil {
 			x.First.V, x.Last.V = in.val(x.First.V), in.val(x.Last.V)
 		}

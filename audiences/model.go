@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"sort"
 	"time"
+	"unique"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -58,6 +59,7 @@ type traitDef struct {
 // first/last value, value frequencies or unique values, over the events matching where.
 type aggDef struct {
 	key   string
+	sym   sym // key, shared: what profiles hold (agg.Key)
 	event string
 	where []whereDef
 	path  []string // the property (nil: counts only)
@@ -165,6 +167,7 @@ func (m *model) aggFor(event, class string, path []string, where []schemas.Prope
 		return a
 	}
 	a := &aggDef{key: class + ":" + key, event: event, path: path, class: class}
+	a.sym = unique.Make(a.key)
 	for i := range where {
 		a.where = append(a.where, whereDef{path: where[i].PropertyPath(), cmp: compileComparison(&where[i].Comparison)})
 	}
@@ -241,7 +244,7 @@ func (n *node) eval(p *profile, now int64) bool {
 	case "event":
 		var s *series
 		if n.agg != nil {
-			if a := p.agg(n.agg.key, false); a != nil {
+			if a := p.agg(n.agg.sym, false); a != nil {
 				s = a.ser()
 			}
 		} else {
@@ -292,7 +295,7 @@ func (d *traitDef) value(p *profile, now int64) val {
 		}
 		return numVal(float64(n))
 	}
-	a := p.agg(d.agg.key, false)
+	a := p.agg(d.agg.sym, false)
 	switch d.kind {
 	case schemas.AggCount, schemas.AggSum:
 		if a == nil || a.ser() == nil {
@@ -405,7 +408,7 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 				continue // sum, avg, min and max read numbers only (and leave no state)
 			}
 		}
-		a := p.agg(d.key, true)
+		a := p.agg(d.sym, true)
 		switch d.class {
 		case "series":
 			a.serRW().add(at, now, v.f, d.path != nil)

@@ -86,9 +86,34 @@ func (p *profile) repeated(h hash) bool {
 // active reports whether p is a profile (not a redirect or a suppression marker).
 func (p *profile) active() bool { return p.MergedInto == "" && !p.Suppressed }
 
+// named is the counter of one track event name.
 type named struct {
+	Name sym
+	series
+}
+
+// sym is a string that many profiles hold (an event name, an aggregate's key), shared: every
+// profile holds an 8-byte handle to one copy (unique.Make) instead of a 16-byte string
+// (docs/audiences.md#memory).
+type sym = unique.Handle[string]
+
+// namedJSON is the changelog form of a named counter.
+type namedJSON struct {
 	Name string `json:"name"`
 	series
+}
+
+func (n named) MarshalJSON() ([]byte, error) {
+	return json.Marshal(namedJSON{n.Name.Value(), n.series})
+}
+
+func (n *named) UnmarshalJSON(b []byte) error {
+	var j namedJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	n.Name, n.series = unique.Make(j.Name), j.series
+	return nil
 }
 
 // agg is the state of one aggregate of the config (aggDef), keyed by its definition, so that
@@ -100,7 +125,7 @@ type named struct {
 // 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
 // (docs/audiences.md#memory). The JSON has the fields of every kind, flat.
 type agg struct {
-	Key string
+	Key sym
 	st  any
 }
 
@@ -165,7 +190,7 @@ func (a *agg) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	a.Key, a.st = j.Key, nil
+	a.Key, a.st = unique.Make(j.Key), nil
 	switch {
 	case j.S != nil:
 		a.st = j.S
@@ -379,18 +404,18 @@ func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 
 func (p *profile) eventSeries(name string, create bool) *series {
 	for i := range p.Events {
-		if p.Events[i].Name == name {
+		if p.Events[i].Name.Value() == name {
 			return &p.Events[i].series
 		}
 	}
 	if !create || len(p.Events) >= maxEventNames {
 		return nil
 	}
-	p.Events = appendOne(p.Events, named{Name: name})
+	p.Events = appendOne(p.Events, named{Name: unique.Make(name)})
 	return &p.Events[len(p.Events)-1].series
 }
 
-func (p *profile) agg(key string, create bool) *agg {
+func (p *profile) agg(key sym, create bool) *agg {
 	for i := range p.Aggs {
 		if p.Aggs[i].Key == key {
 			return &p.Aggs[i]
@@ -453,7 +478,7 @@ func (p *profile) absorb(o *profile, now int64) {
 		p.seen(o.LastSeen) // (0 would become p's FirstSeen)
 	}
 	for i := range o.Events {
-		if s := p.eventSeries(o.Events[i].Name, true); s != nil {
+		if s := p.eventSeries(o.Events[i].Name.Value(), true); s != nil {
 			s.merge(&o.Events[i].series, now)
 		}
 	}

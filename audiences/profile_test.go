@@ -150,7 +150,7 @@ func TestAbsorbEdges(t *testing.T) {
 		if v := m.traitByID["fav"].value(p, testNow); !v.equal(strVal("b")) {
 			t.Errorf("after: fav = %s, want b", v.appendJSON(nil))
 		}
-		if got := p.agg(m.traitByID["fav"].agg.key, false).freqs(); len(got) != 2 || got[1].N != 3 || got[1].First != testNow-11*minute {
+		if got := p.agg(m.traitByID["fav"].agg.sym, false).freqs(); len(got) != 2 || got[1].N != 3 || got[1].First != testNow-11*minute {
 			t.Errorf("freq = %+v, want b counted 3 times, first seen 11 minutes back", got)
 		}
 	})

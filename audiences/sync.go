@@ -196,7 +196,7 @@ func (m *model) dropUnreadAggs(prof *profile) bool {
 	if n == 0 {
 		return false
 	}
-	prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return !m.aggKeys[a.Key] })
+	prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return !m.aggKeys[a.Key.Value()] })
 	return len(prof.Aggs) != n
 }
 
