@@ -52,7 +52,7 @@ func (p *profile) appendJSON(b []byte) []byte {
 			}
 			b = append(b, `{"name":`...)
 			b = schemas.AppendJSONString(b, p.Events[i].Name.Value())
-			b = p.Events[i].series.appendFields(append(b, ','))
+			b = p.Events[i].counter.appendFields(append(b, ','))
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -178,7 +178,7 @@ func (st *stamped) appendField(b []byte, name string) []byte {
 }
 
 // appendFields appends the series' fields (without braces): "total" and the buckets "b".
-func (s *series) appendFields(b []byte) []byte {
+func (s *seriesOf[B]) appendFields(b []byte) []byte {
 	b = append(b, `"total":`...)
 	b = strconv.AppendUint(b, s.Total, 10)
 	if len(s.Buckets) == 0 {
@@ -190,15 +190,20 @@ func (s *series) appendFields(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"t":`...)
-		b = strconv.AppendInt(b, int64(k.At), 10)
+		b = strconv.AppendInt(b, int64(k.minute()), 10)
 		b = append(b, `,"n":`...)
-		b = strconv.AppendUint(b, uint64(k.N), 10)
-		b = appendFloatField(b, "s", k.Sum)
-		b = appendFloatField(b, "lo", k.Min)
-		b = appendFloatField(b, "hi", k.Max)
+		b = strconv.AppendUint(b, uint64(k.events()), 10)
+		b = k.appendStats(b)
 		b = append(b, '}')
 	}
 	return append(b, ']')
+}
+
+// appendStats appends the bucket's sum, min and max.
+func (k bucket) appendStats(b []byte) []byte {
+	b = appendFloatField(b, "s", k.Sum)
+	b = appendFloatField(b, "lo", k.Min)
+	return appendFloatField(b, "hi", k.Max)
 }
 
 func appendStringField(b []byte, name, v string) []byte {

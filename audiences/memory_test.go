@@ -109,7 +109,9 @@ func TestCompactLayout(t *testing.T) {
 		got, want uintptr
 	}{
 		{"a synced entry (sent)", unsafe.Sizeof(sent{}), 16},
-		{"an aggregate (agg)", unsafe.Sizeof(agg{}), 32},
+		{"an aggregate (agg)", unsafe.Sizeof(agg{}), 24},
+		{"an event counter (named)", unsafe.Sizeof(named{}), 40},
+		{"a bucket of an event counter (count)", unsafe.Sizeof(count{}), 8},
 		{"the state of a first/last aggregate", unsafe.Sizeof(firstLast{}), 80},
 	} {
 		if c.got > c.want {

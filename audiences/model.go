@@ -222,6 +222,17 @@ func (m *model) compileNode(c *schemas.Condition) *node {
 	return n
 }
 
+// count is what an event condition counts in a series: the events of its window.
+func (n *node) count(s interface {
+	between(olderMs, newerMs, now int64) uint64
+	total(withinMs, now int64) uint64
+}, now int64) uint64 {
+	if n.newer > 0 {
+		return s.between(n.within, n.newer, now)
+	}
+	return s.total(n.within, now)
+}
+
 // eval evaluates a rule for a profile at now (ms).
 func (n *node) eval(p *profile, now int64) bool {
 	switch n.op {
@@ -242,21 +253,13 @@ func (n *node) eval(p *profile, now int64) bool {
 	case "not":
 		return !n.children[0].eval(p, now)
 	case "event":
-		var s *series
-		if n.agg != nil {
-			if a := p.agg(n.agg.sym, false); a != nil {
-				s = a.ser()
-			}
-		} else {
-			s = p.eventSeries(n.event, false)
-		}
 		var count uint64
-		switch {
-		case s == nil:
-		case n.newer > 0:
-			count = s.between(n.within, n.newer, now)
-		default:
-			count, _ = s.window(n.within, now)
+		if n.agg != nil {
+			if a := p.agg(n.agg.sym, false); a != nil && a.ser() != nil {
+				count = n.count(a.ser(), now)
+			}
+		} else if c := p.eventSeries(n.event, false); c != nil {
+			count = n.count(c, now)
 		}
 		return count >= n.min && (!n.hasMax || count <= n.max)
 	case "audience":

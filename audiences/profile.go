@@ -89,7 +89,7 @@ func (p *profile) active() bool { return p.MergedInto == "" && !p.Suppressed }
 // named is the counter of one track event name.
 type named struct {
 	Name sym
-	series
+	counter
 }
 
 // sym is a string that many profiles hold (an event name, an aggregate's key), shared: every
@@ -100,11 +100,11 @@ type sym = unique.Handle[string]
 // namedJSON is the changelog form of a named counter.
 type namedJSON struct {
 	Name string `json:"name"`
-	series
+	counter
 }
 
 func (n named) MarshalJSON() ([]byte, error) {
-	return json.Marshal(namedJSON{n.Name.Value(), n.series})
+	return json.Marshal(namedJSON{n.Name.Value(), n.counter})
 }
 
 func (n *named) UnmarshalJSON(b []byte) error {
@@ -112,7 +112,7 @@ func (n *named) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	n.Name, n.series = unique.Make(j.Name), j.series
+	n.Name, n.counter = unique.Make(j.Name), j.counter
 	return nil
 }
 
@@ -402,17 +402,17 @@ func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 	}
 }
 
-func (p *profile) eventSeries(name string, create bool) *series {
+func (p *profile) eventSeries(name string, create bool) *counter {
 	for i := range p.Events {
 		if p.Events[i].Name.Value() == name {
-			return &p.Events[i].series
+			return &p.Events[i].counter
 		}
 	}
 	if !create || len(p.Events) >= maxEventNames {
 		return nil
 	}
 	p.Events = appendOne(p.Events, named{Name: unique.Make(name)})
-	return &p.Events[len(p.Events)-1].series
+	return &p.Events[len(p.Events)-1].counter
 }
 
 func (p *profile) agg(key sym, create bool) *agg {
@@ -479,7 +479,7 @@ func (p *profile) absorb(o *profile, now int64) {
 	}
 	for i := range o.Events {
 		if s := p.eventSeries(o.Events[i].Name.Value(), true); s != nil {
-			s.merge(&o.Events[i].series, now)
+			s.merge(&o.Events[i].counter, now)
 		}
 	}
 	for i := range o.Aggs {

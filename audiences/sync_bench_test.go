@@ -122,11 +122,9 @@ func BenchmarkSync(b *testing.B) {
 	runtime.KeepAlive(part)
 }
 
-// buildBenchProfiles makes a service with the benchmark config (no Kafka) and one partition of
-// n profiles built from three events each of the throughput benchmark's stream (kinds drawn at
-// random), as BenchmarkSync and TestMemoryBudget measure them; before is the heap before the
-// profiles. The caller's tb cleans the service up.
-func buildBenchProfiles(tb testing.TB, n int, before *runtime.MemStats) (*Service, *partition, *batch) {
+// newBenchService makes a service with the benchmark config and no Kafka, one restored
+// partition (0) and a batch to process messages and syncs in. The caller's tb cleans it up.
+func newBenchService(tb testing.TB) (*Service, *partition, *batch) {
 	tb.Helper()
 	cfg, err := schemas.ParseConfig([]byte("sources: [{id: web, writeKey: wk1}, {id: engage, writeKey: wk2}]\n"+benchConfig), schemas.ConfigFormatYAML)
 	if err != nil {
@@ -146,9 +144,21 @@ func buildBenchProfiles(tb testing.TB, n int, before *runtime.MemStats) (*Servic
 	}
 	tb.Cleanup(func() { s.producer.Close(); s.lag.Close() })
 	s.refreshModel()
+	s.nparts = 1
+	part := &partition{restored: true, profiles: map[string]*profile{}, meta: partMeta{Defs: map[string]metaDef{}}}
+	return s, part, &batch{now: time.Now().UnixMilli(), touched: map[int32]*partition{}}
+}
+
+// buildBenchProfiles makes a service with the benchmark config (no Kafka) and one partition of
+// n profiles built from three events each of the throughput benchmark's stream (kinds drawn at
+// random), as BenchmarkSync and TestMemoryBudget measure them; before is the heap before the
+// profiles. The caller's tb cleans the service up.
+func buildBenchProfiles(tb testing.TB, n int, before *runtime.MemStats) (*Service, *partition, *batch) {
+	tb.Helper()
+	s, part, _ := newBenchService(tb)
 	runtime.GC()
 	runtime.ReadMemStats(before)
-	part := &partition{restored: true, profiles: make(map[string]*profile, n), meta: partMeta{Defs: map[string]metaDef{}}}
+	part.profiles = make(map[string]*profile, n) // counted: it grows with the profiles
 	r := rand.New(rand.NewPCG(3, 4))
 	now := time.Now().UnixMilli()
 	bt := &batch{now: now, touched: map[int32]*partition{}}
