@@ -294,7 +294,7 @@ func (d *traitDef) value(p *profile, now int64) val {
 	if d.agg == nil { // a plain count
 		var n uint64
 		if s := p.eventSeries(d.event, false); s != nil {
-			n, _ = s.window(d.within, now)
+			n = s.total(d.within, now)
 		}
 		return numVal(float64(n))
 	}
@@ -304,7 +304,7 @@ func (d *traitDef) value(p *profile, now int64) val {
 		if a == nil || a.ser() == nil {
 			return numVal(0)
 		}
-		n, b := a.ser().window(d.within, now)
+		n, b := windowOf(a.ser(), d.within, now)
 		if d.kind == schemas.AggCount {
 			return numVal(float64(n))
 		}
@@ -313,7 +313,7 @@ func (d *traitDef) value(p *profile, now int64) val {
 		if a == nil || a.ser() == nil {
 			return null
 		}
-		_, b := a.ser().window(d.within, now)
+		_, b := windowOf(a.ser(), d.within, now)
 		if b.N == 0 {
 			return null
 		}

@@ -96,7 +96,7 @@ func TestAbsorb(t *testing.T) {
 	for name, want := range map[string]uint64{"Order Completed": 5, "Signed Up": 1, "Viewed": 1} {
 		if s := user.eventSeries(name, false); s == nil || s.Total != want {
 			t.Errorf("%s: series %+v, want Total %d", name, s, want)
-		} else if n, _ := s.window(day, testNow); n != want {
+		} else if n := s.total(day, testNow); n != want {
 			t.Errorf("%s: %d in the last day, want %d", name, n, want)
 		}
 	}
