@@ -121,3 +121,19 @@ func TestStateRecordsBeforeCompactLayout(t *testing.T) {
 		t.Errorf("a sync of the restored profiles sent %d identify calls, want none", sent)
 	}
 }
+
+// BenchmarkProfileDecode: reading a profile from audiences.state (a restore), for the first
+// profile of testdata/state_profiles_v1.jsonl (every kind of aggregate, 11 synced entries).
+func BenchmarkProfileDecode(b *testing.B) {
+	raw, err := os.ReadFile("testdata/state_profiles_v1.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := bytes.SplitN(raw, []byte("\n"), 2)[0]
+	for b.Loop() {
+		var p profile
+		if err := json.Unmarshal(line, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -51,6 +51,43 @@ type profile struct {
 	RecentNext uint8                `json:"recentNext,omitempty"`
 }
 
+// UnmarshalJSON reads a profile from its changelog JSON: the lists whose elements hold shared
+// handles (events, aggs, synced) are read in their changelog form and converted once, rather
+// than each element through a json.Unmarshal of its own (a restore reads millions).
+func (p *profile) UnmarshalJSON(b []byte) error {
+	type fields profile // the profile's fields, without this method
+	var w struct {
+		*fields
+		Events []namedJSON `json:"events"`
+		Aggs   []aggJSON   `json:"aggs"`
+		Synced []sentJSON  `json:"synced"`
+	}
+	w.fields = (*fields)(p)
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	p.Events, p.Aggs, p.Synced = nil, nil, nil
+	if len(w.Events) > 0 {
+		p.Events = make([]named, len(w.Events))
+		for i, e := range w.Events {
+			p.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
+		}
+	}
+	if len(w.Aggs) > 0 {
+		p.Aggs = make([]agg, len(w.Aggs))
+		for i := range w.Aggs {
+			p.Aggs[i].fromJSON(&w.Aggs[i])
+		}
+	}
+	if len(w.Synced) > 0 {
+		p.Synced = make([]sent, len(w.Synced))
+		for i, e := range w.Synced {
+			p.Synced[i] = newSent(e.ID, e.Version, e.H)
+		}
+	}
+	return nil
+}
+
 // recentMessages is how many message ids a profile remembers for de-duplication.
 const recentMessages = 4
 
@@ -121,7 +158,7 @@ func (n *named) UnmarshalJSON(b []byte) error {
 //
 // Its state is one pointer, to what its class keeps: a *series (count, sum, avg, min, max), a
 // *firstLast, a *freqList (mostFrequent) or a *valList (uniqueList); nil until first written.
-// An aggregate is 32 bytes and its state holds nothing it does not use: a last value is one
+// An aggregate is 24 bytes and its state holds nothing it does not use: a last value is one
 // 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
 // (docs/audiences.md#memory). The JSON has the fields of every kind, flat.
 type agg struct {
@@ -190,6 +227,12 @@ func (a *agg) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
+	a.fromJSON(&j)
+	return nil
+}
+
+// fromJSON sets the aggregate from its changelog form.
+func (a *agg) fromJSON(j *aggJSON) {
 	a.Key, a.st = unique.Make(j.Key), nil
 	switch {
 	case j.S != nil:
@@ -214,7 +257,6 @@ func (a *agg) UnmarshalJSON(b []byte) error {
 		l := valList(j.List)
 		a.st = &l
 	}
-	return nil
 }
 
 type stamped struct {
