@@ -51,8 +51,8 @@ func (p *profile) appendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b = schemas.AppendJSONString(b, p.Events[i].Name)
-			b = p.Events[i].series.appendFields(append(b, ','))
+			b = schemas.AppendJSONString(b, p.Events[i].Name.Value())
+			b = p.Events[i].counter.appendFields(append(b, ','))
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -74,9 +74,10 @@ func (p *profile) appendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"id":`...)
-			b = schemas.AppendJSONString(b, s.ID)
+			k := s.K.Value()
+			b = schemas.AppendJSONString(b, k.ID)
 			b = append(b, `,"v":`...)
-			b = schemas.AppendJSONString(b, s.Version)
+			b = schemas.AppendJSONString(b, k.Version)
 			if s.H != 0 {
 				b = append(b, `,"h":`...)
 				b = s.H.appendJSON(b)
@@ -123,29 +124,20 @@ func (p *profile) appendJSON(b []byte) []byte {
 
 func (a *agg) appendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
-	b = schemas.AppendJSONString(b, a.Key)
-	if a.S != nil {
+	b = schemas.AppendJSONString(b, a.Key.Value())
+	switch x := a.st.(type) {
+	case *series:
 		b = append(b, `,"series":{`...)
-		b = append(a.S.appendFields(b), '}')
-	}
-	for _, st := range []struct {
-		name string
-		v    *stamped
-	}{{"first", a.ro().First}, {"last", a.ro().Last}} {
-		if st.v == nil {
-			continue
+		b = append(x.appendFields(b), '}')
+	case *firstLast:
+		b = x.First.appendField(b, "first")
+		b = x.Last.appendField(b, "last")
+	case *freqList:
+		if len(*x) == 0 {
+			break
 		}
-		b = append(b, `,"`...)
-		b = append(b, st.name...)
-		b = append(b, `":{"v":`...)
-		b = st.v.V.appendJSON(b)
-		b = append(b, `,"at":`...)
-		b = strconv.AppendInt(b, st.v.At, 10)
-		b = append(b, '}')
-	}
-	if len(a.ro().Freq) > 0 {
 		b = append(b, `,"freq":[`...)
-		for i, f := range a.Freq {
+		for i, f := range *x {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -158,10 +150,12 @@ func (a *agg) appendJSON(b []byte) []byte {
 			b = append(b, '}')
 		}
 		b = append(b, ']')
-	}
-	if len(a.ro().List) > 0 {
+	case *valList:
+		if len(*x) == 0 {
+			break
+		}
 		b = append(b, `,"list":[`...)
-		for i, v := range a.List {
+		for i, v := range *x {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -172,8 +166,19 @@ func (a *agg) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// appendField appends ,"name":{"v":…,"at":…}.
+func (st *stamped) appendField(b []byte, name string) []byte {
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":{"v":`...)
+	b = st.V.appendJSON(b)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, st.At, 10)
+	return append(b, '}')
+}
+
 // appendFields appends the series' fields (without braces): "total" and the buckets "b".
-func (s *series) appendFields(b []byte) []byte {
+func (s *seriesOf[B]) appendFields(b []byte) []byte {
 	b = append(b, `"total":`...)
 	b = strconv.AppendUint(b, s.Total, 10)
 	if len(s.Buckets) == 0 {
@@ -185,15 +190,20 @@ func (s *series) appendFields(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"t":`...)
-		b = strconv.AppendInt(b, int64(k.At), 10)
+		b = strconv.AppendInt(b, int64(k.minute()), 10)
 		b = append(b, `,"n":`...)
-		b = strconv.AppendUint(b, uint64(k.N), 10)
-		b = appendFloatField(b, "s", k.Sum)
-		b = appendFloatField(b, "lo", k.Min)
-		b = appendFloatField(b, "hi", k.Max)
+		b = strconv.AppendUint(b, uint64(k.events()), 10)
+		b = k.appendStats(b)
 		b = append(b, '}')
 	}
 	return append(b, ']')
+}
+
+// appendStats appends the bucket's sum, min and max.
+func (k bucket) appendStats(b []byte) []byte {
+	b = appendFloatField(b, "s", k.Sum)
+	b = appendFloatField(b, "lo", k.Min)
+	return appendFloatField(b, "hi", k.Max)
 }
 
 func appendStringField(b []byte, name, v string) []byte {

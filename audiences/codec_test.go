@@ -1,10 +1,13 @@
 package audiences
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
+	"os"
 	"reflect"
 	"testing"
+	"unique"
 )
 
 // plainProfile is profile without its MarshalJSON: what encoding/json writes from the tags.
@@ -16,15 +19,15 @@ type plainProfile profile
 func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 	full := &profile{ID: "u<1>", UserID: "u<1>", AnonymousID: "a\"1", FirstSeen: 1, LastSeen: 2,
 		Traits: traits{{"plan", strVal("pro")}, {"n", numVal(1.5)}, {"ok", boolVal(true)}, {"obj", val{k: kRaw, s: `{"a":[1,2]}`}}},
-		Events: []named{{Name: "E", series: series{Total: 3, Buckets: []bucket{{At: 10, N: 2, Sum: 3.25, Min: -1, Max: 4.25}, {At: 11, N: 1}}}}, {Name: "Empty"}},
+		Events: []named{{Name: unique.Make("E"), counter: counter{Total: 3, Buckets: []count{{At: 10, N: 2}, {At: 11, N: 1}}}}, {Name: unique.Make("Empty")}},
 		Aggs: []agg{
-			{Key: "series:x", S: &series{Total: 1, Buckets: []bucket{{At: 5, N: 1, Sum: 1e21, Min: 1e21, Max: 1e21}}}},
-			{Key: "firstlast:y", aggExtra: &aggExtra{First: &stamped{V: strVal("a"), At: 7}, Last: &stamped{V: numVal(0.1), At: 9}}},
-			{Key: "freq:z", aggExtra: &aggExtra{Freq: []freq{{V: strVal("shoes"), N: 4, First: 3}, {V: null, N: 1}}}},
-			{Key: "list:w", aggExtra: &aggExtra{List: []val{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}}},
-			{Key: "empty"},
+			{Key: unique.Make("series:x"), st: &series{Total: 1, Buckets: []bucket{{At: 5, N: 1, Sum: 1e21, Min: 1e21, Max: 1e21}}}},
+			{Key: unique.Make("firstlast:y"), st: &firstLast{First: stamped{V: strVal("a"), At: 7}, Last: stamped{V: numVal(0.1), At: 9}}},
+			{Key: unique.Make("freq:z"), st: &freqList{{V: strVal("shoes"), N: 4, First: 3}, {V: null, N: 1}}},
+			{Key: unique.Make("list:w"), st: &valList{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}},
+			{Key: unique.Make("empty")},
 		},
-		Synced: []sent{{ID: "a/vip", Version: "abc"}, {ID: "t/n", Version: "def", H: valueHash(numVal(12))}},
+		Synced: []sent{newSent("a/vip", "abc", 0), newSent("t/n", "def", valueHash(numVal(12)))},
 		Merged: []string{"anon-1", "anon-2"},
 		Tracks: &[]tracked{{At: 100, Event: "Order Completed", MessageID: "m\"1", Source: "web", Props: `{"total":12.5,"sku":["a"]}`}, {At: 101, Event: "Signed Up"}},
 	}
@@ -58,7 +61,7 @@ func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 		})
 	}
 	// No JSON infinity: a sum that overflowed is written as the largest float.
-	inf := (&profile{ID: "i", Events: []named{{Name: "E", series: series{Buckets: []bucket{{N: 1, Sum: math.Inf(1)}}}}}}).appendJSON(nil)
+	inf := (&profile{ID: "i", Aggs: []agg{{Key: unique.Make("series:i"), st: &series{Buckets: []bucket{{N: 1, Sum: math.Inf(1)}}}}}}).appendJSON(nil)
 	var v any
 	if err := json.Unmarshal(inf, &v); err != nil {
 		t.Fatalf("an infinite sum makes %s: %v", inf, err)
@@ -71,10 +74,10 @@ func BenchmarkProfileEncode(b *testing.B) {
 	p := &profile{ID: "user-123", UserID: "user-123", FirstSeen: 1, LastSeen: 2,
 		Traits: traits{{"plan", strVal("pro")}, {"country", strVal("FR")}, {"email", strVal("user-123@example.com")}}}
 	for i, e := range []string{"Order Completed", "Product Viewed", "Page Viewed"} {
-		p.Events = append(p.Events, named{Name: e, series: series{Total: 5, Buckets: []bucket{{At: int32(100 + i), N: 3}, {At: 200, N: 2}}}})
+		p.Events = append(p.Events, named{Name: unique.Make(e), counter: counter{Total: 5, Buckets: []count{{At: int32(100 + i), N: 3}, {At: 200, N: 2}}}})
 	}
-	p.Aggs = []agg{{Key: "series:1", S: &series{Total: 2, Buckets: []bucket{{At: 100, N: 2, Sum: 120, Min: 20, Max: 100}}}},
-		{Key: "firstlast:2", aggExtra: &aggExtra{Last: &stamped{V: strVal("sku-1"), At: 5}}}, {Key: "list:3", aggExtra: &aggExtra{List: []val{strVal("shoes"), strVal("hats")}}}}
+	p.Aggs = []agg{{Key: unique.Make("series:1"), st: &series{Total: 2, Buckets: []bucket{{At: 100, N: 2, Sum: 120, Min: 20, Max: 100}}}},
+		{Key: unique.Make("firstlast:2"), st: &firstLast{Last: stamped{V: strVal("sku-1"), At: 5}}}, {Key: unique.Make("list:3"), st: &valList{strVal("shoes"), strVal("hats")}}}
 	b.Run("ours", func(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {
@@ -86,4 +89,51 @@ func BenchmarkProfileEncode(b *testing.B) {
 			_, _ = json.Marshal((*plainProfile)(p))
 		}
 	})
+}
+
+// TestStateRecordsBeforeCompactLayout: audiences.state profile records written before the
+// compact layout (testdata/state_profiles_v1.jsonl: what the service wrote for the benchmark
+// config, with every kind of aggregate, synced entries and merged ids) still decode, are
+// written back byte for byte, and a sync of the restored profiles at the moment they were
+// written sends nothing: they compute what was synced (docs/audiences.md#memory).
+func TestStateRecordsBeforeCompactLayout(t *testing.T) {
+	raw, err := os.ReadFile("testdata/state_profiles_v1.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, part, bt := newBenchService(t)
+	const written = 1_790_000_000_000 // the batch clock they were written with
+	bt.now = written
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var p profile
+		if err := json.Unmarshal(line, &p); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if again := p.appendJSON(nil); !bytes.Equal(again, line) {
+			t.Errorf("written back differently:\nold %s\nnew %s", line, again)
+		}
+		part.profiles[p.ID] = &p
+	}
+	if len(part.profiles) != 3 {
+		t.Fatalf("%d profiles restored, want 3", len(part.profiles))
+	}
+	if sent := syncAllProfiles(s, part, bt); sent != 0 {
+		t.Errorf("a sync of the restored profiles sent %d identify calls, want none", sent)
+	}
+}
+
+// BenchmarkProfileDecode: reading a profile from audiences.state (a restore), for the first
+// profile of testdata/state_profiles_v1.jsonl (every kind of aggregate, 11 synced entries).
+func BenchmarkProfileDecode(b *testing.B) {
+	raw, err := os.ReadFile("testdata/state_profiles_v1.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := bytes.SplitN(raw, []byte("\n"), 2)[0]
+	for b.Loop() {
+		var p profile
+		if err := json.Unmarshal(line, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -46,27 +46,17 @@ func (in *interner) profile(p *profile) {
 	for i := range p.Traits {
 		p.Traits[i].K, p.Traits[i].V = in.str(p.Traits[i].K), in.val(p.Traits[i].V)
 	}
-	for i := range p.Events {
-		p.Events[i].Name = in.str(p.Events[i].Name)
-	}
 	for i := range p.Aggs {
 		a := &p.Aggs[i]
-		a.Key = in.str(a.Key)
-		x := a.ro()
-		for _, st := range []*stamped{x.First, x.Last} {
-			if st != nil {
-				st.V = in.val(st.V)
-			}
+		if x := a.fl(); x != nil {
+			x.First.V, x.Last.V = in.val(x.First.V), in.val(x.Last.V)
 		}
-		for j := range x.Freq {
-			x.Freq[j].V = in.val(x.Freq[j].V)
+		for j, fs := 0, a.freqs(); j < len(fs); j++ {
+			fs[j].V = in.val(fs[j].V)
 		}
-		for j := range x.List {
-			x.List[j] = in.val(x.List[j])
+		for j, vs := 0, a.uniques(); j < len(vs); j++ {
+			vs[j] = in.val(vs[j])
 		}
-	}
-	for i := range p.Synced {
-		p.Synced[i].ID, p.Synced[i].Version = in.str(p.Synced[i].ID), in.str(p.Synced[i].Version)
 	}
 	for i, ts := 0, p.tracks(); i < len(ts); i++ {
 		ts[i].Event, ts[i].Source = in.str(ts[i].Event), in.str(ts[i].Source)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"sort"
 	"time"
+	"unique"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -58,6 +59,7 @@ type traitDef struct {
 // first/last value, value frequencies or unique values, over the events matching where.
 type aggDef struct {
 	key   string
+	sym   sym // key, shared: what profiles hold (agg.Key)
 	event string
 	where []whereDef
 	path  []string // the property (nil: counts only)
@@ -165,6 +167,7 @@ func (m *model) aggFor(event, class string, path []string, where []schemas.Prope
 		return a
 	}
 	a := &aggDef{key: class + ":" + key, event: event, path: path, class: class}
+	a.sym = unique.Make(a.key)
 	for i := range where {
 		a.where = append(a.where, whereDef{path: where[i].PropertyPath(), cmp: compileComparison(&where[i].Comparison)})
 	}
@@ -219,6 +222,17 @@ func (m *model) compileNode(c *schemas.Condition) *node {
 	return n
 }
 
+// count is what an event condition counts in a series: the events of its window.
+func (n *node) count(s interface {
+	between(olderMs, newerMs, now int64) uint64
+	total(withinMs, now int64) uint64
+}, now int64) uint64 {
+	if n.newer > 0 {
+		return s.between(n.within, n.newer, now)
+	}
+	return s.total(n.within, now)
+}
+
 // eval evaluates a rule for a profile at now (ms).
 func (n *node) eval(p *profile, now int64) bool {
 	switch n.op {
@@ -239,21 +253,13 @@ func (n *node) eval(p *profile, now int64) bool {
 	case "not":
 		return !n.children[0].eval(p, now)
 	case "event":
-		var s *series
-		if n.agg != nil {
-			if a := p.agg(n.agg.key, false); a != nil {
-				s = a.S
-			}
-		} else {
-			s = p.eventSeries(n.event, false)
-		}
 		var count uint64
-		switch {
-		case s == nil:
-		case n.newer > 0:
-			count = s.between(n.within, n.newer, now)
-		default:
-			count, _ = s.window(n.within, now)
+		if n.agg != nil {
+			if a := p.agg(n.agg.sym, false); a != nil && a.ser() != nil {
+				count = n.count(a.ser(), now)
+			}
+		} else if c := p.eventSeries(n.event, false); c != nil {
+			count = n.count(c, now)
 		}
 		return count >= n.min && (!n.hasMax || count <= n.max)
 	case "audience":
@@ -288,26 +294,26 @@ func (d *traitDef) value(p *profile, now int64) val {
 	if d.agg == nil { // a plain count
 		var n uint64
 		if s := p.eventSeries(d.event, false); s != nil {
-			n, _ = s.window(d.within, now)
+			n = s.total(d.within, now)
 		}
 		return numVal(float64(n))
 	}
-	a := p.agg(d.agg.key, false)
+	a := p.agg(d.agg.sym, false)
 	switch d.kind {
 	case schemas.AggCount, schemas.AggSum:
-		if a == nil || a.S == nil {
+		if a == nil || a.ser() == nil {
 			return numVal(0)
 		}
-		n, b := a.S.window(d.within, now)
+		n, b := windowOf(a.ser(), d.within, now)
 		if d.kind == schemas.AggCount {
 			return numVal(float64(n))
 		}
 		return numVal(b.Sum)
 	case schemas.AggAvg, schemas.AggMin, schemas.AggMax:
-		if a == nil || a.S == nil {
+		if a == nil || a.ser() == nil {
 			return null
 		}
-		_, b := a.S.window(d.within, now)
+		_, b := windowOf(a.ser(), d.within, now)
 		if b.N == 0 {
 			return null
 		}
@@ -320,21 +326,25 @@ func (d *traitDef) value(p *profile, now int64) val {
 			return numVal(b.Max)
 		}
 	case schemas.AggFirst:
-		if a == nil || a.ro().First == nil {
+		if a == nil || a.fl() == nil {
 			return null
 		}
-		return a.First.V
+		return a.fl().First.V
 	case schemas.AggLast:
-		if a == nil || a.ro().Last == nil {
+		if a == nil || a.fl() == nil {
 			return null
 		}
-		return a.Last.V
+		return a.fl().Last.V
 	case schemas.AggMostFrequent:
-		if a == nil || len(a.ro().Freq) == 0 {
+		var fs []freq
+		if a != nil {
+			fs = a.freqs()
+		}
+		if len(fs) == 0 {
 			return null
 		}
-		best := a.Freq[0]
-		for _, f := range a.Freq[1:] {
+		best := fs[0]
+		for _, f := range fs[1:] {
 			if f.N > best.N || (f.N == best.N && f.First < best.First) {
 				best = f
 			}
@@ -343,7 +353,7 @@ func (d *traitDef) value(p *profile, now int64) val {
 	case schemas.AggUniqueList:
 		b := []byte{'['}
 		if a != nil {
-			for i, v := range a.ro().List {
+			for i, v := range a.uniques() {
 				if i > 0 {
 					b = append(b, ',')
 				}
@@ -401,20 +411,21 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 				continue // sum, avg, min and max read numbers only (and leave no state)
 			}
 		}
-		a := p.agg(d.key, true)
+		a := p.agg(d.sym, true)
 		switch d.class {
 		case "series":
-			if a.S == nil {
-				a.S = &series{}
-			}
-			a.S.add(at, now, v.f, d.path != nil)
+			a.serRW().add(at, now, v.f, d.path != nil)
 		case "firstlast":
-			x := a.rw()
-			if x.First == nil || at < x.First.At {
-				x.First = &stamped{V: v, At: at}
+			x := a.fl()
+			if x == nil {
+				x = &firstLast{First: stamped{V: v, At: at}, Last: stamped{V: v, At: at}}
+				a.st = x
 			}
-			if x.Last == nil || at >= x.Last.At {
-				x.Last = &stamped{V: v, At: at}
+			if at < x.First.At {
+				x.First = stamped{V: v, At: at}
+			}
+			if at >= x.Last.At {
+				x.Last = stamped{V: v, At: at}
 			}
 		case "freq":
 			a.addFreq(v, 1, at)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unique"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -50,6 +51,43 @@ type profile struct {
 	RecentNext uint8                `json:"recentNext,omitempty"`
 }
 
+// UnmarshalJSON reads a profile from its changelog JSON: the lists whose elements hold shared
+// handles (events, aggs, synced) are read in their changelog form and converted once, rather
+// than each element through a json.Unmarshal of its own (a restore reads millions).
+func (p *profile) UnmarshalJSON(b []byte) error {
+	type fields profile // the profile's fields, without this method
+	var w struct {
+		*fields
+		Events []namedJSON `json:"events"`
+		Aggs   []aggJSON   `json:"aggs"`
+		Synced []sentJSON  `json:"synced"`
+	}
+	w.fields = (*fields)(p)
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	p.Events, p.Aggs, p.Synced = nil, nil, nil
+	if len(w.Events) > 0 {
+		p.Events = make([]named, len(w.Events))
+		for i, e := range w.Events {
+			p.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
+		}
+	}
+	if len(w.Aggs) > 0 {
+		p.Aggs = make([]agg, len(w.Aggs))
+		for i := range w.Aggs {
+			p.Aggs[i].fromJSON(&w.Aggs[i])
+		}
+	}
+	if len(w.Synced) > 0 {
+		p.Synced = make([]sent, len(w.Synced))
+		for i, e := range w.Synced {
+			p.Synced[i] = newSent(e.ID, e.Version, e.H)
+		}
+	}
+	return nil
+}
+
 // recentMessages is how many message ids a profile remembers for de-duplication.
 const recentMessages = 4
 
@@ -85,66 +123,140 @@ func (p *profile) repeated(h hash) bool {
 // active reports whether p is a profile (not a redirect or a suppression marker).
 func (p *profile) active() bool { return p.MergedInto == "" && !p.Suppressed }
 
+// named is the counter of one track event name.
 type named struct {
+	Name sym
+	counter
+}
+
+// sym is a string that many profiles hold (an event name, an aggregate's key), shared: every
+// profile holds an 8-byte handle to one copy (unique.Make) instead of a 16-byte string
+// (docs/audiences.md#memory).
+type sym = unique.Handle[string]
+
+// namedJSON is the changelog form of a named counter.
+type namedJSON struct {
 	Name string `json:"name"`
-	series
+	counter
+}
+
+func (n named) MarshalJSON() ([]byte, error) {
+	return json.Marshal(namedJSON{n.Name.Value(), n.counter})
+}
+
+func (n *named) UnmarshalJSON(b []byte) error {
+	var j namedJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	n.Name, n.counter = unique.Make(j.Name), j.counter
+	return nil
 }
 
 // agg is the state of one aggregate of the config (aggDef), keyed by its definition, so that
 // it survives config changes that keep it.
 //
-// Most aggregates are series (count, sum, avg, min, max), so the fields of the others are
-// held apart (aggExtra, allocated when first written): 32 bytes a series aggregate instead of
-// 88 (docs/audiences.md#memory). The JSON has the fields of both, flat.
+// Its state is one pointer, to what its class keeps: a *series (count, sum, avg, min, max), a
+// *firstLast, a *freqList (mostFrequent) or a *valList (uniqueList); nil until first written.
+// An aggregate is 24 bytes and its state holds nothing it does not use: a last value is one
+// 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
+// (docs/audiences.md#memory). The JSON has the fields of every kind, flat.
 type agg struct {
-	Key string  `json:"key"`
-	S   *series `json:"series,omitempty"` // count, sum, avg, min, max
-	*aggExtra
+	Key sym
+	st  any
 }
 
-// aggExtra holds the state of first, last, mostFrequent and uniqueList aggregates.
-type aggExtra struct {
+// firstLast is the earliest and the latest value of a first/last aggregate: both are set by
+// its first event.
+type firstLast struct{ First, Last stamped }
+
+type (
+	freqList []freq
+	valList  []val
+)
+
+// ser is the aggregate's series (nil: none).
+func (a *agg) ser() *series { s, _ := a.st.(*series); return s }
+
+// serRW is the aggregate's series, made when it has none.
+func (a *agg) serRW() *series {
+	if s := a.ser(); s != nil {
+		return s
+	}
+	s := &series{}
+	a.st = s
+	return s
+}
+
+// fl is the aggregate's first and last value (nil: none yet).
+func (a *agg) fl() *firstLast { x, _ := a.st.(*firstLast); return x }
+
+// freqs are the value frequencies of a mostFrequent aggregate.
+func (a *agg) freqs() []freq {
+	if x, ok := a.st.(*freqList); ok {
+		return *x
+	}
+	return nil
+}
+
+// uniques are the values of a uniqueList aggregate.
+func (a *agg) uniques() []val {
+	if x, ok := a.st.(*valList); ok {
+		return *x
+	}
+	return nil
+}
+
+// aggJSON is the flat changelog form of an aggregate.
+type aggJSON struct {
+	Key   string   `json:"key"`
+	S     *series  `json:"series,omitempty"` // count, sum, avg, min, max
 	First *stamped `json:"first,omitempty"`
 	Last  *stamped `json:"last,omitempty"`
 	Freq  []freq   `json:"freq,omitempty"`
 	List  []val    `json:"list,omitempty"`
 }
 
-// UnmarshalJSON reads the flat JSON of an aggregate (encoding/json cannot allocate an
-// embedded pointer to an unexported struct).
+// MarshalJSON is appendJSON, for json.Marshal.
+func (a agg) MarshalJSON() ([]byte, error) { return a.appendJSON(nil), nil }
+
+// UnmarshalJSON reads the flat JSON of an aggregate. A first/last aggregate with one of the
+// two (written by hand; the service writes both) takes it for both.
 func (a *agg) UnmarshalJSON(b []byte) error {
-	var flat struct {
-		Key string  `json:"key"`
-		S   *series `json:"series"`
-		aggExtra
-	}
-	if err := json.Unmarshal(b, &flat); err != nil {
+	var j aggJSON
+	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	a.Key, a.S, a.aggExtra = flat.Key, flat.S, nil
-	if x := flat.aggExtra; x.First != nil || x.Last != nil || len(x.Freq) > 0 || len(x.List) > 0 {
-		a.aggExtra = &x
-	}
+	a.fromJSON(&j)
 	return nil
 }
 
-// noExtra is what ro returns for an aggregate with no aggExtra; it is never written.
-var noExtra aggExtra
-
-// ro returns the aggregate's aggExtra for reading (an empty one when it has none).
-func (a *agg) ro() *aggExtra {
-	if a.aggExtra == nil {
-		return &noExtra
+// fromJSON sets the aggregate from its changelog form.
+func (a *agg) fromJSON(j *aggJSON) {
+	a.Key, a.st = unique.Make(j.Key), nil
+	switch {
+	case j.S != nil:
+		a.st = j.S
+	case j.First != nil || j.Last != nil:
+		x := &firstLast{}
+		if j.First != nil {
+			x.First = *j.First
+		} else {
+			x.First = *j.Last
+		}
+		if j.Last != nil {
+			x.Last = *j.Last
+		} else {
+			x.Last = *j.First
+		}
+		a.st = x
+	case len(j.Freq) > 0:
+		f := freqList(j.Freq)
+		a.st = &f
+	case len(j.List) > 0:
+		l := valList(j.List)
+		a.st = &l
 	}
-	return a.aggExtra
-}
-
-// rw returns the aggregate's aggExtra for writing, allocating it.
-func (a *agg) rw() *aggExtra {
-	if a.aggExtra == nil {
-		a.aggExtra = &aggExtra{}
-	}
-	return a.aggExtra
 }
 
 type stamped struct {
@@ -161,11 +273,42 @@ type freq struct {
 // sent is what the last sync sent for one audience or computed trait: for an audience, that
 // the user is a member (only members are kept); for a computed trait, the value, as a hash of
 // its JSON (valueHash): all a sync needs to tell whether the value changed, in 8 bytes
-// instead of the value.
+// instead of the value. The synced id and version are the same in every profile synced with
+// that version, so a profile holds a handle to one shared copy of them (unique.Make): 16 bytes
+// an entry instead of 40 (docs/audiences.md#memory). Its JSON is {"id","v","h"}.
 type sent struct {
+	K unique.Handle[syncKey]
+	H hash
+}
+
+// syncKey is a synced definition: "a/<id>" or "t/<id>", and its version.
+type syncKey struct{ ID, Version string }
+
+func newSent(id, version string, h hash) sent {
+	return sent{K: unique.Make(syncKey{id, version}), H: h}
+}
+
+func (e sent) id() string      { return e.K.Value().ID }
+func (e sent) version() string { return e.K.Value().Version }
+
+// sentJSON is the changelog form of a sent.
+type sentJSON struct {
 	ID      string `json:"id"` // "a/<id>" or "t/<id>"
 	Version string `json:"v"`
 	H       hash   `json:"h,omitempty"`
+}
+
+func (e sent) MarshalJSON() ([]byte, error) {
+	return json.Marshal(sentJSON{ID: e.id(), Version: e.version(), H: e.H})
+}
+
+func (e *sent) UnmarshalJSON(b []byte) error {
+	var j sentJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = newSent(j.ID, j.Version, j.H)
+	return nil
 }
 
 // hash is a valueHash; its JSON is 16 hex digits (a JSON number would lose bits).
@@ -301,20 +444,20 @@ func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 	}
 }
 
-func (p *profile) eventSeries(name string, create bool) *series {
+func (p *profile) eventSeries(name string, create bool) *counter {
 	for i := range p.Events {
-		if p.Events[i].Name == name {
-			return &p.Events[i].series
+		if p.Events[i].Name.Value() == name {
+			return &p.Events[i].counter
 		}
 	}
 	if !create || len(p.Events) >= maxEventNames {
 		return nil
 	}
-	p.Events = appendOne(p.Events, named{Name: name})
-	return &p.Events[len(p.Events)-1].series
+	p.Events = appendOne(p.Events, named{Name: unique.Make(name)})
+	return &p.Events[len(p.Events)-1].counter
 }
 
-func (p *profile) agg(key string, create bool) *agg {
+func (p *profile) agg(key sym, create bool) *agg {
 	for i := range p.Aggs {
 		if p.Aggs[i].Key == key {
 			return &p.Aggs[i]
@@ -329,7 +472,7 @@ func (p *profile) agg(key string, create bool) *agg {
 
 func (p *profile) synced(id string) *sent {
 	for i := range p.Synced {
-		if p.Synced[i].ID == id {
+		if p.Synced[i].id() == id {
 			return &p.Synced[i]
 		}
 	}
@@ -338,9 +481,9 @@ func (p *profile) synced(id string) *sent {
 
 func (p *profile) setSynced(id, version string, h hash, keep bool) {
 	for i := range p.Synced {
-		if p.Synced[i].ID == id {
+		if p.Synced[i].id() == id {
 			if keep {
-				p.Synced[i] = sent{ID: id, Version: version, H: h}
+				p.Synced[i] = newSent(id, version, h)
 			} else {
 				p.Synced = slices.Delete(p.Synced, i, i+1)
 			}
@@ -348,7 +491,7 @@ func (p *profile) setSynced(id, version string, h hash, keep bool) {
 		}
 	}
 	if keep {
-		p.Synced = appendOne(p.Synced, sent{ID: id, Version: version, H: h})
+		p.Synced = appendOne(p.Synced, newSent(id, version, h))
 	}
 }
 
@@ -377,30 +520,32 @@ func (p *profile) absorb(o *profile, now int64) {
 		p.seen(o.LastSeen) // (0 would become p's FirstSeen)
 	}
 	for i := range o.Events {
-		if s := p.eventSeries(o.Events[i].Name, true); s != nil {
-			s.merge(&o.Events[i].series, now)
+		if s := p.eventSeries(o.Events[i].Name.Value(), true); s != nil {
+			s.merge(&o.Events[i].counter, now)
 		}
 	}
 	for i := range o.Aggs {
 		oa := &o.Aggs[i]
 		a := p.agg(oa.Key, true)
-		if oa.S != nil {
-			if a.S == nil {
-				a.S = &series{}
+		if s := oa.ser(); s != nil {
+			a.serRW().merge(s, now)
+		}
+		if ox := oa.fl(); ox != nil {
+			if x := a.fl(); x == nil {
+				a.st = &firstLast{First: ox.First, Last: ox.Last}
+			} else {
+				if ox.First.At < x.First.At {
+					x.First = ox.First
+				}
+				if ox.Last.At > x.Last.At {
+					x.Last = ox.Last
+				}
 			}
-			a.S.merge(oa.S, now)
 		}
-		ox := oa.ro()
-		if ox.First != nil && (a.ro().First == nil || ox.First.At < a.First.At) {
-			a.rw().First = ox.First
-		}
-		if ox.Last != nil && (a.ro().Last == nil || ox.Last.At > a.Last.At) {
-			a.rw().Last = ox.Last
-		}
-		for _, f := range ox.Freq {
+		for _, f := range oa.freqs() {
 			a.addFreq(f.V, f.N, f.First)
 		}
-		for _, v := range ox.List {
+		for _, v := range oa.uniques() {
 			a.addUnique(v)
 		}
 	}
@@ -428,32 +573,40 @@ func (p *profile) addMerged(id string) {
 }
 
 func (a *agg) addFreq(v val, n uint32, at int64) {
-	x := a.rw()
-	for i := range x.Freq {
-		if x.Freq[i].V.equal(v) {
-			x.Freq[i].N += n
-			if at < x.Freq[i].First {
-				x.Freq[i].First = at
+	x, _ := a.st.(*freqList)
+	if x == nil {
+		x = &freqList{}
+		a.st = x
+	}
+	for i := range *x {
+		if f := &(*x)[i]; f.V.equal(v) {
+			f.N += n
+			if at < f.First {
+				f.First = at
 			}
 			return
 		}
 	}
-	if len(x.Freq) < mostFrequentCap {
-		x.Freq = appendOne(x.Freq, freq{V: v, N: n, First: at})
+	if len(*x) < mostFrequentCap {
+		*x = appendOne(*x, freq{V: v, N: n, First: at})
 	}
 }
 
 func (a *agg) addUnique(v val) {
-	x := a.rw()
-	if len(x.List) >= schemas.UniqueListCap {
+	x, _ := a.st.(*valList)
+	if x == nil {
+		x = &valList{}
+		a.st = x
+	}
+	if len(*x) >= schemas.UniqueListCap {
 		return
 	}
-	for _, have := range x.List {
+	for _, have := range *x {
 		if have.equal(v) {
 			return
 		}
 	}
-	x.List = appendOne(x.List, v)
+	*x = appendOne(*x, v)
 }
 
 // appendOne appends v, growing a full slice by one element only, not by half or double as

@@ -96,7 +96,7 @@ func TestAbsorb(t *testing.T) {
 	for name, want := range map[string]uint64{"Order Completed": 5, "Signed Up": 1, "Viewed": 1} {
 		if s := user.eventSeries(name, false); s == nil || s.Total != want {
 			t.Errorf("%s: series %+v, want Total %d", name, s, want)
-		} else if n, _ := s.window(day, testNow); n != want {
+		} else if n := s.total(day, testNow); n != want {
 			t.Errorf("%s: %d in the last day, want %d", name, n, want)
 		}
 	}
@@ -150,7 +150,7 @@ func TestAbsorbEdges(t *testing.T) {
 		if v := m.traitByID["fav"].value(p, testNow); !v.equal(strVal("b")) {
 			t.Errorf("after: fav = %s, want b", v.appendJSON(nil))
 		}
-		if got := p.agg(m.traitByID["fav"].agg.key, false).Freq; len(got) != 2 || got[1].N != 3 || got[1].First != testNow-11*minute {
+		if got := p.agg(m.traitByID["fav"].agg.sym, false).freqs(); len(got) != 2 || got[1].N != 3 || got[1].First != testNow-11*minute {
 			t.Errorf("freq = %+v, want b counted 3 times, first seen 11 minutes back", got)
 		}
 	})

@@ -94,7 +94,7 @@ func TestSeriesWindow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.within/minute, "m"), func(t *testing.T) {
-			n, b := s.window(tt.within, testNow)
+			n, b := windowOf(s, tt.within, testNow)
 			if n != tt.n || b.Sum != tt.sum || b.Min != tt.lo || b.Max != tt.hi || float64(b.N) != tt.count {
 				t.Errorf("window(%dm) = %d, %+v; want %d, sum %v, min %v, max %v, %v in buckets", tt.within/minute, n, b, tt.n, tt.sum, tt.lo, tt.hi, tt.count)
 			}
@@ -102,13 +102,13 @@ func TestSeriesWindow(t *testing.T) {
 	}
 	t.Run("empty", func(t *testing.T) {
 		var e series
-		if n, b := e.window(0, testNow); n != 0 || b != (bucket{}) {
+		if n, b := windowOf(&e, 0, testNow); n != 0 || b != (bucket{}) {
 			t.Errorf("window of an empty series = %d, %+v", n, b)
 		}
 	})
 	t.Run("negative values", func(t *testing.T) {
 		s := build(true, live(3*minute, -2), live(2*minute, -7), live(minute, -1))
-		if _, b := s.window(hour, testNow); b.Min != -7 || b.Max != -1 || b.Sum != -10 {
+		if _, b := windowOf(s, hour, testNow); b.Min != -7 || b.Max != -1 || b.Sum != -10 {
 			t.Errorf("window = %+v, want min -7, max -1, sum -10", b)
 		}
 	})
@@ -142,7 +142,7 @@ func TestSeriesMerge(t *testing.T) {
 			if s.Total != tt.wantTotal {
 				t.Errorf("Total = %d, want %d", s.Total, tt.wantTotal)
 			}
-			if _, b := s.window(0, testNow); b.N > 0 && (b.Min != tt.lo || b.Max != tt.hi) {
+			if _, b := windowOf(s, 0, testNow); b.N > 0 && (b.Min != tt.lo || b.Max != tt.hi) {
 				t.Errorf("min, max = %v, %v; want %v, %v", b.Min, b.Max, tt.lo, tt.hi)
 			}
 		})

@@ -144,7 +144,7 @@ func (s *Service) syncAudience(out []*kgo.Record, part *partition, prof *profile
 		cc.member(d.sid)
 	}
 	e := prof.synced(d.sid)
-	has := e != nil && e.Version == d.version
+	has := e != nil && e.version() == d.version
 	switch {
 	case member && !has:
 		// A member of an audience whose name or source changed: false under the old
@@ -181,7 +181,7 @@ func (s *Service) syncTraits(out []*kgo.Record, prof *profile, now int64, realti
 		h, prev := valueHash(v), d.emptyHash
 		// A changed definition (name, source or aggregate) is a new computed trait: its
 		// value is sent again under its trait key.
-		if e := prof.synced(d.sid); e != nil && e.Version == d.version {
+		if e := prof.synced(d.sid); e != nil && e.version() == d.version {
 			prev = e.H
 		}
 		if h != prev {
@@ -204,7 +204,7 @@ func (m *model) dropUnreadAggs(prof *profile) bool {
 	if n == 0 {
 		return false
 	}
-	prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return !m.aggKeys[a.Key] })
+	prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return !m.aggKeys[a.Key.Value()] })
 	return len(prof.Aggs) != n
 }
 
@@ -214,13 +214,14 @@ func (m *model) dropUnreadAggs(prof *profile) bool {
 func (s *Service) syncRemoved(out []*kgo.Record, part *partition, prof *profile, now int64, cc *changeCounter) (_ []*kgo.Record, changed bool) {
 	for i := 0; i < len(prof.Synced); i++ {
 		e := prof.Synced[i]
-		kind, id := e.ID[:1], e.ID[2:]
+		sid := e.id()
+		kind, id := sid[:1], sid[2:]
 		if (kind == "a" && s.model.audienceByID(id) != nil) || (kind == "t" && s.model.traitByID[id] != nil) {
 			continue // still in the config
 		}
-		if md, ok := part.meta.Defs[e.ID]; ok && kind == "a" {
+		if md, ok := part.meta.Defs[sid]; ok && kind == "a" {
 			out = s.membership(out, prof, md.out(), id, false, now)
-			cc.leave(e.ID)
+			cc.leave(sid)
 		}
 		prof.Synced = slices.Delete(prof.Synced, i, i+1)
 		i--

@@ -48,48 +48,8 @@ func BenchmarkSync(b *testing.B) {
 	if v := os.Getenv("BENCH_PROFILES"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	cfg, err := schemas.ParseConfig([]byte("sources: [{id: web, writeKey: wk1}, {id: engage, writeKey: wk2}]\n"+benchConfig), schemas.ConfigFormatYAML)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := DefaultConfig()
-	c.Addr, c.Token = "127.0.0.1:0", "audiences-test-token-0123456789"
-	s, err := New(c, Deps{
-		Deps: platform.Deps{
-			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
-			Logger: zerolog.Nop(),
-		},
-		Config: func() Snapshot { return staticSnapshot{cfg} },
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.producer.Close()
-	defer s.lag.Close()
-	s.refreshModel()
 	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	part := &partition{restored: true, profiles: make(map[string]*profile, n), meta: partMeta{Defs: map[string]metaDef{}}}
-	r := rand.New(rand.NewPCG(3, 4))
-	now := time.Now().UnixMilli()
-	bt := &batch{now: now, touched: map[int32]*partition{}}
-	for i := range 3 * n {
-		// Each user gets three events: round-robin over users, of kinds drawn at random.
-		raw := benchEvent(r, 10*i+r.IntN(10), n) // a kind at random
-		u := "user-" + strconv.Itoa(i%n)
-		raw = strings.Replace(raw, `"userId":"user-`, `"userId":"x`, 1) // the random user out
-		raw = strings.Replace(raw, `"userId":"x`, `"userId":"`+u+`","_":"`, 1)
-		m, err := schemas.DecodeMessage([]byte(raw))
-		if err != nil {
-			b.Fatal(err, raw)
-		}
-		s.handleMessage(bt, 0, part, m, nil, "", time.UnixMilli(now))
-		if i%100_000 == 0 {
-			part.dirty = nil
-		}
-	}
-	part.dirty, bt.touched = nil, map[int32]*partition{}
+	s, part, bt := buildBenchProfiles(b, n, &before)
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -118,7 +78,7 @@ func BenchmarkSync(b *testing.B) {
 		for {
 			bt.out = s.syncPartition(bt, 0, part)
 			for _, r := range bt.out {
-				if r.Topic == c.EventsTopic {
+				if r.Topic == s.cfg.EventsTopic {
 					sent++
 				}
 			}
@@ -160,6 +120,65 @@ func BenchmarkSync(b *testing.B) {
 	debug.FreeOSMemory() // what is left: the profiles, without the garbage of building them
 	b.ReportMetric(float64(residentBytes())/(1<<20), "RSS-MiB-after-GC")
 	runtime.KeepAlive(part)
+}
+
+// newBenchService makes a service with the benchmark config and no Kafka, one restored
+// partition (0) and a batch to process messages and syncs in. The caller's tb cleans it up.
+func newBenchService(tb testing.TB) (*Service, *partition, *batch) {
+	tb.Helper()
+	cfg, err := schemas.ParseConfig([]byte("sources: [{id: web, writeKey: wk1}, {id: engage, writeKey: wk2}]\n"+benchConfig), schemas.ConfigFormatYAML)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := DefaultConfig()
+	c.Addr, c.Token = "127.0.0.1:0", "audiences-test-token-0123456789"
+	s, err := New(c, Deps{
+		Deps: platform.Deps{
+			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
+			Logger: zerolog.Nop(),
+		},
+		Config: func() Snapshot { return staticSnapshot{cfg} },
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.producer.Close(); s.lag.Close() })
+	s.refreshModel()
+	s.nparts = 1
+	part := &partition{restored: true, profiles: map[string]*profile{}, meta: partMeta{Defs: map[string]metaDef{}}}
+	return s, part, &batch{now: time.Now().UnixMilli(), touched: map[int32]*partition{}}
+}
+
+// buildBenchProfiles makes a service with the benchmark config (no Kafka) and one partition of
+// n profiles built from three events each of the throughput benchmark's stream (kinds drawn at
+// random), as BenchmarkSync and TestMemoryBudget measure them; before is the heap before the
+// profiles. The caller's tb cleans the service up.
+func buildBenchProfiles(tb testing.TB, n int, before *runtime.MemStats) (*Service, *partition, *batch) {
+	tb.Helper()
+	s, part, _ := newBenchService(tb)
+	runtime.GC()
+	runtime.ReadMemStats(before)
+	part.profiles = make(map[string]*profile, n) // counted: it grows with the profiles
+	r := rand.New(rand.NewPCG(3, 4))
+	now := time.Now().UnixMilli()
+	bt := &batch{now: now, touched: map[int32]*partition{}}
+	for i := range 3 * n {
+		// Each user gets three events: round-robin over users, of kinds drawn at random.
+		raw := benchEvent(r, 10*i+r.IntN(10), n) // a kind at random
+		u := "user-" + strconv.Itoa(i%n)
+		raw = strings.Replace(raw, `"userId":"user-`, `"userId":"x`, 1) // the random user out
+		raw = strings.Replace(raw, `"userId":"x`, `"userId":"`+u+`","_":"`, 1)
+		m, err := schemas.DecodeMessage([]byte(raw))
+		if err != nil {
+			tb.Fatal(err, raw)
+		}
+		s.handleMessage(bt, 0, part, m, nil, "", time.UnixMilli(now))
+		if i%100_000 == 0 {
+			part.dirty = nil
+		}
+	}
+	part.dirty, bt.touched = nil, map[int32]*partition{}
+	return s, part, bt
 }
 
 // residentBytes is the process's resident set size (0 where /proc is not there).

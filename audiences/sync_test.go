@@ -169,7 +169,7 @@ audiences:
 	}
 	var ids []string
 	for _, e := range part.profiles["u1"].Synced {
-		ids = append(ids, e.ID)
+		ids = append(ids, e.id())
 	}
 	if !slices.Equal(ids, []string{"a/rt"}) {
 		t.Errorf("after the config change the profile keeps %q synced, want [a/rt]", ids)
