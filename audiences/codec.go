@@ -1,6 +1,7 @@
 package audiences
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
 
@@ -104,6 +105,10 @@ func (p *profile) appendJSON(b []byte) []byte {
 			b = ts[i].appendJSON(b)
 		}
 		b = append(b, ']')
+	}
+	if p.Identity != nil {
+		id, _ := json.Marshal(p.Identity)
+		b = append(append(b, `,"identity":`...), id...)
 	}
 	b = appendStringField(b, "mergedInto", p.MergedInto)
 	if p.Suppressed {

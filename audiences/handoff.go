@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,6 +34,12 @@ type op struct {
 	// of From that the deleted profile Into handed back.
 	Forget []string         `json:"forget,omitempty"`
 	Done   map[string]int64 `json:"done,omitempty"`
+	// merge, absorb, join: the id that caused the merge ("type:value"; empty: From itself);
+	// note: the id to drop from Into. join and link: Summary is From's ids
+	// (docs/audiences.md#identity-resolution); note: Note is what to record on Into.
+	Via     string     `json:"via,omitempty"`
+	Summary *idSummary `json:"summary,omitempty"`
+	Note    *idEvent   `json:"note,omitempty"`
 	// tick: Sync runs a sync (false: only restores the partition).
 	Sync bool `json:"sync,omitempty"`
 }
@@ -151,6 +158,12 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, o *op, recTime ti
 		s.applyForget(b, p, part, o, recTime)
 	case opTick:
 		s.applyTick(b, p, part, o)
+	case opLink:
+		s.applyLink(b, p, part, o)
+	case opJoin:
+		s.applyJoin(b, p, part, o)
+	case opNote:
+		s.applyNote(b, p, part, o)
 	}
 }
 
@@ -159,7 +172,22 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, o *op, recTime ti
 func (s *Service) applyMerge(b *batch, p int32, part *partition, o *op) {
 	from := part.profiles[o.From]
 	if from != nil && (from.MergedInto != "" || from.Suppressed) {
-		return // merged already (the first identified user keeps it), or suppressed
+		// Merged already (the first identified user keeps it: the user_id limit), or
+		// suppressed: recorded on the profile that asked (docs/audiences.md#identity-resolution).
+		if from.MergedInto != o.Into && !strings.HasPrefix(o.From, extPrefix) {
+			typ, value := idAnonymousID, o.From
+			if o.Via != "" {
+				typ, value, _ = strings.Cut(o.Via, ":")
+			}
+			e := &idEvent{At: b.now, Kind: "refusal", Type: typ, Value: value, Rule: ruleTaken, Other: from.MergedInto,
+				Detail: "already merged into " + from.MergedInto + ": a profile has one user_id (the first identified user keeps it)"}
+			if from.Suppressed {
+				e.Rule, e.Other, e.Detail = "suppressed", "", "the id is suppressed"
+			}
+			s.metrics.refusals.WithLabelValues(e.Rule).Inc()
+			b.out = append(b.out, s.handOff(o.Into, op{Op: opNote, Into: o.Into, Via: typ + ":" + value, Note: e}))
+		}
+		return
 	}
 	if from == nil {
 		s.metrics.profiles.Inc()
@@ -167,7 +195,7 @@ func (s *Service) applyMerge(b *batch, p int32, part *partition, o *op) {
 	part.profiles[o.From] = &profile{ID: o.From, MergedInto: o.Into}
 	b.touch(p, part, o.From)
 	if from != nil {
-		b.out = append(b.out, s.handOff(o.Into, op{Op: opAbsorb, Into: o.Into, Profile: from}))
+		b.out = append(b.out, s.handOff(o.Into, op{Op: opAbsorb, Into: o.Into, Profile: from, Via: o.Via}))
 	}
 }
 
@@ -186,6 +214,14 @@ func (s *Service) applyAbsorb(b *batch, p int32, part *partition, o *op) {
 		s.metrics.profiles.Inc()
 	}
 	prof.absorb(o.Profile, b.now)
+	prof.ident().Merges++
+	via := o.Via
+	if via == "" {
+		via = ":" + o.Profile.ID
+	}
+	typ, value, _ := strings.Cut(via, ":")
+	prof.record(idEvent{At: b.now, Kind: "merge", Type: typ, Value: value, Other: o.Profile.ID})
+	s.metrics.merges.Inc()
 	b.touch(p, part, o.Into)
 	if s.model.realtime {
 		b.out = s.syncProfile(b.out, part, prof, b.now, true, nil)
@@ -232,6 +268,11 @@ func (s *Service) applyDelete(b *batch, p int32, part *partition, req *schemas.D
 	var merged []string
 	if prof != nil && req.Deletes() {
 		merged = slices.Clone(prof.Merged)
+		if prof.Identity != nil { // the claims of its external ids go too
+			for _, e := range prof.Identity.IDs {
+				merged = append(merged, extKey(e.Type, e.Value))
+			}
+		}
 	}
 	done := s.regulateProfile(b, p, part, req, prof)
 	s.metrics.deletions.Inc()

@@ -39,6 +39,9 @@ type profile struct {
 	// AUDIENCES_PROFILE_EVENTS > 0. A pointer: 8 bytes in every profile, not a slice's 24
 	// (which would move a profile to the next size class, 32 bytes more).
 	Tracks *[]tracked `json:"tracks,omitempty"`
+	// Identity holds the profile's external ids and its merges and refusals
+	// (docs/audiences.md#identity-resolution); nil until it has any.
+	Identity *identity `json:"identity,omitempty"`
 	// MergedInto: this anonymous id was merged into that profile; its events go there.
 	MergedInto string `json:"mergedInto,omitempty"`
 	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
@@ -411,6 +414,7 @@ func (p *profile) absorb(o *profile, now int64) {
 		p.repeated(h)
 	}
 	p.absorbTracks(o.tracks())
+	p.absorbIdentity(o)
 	p.addMerged(o.ID)
 	for _, m := range o.Merged {
 		p.addMerged(m)

@@ -124,12 +124,16 @@ func externalKey(typ, value string) (key string, has func(*profile) bool, ok boo
 		return value, func(p *profile) bool { return !p.active() || p.UserID == value }, true
 	case "anonymous_id":
 		return value, func(p *profile) bool { return !p.active() || p.UserID == "" }, true
+	case "", "previous_id":
+		return "", nil, false
 	}
-	return "", nil, false
+	// email and custom ids: the entry of the id is a redirect to the profile that claimed it
+	// (docs/audiences.md#identity-resolution).
+	return extKey(typ, value), func(p *profile) bool { return !p.active() }, true
 }
 
 // externalIDTypes are the types externalKey knows, for error messages.
-const externalIDTypes = "user_id or anonymous_id"
+const externalIDTypes = "user_id, anonymous_id, email or the type of a context.externalIds entry"
 
 // segmentProfile answers a path of one profile: the id resolved (a merged id followed to the
 // profile it was merged into), forwarded to the instance that owns it, rendered.
@@ -356,6 +360,11 @@ func externalIDs(prof *profile) []externalID {
 	for _, m := range prof.Merged {
 		if m != anon {
 			out = append(out, externalID{ID: m, Type: "anonymous_id", Collection: "users", Encoding: "none"})
+		}
+	}
+	if prof.Identity != nil {
+		for _, e := range prof.Identity.IDs {
+			out = append(out, externalID{ID: e.Value, Type: e.Type, Collection: "users", CreatedAt: recordTime(e.At), Encoding: "none"})
 		}
 	}
 	return out
