@@ -1,0 +1,190 @@
+package audiences_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
+)
+
+// identityEvents renders a profile's merge history for comparisons: "kind rule type:id".
+func identityEvents(p audiences.ProfileView) []string {
+	var out []string
+	for _, e := range p.Identity {
+		out = append(out, strings.Join(slices.DeleteFunc([]string{e.Kind, e.Rule, e.Type + ":" + e.ID}, func(s string) bool { return s == "" }), " "))
+	}
+	return out
+}
+
+func externalIDList(p audiences.ProfileView) []string {
+	var out []string
+	for _, e := range p.ExternalIDs {
+		out = append(out, e.Type+":"+e.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestIdentityResolution is the table of merge scenarios of docs/audiences.md#identity-resolution:
+// which profiles external ids link, which ids the rules refuse, and what is recorded where. The
+// two profiles of each scenario live on different partitions.
+func TestIdentityResolution(t *testing.T) {
+	ctx := func(email, extType, extID string) string {
+		var parts []string
+		if email != "" {
+			parts = append(parts, fmt.Sprintf(`"traits":{"email":%q}`, email))
+		}
+		if extID != "" {
+			parts = append(parts, fmt.Sprintf(`"externalIds":[{"id":%q,"type":%q,"collection":"users","encoding":"none"}]`, extID, extType))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	type want struct {
+		// merged: the second profile answers as the first (its id among the first's merged ids).
+		merged bool
+		// first, second: the merge history of each (kind rule type:id), in order.
+		first, second []string
+		// firstIDs: the first profile's external ids, sorted.
+		firstIDs []string
+		refusals map[string]float64
+		merges   float64
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*audiences.Config)
+		// first and second are the messages of the two profiles (%s: the profile's id).
+		first, second []string
+		third         []string // a third profile's messages, after the second's
+		userIDs       bool // the profiles are identified (userId), else anonymous
+		want          want
+	}{{
+		name:   "an email links two anonymous profiles",
+		first:  []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"ann@example.com"}}`},
+		second: []string{`{"type":"track","anonymousId":%q,"event":"Viewed","context":` + ctx("ann@example.com", "", "") + `}`},
+		want: want{merged: true, first: []string{"merge email:ann@example.com"}, firstIDs: []string{"email:ann@example.com"},
+			merges: 1},
+	}, {
+		name:   "a custom external id links two anonymous profiles",
+		first:  []string{`{"type":"track","anonymousId":%q,"event":"Opened","context":` + ctx("", "ios.idfv", "D-1") + `}`},
+		second: []string{`{"type":"track","anonymousId":%q,"event":"Opened","context":` + ctx("", "ios.idfv", "D-1") + `}`},
+		want:   want{merged: true, first: []string{"merge ios.idfv:D-1"}, firstIDs: []string{"ios.idfv:D-1"}, merges: 1},
+	}, {
+		name:   "a blocked value never merges",
+		first:  []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"null"}}`},
+		second: []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"null"}}`},
+		want: want{first: []string{"refusal blocked email:null"}, second: []string{"refusal blocked email:null"},
+			refusals: map[string]float64{"blocked": 2}},
+	}, {
+		name:    "the limit refuses the second user_id and records why on both",
+		userIDs: true,
+		first:   []string{`{"type":"identify","userId":%q,"traits":{"email":"shared@example.com"}}`},
+		second:  []string{`{"type":"identify","userId":%q,"traits":{"email":"shared@example.com"}}`},
+		want: want{first: []string{"refusal limit email:shared@example.com"}, second: []string{"refusal limit email:shared@example.com"},
+			firstIDs: []string{"email:shared@example.com"}, refusals: map[string]float64{"limit": 1}},
+	}, {
+		name: "a limit refuses an id over it on the profile",
+		mod:  func(c *audiences.Config) { c.IdentityLimits = "user_id:1,email:1" },
+		first: []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"one@example.com"}}`,
+			`{"type":"identify","anonymousId":%q,"traits":{"email":"two@example.com"}}`},
+		second: []string{`{"type":"track","anonymousId":%q,"event":"Viewed"}`},
+		want: want{first: []string{"refusal limit email:two@example.com"}, firstIDs: []string{"email:one@example.com"},
+			refusals: map[string]float64{"limit": 1}},
+	}, {
+		name: "priority: a higher-priority id merges and the lower-priority email over its limit is dropped",
+		mod: func(c *audiences.Config) {
+			c.IdentityLimits, c.IdentityPriority = "user_id:1,email:1", []string{"user_id", "ios.idfv", "email"}
+		},
+		first:  []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"a@example.com"},"context":` + ctx("", "ios.idfv", "D-2") + `}`},
+		second: []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"b@example.com"},"context":` + ctx("", "ios.idfv", "D-2") + `}`},
+		want: want{merged: true, first: []string{"refusal limit email:b@example.com", "merge ios.idfv:D-2"},
+			firstIDs: []string{"email:a@example.com", "ios.idfv:D-2"}, refusals: map[string]float64{"limit": 1}, merges: 1},
+	}, {
+		name: "priority: a lower-priority id that would put the profile over a limit is refused",
+		mod: func(c *audiences.Config) {
+			c.IdentityLimits, c.IdentityPriority = "user_id:1,email:1", []string{"user_id", "email", "ios.idfv"}
+		},
+		first:  []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"a@example.com"},"context":` + ctx("", "ios.idfv", "D-3") + `}`},
+		second: []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"b@example.com"},"context":` + ctx("", "ios.idfv", "D-3") + `}`},
+		want: want{first: []string{"refusal limit ios.idfv:D-3"}, second: []string{"refusal limit ios.idfv:D-3"},
+			firstIDs: []string{"email:a@example.com", "ios.idfv:D-3"}, refusals: map[string]float64{"limit": 1}},
+	}, {
+		name:   "maxMerges refuses a merge beyond it",
+		mod:    func(c *audiences.Config) { c.IdentityMaxMerges = 1 },
+		first:  []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"m@example.com"}}`},
+		second: []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"m@example.com"}}`},
+		third:  []string{`{"type":"identify","anonymousId":%q,"traits":{"email":"m@example.com"}}`},
+		want: want{merged: true, first: []string{"merge email:m@example.com", "refusal maxMerges email:m@example.com"},
+			firstIDs: []string{"email:m@example.com"}, refusals: map[string]float64{"maxMerges": 1}, merges: 1},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, sources)
+				first, second := onOtherPartitions(t)
+				idField := "anonymousId"
+				if tc.userIDs {
+					first, second = "user-a", "user-b"
+					idField = "userId"
+				}
+				svc, reg, _ := h.run("aud-identity", func(c *audiences.Config) {
+					c.SyncInterval = time.Hour
+					if tc.mod != nil {
+						tc.mod(c)
+					}
+				})
+				for _, m := range tc.first {
+					h.send(fmt.Sprintf(strings.Replace(m, `"anonymousId"`, `"`+idField+`"`, 1), first))
+				}
+				h.advance(2 * time.Second)
+				for _, m := range tc.second {
+					h.send(fmt.Sprintf(strings.Replace(m, `"anonymousId"`, `"`+idField+`"`, 1), second))
+				}
+				h.advance(5 * time.Second)
+				for _, m := range tc.third {
+					h.send(fmt.Sprintf(m, "third-profile"))
+				}
+				h.advance(5 * time.Second)
+				var p1, p2 audiences.ProfileView
+				if code := h.Get(api(svc)+"/v1/profiles/"+first, testToken, &p1); code != http.StatusOK {
+					t.Fatalf("profile of %s: %d", first, code)
+				}
+				if code := h.Get(api(svc)+"/v1/profiles/"+second, testToken, &p2); code != http.StatusOK {
+					t.Fatalf("profile of %s: %d", second, code)
+				}
+				merged := slices.Contains(p1.MergedIDs, second) && p2.AnonymousID == p1.AnonymousID && p2.UserID == p1.UserID
+				if merged != tc.want.merged {
+					t.Fatalf("merged %v, want %v: %+v / %+v", merged, tc.want.merged, p1, p2)
+				}
+				if got := identityEvents(p1); !slices.Equal(got, tc.want.first) {
+					t.Errorf("history of the first profile: %q, want %q", got, tc.want.first)
+				}
+				if !tc.want.merged {
+					if got := identityEvents(p2); !slices.Equal(got, tc.want.second) {
+						t.Errorf("history of the second profile: %q, want %q", got, tc.want.second)
+					}
+				}
+				if got := externalIDList(p1); !slices.Equal(got, tc.want.firstIDs) {
+					t.Errorf("external ids of the first profile: %q, want %q", got, tc.want.firstIDs)
+				}
+				for _, e := range p1.Identity {
+					if e.At == "" || (e.Kind == "refusal" && e.Detail == "") {
+						t.Errorf("a recorded event lacks its time or its reason: %+v", e)
+					}
+				}
+				for _, rule := range []string{"blocked", "limit", "maxMerges", "taken"} {
+					if got := servicetest.Counter(t, reg, "tributary_audiences_identity_refusals_total", "rule", rule); got != tc.want.refusals[rule] {
+						t.Errorf("refusals{rule=%s}: %v, want %v", rule, got, tc.want.refusals[rule])
+					}
+				}
+				if got := servicetest.Counter(t, reg, "tributary_audiences_identity_merges_total"); got != tc.want.merges {
+					t.Errorf("merges: %v, want %v", got, tc.want.merges)
+				}
+			})
+		})
+	}
+}
