@@ -112,7 +112,7 @@ func DefaultConfig() Config {
 		IdentityBlocked:          DefaultIdentityBlocked,
 		IdentityLimits:           "user_id:1,*:5",
 		IdentityWindow:           0,
-		IdentityPriority:         []string{"user_id", "email", "anonymous_id"},
+		IdentityPriority:         []string{"user_id", "email", "android.id", "android.idfa", "android.push_token", "anonymous_id", "ga_client_id", "ios.id", "ios.idfa", "ios.push_token"},
 		IdentityMaxMerges:        100,
 	}
 }

@@ -323,7 +323,9 @@ func (s *Service) applyForget(b *batch, p int32, part *partition, o *op, recTime
 		delete(part.profiles, o.From)
 		s.metrics.profiles.Dec()
 		b.touch(p, part, o.From)
-		if o.Done != nil {
+		// The entry of an external id the profile claimed goes too, not counted: the report's
+		// counts are of profiles and merged ids (docs/audiences.md#identity-resolution).
+		if o.Done != nil && !strings.HasPrefix(o.From, extPrefix) {
 			o.Done[schemas.CountRedirects]++
 			o.Done[schemas.CountTombstones]++
 		}

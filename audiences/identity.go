@@ -181,7 +181,14 @@ type identityRules struct {
 	window    int64          // ms; 0: ever
 	priority  map[string]int // by type: lower is higher priority; unlisted: after every listed
 	maxMerges int
+	// types are the external id types that identify: Segment's default identifiers and the
+	// types named in the priority or the limits.
+	types map[string]bool
 }
+
+// defaultIDTypes are Segment's default identifiers besides user_id and anonymous_id; a custom
+// type identifies once named in AUDIENCES_IDENTITY_PRIORITY or AUDIENCES_IDENTITY_LIMITS.
+var defaultIDTypes = []string{idEmail, "android.id", "android.idfa", "android.push_token", "ga_client_id", "ios.id", "ios.idfa", "ios.push_token"}
 
 // compileRules compiles the identity settings of c, naming the bad variable.
 func compileRules(c *Config) (*identityRules, error) {
@@ -213,6 +220,18 @@ func compileRules(c *Config) (*identityRules, error) {
 		}
 		r.priority[typ] = i
 	}
+	r.types = map[string]bool{}
+	for _, t := range defaultIDTypes {
+		r.types[t] = true
+	}
+	for t := range r.priority {
+		r.types[t] = true
+	}
+	for t := range r.limits {
+		r.types[t] = t != "*"
+	}
+	delete(r.types, idUserID)
+	delete(r.types, idAnonymousID)
 	if r.maxMerges < 1 {
 		return nil, fmt.Errorf("AUDIENCES_IDENTITY_MAX_MERGES: must be at least 1, got %d", r.maxMerges)
 	}
@@ -249,7 +268,7 @@ func (r *identityRules) since(now int64) int64 {
 // messageIDs calls f with each external id a message carries: the email of an identify's
 // traits and of context.traits, and the entries of context.externalIds. It reads nothing of a
 // message without them (the event path of a config that does not use them).
-func messageIDs(m *schemas.Message, f func(typ, value string)) {
+func messageIDs(m *schemas.Message, types map[string]bool, f func(typ, value string)) {
 	if m.Type == schemas.TypeIdentify && bytes.Contains(m.Traits, []byte(`"email"`)) {
 		if v := stringMember(m.Traits, idEmail); v != "" {
 			f(idEmail, v)
@@ -280,8 +299,8 @@ func messageIDs(m *schemas.Message, f func(typ, value string)) {
 		if e.Type == "" || (e.Collection != "" && e.Collection != "users") || json.Unmarshal(e.ID, &id) != nil {
 			continue
 		}
-		if e.Type == idUserID || e.Type == idAnonymousID {
-			continue // the message's own ids
+		if !types[e.Type] {
+			continue // the message's own ids (user_id, anonymous_id), or a type that does not identify
 		}
 		f(e.Type, id)
 	}
@@ -305,7 +324,7 @@ func stringMember(obj json.RawMessage, key string) string {
 // claimed is checked against the rules and, when allowed, claimed through a link hand-off to
 // the id's partition (docs/audiences.md#identity-resolution).
 func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *profile, m *schemas.Message, at int64) {
-	messageIDs(m, func(typ, value string) {
+	messageIDs(m, s.rules.types, func(typ, value string) {
 		if prof.hasID(typ, value) {
 			return
 		}
@@ -474,12 +493,10 @@ func (s *Service) applyNote(b *batch, p int32, part *partition, o *op) {
 		b.out = append(b.out, s.handOff(prof.MergedInto, op{Op: opNote, Into: prof.MergedInto, Via: o.Via, Note: o.Note}))
 		return
 	}
+	// An external id is dropped; an anonymous id stays among the merged ids (as before: its
+	// deletion hands on to it, and the refusal says it is another user's).
 	typ, value, _ := strings.Cut(o.Via, ":")
-	if typ == idAnonymousID || typ == "previous_id" {
-		prof.Merged = slices.DeleteFunc(prof.Merged, func(m string) bool { return m == value })
-	} else {
-		prof.dropID(typ, value)
-	}
+	prof.dropID(typ, value)
 	prof.record(*o.Note)
 	b.touch(p, part, o.Into)
 }

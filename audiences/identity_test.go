@@ -71,6 +71,7 @@ func TestIdentityResolution(t *testing.T) {
 			merges: 1},
 	}, {
 		name:   "a custom external id links two anonymous profiles",
+		mod:    func(c *audiences.Config) { c.IdentityLimits = "user_id:1,*:5,ios.idfv:5" },
 		first:  []string{`{"type":"track","anonymousId":%q,"event":"Opened","context":` + ctx("", "ios.idfv", "D-1") + `}`},
 		second: []string{`{"type":"track","anonymousId":%q,"event":"Opened","context":` + ctx("", "ios.idfv", "D-1") + `}`},
 		want:   want{merged: true, first: []string{"merge ios.idfv:D-1"}, firstIDs: []string{"ios.idfv:D-1"}, merges: 1},

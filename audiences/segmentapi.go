@@ -118,22 +118,23 @@ type segmentRender func(req *segmentRequest, prof *profile) (answer any, status 
 // externalKey is the profile key of an external id of the given type, and whether a profile
 // found under that key has that id (a redirect, which leads to the profile an id was merged
 // into, always has). One case per type of external id.
-func externalKey(typ, value string) (key string, has func(*profile) bool, ok bool) {
+func externalKey(typ, value string, types map[string]bool) (key string, has func(*profile) bool, ok bool) {
 	switch typ {
 	case "user_id":
 		return value, func(p *profile) bool { return !p.active() || p.UserID == value }, true
 	case "anonymous_id":
 		return value, func(p *profile) bool { return !p.active() || p.UserID == "" }, true
-	case "", "previous_id":
+	}
+	if !types[typ] {
 		return "", nil, false
 	}
-	// email and custom ids: the entry of the id is a redirect to the profile that claimed it
-	// (docs/audiences.md#identity-resolution).
+	// email and the other identifiers: the entry of the id is a redirect to the profile that
+	// claimed it (docs/audiences.md#identity-resolution).
 	return extKey(typ, value), func(p *profile) bool { return !p.active() }, true
 }
 
 // externalIDTypes are the types externalKey knows, for error messages.
-const externalIDTypes = "user_id, anonymous_id, email or the type of a context.externalIds entry"
+const externalIDTypes = "user_id, anonymous_id, email, a device id type (ios.id, android.id...) or a custom type named in AUDIENCES_IDENTITY_PRIORITY or AUDIENCES_IDENTITY_LIMITS"
 
 // segmentProfile answers a path of one profile: the id resolved (a merged id followed to the
 // profile it was merged into), forwarded to the instance that owns it, rendered.
@@ -152,7 +153,7 @@ func (s *Service) segmentProfile(render segmentRender) http.HandlerFunc {
 			writeSegmentError(w, http.StatusBadRequest, errValidation, "the profile is <type>:<value>, e.g. user_id:u1")
 			return
 		}
-		key, has, ok := externalKey(typ, value)
+		key, has, ok := externalKey(typ, value, s.rules.types)
 		if !ok {
 			writeSegmentError(w, http.StatusBadRequest, errValidation, "unknown external id type "+strconv.Quote(typ)+": "+externalIDTypes)
 			return
