@@ -69,6 +69,10 @@ type Config struct {
 
 	// Identity resolution rules (docs/audiences.md#identity-resolution), Segment's defaults.
 	//
+	// IdentityExternalIDs: profiles are linked by their external ids (email,
+	// context.externalIds) (AUDIENCES_IDENTITY_EXTERNAL_IDS); false: by userId and anonymousId
+	// only, as before.
+	IdentityExternalIDs bool `env:"AUDIENCES_IDENTITY_EXTERNAL_IDS" doc:"link profiles by their external ids too: the 'email' of identify traits and of 'context.traits', and the entries of 'context.externalIds' (each id costs a small entry in memory and on 'audiences.state'); false: by 'userId' and 'anonymousId' only ([audiences.md](audiences.md#identity-resolution))"`
 	// IdentityBlocked: an id matching it never links profiles (AUDIENCES_IDENTITY_BLOCKED).
 	IdentityBlocked string `env:"AUDIENCES_IDENTITY_BLOCKED" doc:"regular expression (Go syntax) of id values that never link or merge profiles (an email, an entry of 'context.externalIds', an 'anonymousId' or 'previousId' of an identified message); each refusal is recorded on the profile ([audiences.md](audiences.md#identity-resolution))"`
 	// IdentityLimits: the most ids of a type a profile holds, "type:n" comma-separated, "*"
@@ -109,6 +113,7 @@ func DefaultConfig() Config {
 		MaxChangesPerTransaction: 20000,
 		ShutdownTimeout:          platform.DefaultShutdownGrace,
 		ProfileEventsLookback:    14 * 24 * time.Hour,
+		IdentityExternalIDs:      true,
 		IdentityBlocked:          DefaultIdentityBlocked,
 		IdentityLimits:           "user_id:1,*:5",
 		IdentityWindow:           0,

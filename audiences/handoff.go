@@ -174,19 +174,7 @@ func (s *Service) applyMerge(b *batch, p int32, part *partition, o *op) {
 	if from != nil && (from.MergedInto != "" || from.Suppressed) {
 		// Merged already (the first identified user keeps it: the user_id limit), or
 		// suppressed: recorded on the profile that asked (docs/audiences.md#identity-resolution).
-		if from.MergedInto != o.Into && !strings.HasPrefix(o.From, extPrefix) {
-			typ, value := idAnonymousID, o.From
-			if o.Via != "" {
-				typ, value, _ = strings.Cut(o.Via, ":")
-			}
-			e := &idEvent{At: b.now, Kind: "refusal", Type: typ, Value: value, Rule: ruleTaken, Other: from.MergedInto,
-				Detail: "already merged into " + from.MergedInto + ": a profile has one user_id (the first identified user keeps it)"}
-			if from.Suppressed {
-				e.Rule, e.Other, e.Detail = "suppressed", "", "the id is suppressed"
-			}
-			s.metrics.refusals.WithLabelValues(e.Rule).Inc()
-			b.out = append(b.out, s.handOff(o.Into, op{Op: opNote, Into: o.Into, Via: typ + ":" + value, Note: e}))
-		}
+		b.out = s.refusedMerge(b, o, from)
 		return
 	}
 	if from == nil {
@@ -214,14 +202,7 @@ func (s *Service) applyAbsorb(b *batch, p int32, part *partition, o *op) {
 		s.metrics.profiles.Inc()
 	}
 	prof.absorb(o.Profile, b.now)
-	prof.ident().Merges++
-	via := o.Via
-	if via == "" {
-		via = ":" + o.Profile.ID
-	}
-	typ, value, _ := strings.Cut(via, ":")
-	prof.record(idEvent{At: b.now, Kind: "merge", Type: typ, Value: value, Other: o.Profile.ID})
-	s.metrics.merges.Inc()
+	s.recordMerge(b, prof, o)
 	b.touch(p, part, o.Into)
 	if s.model.realtime {
 		b.out = s.syncProfile(b.out, part, prof, b.now, true, nil)

@@ -2,12 +2,16 @@ package audiences
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -39,8 +43,13 @@ const identityLogKept = 20
 // of a valid message (a control character).
 const extPrefix = "\x1f"
 
-// extKey is the profile key of the external id typ:value.
-func extKey(typ, value string) string { return extPrefix + typ + ":" + value }
+// extKey is the profile key of the external id typ:value: the value is hashed (SHA-256, 128
+// bits in base64url), so that neither audiences.state's keys nor the hand-offs carry an email
+// in clear.
+func extKey(typ, value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return extPrefix + typ + ":" + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
 
 // identity is what a profile knows of its external ids: nil until it has one or has merged.
 type identity struct {
@@ -266,11 +275,12 @@ func (r *identityRules) since(now int64) int64 {
 }
 
 // messageIDs calls f with each external id a message carries: the email of an identify's
-// traits and of context.traits, and the entries of context.externalIds. It reads nothing of a
-// message without them (the event path of a config that does not use them).
-func messageIDs(m *schemas.Message, types map[string]bool, f func(typ, value string)) {
+// traits and of context.traits, and the entries of context.externalIds of the types that
+// identify. It reads nothing of a message without them, and allocates nothing for an email
+// (value aliases the message until copied).
+func messageIDs(m *schemas.Message, types map[string]bool, f func(typ string, value []byte)) {
 	if m.Type == schemas.TypeIdentify && bytes.Contains(m.Traits, []byte(`"email"`)) {
-		if v := stringMember(m.Traits, idEmail); v != "" {
+		if v := stringMember(m.Traits, idEmail); len(v) > 0 {
 			f(idEmail, v)
 		}
 	}
@@ -290,33 +300,29 @@ func messageIDs(m *schemas.Message, types map[string]bool, f func(typ, value str
 	if json.Unmarshal(m.Context, &ctx) != nil {
 		return
 	}
-	var email string
-	if json.Unmarshal(ctx.Traits.Email, &email) == nil && email != "" {
-		f(idEmail, email)
+	if v, ok := schemas.JSONString(ctx.Traits.Email); ok && len(v) > 0 {
+		f(idEmail, v)
 	}
 	for _, e := range ctx.ExternalIDs {
-		var id string
-		if e.Type == "" || (e.Collection != "" && e.Collection != "users") || json.Unmarshal(e.ID, &id) != nil {
-			continue
-		}
-		if !types[e.Type] {
+		if !types[e.Type] || (e.Collection != "" && e.Collection != "users") {
 			continue // the message's own ids (user_id, anonymous_id), or a type that does not identify
 		}
-		f(e.Type, id)
+		if v, ok := schemas.JSONString(e.ID); ok && len(v) > 0 {
+			f(e.Type, v)
+		}
 	}
 }
 
-// stringMember is the string member key of a JSON object ("" if absent or not a string).
-func stringMember(obj json.RawMessage, key string) string {
-	var v string
-	if m, err := schemas.ParseMembers(obj); err == nil {
-		m.Each(func(k string, raw json.RawMessage) {
-			if k == key {
-				v = ""
-				_ = json.Unmarshal(raw, &v)
-			}
-		})
-	}
+// stringMember is the text of the string member key of a JSON object (nil if absent or not a
+// string; the last one when repeated, as encoding/json).
+func stringMember(obj []byte, key string) []byte {
+	var v []byte
+	_ = schemas.EachMember(obj, func(k, raw []byte) error {
+		if string(k) == key {
+			v, _ = schemas.JSONString(raw)
+		}
+		return nil
+	})
 	return v
 }
 
@@ -324,10 +330,11 @@ func stringMember(obj json.RawMessage, key string) string {
 // claimed is checked against the rules and, when allowed, claimed through a link hand-off to
 // the id's partition (docs/audiences.md#identity-resolution).
 func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *profile, m *schemas.Message, at int64) {
-	messageIDs(m, s.rules.types, func(typ, value string) {
-		if prof.hasID(typ, value) {
+	messageIDs(m, s.rules.types, func(typ string, raw []byte) {
+		if prof.hasIDBytes(typ, raw) {
 			return
 		}
+		value := string(raw)
 		r := s.rules
 		switch {
 		case r.blocked.MatchString(value):
@@ -345,6 +352,31 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 	})
 }
 
+// hasIDBytes is hasID of a value not yet a string.
+func (p *profile) hasIDBytes(typ string, value []byte) bool {
+	if p.Identity == nil {
+		return false
+	}
+	for _, e := range p.Identity.IDs {
+		if e.Type == typ && e.Value == string(value) {
+			return true
+		}
+	}
+	return false
+}
+
+// idByKey is p's external id whose key (extKey) is key.
+func (p *profile) idByKey(key string) (extID, bool) {
+	if p.Identity != nil {
+		for _, e := range p.Identity.IDs {
+			if extKey(e.Type, e.Value) == key {
+				return e, true
+			}
+		}
+	}
+	return extID{}, false
+}
+
 // refuse records a refusal on prof (in partition p) and counts it.
 func (s *Service) refuse(b *batch, p int32, part *partition, prof *profile, e idEvent) {
 	e.Kind, e.At = "refusal", b.now
@@ -354,29 +386,40 @@ func (s *Service) refuse(b *batch, p int32, part *partition, prof *profile, e id
 	}
 }
 
-// idSummary is what a join needs of the profile that asks to join: its user id, its ids, its
-// merges.
+// idSummary is what a join needs of the profile that asks to join: its user id, its ids (by
+// key: no value of an external id travels in clear on audiences.repartition), its merges.
 type idSummary struct {
 	UserID string  `json:"userId,omitempty"`
-	IDs    []extID `json:"ids,omitempty"`
+	IDs    []sumID `json:"ids,omitempty"`
 	Merges int     `json:"merges,omitempty"`
+}
+
+// sumID is an external id of a summary: its type, its key (extKey) and when it was linked.
+type sumID struct {
+	Type string `json:"t"`
+	Key  string `json:"k"`
+	At   int64  `json:"at"`
 }
 
 func summaryOf(p *profile) *idSummary {
 	sm := &idSummary{UserID: p.UserID}
 	if p.Identity != nil {
-		sm.IDs, sm.Merges = slices.Clone(p.Identity.IDs), p.Identity.Merges
+		sm.Merges = p.Identity.Merges
+		for _, e := range p.Identity.IDs {
+			sm.IDs = append(sm.IDs, sumID{Type: e.Type, Key: extKey(e.Type, e.Value), At: e.At})
+		}
 	}
 	return sm
 }
 
 // Identity hand-offs (audiences.repartition ops).
 const (
-	// link: claim the external id From (its key) for the profile Into.
+	// link: claim the external id whose key is From for the profile Into.
 	opLink = "link"
-	// join: the profile From (Summary) carries the external id Via, claimed by Into.
+	// join: the profile From (Summary) carries the external id whose key is Via, claimed by
+	// Into.
 	opJoin = "join"
-	// note: record Note on the profile Into and drop the id Via from it.
+	// note: record Note on the profile Into and drop from it the external id whose key is Via.
 	opNote = "note"
 )
 
@@ -391,9 +434,14 @@ func (s *Service) applyLink(b *batch, p int32, part *partition, o *op) {
 		b.touch(p, part, o.From)
 	case entry.MergedInto == o.Into || entry.MergedInto == "":
 	default:
-		b.out = append(b.out, s.handOff(entry.MergedInto, op{Op: opJoin, From: o.Into, Into: entry.MergedInto,
-			Via: strings.TrimPrefix(o.From, extPrefix), Summary: o.Summary}))
+		b.out = append(b.out, s.handOff(entry.MergedInto, op{Op: opJoin, From: o.Into, Into: entry.MergedInto, Via: o.From, Summary: o.Summary}))
 	}
+}
+
+// keyType is the type of the external id whose key is key.
+func keyType(key string) string {
+	typ, _, _ := strings.Cut(strings.TrimPrefix(key, extPrefix), ":")
+	return typ
 }
 
 // applyJoin decides, on the partition of o.Into (which claimed the id o.Via first), whether
@@ -410,41 +458,52 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 		b.out = append(b.out, s.handOff(q.MergedInto, op{Op: opJoin, From: o.From, Into: q.MergedInto, Via: o.Via, Summary: o.Summary}))
 		return
 	}
-	typ, value, _ := strings.Cut(o.Via, ":")
+	via, ok := q.idByKey(o.Via)
+	if !ok {
+		via = extID{Type: keyType(o.Via)}
+	}
 	sm := o.Summary
 	if sm == nil {
 		sm = &idSummary{}
 	}
 	r := s.rules
 	refuse := func(rule, detail string) {
-		e := idEvent{Type: typ, Value: value, Rule: rule, Other: o.From, Detail: detail}
+		e := idEvent{Type: via.Type, Value: via.Value, Rule: rule, Other: o.From, Detail: detail}
 		s.refuse(b, p, part, q, e)
-		e.Other, e.Kind, e.At = o.Into, "refusal", b.now
+		e.Other, e.Kind, e.At, e.Value = o.Into, "refusal", b.now, ""
 		b.out = append(b.out, s.handOff(o.From, op{Op: opNote, Into: o.From, Via: o.Via, Note: &e}))
 	}
 	if q.UserID != "" && sm.UserID != "" && q.UserID != sm.UserID {
-		refuse(ruleLimit, fmt.Sprintf("%s is %s's; merging %s and %s would give the profile 2 user_id (limit 1)", o.Via, o.Into, q.UserID, sm.UserID))
+		refuse(ruleLimit, fmt.Sprintf("the %s is %s's; merging %s and %s would give the profile 2 user_id (limit 1)", via.Type, o.Into, q.UserID, sm.UserID))
 		return
 	}
 	if n := q.ident().Merges + sm.Merges + 1; n > r.maxMerges {
-		refuse(ruleMaxMerges, fmt.Sprintf("merging would make %d merges (AUDIENCES_IDENTITY_MAX_MERGES %d)", n, r.maxMerges))
+		refuse(ruleMaxMerges, fmt.Sprintf("merging %s would make %d merges (AUDIENCES_IDENTITY_MAX_MERGES %d)", o.From, n, r.maxMerges))
 		return
 	}
 	// Per type, the ids of both over the limit: the id that links them (Via) is dropped when
 	// its type's priority is not above the type over its limit; else the merge goes on and the
 	// joining profile's ids of that type are dropped (docs/audiences.md#identity-resolution).
 	since := r.since(b.now)
-	var drop []extID
+	held := map[string]bool{}
+	if q.Identity != nil {
+		for _, e := range q.Identity.IDs {
+			held[extKey(e.Type, e.Value)] = true
+		}
+	}
+	added := map[string]int{}
+	var drop []sumID
 	for _, e := range sm.IDs {
-		if e.Type == typ && e.Value == value || q.hasID(e.Type, e.Value) || e.At < since {
+		if e.Key == o.Via || held[e.Key] || e.At < since {
 			continue
 		}
+		added[e.Type]++
 		l := r.limit(e.Type)
-		if l == 0 || q.countIDs(e.Type, since)+countType(sm.IDs, e.Type, since, q) <= l {
+		if l == 0 || q.countIDs(e.Type, since)+added[e.Type] <= l {
 			continue
 		}
-		if r.rank(typ) >= r.rank(e.Type) {
-			refuse(ruleLimit, fmt.Sprintf("merging would give the profile more than %d %s; %s is of lower or equal priority", l, e.Type, typ))
+		if r.rank(via.Type) >= r.rank(e.Type) {
+			refuse(ruleLimit, fmt.Sprintf("merging %s would give the profile more than %d %s, and %s is not of a higher priority", o.From, l, e.Type, via.Type))
 			return
 		}
 		drop = append(drop, e)
@@ -456,13 +515,12 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 		from, into = o.Into, o.From
 	}
 	for _, e := range drop {
-		ev := idEvent{Kind: "refusal", At: b.now, Type: e.Type, Value: e.Value, Rule: ruleLimit, Other: o.From,
-			Detail: fmt.Sprintf("dropped from the merge by %s: over the limit of %s (%d), of lower priority", o.Via, e.Type, r.limit(e.Type))}
+		ev := idEvent{Kind: "refusal", At: b.now, Type: e.Type, Rule: ruleLimit, Other: o.Into,
+			Detail: fmt.Sprintf("dropped from the merge by the %s: over the limit of %s (%d), of lower priority", via.Type, e.Type, r.limit(e.Type))}
 		s.metrics.refusals.WithLabelValues(ruleLimit).Inc()
-		b.out = append(b.out, s.handOff(o.From, op{Op: opNote, Into: o.From, Via: e.Type + ":" + e.Value, Note: &ev}))
+		b.out = append(b.out, s.handOff(o.From, op{Op: opNote, Into: o.From, Via: e.Key, Note: &ev}))
 		// The dropped id's claim goes: it no longer leads to the merged profile.
-		key := extKey(e.Type, e.Value)
-		b.out = append(b.out, s.handOff(key, op{Op: opForget, From: key, Into: o.From}))
+		b.out = append(b.out, s.handOff(e.Key, op{Op: opForget, From: e.Key, Into: o.From}))
 	}
 	if from == o.Into {
 		s.applyMerge(b, p, part, &op{Op: opMerge, From: from, Into: into, Via: o.Via})
@@ -471,19 +529,8 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 	b.out = append(b.out, s.handOff(from, op{Op: opMerge, From: from, Into: into, Via: o.Via}))
 }
 
-// countType is how many ids of typ in ids (linked since) q does not hold.
-func countType(ids []extID, typ string, since int64, q *profile) int {
-	n := 0
-	for _, e := range ids {
-		if e.Type == typ && e.At >= since && !q.hasID(e.Type, e.Value) {
-			n++
-		}
-	}
-	return n
-}
-
-// applyNote records o.Note on the profile o.Into (following a redirect) and drops the id o.Via
-// from it.
+// applyNote records o.Note on the profile o.Into (following a redirect) and drops from it the
+// external id whose key is o.Via (its value, known there, completes the note).
 func (s *Service) applyNote(b *batch, p int32, part *partition, o *op) {
 	prof := part.profiles[o.Into]
 	switch {
@@ -495,8 +542,12 @@ func (s *Service) applyNote(b *batch, p int32, part *partition, o *op) {
 	}
 	// An external id is dropped; an anonymous id stays among the merged ids (as before: its
 	// deletion hands on to it, and the refusal says it is another user's).
-	typ, value, _ := strings.Cut(o.Via, ":")
-	prof.dropID(typ, value)
+	if strings.HasPrefix(o.Via, extPrefix) {
+		if e, ok := prof.idByKey(o.Via); ok {
+			o.Note.Value = e.Value
+			prof.dropID(e.Type, e.Value)
+		}
+	}
 	prof.record(*o.Note)
 	b.touch(p, part, o.Into)
 }
@@ -514,4 +565,46 @@ func (s *Service) mergeAllowed(b *batch, p int32, part *partition, prof *profile
 		return false
 	}
 	return true
+}
+
+// refusedMerge records, on the profile o.Into, a merge of o.From refused because o.From is
+// merged into another profile already (the first identified user keeps an anonymous id: the
+// user_id limit) or suppressed.
+func (s *Service) refusedMerge(b *batch, o *op, from *profile) []*kgo.Record {
+	if from.MergedInto == o.Into || strings.HasPrefix(o.From, extPrefix) {
+		return b.out
+	}
+	typ, value, via := idAnonymousID, o.From, idAnonymousID+":"+o.From
+	switch {
+	case strings.HasPrefix(o.Via, extPrefix): // an external id's merge: its value is known on Into
+		typ, value, via = keyType(o.Via), "", o.Via
+	case o.Via != "":
+		typ, value, _ = strings.Cut(o.Via, ":")
+	}
+	e := &idEvent{At: b.now, Kind: "refusal", Type: typ, Value: value, Rule: ruleTaken, Other: from.MergedInto,
+		Detail: o.From + " is merged into " + from.MergedInto + " already: a profile has one user_id (the first identified user keeps an id)"}
+	if from.Suppressed {
+		e.Rule, e.Other, e.Detail = "suppressed", "", o.From+" is suppressed"
+	}
+	s.metrics.refusals.WithLabelValues(e.Rule).Inc()
+	return append(b.out, s.handOff(o.Into, op{Op: opNote, Into: o.Into, Via: via, Note: e}))
+}
+
+// recordMerge records on prof the merge of o.Profile (an absorb), by the id o.Via.
+func (s *Service) recordMerge(b *batch, prof *profile, o *op) {
+	prof.ident().Merges++
+	e := idEvent{At: b.now, Kind: "merge", Other: o.Profile.ID}
+	switch {
+	case strings.HasPrefix(o.Via, extPrefix):
+		e.Type = keyType(o.Via)
+		if id, ok := prof.idByKey(o.Via); ok {
+			e.Value = id.Value
+		}
+	case o.Via != "":
+		e.Type, e.Value, _ = strings.Cut(o.Via, ":")
+	default:
+		e.Value = o.Profile.ID
+	}
+	prof.record(e)
+	s.metrics.merges.Inc()
 }

@@ -61,7 +61,7 @@ func TestIdentityResolution(t *testing.T) {
 		// first and second are the messages of the two profiles (%s: the profile's id).
 		first, second []string
 		third         []string // a third profile's messages, after the second's
-		userIDs       bool // the profiles are identified (userId), else anonymous
+		userIDs       bool     // the profiles are identified (userId), else anonymous
 		want          want
 	}{{
 		name:   "an email links two anonymous profiles",

@@ -86,7 +86,7 @@ type Service struct {
 	ownersMu  gosync.Mutex
 	ownersMap map[int32]string
 	ownersAt  time.Time
-	limiter   *rate.Limiter // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
+	limiter   *rate.Limiter  // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
 	rules     *identityRules // AUDIENCES_IDENTITY_* (docs/audiences.md#identity-resolution)
 }
 

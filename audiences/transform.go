@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -130,6 +131,10 @@ func (s *Service) sealSubject(r *kgo.Record) []byte {
 		if part := s.parts[r.Partition]; part != nil {
 			if prof := part.profiles[string(r.Key)]; prof != nil && prof.UserID != "" {
 				return []byte(prof.UserID)
+			} else if prof != nil && prof.MergedInto != "" && strings.HasPrefix(prof.ID, extPrefix) {
+				// An external id's entry: the key of the profile that claimed it, not a
+				// key of its own per id (docs/audiences.md#identity-resolution).
+				return []byte(prof.MergedInto)
 			}
 		}
 		return r.Key
@@ -235,7 +240,9 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 	}
 	b.touch(p, part, id)
 	s.mergeOtherIDs(b, p, part, prof, m)
-	s.linkExternalIDs(b, p, part, prof, m, at)
+	if s.cfg.IdentityExternalIDs {
+		s.linkExternalIDs(b, p, part, prof, m, at)
+	}
 	if s.model.realtime {
 		b.out = s.syncProfile(b.out, part, prof, b.now, true, nil)
 	}
