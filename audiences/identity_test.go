@@ -189,3 +189,50 @@ func TestIdentityResolution(t *testing.T) {
 		})
 	}
 }
+
+// TestIdentityProfileAPIs: a profile is found by its email and custom ids in Segment's
+// Profile API, whose external_ids lists them, and /v1/profiles shows them with the merge
+// history; all of it survives a restart (restored from audiences.state).
+func TestIdentityProfileAPIs(t *testing.T) { synctest.Test(t, testIdentityProfileAPIs) }
+
+func testIdentityProfileAPIs(t *testing.T) {
+	h := newHarness(t, sources)
+	anon, other := onOtherPartitions(t)
+	svc, _, stop := h.run("aud-identity-api", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	h.send(fmt.Sprintf(`{"type":"identify","anonymousId":%q,"traits":{"email":"zoe@example.com","plan":"pro"},"context":{"externalIds":[{"id":"idfa-9","type":"ios.idfa","collection":"users","encoding":"none"}]}}`, anon))
+	h.advance(2 * time.Second)
+	h.send(fmt.Sprintf(`{"type":"page","anonymousId":%q,"context":{"traits":{"email":"zoe@example.com"}}}`, other))
+	h.advance(5 * time.Second)
+	check := func(svc *audiences.Service) {
+		t.Helper()
+		code, a := segmentGet(h, svc, "email:zoe@example.com/traits")
+		if code != http.StatusOK || string(a.Traits["plan"]) != `"pro"` {
+			t.Fatalf("traits by email: %d %+v", code, a)
+		}
+		code, a = segmentGet(h, svc, "ios.idfa:idfa-9/external_ids")
+		var ids []string
+		for _, d := range a.Data {
+			ids = append(ids, fmt.Sprint(d["type"], ":", d["id"]))
+		}
+		slices.Sort(ids)
+		want := []string{"anonymous_id:" + anon, "anonymous_id:" + other, "email:zoe@example.com", "ios.idfa:idfa-9"}
+		if code != http.StatusOK || !slices.Equal(ids, want) {
+			t.Fatalf("external_ids by ios.idfa: %d %v, want %v", code, ids, want)
+		}
+		if code, a := segmentGet(h, svc, "email:nobody@example.com/traits"); code != http.StatusNotFound || a.Error.Code != "not_found" {
+			t.Fatalf("an unknown email: %d %+v", code, a)
+		}
+		var p audiences.ProfileView
+		if code := h.Get(api(svc)+"/v1/profiles/"+other, testToken, &p); code != http.StatusOK || p.AnonymousID != anon {
+			t.Fatalf("profile of %s: %d %+v", other, code, p)
+		}
+		if got := identityEvents(p); !slices.Equal(got, []string{"merge email:zoe@example.com"}) || p.Identity[0].Other != other {
+			t.Fatalf("merge history: %q %+v", got, p.Identity)
+		}
+	}
+	check(svc)
+	stop()
+	svc, _, _ = h.run("aud-identity-api", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	h.advance(3 * time.Second)
+	check(svc)
+}
