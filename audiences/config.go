@@ -74,7 +74,7 @@ type Config struct {
 	// only, as before.
 	IdentityExternalIDs bool `env:"AUDIENCES_IDENTITY_EXTERNAL_IDS" doc:"link profiles by their external ids too: the 'email' of identify traits and of 'context.traits', and the entries of 'context.externalIds' (each id costs a small entry in memory and on 'audiences.state'); false: by 'userId' and 'anonymousId' only ([audiences.md](audiences.md#identity-resolution))"`
 	// IdentityBlocked: an id matching it never links profiles (AUDIENCES_IDENTITY_BLOCKED).
-	IdentityBlocked string `env:"AUDIENCES_IDENTITY_BLOCKED" doc:"regular expression (Go syntax) of id values that never link or merge profiles (an email, an entry of 'context.externalIds', an 'anonymousId' or 'previousId' of an identified message); each refusal is recorded on the profile ([audiences.md](audiences.md#identity-resolution))"`
+	IdentityBlocked string `env:"AUDIENCES_IDENTITY_BLOCKED" docDefault:"Segment's blocked values, any case: empty, zeroes and dashes, '-1', 'null', 'nil', 'none', 'undefined', 'anonymous', 'unknown' ('audiences.DefaultIdentityBlocked')" doc:"regular expression (Go syntax) of id values that never link or merge profiles (an email, an entry of 'context.externalIds', an 'anonymousId' or 'previousId' of an identified message); each refusal is recorded on the profile ([audiences.md](audiences.md#identity-resolution))"`
 	// IdentityLimits: the most ids of a type a profile holds, "type:n" comma-separated, "*"
 	// for the other types (AUDIENCES_IDENTITY_LIMITS).
 	IdentityLimits string `env:"AUDIENCES_IDENTITY_LIMITS" doc:"most ids of each type a profile holds, 'type:n' comma-separated ('*': every other type); 'user_id' is always 1. An id over its limit is refused and recorded ([audiences.md](audiences.md#identity-resolution))"`
