@@ -1,7 +1,6 @@
 package audiences
 
 import (
-	"encoding/json"
 	"math"
 	"strconv"
 
@@ -107,8 +106,7 @@ func (p *profile) appendJSON(b []byte) []byte {
 		b = append(b, ']')
 	}
 	if p.Identity != nil {
-		id, _ := json.Marshal(p.Identity)
-		b = append(append(b, `,"identity":`...), id...)
+		b = p.Identity.appendJSON(append(b, `,"identity":`...))
 	}
 	b = appendStringField(b, "mergedInto", p.MergedInto)
 	if p.Suppressed {

@@ -608,3 +608,56 @@ func (s *Service) recordMerge(b *batch, prof *profile, o *op) {
 	prof.record(e)
 	s.metrics.merges.Inc()
 }
+
+// appendJSON appends x's JSON, as encoding/json writes it from the struct tags (the changelog
+// is written on every change of a profile: no reflection; TestIdentityJSON keeps the two equal).
+func (x *identity) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	n := len(b)
+	if len(x.IDs) > 0 {
+		b = append(b, `"ids":[`...)
+		for i, e := range x.IDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"t":`...)
+			b = schemas.AppendJSONString(b, e.Type)
+			b = append(b, `,"v":`...)
+			b = schemas.AppendJSONString(b, e.Value)
+			b = append(b, `,"at":`...)
+			b = strconv.AppendInt(b, e.At, 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if x.Merges != 0 {
+		if len(b) > n {
+			b = append(b, ',')
+		}
+		b = append(b, `"merges":`...)
+		b = strconv.AppendInt(b, int64(x.Merges), 10)
+	}
+	if len(x.Log) > 0 {
+		if len(b) > n {
+			b = append(b, ',')
+		}
+		b = append(b, `"log":[`...)
+		for i, e := range x.Log {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"at":`...)
+			b = strconv.AppendInt(b, e.At, 10)
+			b = append(b, `,"kind":`...)
+			b = schemas.AppendJSONString(b, e.Kind)
+			b = appendStringField(b, "t", e.Type)
+			b = appendStringField(b, "v", e.Value)
+			b = appendStringField(b, "rule", e.Rule)
+			b = appendStringField(b, "other", e.Other)
+			b = appendStringField(b, "detail", e.Detail)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
