@@ -44,13 +44,15 @@ type profile struct {
 	Identity *identity `json:"identity,omitempty"`
 	// MergedInto: this anonymous id was merged into that profile; its events go there.
 	MergedInto string `json:"mergedInto,omitempty"`
-	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
-	Suppressed bool `json:"suppressed,omitempty"`
 	// Recent are hashes (messageHash) of the last messages applied, a ring whose next slot
 	// is RecentNext: a message seen again (a client's retry that ingest accepted twice) is
 	// not counted twice (docs/audiences.md#what-a-profile-is-built-from).
 	Recent     [recentMessages]hash `json:"recent"`
 	RecentNext uint8                `json:"recentNext,omitempty"`
+	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS. (Beside
+	// RecentNext: the two bytes share one word, which keeps a profile in its 256-byte size
+	// class.)
+	Suppressed bool `json:"suppressed,omitempty"`
 }
 
 // recentMessages is how many message ids a profile remembers for de-duplication.

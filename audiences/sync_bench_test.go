@@ -54,6 +54,7 @@ func BenchmarkSync(b *testing.B) {
 	}
 	c := DefaultConfig()
 	c.Addr, c.Token = "127.0.0.1:0", "audiences-test-token-0123456789"
+	c.IdentityExternalIDs = os.Getenv("BENCH_IDENTITY") != "off" // docs/benchmarks.md
 	s, err := New(c, Deps{
 		Deps: platform.Deps{
 			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
@@ -67,6 +68,7 @@ func BenchmarkSync(b *testing.B) {
 	defer s.producer.Close()
 	defer s.lag.Close()
 	s.refreshModel()
+	s.nparts = 1 // the hand-offs' partition (an email's link)
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -86,7 +88,7 @@ func BenchmarkSync(b *testing.B) {
 		}
 		s.handleMessage(bt, 0, part, m, nil, "", time.UnixMilli(now))
 		if i%100_000 == 0 {
-			part.dirty = nil
+			part.dirty, bt.out = nil, nil // the hand-offs as if produced
 		}
 	}
 	part.dirty, bt.touched = nil, map[int32]*partition{}
