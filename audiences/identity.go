@@ -110,26 +110,9 @@ func (p *profile) dropID(typ, value string) {
 	}
 }
 
-// countIDs is how many ids of typ p holds that were linked at or after since (ms; 0: ever).
+// countIDs is how many external ids of typ p holds that were linked at or after since (ms;
+// 0: ever).
 func (p *profile) countIDs(typ string, since int64) int {
-	switch typ {
-	case idUserID:
-		if p.UserID != "" {
-			return 1
-		}
-		return 0
-	case idAnonymousID:
-		n := 0
-		if p.UserID == "" || p.AnonymousID != "" {
-			n++
-		}
-		for _, m := range p.Merged {
-			if !strings.HasPrefix(m, extPrefix) {
-				n++
-			}
-		}
-		return n
-	}
 	n := 0
 	if p.Identity != nil {
 		for _, e := range p.Identity.IDs {
@@ -175,7 +158,7 @@ func (p *profile) absorbIdentity(o *profile) {
 	slices.SortStableFunc(p.Identity.Log, func(a, b idEvent) int { return int(a.At - b.At) })
 }
 
-// Types of ids that are not external ids of identity.IDs.
+// Id types: user_id and anonymous_id are the message's own (not in identity.IDs).
 const (
 	idUserID      = "user_id"
 	idAnonymousID = "anonymous_id"
@@ -450,7 +433,18 @@ func keyType(key string) string {
 func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 	q := part.profiles[o.Into]
 	switch {
-	case q == nil || q.Suppressed || o.From == o.Into:
+	case o.From == o.Into:
+		return
+	case q == nil:
+		// The profile that claimed the id is gone (deleted): its stale entry goes and the id
+		// is claimed again, by the newcomer.
+		b.out = append(b.out, s.handOff(o.Via, op{Op: opForget, From: o.Via, Into: o.Into}),
+			s.handOff(o.Via, op{Op: opLink, From: o.Via, Into: o.From, Summary: o.Summary}))
+		return
+	case q.Suppressed:
+		e := idEvent{At: b.now, Kind: "refusal", Type: keyType(o.Via), Rule: "suppressed", Detail: "the id belongs to a suppressed user"}
+		s.metrics.refusals.WithLabelValues(e.Rule).Inc()
+		b.out = append(b.out, s.handOff(o.From, op{Op: opNote, Into: o.From, Via: o.Via, Note: &e}))
 		return
 	case q.MergedInto == o.From:
 		return // joined already

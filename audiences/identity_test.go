@@ -236,3 +236,35 @@ func testIdentityProfileAPIs(t *testing.T) {
 	h.advance(3 * time.Second)
 	check(svc)
 }
+
+// TestIdentityAfterDeletion: an email claimed by an anonymous profile that was merged into a
+// user who was then deleted is claimed again by the next profile that carries it, not left
+// leading to the deleted profile.
+func TestIdentityAfterDeletion(t *testing.T) { synctest.Test(t, testIdentityAfterDeletion) }
+
+func testIdentityAfterDeletion(t *testing.T) {
+	h := newHarness(t, sources)
+	anon, user := onOtherPartitions(t)
+	svc, reg, _ := h.run("aud-identity-deleted", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	h.send(fmt.Sprintf(`{"type":"identify","anonymousId":%q,"traits":{"email":"gone@example.com"}}`, anon))
+	h.advance(2 * time.Second)
+	h.send(fmt.Sprintf(`{"type":"identify","userId":%q,"anonymousId":%q}`, user, anon))
+	h.advance(3 * time.Second)
+	if code, a := segmentGet(h, svc, "email:gone@example.com/metadata"); code != http.StatusOK {
+		t.Fatalf("the user by email before the deletion: %d %+v", code, a)
+	}
+	h.deletion(user, "DELETE_ONLY")
+	h.advance(3 * time.Second)
+	if code, _ := segmentGet(h, svc, "email:gone@example.com/traits"); code != http.StatusNotFound {
+		t.Fatalf("the deleted user by email: %d, want 404", code)
+	}
+	h.send(`{"type":"identify","anonymousId":"newcomer","traits":{"email":"gone@example.com","plan":"new"}}`)
+	h.advance(5 * time.Second)
+	code, a := segmentGet(h, svc, "email:gone@example.com/traits")
+	if code != http.StatusOK || string(a.Traits["plan"]) != `"new"` {
+		t.Fatalf("the email after the deletion: %d %+v, want the newcomer's profile", code, a)
+	}
+	if got := servicetest.Counter(t, reg, "tributary_audiences_identity_merges_total"); got != 1 {
+		t.Fatalf("merges: %v, want 1 (the anonymous profile into the user)", got)
+	}
+}
