@@ -268,3 +268,32 @@ func testIdentityAfterDeletion(t *testing.T) {
 		t.Fatalf("merges: %v, want 1 (the anonymous profile into the user)", got)
 	}
 }
+
+// TestIdentityLimitWindow: ids linked longer ago than AUDIENCES_IDENTITY_WINDOW do not count
+// towards the limits; within it, they do.
+func TestIdentityLimitWindow(t *testing.T) { synctest.Test(t, testIdentityLimitWindow) }
+
+func testIdentityLimitWindow(t *testing.T) {
+	h := newHarness(t, sources)
+	svc, _, _ := h.run("aud-identity-window", func(c *audiences.Config) {
+		c.SyncInterval, c.IdentityLimits, c.IdentityWindow = time.Hour, "user_id:1,email:1", 10*time.Minute
+	})
+	email := func(e string) {
+		h.send(fmt.Sprintf(`{"type":"identify","anonymousId":"w1","traits":{"email":%q}}`, e))
+		h.advance(2 * time.Second)
+	}
+	email("first@example.com")
+	email("second@example.com") // within the window: over the limit
+	h.advance(11 * time.Minute)
+	email("third@example.com") // the first is older than the window: allowed
+	var p audiences.ProfileView
+	if code := h.Get(api(svc)+"/v1/profiles/w1", testToken, &p); code != http.StatusOK {
+		t.Fatalf("profile: %d", code)
+	}
+	if got, want := externalIDList(p), []string{"email:first@example.com", "email:third@example.com"}; !slices.Equal(got, want) {
+		t.Fatalf("external ids %q, want %q", got, want)
+	}
+	if got, want := identityEvents(p), []string{"refusal limit email:second@example.com"}; !slices.Equal(got, want) {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+}
