@@ -140,6 +140,15 @@ func (s *Service) profileView(p *profile) ProfileView {
 	if p.UserID == "" {
 		v.AnonymousID = p.ID
 	}
+	if x := p.Identity; x != nil {
+		for _, e := range x.IDs {
+			v.ExternalIDs = append(v.ExternalIDs, schemas.ExternalIDView{Type: e.Type, ID: e.Value, LinkedAt: recordTime(e.At)})
+		}
+		for _, e := range x.Log {
+			v.Identity = append(v.Identity, schemas.IdentityEventView{At: recordTime(e.At), Kind: e.Kind, Type: e.Type, ID: e.Value,
+				Rule: e.Rule, Other: e.Other, Detail: e.Detail})
+		}
+	}
 	if p.FirstSeen != 0 {
 		v.FirstSeen = recordTime(p.FirstSeen)
 		v.LastSeen = recordTime(p.LastSeen)

@@ -106,6 +106,9 @@ func (p *profile) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	if p.Identity != nil {
+		b = p.Identity.appendJSON(append(b, `,"identity":`...))
+	}
 	b = appendStringField(b, "mergedInto", p.MergedInto)
 	if p.Suppressed {
 		b = append(b, `,"suppressed":true`...)

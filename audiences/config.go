@@ -66,7 +66,30 @@ type Config struct {
 	ProfileEvents int `env:"AUDIENCES_PROFILE_EVENTS" doc:"how many recent track events each profile keeps (in memory and on 'audiences.state') for the Segment Profile API's '/events'; about 200 bytes each; 0: none ([audiences.md](audiences.md#profile-events))"`
 	// ProfileEventsLookback is how old a kept event may be (AUDIENCES_PROFILE_EVENTS_LOOKBACK).
 	ProfileEventsLookback time.Duration `env:"AUDIENCES_PROFILE_EVENTS_LOOKBACK" doc:"how far back the Segment Profile API's '/events' reaches: older kept events are dropped; Segment's is 14 days ([audiences.md](audiences.md#profile-events))"`
+
+	// Identity resolution rules (docs/audiences.md#identity-resolution), Segment's defaults.
+	//
+	// IdentityExternalIDs: profiles are linked by their external ids (email,
+	// context.externalIds) (AUDIENCES_IDENTITY_EXTERNAL_IDS); false: by userId and anonymousId
+	// only, as before.
+	IdentityExternalIDs bool `env:"AUDIENCES_IDENTITY_EXTERNAL_IDS" doc:"link profiles by their external ids too: the 'email' of identify traits and of 'context.traits', and the entries of 'context.externalIds' (each id costs a small entry in memory and on 'audiences.state'); false: by 'userId' and 'anonymousId' only ([audiences.md](audiences.md#identity-resolution))"`
+	// IdentityBlocked: an id matching it never links profiles (AUDIENCES_IDENTITY_BLOCKED).
+	IdentityBlocked string `env:"AUDIENCES_IDENTITY_BLOCKED" docDefault:"Segment's blocked values, any case: empty, zeroes and dashes, '-1', 'null', 'nil', 'none', 'undefined', 'anonymous', 'unknown' ('audiences.DefaultIdentityBlocked')" doc:"regular expression (Go syntax) of id values that never link or merge profiles (an email, an entry of 'context.externalIds', an 'anonymousId' or 'previousId' of an identified message); each refusal is recorded on the profile ([audiences.md](audiences.md#identity-resolution))"`
+	// IdentityLimits: the most ids of a type a profile holds, "type:n" comma-separated, "*"
+	// for the other types (AUDIENCES_IDENTITY_LIMITS).
+	IdentityLimits string `env:"AUDIENCES_IDENTITY_LIMITS" doc:"most ids of each type a profile holds, 'type:n' comma-separated ('*': every other type); 'user_id' is always 1. An id over its limit is refused and recorded ([audiences.md](audiences.md#identity-resolution))"`
+	// IdentityWindow: ids linked longer ago do not count towards the limits (0: ever).
+	IdentityWindow time.Duration `env:"AUDIENCES_IDENTITY_WINDOW" doc:"ids linked longer ago than this do not count towards 'AUDIENCES_IDENTITY_LIMITS' ('user_id' excepted); '0s': ever"`
+	// IdentityPriority: the id types, highest priority first; a merge over a limit drops the
+	// ids of the lower priority (AUDIENCES_IDENTITY_PRIORITY).
+	IdentityPriority []string `env:"AUDIENCES_IDENTITY_PRIORITY" doc:"id types, highest priority first (unlisted types come last): when a merge would put a profile over a limit, the id of lower priority is dropped and recorded ([audiences.md](audiences.md#identity-resolution))"`
+	// IdentityMaxMerges bounds the merges of one profile (AUDIENCES_IDENTITY_MAX_MERGES).
+	IdentityMaxMerges int `env:"AUDIENCES_IDENTITY_MAX_MERGES" doc:"most profiles merged into one; a merge beyond is refused and recorded"`
 }
+
+// DefaultIdentityBlocked is Segment's suggested blocked values: empty, zeroes and dashes, -1,
+// null, anonymous (and the like of a client's placeholder).
+const DefaultIdentityBlocked = `(?i)^(|[0-]*|-1|null|nil|none|undefined|anonymous|unknown)$`
 
 // DefaultConfig returns the defaults of docs/audiences.md.
 func DefaultConfig() Config {
@@ -90,6 +113,12 @@ func DefaultConfig() Config {
 		MaxChangesPerTransaction: 20000,
 		ShutdownTimeout:          platform.DefaultShutdownGrace,
 		ProfileEventsLookback:    14 * 24 * time.Hour,
+		IdentityExternalIDs:      true,
+		IdentityBlocked:          DefaultIdentityBlocked,
+		IdentityLimits:           "user_id:1,*:5",
+		IdentityWindow:           0,
+		IdentityPriority:         []string{"user_id", "email", "android.id", "android.idfa", "android.push_token", "anonymous_id", "ga_client_id", "ios.id", "ios.idfa", "ios.push_token"},
+		IdentityMaxMerges:        100,
 	}
 }
 
@@ -146,6 +175,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProfileEventsLookback < time.Minute {
 		errs = append(errs, fmt.Errorf("AUDIENCES_PROFILE_EVENTS_LOOKBACK: must be at least 1m, got %s", c.ProfileEventsLookback))
+	}
+	if _, err := compileRules(c); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))

@@ -56,3 +56,33 @@ func TestConfigFromEnviron(t *testing.T) {
 		t.Fatalf("New without a token: %v, want an error naming AUDIENCES_TOKEN", err)
 	}
 }
+
+// TestIdentitySettings: the identity rules' settings (docs/audiences.md#identity-resolution),
+// each bad value refused with an error naming its variable.
+func TestIdentitySettings(t *testing.T) {
+	base := map[string]string{"AUDIENCES_TOKEN": "a-token-of-16-chars-or-more"}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{k: v}
+		for bk, bv := range base {
+			m[bk] = bv
+		}
+		return m
+	}
+	c, err := audiences.ConfigFromEnviron(with("AUDIENCES_IDENTITY_LIMITS", "user_id:1, email:2, *:3"))
+	if err != nil || c.IdentityLimits != "user_id:1, email:2, *:3" || !c.IdentityExternalIDs || c.IdentityMaxMerges != 100 {
+		t.Fatalf("limits: %v %+v", err, c)
+	}
+	for _, bad := range []struct{ name, value, want string }{
+		{"AUDIENCES_IDENTITY_BLOCKED", "^(null", "AUDIENCES_IDENTITY_BLOCKED: error parsing regexp"},
+		{"AUDIENCES_IDENTITY_LIMITS", "email", "AUDIENCES_IDENTITY_LIMITS: want type:limit"},
+		{"AUDIENCES_IDENTITY_LIMITS", "email:0", "AUDIENCES_IDENTITY_LIMITS: want type:limit"},
+		{"AUDIENCES_IDENTITY_LIMITS", "user_id:2", "AUDIENCES_IDENTITY_LIMITS: user_id: a profile has one user id"},
+		{"AUDIENCES_IDENTITY_PRIORITY", "email,email", "AUDIENCES_IDENTITY_PRIORITY: \"email\" is empty or listed twice"},
+		{"AUDIENCES_IDENTITY_MAX_MERGES", "0", "AUDIENCES_IDENTITY_MAX_MERGES: must be at least 1"},
+		{"AUDIENCES_IDENTITY_WINDOW", "-1h", "AUDIENCES_IDENTITY_WINDOW: must be 0 (ever) or more"},
+	} {
+		if _, err := audiences.ConfigFromEnviron(with(bad.name, bad.value)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s=%s: %v, want %q", bad.name, bad.value, err, bad.want)
+		}
+	}
+}

@@ -30,6 +30,9 @@
 //   - transform.go: one transaction: each record of the poll opened and applied (a message to
 //     its profile, an op), the changelog records of what changed, the sealing of what is
 //     written.
+//   - identity.go: identity resolution on external ids (email, context.externalIds) and the
+//     identity rules: the link, join and note ops, what a profile records of its merges and
+//     refusals (docs/audiences.md#identity-resolution).
 //   - sync.go: profile → identify calls: the sync of a profile (audiences, computed traits,
 //     removed definitions) and of a partition, the identify call built, the sync figures.
 //   - model.go: the config compiled for evaluation. profile.go, series.go, value.go, codec.go

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,6 +34,12 @@ type op struct {
 	// of From that the deleted profile Into handed back.
 	Forget []string         `json:"forget,omitempty"`
 	Done   map[string]int64 `json:"done,omitempty"`
+	// merge, absorb, join: the id that caused the merge ("type:value"; empty: From itself);
+	// note: the id to drop from Into. join and link: Summary is From's ids
+	// (docs/audiences.md#identity-resolution); note: Note is what to record on Into.
+	Via     string     `json:"via,omitempty"`
+	Summary *idSummary `json:"summary,omitempty"`
+	Note    *idEvent   `json:"note,omitempty"`
 	// tick: Sync runs a sync (false: only restores the partition).
 	Sync bool `json:"sync,omitempty"`
 }
@@ -151,6 +158,12 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, o *op, recTime ti
 		s.applyForget(b, p, part, o, recTime)
 	case opTick:
 		s.applyTick(b, p, part, o)
+	case opLink:
+		s.applyLink(b, p, part, o)
+	case opJoin:
+		s.applyJoin(b, p, part, o)
+	case opNote:
+		s.applyNote(b, p, part, o)
 	}
 }
 
@@ -159,7 +172,10 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, o *op, recTime ti
 func (s *Service) applyMerge(b *batch, p int32, part *partition, o *op) {
 	from := part.profiles[o.From]
 	if from != nil && (from.MergedInto != "" || from.Suppressed) {
-		return // merged already (the first identified user keeps it), or suppressed
+		// Merged already (the first identified user keeps it: the user_id limit), or
+		// suppressed: recorded on the profile that asked (docs/audiences.md#identity-resolution).
+		b.out = s.refusedMerge(b, o, from)
+		return
 	}
 	if from == nil {
 		s.metrics.profiles.Inc()
@@ -167,7 +183,7 @@ func (s *Service) applyMerge(b *batch, p int32, part *partition, o *op) {
 	part.profiles[o.From] = &profile{ID: o.From, MergedInto: o.Into}
 	b.touch(p, part, o.From)
 	if from != nil {
-		b.out = append(b.out, s.handOff(o.Into, op{Op: opAbsorb, Into: o.Into, Profile: from}))
+		b.out = append(b.out, s.handOff(o.Into, op{Op: opAbsorb, Into: o.Into, Profile: from, Via: o.Via}))
 	}
 }
 
@@ -186,6 +202,7 @@ func (s *Service) applyAbsorb(b *batch, p int32, part *partition, o *op) {
 		s.metrics.profiles.Inc()
 	}
 	prof.absorb(o.Profile, b.now)
+	s.recordMerge(b, prof, o)
 	b.touch(p, part, o.Into)
 	if s.model.realtime {
 		b.out = s.syncProfile(b.out, part, prof, b.now, true, nil)
@@ -232,6 +249,11 @@ func (s *Service) applyDelete(b *batch, p int32, part *partition, req *schemas.D
 	var merged []string
 	if prof != nil && req.Deletes() {
 		merged = slices.Clone(prof.Merged)
+		if prof.Identity != nil { // the claims of its external ids go too
+			for _, e := range prof.Identity.IDs {
+				merged = append(merged, extKey(e.Type, e.Value))
+			}
+		}
 	}
 	done := s.regulateProfile(b, p, part, req, prof)
 	s.metrics.deletions.Inc()
@@ -282,7 +304,9 @@ func (s *Service) applyForget(b *batch, p int32, part *partition, o *op, recTime
 		delete(part.profiles, o.From)
 		s.metrics.profiles.Dec()
 		b.touch(p, part, o.From)
-		if o.Done != nil {
+		// The entry of an external id the profile claimed goes too, not counted: the report's
+		// counts are of profiles and merged ids (docs/audiences.md#identity-resolution).
+		if o.Done != nil && !strings.HasPrefix(o.From, extPrefix) {
 			o.Done[schemas.CountRedirects]++
 			o.Done[schemas.CountTombstones]++
 		}

@@ -19,6 +19,9 @@ type metrics struct {
 	identifies  *prometheus.CounterVec
 	tracks      *prometheus.CounterVec
 	syncSeconds prometheus.Histogram
+	// merges and refusals: identity resolution (docs/audiences.md#identity-resolution).
+	merges   prometheus.Counter
+	refusals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,8 +63,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "How long the sync of one partition took (evaluating every profile and building its identify calls).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
 		}),
+		merges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_audiences_identity_merges_total",
+			Help: "Profiles merged into another (an anonymousId or previousId of an identified message, or an external id two profiles share), each recorded on the merged profile.",
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_audiences_identity_refusals_total",
+			Help: "Ids refused by the identity rules, each recorded on the profile, by rule: blocked, limit, maxMerges, taken (an anonymous id another user holds), suppressed.",
+		}, []string{"rule"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.tracks, m.syncSeconds} {
+	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.tracks, m.syncSeconds, m.merges, m.refusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering audiences metrics: %w", err)
 		}

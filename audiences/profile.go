@@ -40,15 +40,20 @@ type profile struct {
 	// AUDIENCES_PROFILE_EVENTS > 0. A pointer: 8 bytes in every profile, not a slice's 24
 	// (which would move a profile to the next size class, 32 bytes more).
 	Tracks *[]tracked `json:"tracks,omitempty"`
+	// Identity holds the profile's external ids and its merges and refusals
+	// (docs/audiences.md#identity-resolution); nil until it has any.
+	Identity *identity `json:"identity,omitempty"`
 	// MergedInto: this anonymous id was merged into that profile; its events go there.
 	MergedInto string `json:"mergedInto,omitempty"`
-	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
-	Suppressed bool `json:"suppressed,omitempty"`
 	// Recent are hashes (messageHash) of the last messages applied, a ring whose next slot
 	// is RecentNext: a message seen again (a client's retry that ingest accepted twice) is
 	// not counted twice (docs/audiences.md#what-a-profile-is-built-from).
 	Recent     [recentMessages]hash `json:"recent"`
 	RecentNext uint8                `json:"recentNext,omitempty"`
+	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS. (Beside
+	// RecentNext: the two bytes share one word, which keeps a profile in its 256-byte size
+	// class.)
+	Suppressed bool `json:"suppressed,omitempty"`
 }
 
 // UnmarshalJSON reads a profile from its changelog JSON: the lists whose elements hold shared
@@ -556,6 +561,7 @@ func (p *profile) absorb(o *profile, now int64) {
 		p.repeated(h)
 	}
 	p.absorbTracks(o.tracks())
+	p.absorbIdentity(o)
 	p.addMerged(o.ID)
 	for _, m := range o.Merged {
 		p.addMerged(m)

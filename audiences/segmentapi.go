@@ -118,18 +118,23 @@ type segmentRender func(req *segmentRequest, prof *profile) (answer any, status 
 // externalKey is the profile key of an external id of the given type, and whether a profile
 // found under that key has that id (a redirect, which leads to the profile an id was merged
 // into, always has). One case per type of external id.
-func externalKey(typ, value string) (key string, has func(*profile) bool, ok bool) {
+func externalKey(typ, value string, types map[string]bool) (key string, has func(*profile) bool, ok bool) {
 	switch typ {
 	case "user_id":
 		return value, func(p *profile) bool { return !p.active() || p.UserID == value }, true
 	case "anonymous_id":
 		return value, func(p *profile) bool { return !p.active() || p.UserID == "" }, true
 	}
-	return "", nil, false
+	if !types[typ] {
+		return "", nil, false
+	}
+	// email and the other identifiers: the entry of the id is a redirect to the profile that
+	// claimed it (docs/audiences.md#identity-resolution).
+	return extKey(typ, value), func(p *profile) bool { return !p.active() }, true
 }
 
 // externalIDTypes are the types externalKey knows, for error messages.
-const externalIDTypes = "user_id or anonymous_id"
+const externalIDTypes = "user_id, anonymous_id, email, a device id type (ios.id, android.id...) or a custom type named in AUDIENCES_IDENTITY_PRIORITY or AUDIENCES_IDENTITY_LIMITS"
 
 // segmentProfile answers a path of one profile: the id resolved (a merged id followed to the
 // profile it was merged into), forwarded to the instance that owns it, rendered.
@@ -148,7 +153,7 @@ func (s *Service) segmentProfile(render segmentRender) http.HandlerFunc {
 			writeSegmentError(w, http.StatusBadRequest, errValidation, "the profile is <type>:<value>, e.g. user_id:u1")
 			return
 		}
-		key, has, ok := externalKey(typ, value)
+		key, has, ok := externalKey(typ, value, s.rules.types)
 		if !ok {
 			writeSegmentError(w, http.StatusBadRequest, errValidation, "unknown external id type "+strconv.Quote(typ)+": "+externalIDTypes)
 			return
@@ -356,6 +361,11 @@ func externalIDs(prof *profile) []externalID {
 	for _, m := range prof.Merged {
 		if m != anon {
 			out = append(out, externalID{ID: m, Type: "anonymous_id", Collection: "users", Encoding: "none"})
+		}
+	}
+	if prof.Identity != nil {
+		for _, e := range prof.Identity.IDs {
+			out = append(out, externalID{ID: e.Value, Type: e.Type, Collection: "users", CreatedAt: recordTime(e.At), Encoding: "none"})
 		}
 	}
 	return out

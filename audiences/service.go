@@ -86,7 +86,8 @@ type Service struct {
 	ownersMu  gosync.Mutex
 	ownersMap map[int32]string
 	ownersAt  time.Time
-	limiter   *rate.Limiter // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
+	limiter   *rate.Limiter  // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
+	rules     *identityRules // AUDIENCES_IDENTITY_* (docs/audiences.md#identity-resolution)
 }
 
 // New builds the service.
@@ -109,6 +110,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		keyPart: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic),
 		apiKey:  kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic)}
 	var err error
+	if s.rules, err = compileRules(&cfg); err != nil {
+		return nil, err
+	}
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, err
 	}

@@ -132,6 +132,7 @@ func newBenchService(tb testing.TB) (*Service, *partition, *batch) {
 	}
 	c := DefaultConfig()
 	c.Addr, c.Token = "127.0.0.1:0", "audiences-test-token-0123456789"
+	c.IdentityExternalIDs = os.Getenv("BENCH_IDENTITY") != "off" // docs/benchmarks.md
 	s, err := New(c, Deps{
 		Deps: platform.Deps{
 			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
@@ -174,7 +175,7 @@ func buildBenchProfiles(tb testing.TB, n int, before *runtime.MemStats) (*Servic
 		}
 		s.handleMessage(bt, 0, part, m, nil, "", time.UnixMilli(now))
 		if i%100_000 == 0 {
-			part.dirty = nil
+			part.dirty, bt.out = nil, nil // the hand-offs as if produced
 		}
 	}
 	part.dirty, bt.touched = nil, map[int32]*partition{}

@@ -38,6 +38,7 @@ func BenchmarkAudiencesThroughput(b *testing.B) {
 	}
 	cfg := audiences.DefaultConfig()
 	cfg.Addr, cfg.TransactionalID, cfg.Token = "127.0.0.1:0", "bench", testToken
+	cfg.IdentityExternalIDs = os.Getenv("BENCH_IDENTITY") != "off" // docs/benchmarks.md
 	svc, err := audiences.New(cfg, audiences.Deps{
 		Deps: platform.Deps{
 			Kafka:  env.Kafka,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -130,6 +131,10 @@ func (s *Service) sealSubject(r *kgo.Record) []byte {
 		if part := s.parts[r.Partition]; part != nil {
 			if prof := part.profiles[string(r.Key)]; prof != nil && prof.UserID != "" {
 				return []byte(prof.UserID)
+			} else if prof != nil && prof.MergedInto != "" && strings.HasPrefix(prof.ID, extPrefix) {
+				// An external id's entry: the key of the profile that claimed it, not a
+				// key of its own per id (docs/audiences.md#identity-resolution).
+				return []byte(prof.MergedInto)
 			}
 		}
 		return r.Key
@@ -234,7 +239,10 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 		s.keepTrack(b, prof, m, at)
 	}
 	b.touch(p, part, id)
-	s.mergeOtherIDs(b, prof, m)
+	s.mergeOtherIDs(b, p, part, prof, m)
+	if s.cfg.IdentityExternalIDs {
+		s.linkExternalIDs(b, p, part, prof, m, at)
+	}
 	if s.model.realtime {
 		b.out = s.syncProfile(b.out, part, prof, b.now, true, nil)
 	}
@@ -288,14 +296,21 @@ func (s *Service) countMessage(prof *profile, m *schemas.Message, at, now int64)
 // mergeOtherIDs is identity: an identified message that carries another id merges that
 // profile into this one, through a merge hand-off to the id's partition
 // (docs/audiences.md#merging-profiles).
-func (s *Service) mergeOtherIDs(b *batch, prof *profile, m *schemas.Message) {
+func (s *Service) mergeOtherIDs(b *batch, p int32, part *partition, prof *profile, m *schemas.Message) {
 	if prof.UserID == "" {
 		return
 	}
-	for _, other := range []string{m.AnonymousID, m.PreviousID} {
+	for i, other := range []string{m.AnonymousID, m.PreviousID} {
 		if other != "" && other != prof.ID && !slices.Contains(prof.Merged, other) {
+			typ := idAnonymousID
+			if i == 1 {
+				typ = "previous_id"
+			}
+			if !s.mergeAllowed(b, p, part, prof, typ, other) {
+				continue
+			}
 			prof.addMerged(other)
-			b.out = append(b.out, s.handOff(other, op{Op: opMerge, From: other, Into: prof.ID}))
+			b.out = append(b.out, s.handOff(other, op{Op: opMerge, From: other, Into: prof.ID, Via: typ + ":" + other}))
 		}
 	}
 }

@@ -83,6 +83,10 @@ type profileData struct {
 	Traits, ComputedTraits                   []keyValue
 	Audiences                                []string
 	MergedIDs                                []string
+	// ExternalIDs and Identity: the profile's external ids and its last merges and refusals
+	// (docs/audiences.md#identity-resolution).
+	ExternalIDs []schemas.ExternalIDView
+	Identity    []schemas.IdentityEventView
 }
 
 type keyValue struct {
@@ -150,7 +154,7 @@ func (u *ui) profile(w http.ResponseWriter, r *http.Request) {
 // profile has no value (a computed trait other than a count starts from the events after it
 // is saved: docs/audiences.md#computed-traits).
 func profileOf(p *schemas.ProfileView, computedTraits []*schemas.ComputedTrait) *profileData {
-	d := &profileData{UserID: p.UserID, AnonymousID: p.AnonymousID, MergedIDs: p.MergedIDs}
+	d := &profileData{UserID: p.UserID, AnonymousID: p.AnonymousID, MergedIDs: p.MergedIDs, ExternalIDs: p.ExternalIDs, Identity: p.Identity}
 	for _, ts := range []struct {
 		raw string
 		out *string

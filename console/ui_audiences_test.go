@@ -39,7 +39,9 @@ func newFakeProfileAPI(t *testing.T) *fakeProfileAPI {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"userId":"u1","traits":{"email":"ada@example.com","plan":"pro"},"computedTraits":{"orders_30_days":3},`+
-			`"audiences":[{"id":"power-users","key":"power_users"}],"firstSeen":"2026-11-21T07:40:00.000Z","lastSeen":"2026-11-24T07:10:02.444Z","mergedIds":["anon-5f0a"]}`)
+			`"audiences":[{"id":"power-users","key":"power_users"}],"firstSeen":"2026-11-21T07:40:00.000Z","lastSeen":"2026-11-24T07:10:02.444Z","mergedIds":["anon-5f0a"],`+
+			`"externalIds":[{"type":"ios.idfa","id":"idfa-77","linkedAt":"2026-11-21T07:40:00.000Z"}],`+
+			`"identity":[{"at":"2026-11-22T08:00:00.000Z","kind":"refusal","type":"email","id":"null","rule":"blocked","detail":"the value is blocked (AUDIENCES_IDENTITY_BLOCKED)"}]}`)
 	})
 	mux.HandleFunc("POST /v1/audiences/preview", func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ Rule json.RawMessage }
@@ -278,7 +280,8 @@ func TestUIAudiencePreviewAndProfile(t *testing.T) {
 	// The profile lookup.
 	p := b.get("/audiences/profile?userId=u1")
 	p.contains(t, http.StatusOK, "User u1", "ada@example.com", "<code>plan</code>", "<code>orders_30_days</code>", `href="/audiences/power-users"`,
-		"2026-11-21 07:40:00 UTC", "anon-5f0a", `value="u1"`)
+		"2026-11-21 07:40:00 UTC", "anon-5f0a", `value="u1"`,
+		"External ids", "<code>ios.idfa</code>", "idfa-77", "Merge history", "refusal", "blocked", "the value is blocked (AUDIENCES_IDENTITY_BLOCKED)")
 	fast(t, p, "a profile")
 	b.get("/audiences/profile?userId=nobody").contains(t, http.StatusNotFound, "No profile for “nobody”")
 	b.get("/audiences/profile").contains(t, http.StatusOK, `<label for="userId">`)

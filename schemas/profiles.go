@@ -17,6 +17,30 @@ type ProfileView struct {
 	LastSeen       string                     `json:"lastSeen,omitempty"`
 	// MergedIDs are the ids (anonymous, or an alias's previous id) merged into the profile.
 	MergedIDs []string `json:"mergedIds,omitempty"`
+	// ExternalIDs are the profile's external ids (email, context.externalIds entries), and
+	// Identity its last merges and refusals (docs/audiences.md#identity-resolution).
+	ExternalIDs []ExternalIDView    `json:"externalIds,omitempty"`
+	Identity    []IdentityEventView `json:"identity,omitempty"`
+}
+
+// ExternalIDView is one external id of a profile.
+type ExternalIDView struct {
+	Type     string `json:"type"`
+	ID       string `json:"id"`
+	LinkedAt string `json:"linkedAt,omitempty"`
+}
+
+// IdentityEventView is one merge or refusal recorded on a profile: which id, which rule,
+// when.
+type IdentityEventView struct {
+	At   string `json:"at"`
+	Kind string `json:"kind"` // merge, refusal
+	Type string `json:"type,omitempty"`
+	ID   string `json:"id,omitempty"`
+	Rule string `json:"rule,omitempty"` // refusals: blocked, limit, maxMerges, taken, suppressed
+	// Other is the profile merged in, or the one holding the refused id.
+	Other  string `json:"other,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // AudienceRef names an audience a profile belongs to.
