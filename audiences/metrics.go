@@ -19,6 +19,9 @@ type metrics struct {
 	identifies  *prometheus.CounterVec
 	tracks      *prometheus.CounterVec
 	syncSeconds prometheus.Histogram
+	// backfill (docs/audiences.md#backfill)
+	backfillEvents  prometheus.Counter
+	backfillRunning prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -61,7 +64,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.tracks, m.syncSeconds} {
+	m.backfillEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tributary_audiences_backfill_events_total",
+		Help: "tracking.events records read by backfills of new aggregates (docs/audiences.md#backfill).",
+	})
+	m.backfillRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tributary_audiences_backfill_running",
+		Help: "Partitions of this instance with a backfill read or merge in progress.",
+	})
+	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.tracks, m.syncSeconds, m.backfillEvents, m.backfillRunning} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering audiences metrics: %w", err)
 		}
