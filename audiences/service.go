@@ -107,7 +107,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "audiences").Logger(), now: deps.Now,
 		parts: map[int32]*partition{}, stats: map[string]*audienceStats{}, intern: newInterner(),
-		bf:    backfills{jobs: map[int32]*backfillJob{}, wake: make(chan struct{}, 1)},
+		bf:      backfills{jobs: map[int32]*backfillJob{}, wake: make(chan struct{}, 1)},
 		keyPart: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic),
 		apiKey:  kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic)}
 	var err error
