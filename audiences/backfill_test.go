@@ -162,3 +162,31 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// TestBackfillBoundary: orders sent one by one while the config change is seen, the backfill
+// read and merged, each count once: the backfill's range and the live path's meet at the
+// partition's position, whichever side of it each order falls.
+func TestBackfillBoundary(t *testing.T) { synctest.Test(t, testBackfillBoundary) }
+
+func testBackfillBoundary(t *testing.T) {
+	h := newHarness(t, sources)
+	for i := range 10 {
+		h.order("u5", fmt.Sprintf("before-%d", i), 20, "a", time.Duration(i)*time.Hour)
+	}
+	svc, _, _ := h.run("aud-backfill-boundary", nil)
+	h.advance(2 * time.Second)
+	h.Apply(sources + backfilled)
+	for i := range 20 {
+		h.order("u5", fmt.Sprintf("during-%d", i), 20, "a", 0)
+		h.advance(100 * time.Millisecond)
+	}
+	h.advance(3 * time.Second)
+	var p audiences.ProfileView
+	getJSON(t, h, api(svc)+"/v1/profiles/u5", &p)
+	if got := string(p.ComputedTraits["big_orders"]); got != "30" {
+		t.Fatalf("big_orders: %s, want 30 (10 before the change, 20 around it)", got)
+	}
+	if got := string(p.ComputedTraits["revenue"]); got != "600" {
+		t.Fatalf("revenue: %s, want 600", got)
+	}
+}
