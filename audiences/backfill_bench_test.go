@@ -41,9 +41,9 @@ func BenchmarkBackfill(b *testing.B) {
 	}
 	cfg := audiences.DefaultConfig()
 	cfg.Addr, cfg.TransactionalID, cfg.Token = "127.0.0.1:0", "bench", testToken
-	// A config change is seen at the partitions' next records: with none coming, their next
-	// ticks (docs/audiences.md#backfill).
-	cfg.SyncInterval = time.Second
+	// No sync during the benchmark (the first one would send 1.5M identify calls): the config
+	// change is seen at the records sent after it (docs/audiences.md#backfill).
+	cfg.SyncInterval = time.Hour
 	reg := prometheus.NewRegistry()
 	svc, err := audiences.New(cfg, audiences.Deps{
 		Deps:   platform.Deps{Kafka: env.Kafka, Logger: env.Logger, Registerer: reg},
@@ -59,6 +59,12 @@ func BenchmarkBackfill(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	env.Apply(sources + audiences.BenchConfig + revenue30d)
+	time.Sleep(500 * time.Millisecond) // the config store's poll
+	recs := make([]*kgo.Record, 0, 256)
+	for i := range 256 { // a record for every partition
+		recs = append(recs, servicetest.EventRecord(b, "web", audiences.BenchEvent(r, b.N+i, users)))
+	}
+	env.Produce(recs...)
 	servicetest.Eventually(b, 10*time.Minute, "the backfill is done", func() bool {
 		return metricValue(reg, "tributary_audiences_backfill_events_total") >= float64(b.N) &&
 			metricValue(reg, "tributary_audiences_backfill_running") == 0
