@@ -208,6 +208,7 @@ func (s *Service) localAudience(a *audienceInfo) AudienceView {
 	v := AudienceView{ID: a.id, Name: a.name, Key: a.key, Source: a.source, Total: int(s.nparts)}
 	if d := s.modelLocked().audienceByID(a.id); d != nil {
 		v.Realtime = d.realtime
+		v.Backfill = s.localBackfill(d.aggKeys)
 	}
 	st := s.stats["a/"+a.id]
 	var last time.Time
@@ -244,6 +245,7 @@ func (s *Service) addPeers(r *http.Request, v *AudienceView) {
 		v.Members += peer.Members
 		v.LastSync.Joins += peer.LastSync.Joins
 		v.LastSync.Leaves += peer.LastSync.Leaves
+		addBackfill(v, peer.Backfill)
 		if peer.LastSyncAt > v.LastSyncAt {
 			v.LastSyncAt = peer.LastSyncAt
 		}

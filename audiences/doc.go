@@ -35,6 +35,10 @@
 //     refusals (docs/audiences.md#identity-resolution).
 //   - sync.go: profile → identify calls: the sync of a profile (audiences, computed traits,
 //     removed definitions) and of a partition, the identify call built, the sync figures.
+//   - backfill.go: an aggregate new to the config computed from tracking.events' retention
+//     by a reader beside the partition's consumer, up to the offset the live path started
+//     at, and merged in the partition's transactions; definitions wait for it
+//     (docs/audiences.md#backfill).
 //   - model.go: the config compiled for evaluation. profile.go, series.go, value.go, codec.go
 //     and intern.go: a profile, its time buckets, its values, its changelog encoding, the
 //     strings profiles share. api.go: the profile API. segmentapi.go: Segment's Profile API

@@ -22,6 +22,9 @@ type metrics struct {
 	// merges and refusals: identity resolution (docs/audiences.md#identity-resolution).
 	merges   prometheus.Counter
 	refusals *prometheus.CounterVec
+	// backfill (docs/audiences.md#backfill)
+	backfillEvents  prometheus.Counter
+	backfillRunning prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -72,7 +75,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Ids refused by the identity rules, each recorded on the profile, by rule: blocked, limit, maxMerges, taken (an anonymous id another user holds), suppressed.",
 		}, []string{"rule"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.tracks, m.syncSeconds, m.merges, m.refusals} {
+	m.backfillEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tributary_audiences_backfill_events_total",
+		Help: "tracking.events records read by backfills of new aggregates (docs/audiences.md#backfill).",
+	})
+	m.backfillRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tributary_audiences_backfill_running",
+		Help: "Partitions of this instance with a backfill read or merge in progress.",
+	})
+	for _, c := range []prometheus.Collector{m.events, m.duplicates, m.profiles, m.restores, m.deletions, m.shredded, m.identifies, m.tracks, m.syncSeconds, m.merges, m.refusals, m.backfillEvents, m.backfillRunning} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering audiences metrics: %w", err)
 		}

@@ -39,6 +39,9 @@ type audienceDef struct {
 	// identifyOut and trackOut: what a membership change sends (docs/audiences.md#outputs).
 	identifyOut, trackOut bool
 	output                string
+	// aggKeys are the aggregates its rule reads, through computed traits and audiences too:
+	// it is ready once they are backfilled (docs/audiences.md#backfill).
+	aggKeys []string
 }
 
 type traitDef struct {
@@ -53,6 +56,8 @@ type traitDef struct {
 	event string
 	// emptyHash is valueHash(empty()): no value to keep.
 	emptyHash hash
+	// aggKeys: agg's key, if any (docs/audiences.md#backfill).
+	aggKeys []string
 }
 
 // aggDef is one aggregate over a track event: its series (count, or a numeric property),
@@ -145,6 +150,7 @@ func compile(auds []*schemas.Audience, cts []*schemas.ComputedTrait) *model {
 	for i, a := range auds {
 		m.audiences[i].root = m.compileNode(&a.Rule)
 	}
+	m.readAggs()
 	sort.Slice(m.audiences, func(i, j int) bool { return m.audiences[i].id < m.audiences[j].id })
 	sort.Slice(m.traits, func(i, j int) bool { return m.traits[i].id < m.traits[j].id })
 	return m

@@ -33,6 +33,12 @@ type partition struct {
 	// profile again (docs/audiences.md#deletion-and-suppression). Kept for deletedAtKept, in
 	// memory only.
 	deletedAt map[string]int64
+	// next is the partition's next tracking.events offset: the group's committed one at the
+	// restore, then past each record processed. aggsModel is the model meta.Aggs was last
+	// brought up to, and unfilled the model's aggregates still to backfill (backfill.go).
+	next      int64
+	aggsModel *model
+	unfilled  map[string]bool
 }
 
 // markDirty notes that the changelog is to get the profile id's new version (metaKey: the
@@ -52,6 +58,9 @@ const deletedAtKept = 24 * time.Hour
 // ("a/<id>", "t/<id>"), the definition last synced.
 type partMeta struct {
 	Defs map[string]metaDef `json:"defs"`
+	// Aggs is the backfill state of each aggregate of the config, by key
+	// (docs/audiences.md#backfill); absent in the metadata of earlier versions.
+	Aggs map[string]backfillMeta `json:"aggs"`
 }
 
 type metaDef struct {
@@ -100,7 +109,9 @@ func (s *Service) revoked(ps []int32) {
 	s.mu.Lock()
 	for _, p := range ps {
 		delete(s.parts, p)
+		delete(s.bf.jobs, p)
 	}
+	s.metrics.backfillRunning.Set(float64(len(s.bf.jobs)))
 	s.recountProfiles()
 	s.mu.Unlock()
 	s.updateReady()
@@ -231,6 +242,13 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 	}
 	if err != nil {
 		return nil, err
+	}
+	offsets, err := s.committedOffsets(ctx, partitions)
+	if err != nil {
+		return nil, err
+	}
+	for p, part := range out {
+		part.next = offsets[p]
 	}
 	if bad > 0 {
 		s.logger.Warn().Int("records", bad).Msg("skipped audiences.state records that do not decode")

@@ -88,6 +88,7 @@ type Service struct {
 	ownersAt  time.Time
 	limiter   *rate.Limiter  // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
 	rules     *identityRules // AUDIENCES_IDENTITY_* (docs/audiences.md#identity-resolution)
+	bf        backfills      // guarded by mu (backfill.go)
 }
 
 // New builds the service.
@@ -107,6 +108,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "audiences").Logger(), now: deps.Now,
 		parts: map[int32]*partition{}, stats: map[string]*audienceStats{}, intern: newInterner(),
+		bf:      backfills{jobs: map[int32]*backfillJob{}, wake: make(chan struct{}, 1)},
 		keyPart: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic),
 		apiKey:  kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic)}
 	var err error
@@ -243,7 +245,7 @@ func (s *Service) runPipes(ctx context.Context) error {
 		return err
 	}
 	s.logger.Info().Int32("partitions", s.nparts).Str("sync_interval", s.cfg.SyncInterval.String()).Msg("audiences running")
-	return platform.RunAll(ctx, main, deletions, platform.RunnerFunc(s.tick))
+	return platform.RunAll(ctx, main, deletions, platform.RunnerFunc(s.tick), platform.RunnerFunc(s.runBackfills))
 }
 
 // checkTopics learns the partition count of tracking.events and checks that the changelog

@@ -107,7 +107,7 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 		return out
 	}
 	out, audChanged := s.syncAudiences(out, part, prof, now, realtimeOnly, cc)
-	out, traitChanged := s.syncTraits(out, prof, now, realtimeOnly, cc)
+	out, traitChanged := s.syncTraits(out, part, prof, now, realtimeOnly, cc)
 	changed := audChanged || traitChanged
 	if !realtimeOnly {
 		dropped := s.model.dropUnreadAggs(prof)
@@ -126,8 +126,8 @@ func (s *Service) syncProfile(out []*kgo.Record, part *partition, prof *profile,
 // the realtime ones); changed tells whether it sent anything.
 func (s *Service) syncAudiences(out []*kgo.Record, part *partition, prof *profile, now int64, realtimeOnly bool, cc *changeCounter) (_ []*kgo.Record, changed bool) {
 	for _, d := range s.model.audiences {
-		if realtimeOnly && !d.realtime {
-			continue
+		if (realtimeOnly && !d.realtime) || !part.ready(d.aggKeys) {
+			continue // (not backfilled yet: docs/audiences.md#backfill)
 		}
 		var c bool
 		out, c = s.syncAudience(out, part, prof, d, now, cc)
@@ -172,10 +172,10 @@ func (s *Service) syncAudience(out []*kgo.Record, part *partition, prof *profile
 
 // syncTraits sends the profile's computed-trait values that differ from what was last sent
 // (realtimeOnly: of the realtime traits); changed tells whether it sent anything.
-func (s *Service) syncTraits(out []*kgo.Record, prof *profile, now int64, realtimeOnly bool, cc *changeCounter) (_ []*kgo.Record, changed bool) {
+func (s *Service) syncTraits(out []*kgo.Record, part *partition, prof *profile, now int64, realtimeOnly bool, cc *changeCounter) (_ []*kgo.Record, changed bool) {
 	for _, d := range s.model.traits {
-		if realtimeOnly && !d.realtime {
-			continue
+		if (realtimeOnly && !d.realtime) || !part.ready(d.aggKeys) {
+			continue // (not backfilled yet: docs/audiences.md#backfill)
 		}
 		v := d.value(prof, now)
 		h, prev := valueHash(v), d.emptyHash
@@ -275,6 +275,7 @@ func (s *Service) syncPartition(b *batch, p int32, part *partition) []*kgo.Recor
 		for _, d := range s.model.traits {
 			defs[d.sid] = metaDef{Key: d.key, Source: d.source, Version: d.version}
 		}
+		keepUnsynced(defs, part, s.model)
 		if !maps.Equal(defs, part.meta.Defs) {
 			part.meta.Defs = defs
 			b.touch(p, part, metaKey)

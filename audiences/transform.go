@@ -37,6 +37,9 @@ func (s *Service) transform(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record,
 		return nil, err
 	}
 	b := &batch{now: s.now().UnixMilli(), touched: map[int32]*partition{}}
+	if len(s.bf.jobs) > 0 {
+		s.mergeBackfills(b, fs)
+	}
 	var unavailable error
 	fs.EachRecord(func(r *kgo.Record) {
 		if unavailable == nil {
@@ -67,8 +70,14 @@ func (s *Service) process(b *batch, r *kgo.Record) error {
 	if part == nil || !part.restored {
 		return nil // revoked meanwhile: the transaction aborts, the next owner reads it
 	}
-	if r.Topic == s.cfg.EventsTopic && headerIs(r, HeaderOrigin, OriginAudiences) {
-		return nil
+	if part.aggsModel != s.model {
+		s.noteAggs(b, r.Partition, part)
+	}
+	if r.Topic == s.cfg.EventsTopic {
+		part.next = r.Offset + 1
+		if headerIs(r, HeaderOrigin, OriginAudiences) {
+			return nil
+		}
 	}
 	value, ok, err := s.open(r)
 	if err != nil || !ok {

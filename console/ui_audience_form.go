@@ -29,6 +29,7 @@ type audienceForm struct {
 	Output                         string
 	RuleJSON                       string
 	Members, LastSync, Unavailable string
+	Backfill                       string // backfillText
 	Advanced                       bool
 	// Audiences are the ids of the config's other audiences, for the audience condition.
 	Audiences []string
@@ -56,6 +57,7 @@ func (f *audienceForm) fill(u *ui, r *http.Request) {
 		f.Unavailable = audiencesUnavailable(err)
 	} else if x, ok := fig[f.ID]; ok {
 		f.Members = plural(x.Members, "member")
+		f.Backfill = backfillText(x.Backfill)
 		if t, err := schemas.ParseTimestamp(x.LastSyncAt); err == nil {
 			f.LastSync = fmtWhenAgo(t)
 		}

@@ -52,6 +52,7 @@ type audienceRow struct {
 	Realtime              bool
 	Members, LastSync     string // "–" when not had
 	Partial               bool
+	Backfill              string // backfillText
 }
 
 // traitRow is one line of the computed traits table.
@@ -112,7 +113,7 @@ func (u *ui) audiences(w http.ResponseWriter, r *http.Request) {
 	for _, a := range snap.Audiences() {
 		row := audienceRow{ID: a.ID, Name: a.Name, Key: a.TraitKey(), Source: a.Source, Realtime: a.Realtime, Members: "–", LastSync: "–"}
 		if f, ok := figures[a.ID]; ok {
-			row.Members, row.Partial = fmtCount(f.Members), f.Partial
+			row.Members, row.Partial, row.Backfill = fmtCount(f.Members), f.Partial, backfillText(f.Backfill)
 			row.LastSync = "not yet"
 			if t, err := schemas.ParseTimestamp(f.LastSyncAt); err == nil {
 				row.LastSync = fmtWhenAgo(t)
@@ -214,8 +215,8 @@ var windowedKinds = []string{schemas.AggCount, schemas.AggSum, schemas.AggAvg, s
 // previewTrait answers, as text, the trait key the computed trait form's name gives and how
 // many profiles get a value: those that sent the event (in the window), counted by the
 // audiences service as an audience's preview is. A count is computed from the events the
-// audiences service keeps; every other kind starts from the events after it is saved (no
-// backfill), so its profiles have no data until then (docs/audiences.md#computed-traits).
+// audiences service keeps; every other kind is backfilled from tracking.events' retention
+// before its first sync (docs/audiences.md#backfill).
 func (u *ui) previewTrait(w http.ResponseWriter, r *http.Request) {
 	f := traitFormOf(r)
 	f.Within = strings.TrimSpace(r.PostFormValue("within"))
@@ -254,7 +255,7 @@ func (u *ui) previewTrait(w http.ResponseWriter, r *http.Request) {
 	if f.Kind == schemas.AggCount {
 		b.WriteString(": they get a count now; the others 0.")
 	} else {
-		b.WriteString(": " + f.Kind + " is computed from the events after it is saved (no backfill), so every profile shows “no data yet” until its next " + f.Event + ".")
+		b.WriteString(": " + f.Kind + " is backfilled from the events tracking.events retains once it is saved, and sent when every partition is done.")
 	}
 	previewText(w, http.StatusOK, b.String())
 }
@@ -297,7 +298,7 @@ func (u *ui) previewAudience(w http.ResponseWriter, r *http.Request) {
 	}
 	b.WriteString(".")
 	if p.NewAggregate {
-		b.WriteString(" A where filter counts the events from when the audience is saved on: there is no backfill.")
+		b.WriteString(" A where filter no audience counts yet: once saved, it is backfilled from the events tracking.events retains before the audience is sent.")
 	}
 	text(http.StatusOK, b.String())
 }

@@ -29,8 +29,13 @@ func newFakeProfileAPI(t *testing.T) *fakeProfileAPI {
 	f := &fakeProfileAPI{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/audiences/{id}", func(w http.ResponseWriter, r *http.Request) {
-		writeFakeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "members": 1234, "lastSyncAt": time.Now().Add(-3 * time.Minute).UTC().Format(time.RFC3339Nano),
-			"partitions": 3, "totalPartitions": 3})
+		v := map[string]any{"id": r.PathValue("id"), "members": 1234, "lastSyncAt": time.Now().Add(-3 * time.Minute).UTC().Format(time.RFC3339Nano),
+			"partitions": 3, "totalPartitions": 3}
+		if r.PathValue("id") == "backfilling" {
+			v["backfill"] = map[string]any{"state": "running", "partitionsDone": 2, "partitions": 3, "eventsRead": 1234567,
+				"from": "2026-10-28T07:40:00.000Z", "to": "2026-11-27T07:40:00.000Z"}
+		}
+		writeFakeJSON(w, http.StatusOK, v)
 	})
 	mux.HandleFunc("GET /v1/profiles/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") != "u1" {

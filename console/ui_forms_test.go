@@ -147,8 +147,9 @@ func TestUIDestinationEditAllErrors(t *testing.T) {
 }
 
 // TestUITraitPreview: the computed trait form's trait key and value preview (the profiles that
-// sent the event, in the window for the kinds that have one), "no data yet" said for a kind
-// without backfill, and a profile's computed trait without a value shown as "no data yet".
+// sent the event, in the window for the kinds that have one), the backfill said for a kind
+// the profile's counters do not hold, and a profile's computed trait without a value shown as
+// "no data yet".
 func TestUITraitPreview(t *testing.T) {
 	h, fake := audiencesHarness(t)
 	b := h.signIn(t)
@@ -171,7 +172,7 @@ func TestUITraitPreview(t *testing.T) {
 		t.Errorf("the rule previewed: %s", got)
 	}
 	preview(url.Values{"name": {"Last Plan"}, "kind": {"last"}, "event": {"Plan Changed"}, "property": {"plan"}, "within": {"720h"}},
-		"Trait key: last_plan.", "no backfill", "“no data yet”")
+		"Trait key: last_plan.", "last is backfilled from the events tracking.events retains once it is saved")
 	if got := fake.lastRule(); got != `{"event":"Plan Changed"}` {
 		t.Errorf("the rule previewed for a kind without a window: %s", got)
 	}

@@ -68,6 +68,23 @@ type AudienceView struct {
 	Partitions int  `json:"partitions"`
 	Total      int  `json:"totalPartitions"`
 	Partial    bool `json:"partial,omitempty"`
+	// Backfill is the progress of the audience's backfill (docs/audiences.md#backfill);
+	// absent for an audience whose rule reads no aggregate (nothing to backfill).
+	Backfill *BackfillView `json:"backfill,omitempty"`
+}
+
+// BackfillView is the progress of the backfill of a definition from tracking.events'
+// retention, over the partitions Partitions of AudienceView covers.
+type BackfillView struct {
+	// State is "running" until every partition is done, then "done".
+	State          string `json:"state"`
+	PartitionsDone int    `json:"partitionsDone"`
+	Partitions     int    `json:"partitions"`
+	// EventsRead are the records read so far by the running backfills.
+	EventsRead int64 `json:"eventsRead"`
+	// From and To are the times of the oldest and newest records read (empty before any).
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
 }
 
 // MembersPage is the answer of GET /v1/audiences/{id}/members.
