@@ -3,13 +3,10 @@ package devstack_test
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/tributary-cdp/tributary/devstack"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 )
 
@@ -22,25 +19,19 @@ func TestEndToEndDestinationFilters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole stack")
 	}
-	rc := &hook{}
-	srv := httptest.NewServer(rc)
-	defer srv.Close()
-	yaml := `sources:
+	st, rc := stackWithConfig(t, func(url string) string {
+		return `sources:
   - {id: web, writeKey: wk_e2e}
 destinations:
   - id: filtered
     type: webhooks
     sources: [web]
-    settings: {webhooks: [{url: "` + srv.URL + `/filtered"}]}
+    settings: {webhooks: [{url: "` + url + `/filtered"}]}
     filters:
       - {name: no debug, if: "match(event, 'Debug *')", action: drop}
       - {name: no ip, action: dropProperties, properties: [context.ip]}
-  - {id: whole, type: webhooks, sources: [web], settings: {webhooks: [{url: "` + srv.URL + `/whole"}]}}
+  - {id: whole, type: webhooks, sources: [web], settings: {webhooks: [{url: "` + url + `/whole"}]}}
 `
-	st := startStack(t, srv.URL, func(c *devstack.Config) {
-		if err := os.WriteFile(c.ConfigFile, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
 	})
 	post(t, st, "/v1/track", `{"userId":"u1","event":"Debug Render","messageId":"e2e-debug","context":{"ip":"203.0.113.9"}}`)
 	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","properties":{"total":12},"messageId":"e2e-order","context":{"ip":"203.0.113.9"}}`)

@@ -20,10 +20,8 @@ func TestEndToEndTrackingPlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole stack")
 	}
-	rc := &hook{}
-	srv := httptest.NewServer(rc)
-	defer srv.Close()
-	yaml := `sources:
+	st, rc := stackWithConfig(t, func(url string) string {
+		return `sources:
   - id: web
     writeKey: wk_e2e
     trackingPlan: {planId: shop, allowUnplannedTrackEvents: false, forwardingViolationsTo: violations}
@@ -36,13 +34,9 @@ trackingPlans:
         - name: Order Completed
           properties: {type: object, required: [total], properties: {total: {type: number}}}
 destinations:
-  - {id: hooks, type: webhooks, sources: [web], settings: {webhooks: [{url: "` + srv.URL + `/segment"}]}}
-  - {id: violation-hooks, type: webhooks, sources: [violations], settings: {webhooks: [{url: "` + srv.URL + `/violations"}]}}
+  - {id: hooks, type: webhooks, sources: [web], settings: {webhooks: [{url: "` + url + `/segment"}]}}
+  - {id: violation-hooks, type: webhooks, sources: [violations], settings: {webhooks: [{url: "` + url + `/violations"}]}}
 `
-	st := startStack(t, srv.URL, func(c *devstack.Config) {
-		if err := os.WriteFile(c.ConfigFile, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
 	})
 	post(t, st, "/v1/track", `{"userId":"u1","event":"Order Completed","properties":{"total":"12"},"messageId":"e2e-bad"}`)
 	post(t, st, "/v1/track", `{"userId":"u1","event":"Not Planned","messageId":"e2e-unplanned"}`)
@@ -78,4 +72,19 @@ destinations:
 			t.Errorf("a webhook to %s: %s", r.URL.Path, bodies[i])
 		}
 	}
+}
+
+// stackWithConfig starts the whole stack (as make run does) with the config file config(url),
+// url being the test's webhook receiver, and returns the stack and the receiver.
+func stackWithConfig(t *testing.T, config func(url string) string) (*devstack.Stack, *hook) {
+	t.Helper()
+	rc := &hook{}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	st := startStack(t, srv.URL, func(c *devstack.Config) {
+		if err := os.WriteFile(c.ConfigFile, []byte(config(srv.URL)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return st, rc
 }
