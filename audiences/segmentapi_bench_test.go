@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -26,25 +23,8 @@ import (
 // keeping up to events track events per profile.
 func profileAPIService(tb testing.TB, n, events int) *Service {
 	tb.Helper()
-	cfg, err := schemas.ParseConfig([]byte("sources: [{id: web, writeKey: wk1}, {id: engage, writeKey: wk2}]\n"+benchConfig), schemas.ConfigFormatYAML)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := DefaultConfig()
-	c.Addr, c.Token, c.ProfileEvents = "127.0.0.1:0", "audiences-test-token-0123456789", events
-	s, err := New(c, Deps{
-		Deps: platform.Deps{
-			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
-			Logger: zerolog.Nop(),
-		},
-		Config: func() Snapshot { return staticSnapshot{cfg} },
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.producer.Close(); s.lag.Close() })
-	s.refreshModel()
-	part := &partition{restored: true, profiles: make(map[string]*profile, n), meta: partMeta{Defs: map[string]metaDef{}}}
+	s, part, _ := newBenchService(tb, func(c *Config) { c.ProfileEvents = events })
+	part.profiles = make(map[string]*profile, n)
 	s.parts[0], s.nparts = part, 1
 	r := rand.New(rand.NewPCG(5, 6))
 	now := time.Now().UnixMilli()

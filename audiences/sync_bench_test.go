@@ -124,7 +124,7 @@ func BenchmarkSync(b *testing.B) {
 
 // newBenchService makes a service with the benchmark config and no Kafka, one restored
 // partition (0) and a batch to process messages and syncs in. The caller's tb cleans it up.
-func newBenchService(tb testing.TB) (*Service, *partition, *batch) {
+func newBenchService(tb testing.TB, mods ...func(*Config)) (*Service, *partition, *batch) {
 	tb.Helper()
 	cfg, err := schemas.ParseConfig([]byte("sources: [{id: web, writeKey: wk1}, {id: engage, writeKey: wk2}]\n"+benchConfig), schemas.ConfigFormatYAML)
 	if err != nil {
@@ -133,6 +133,9 @@ func newBenchService(tb testing.TB) (*Service, *partition, *batch) {
 	c := DefaultConfig()
 	c.Addr, c.Token = "127.0.0.1:0", "audiences-test-token-0123456789"
 	c.IdentityExternalIDs = os.Getenv("BENCH_IDENTITY") != "off" // docs/benchmarks.md
+	for _, mod := range mods {
+		mod(&c)
+	}
 	s, err := New(c, Deps{
 		Deps: platform.Deps{
 			Kafka:  platform.KafkaSettings{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -1, Partitions: 1},
