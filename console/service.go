@@ -425,7 +425,7 @@ func (s *Service) authorized(next http.Handler) http.Handler {
 			writeJSON(w, http.StatusUnauthorized, &apiError{Code: codeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <CONSOLE_TOKEN>"})
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), tokenPrincipal)))
 	})
 }
 

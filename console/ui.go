@@ -65,6 +65,8 @@ type session struct {
 	key     string // sessionKey(id)
 	expires time.Time
 	csrf    string
+	// subject is whom the session was opened for: empty for a sign-in with CONSOLE_TOKEN.
+	subject string
 }
 
 func newUI(s *Service) (*ui, error) {
@@ -104,11 +106,13 @@ func (u *ui) sign(parts ...[]byte) []byte {
 	return mac.Sum(nil)
 }
 
-// newSession returns a cookie value for a new session.
-func (u *ui) newSession(now time.Time) string {
-	payload := make([]byte, 8+16)
+// newSession returns a cookie value for a new session of subject (empty: the holder of
+// CONSOLE_TOKEN). The payload is the expiry (8 bytes), a random id (16 bytes) and the subject.
+func (u *ui) newSession(now time.Time, subject string) string {
+	payload := make([]byte, 8+16, 8+16+len(subject))
 	binary.BigEndian.PutUint64(payload, uint64(now.Add(sessionTTL).Unix()))
 	_, _ = rand.Read(payload[8:])
+	payload = append(payload, subject...)
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString(payload) + "." + enc.EncodeToString(u.sign([]byte("session"), payload))
 }
@@ -126,19 +130,19 @@ func (u *ui) session(r *http.Request) *session {
 	enc := base64.RawURLEncoding
 	payload, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)
-	if err1 != nil || err2 != nil || len(payload) != 24 || !hmac.Equal(mac, u.sign([]byte("session"), payload)) {
+	if err1 != nil || err2 != nil || len(payload) < 24 || !hmac.Equal(mac, u.sign([]byte("session"), payload)) {
 		return nil
 	}
 	expires := time.Unix(int64(binary.BigEndian.Uint64(payload)), 0)
 	if !u.s.now().Before(expires) {
 		return nil
 	}
-	id := payload[8:]
+	id := payload[8:24]
 	key := sessionKey(id)
 	if !u.s.sessions.valid(key) {
 		return nil // signed out (on this console or another)
 	}
-	return &session{id: id, key: key, expires: expires, csrf: enc.EncodeToString(u.sign([]byte("csrf"), id))}
+	return &session{id: id, key: key, expires: expires, csrf: enc.EncodeToString(u.sign([]byte("csrf"), id)), subject: string(payload[24:])}
 }
 
 // secure reports whether the browser reached the console over HTTPS (directly or through a
@@ -240,7 +244,7 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 			Data: map[string]string{"Next": next, "TokenFile": u.s.cfg.TokenFile}})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.newSession(u.s.now()), Path: "/", MaxAge: int(sessionTTL / time.Second),
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.newSession(u.s.now(), ""), Path: "/", MaxAge: int(sessionTTL / time.Second),
 		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -311,8 +315,23 @@ func (u *ui) signedIn(next http.HandlerFunc) http.Handler {
 				return
 			}
 		}
-		next(w, r)
+		p, ok := u.principal(sess)
+		if !ok {
+			// The subject is no longer a user of this console: the session ends.
+			headers(w)
+			http.Redirect(w, r, "/signin", http.StatusSeeOther)
+			return
+		}
+		next(w, r.WithContext(withPrincipal(r.Context(), p)))
 	})
+}
+
+// principal returns who a session acts for, and false when its subject may no longer sign in.
+func (u *ui) principal(sess *session) (Principal, bool) {
+	if sess.subject == "" {
+		return tokenPrincipal, true
+	}
+	return Principal{}, false
 }
 
 // fail shows an error page for err: an apiError with its status and message.
