@@ -50,3 +50,13 @@ func principalOf(ctx context.Context) (Principal, bool) {
 
 // requestPrincipal is principalOf(r.Context()).
 func requestPrincipal(r *http.Request) (Principal, bool) { return principalOf(r.Context()) }
+
+// resolvePerson returns the principal of a person who signed in (with OpenID Connect) as email,
+// a member of groups: the console's user list first (users.go), then the role its groups map to
+// (oidc.go); false when neither admits them.
+func (s *Service) resolvePerson(email string, groups []string) (Principal, bool) {
+	if p, ok := s.listedUser(email); ok {
+		return p, true
+	}
+	return s.groupPrincipal(email, groups)
+}

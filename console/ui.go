@@ -331,7 +331,7 @@ func (u *ui) principal(sess *session) (Principal, bool) {
 	if sess.subject == "" {
 		return tokenPrincipal, true
 	}
-	return Principal{}, false
+	return u.s.resolvePerson(sess.subject, nil)
 }
 
 // fail shows an error page for err: an apiError with its status and message.
