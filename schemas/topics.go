@@ -190,3 +190,12 @@ func ValidateRetryDelays(delays []time.Duration) error {
 	}
 	return errors.Join(errs...)
 }
+
+// The W3C trace-context headers (docs/topics.md#trace-context): on a tracking.inbound,
+// tracking.events, webhooks.deliveries, retry tier or DLQ record, the trace the event belongs
+// to (docs/operations.md#tracing). Every record derived from one keeps them; a record without
+// them starts no trace of its own unless span export is on.
+const (
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
+)
