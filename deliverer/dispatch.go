@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -32,6 +33,9 @@ type delivery struct {
 	retryNow       string    // header retry-now: a retry-now copy of that tier record (retrynow.go)
 	replay         string    // header replay: the replay that produced it (docs/delivery.md#replay)
 	msgType        string    // header type
+	// trace is the event's trace context (headers traceparent, tracestate): every POST of the
+	// delivery carries it (docs/receivers.md#headers).
+	trace platform.TraceContext
 
 	// What the attempt records say of the message, read from the opened body once per attempt
 	// (summarize).
@@ -82,7 +86,14 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			d.replay = string(h.Value)
 		}
 	}
+	d.trace = platform.TraceFromRecord(r)
 	return d
+}
+
+// request is what one attempt of d sends to entries of dest, with its trace context.
+func (s *Service) request(d *delivery, dest *schemas.Destination, entries []schemas.Webhook) *request {
+	return &request{dest: dest, entries: entries, messageID: d.messageID, body: d.body,
+		trace: d.trace, tracer: s.deps.Tracer, attempt: d.attempt}
 }
 
 // dispatch decides a record: DLQ at once (destination gone, window over), a delivery attempt,
@@ -310,7 +321,7 @@ func (s *Service) dispatchTest(ctx context.Context, d delivery, p *pending, dest
 		if ctx.Err() != nil {
 			return // shutting down: not finished, delivered again after a restart
 		}
-		results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: d.messageID, body: d.body}, s.now())
+		results := post(s.grace, s.client, s.cfg.Timeout, s.request(&d, dest, dest.Settings.Webhooks), s.now())
 		now := s.now()
 		d.summarize()
 		for i := range results {
@@ -437,7 +448,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	}
 	// A POST in progress finishes even when shutdown starts: it is bounded by DELIVERY_TIMEOUT
 	// and by the shutdown deadline (s.grace).
-	results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: entries, messageID: d.messageID, body: d.body}, s.now())
+	results := post(s.grace, s.client, s.cfg.Timeout, s.request(&d, dest, entries), s.now())
 	now := s.now()
 	class, retryAfter, last := verdict(results)
 	status := 0

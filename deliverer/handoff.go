@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -55,6 +56,12 @@ func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError st
 		set[schemas.HeaderDeferrals] = strconv.Itoa(d.deferrals)
 	}
 	rec := s.derived(d.r, s.tierTopics[tier], set)
+	if tr := s.deps.Tracer; tr.Enabled() { // docs/operations.md#tracing
+		span, _ := tr.Start(d.trace, "retry tier hand-off", platform.SpanProducer,
+			attribute.String("messaging.destination.name", s.tierTopics[tier]), attribute.String("tributary.destination.id", d.destID),
+			attribute.Int("tributary.attempt", attempt))
+		span.End()
+	}
 	s.orderTiered(&d, p, tier)
 	s.metrics.retried.WithLabelValues(d.destID, s.tierTopics[tier]).Inc()
 	s.handOff(rec, p)

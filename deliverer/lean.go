@@ -575,6 +575,12 @@ func (h *headerList) build(m *message) error {
 	if m.xsig != "" {
 		h.set(schemas.HeaderXSignature, m.xsig)
 	}
+	if m.traceparent != "" {
+		h.set("Traceparent", m.traceparent)
+		if m.tracestate != "" {
+			h.set("Tracestate", m.tracestate)
+		}
+	}
 	if m.stdSig != "" {
 		h.set(schemas.HeaderWebhookID, m.messageID)
 		h.set(schemas.HeaderWebhookTimestamp, m.stdTS)

@@ -257,7 +257,7 @@ func (s *Service) dispatchRetryNow(ctx context.Context, d delivery, p *pending, 
 		// Like a test delivery, a retry-now is sent whatever its hosts' limits, queues, pauses
 		// and breakers, and does not feed them: the operator asks for it, typically once the
 		// endpoint is back while its breaker still waits.
-		results := post(s.grace, s.client, s.cfg.Timeout, &request{dest: dest, entries: dest.Settings.Webhooks, messageID: d.messageID, body: d.body}, s.now())
+		results := post(s.grace, s.client, s.cfg.Timeout, s.request(&d, dest, dest.Settings.Webhooks), s.now())
 		now := s.now()
 		class, _, last := verdict(results)
 		var out outcome

@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -56,6 +59,9 @@ type message struct {
 	stdTS     string // webhook-timestamp and webhook-signature; "" without Standard Webhooks
 	stdSig    string
 	body      []byte
+	// traceparent and tracestate, when not empty, are the W3C trace-context headers of the
+	// POST (docs/receivers.md#headers).
+	traceparent, tracestate string
 	// answer, when set, keeps the answer's headers and the first bytes of its body (answer.go).
 	answer *answer
 }
@@ -148,6 +154,12 @@ func (p *stdPoster) send(ctx context.Context, m message, deadline time.Time) (in
 	if m.xsig != "" {
 		req.Header.Set(schemas.HeaderXSignature, m.xsig)
 	}
+	if m.traceparent != "" {
+		req.Header["Traceparent"] = []string{m.traceparent}
+		if m.tracestate != "" {
+			req.Header["Tracestate"] = []string{m.tracestate}
+		}
+	}
 	if m.stdSig != "" {
 		req.Header[schemas.HeaderWebhookID] = []string{m.messageID}
 		req.Header[schemas.HeaderWebhookTimestamp] = []string{m.stdTS}
@@ -192,6 +204,12 @@ type request struct {
 	entries   []schemas.Webhook
 	messageID string
 	body      []byte
+	// trace is the event's trace context; tracer, when set, makes each POST a span
+	// (docs/operations.md#tracing) whose id is the POST's traceparent; else the traceparent
+	// goes out as it came. attempt is the attempt's number, for the span.
+	trace   platform.TraceContext
+	tracer  *platform.Tracer
+	attempt int
 }
 
 // post sends the request to every entry concurrently (docs/delivery.md#one-attempt: one success
@@ -207,22 +225,46 @@ func post(ctx context.Context, client poster, timeout time.Duration, rq *request
 		m.stdTS = strconv.FormatInt(ts, 10)
 		m.stdSig = schemas.StandardWebhooksHeader(rq.messageID, ts, rq.body, rq.dest.Settings.SharedSecret, rq.dest.Settings.PreviousSharedSecret)
 	}
+	if !rq.trace.IsZero() && rq.tracer == nil { // passed on as it came (docs/receivers.md#headers)
+		m.traceparent, m.tracestate = string(rq.trace.Parent), string(rq.trace.State)
+	}
 	results := make([]urlResult, len(rq.entries))
 	if len(rq.entries) == 1 {
-		postOne(ctx, client, timeout, m, rq.entries[0], &results[0])
+		postTraced(ctx, client, timeout, m, rq, rq.entries[0], &results[0])
 		return results
 	}
-	postAll(ctx, client, timeout, m, rq.entries, results)
+	var wg sync.WaitGroup
+	for i, e := range rq.entries {
+		wg.Go(func() { postTraced(ctx, client, timeout, m, rq, e, &results[i]) })
+	}
+	wg.Wait()
 	return results
 }
 
-// postAll runs postOne for each entry concurrently.
-func postAll(ctx context.Context, client poster, timeout time.Duration, m message, entries []schemas.Webhook, results []urlResult) {
-	var wg sync.WaitGroup
-	for i, e := range entries {
-		wg.Go(func() { postOne(ctx, client, timeout, m, e, &results[i]) })
+// postTraced is postOne in a span of its own when rq has a tracer (docs/operations.md#tracing):
+// the POST's traceparent names that span. Its attributes name the URL's host, never the URL
+// (it may carry a token).
+func postTraced(ctx context.Context, client poster, timeout time.Duration, m message, rq *request, e schemas.Webhook, res *urlResult) {
+	if rq.tracer == nil {
+		postOne(ctx, client, timeout, m, e, res)
+		return
 	}
-	wg.Wait()
+	span, tc := rq.tracer.Start(rq.trace, "POST webhook", platform.SpanClient,
+		attribute.String("url.host", hostOf(e.URL)), attribute.String("tributary.destination.id", rq.dest.ID),
+		attribute.Int("tributary.attempt", rq.attempt))
+	m.traceparent, m.tracestate = string(tc.Parent), string(tc.State)
+	postOne(ctx, client, timeout, m, e, res)
+	if res.Status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
+	}
+	if res.Class != Success {
+		msg := ""
+		if res.Err != nil {
+			msg = res.Err.Error()
+		}
+		span.Fail(string(res.Class), msg)
+	}
+	span.End()
 }
 
 // postOne sends m to the webhook entry e and fills res.

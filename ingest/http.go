@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -196,7 +198,7 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 // serve handles one request and returns the status it answered and the messages accepted.
 // src is the source of the request's header write key, found by endpoint; nil: the body's
 // writeKey (or a Bearer token that is not a write key) decides here.
-func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, batch bool, src *schemas.Source) (int, int) {
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, batch bool, src *schemas.Source) (status, accepted int) {
 	fail := func(e *apiError) (int, int) {
 		writeError(w, e)
 		return e.status, 0
@@ -254,6 +256,16 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 		return fail(&apiError{http.StatusUnauthorized, "unauthorized", "missing or unknown write key: send it as the HTTP Basic user name"})
 	}
 
+	// The request's trace (docs/operations.md#tracing): its traceparent, continued by the
+	// request's span when spans are exported; every message of it carries the result.
+	env.trace = platform.TraceFromHTTP(r.Header)
+	if s.tracer.Enabled() {
+		var span platform.Span
+		span, env.trace = s.tracer.Start(env.trace, "POST /v1/"+name, platform.SpanServer,
+			attribute.String(attrSourceID, src.ID), attribute.Int(attrEventCount, len(raws)))
+		defer func() { span.SetAttributes(attribute.Int("http.response.status_code", status)); span.End() }()
+	}
+
 	recs := make([]*kgo.Record, 0, len(raws))
 	var rejects []rejected
 	for i, raw := range raws {
@@ -282,7 +294,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, name string, bat
 		w.Header().Set("Retry-After", "1")
 		return fail(&apiError{http.StatusServiceUnavailable, "unavailable", "the event store did not acknowledge in time; retry"})
 	}
-	accepted := len(recs) - len(rejects)
+	accepted = len(recs) - len(rejects)
 	s.metrics.messages.WithLabelValues("accepted", src.ID).Add(float64(accepted))
 	if len(rejects) > 0 {
 		s.metrics.messages.WithLabelValues("rejected", src.ID).Add(float64(len(rejects)))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
@@ -76,8 +77,18 @@ func (s *Service) forward(r *kgo.Record) (*kgo.Record, bool) {
 		s.metrics.rejected.WithLabelValues("unauthorized").Inc()
 		return s.rejectedRecord(r.Value, nil, r.Key, &rejection{"unauthorized", reason}), false
 	}
-	env := &envelope{receivedAt: time.Now().UTC()}
+	// A record produced with a traceparent header continues that trace (docs/operations.md#tracing).
+	env := &envelope{receivedAt: time.Now().UTC(), trace: platform.TraceFromRecord(r)}
+	var span platform.Span
+	if s.tracer.Enabled() {
+		span, env.trace = s.tracer.Start(env.trace, "ingest "+r.Topic, platform.SpanConsumer,
+			attribute.String(attrSourceID, src.ID), attribute.Int(attrEventCount, 1))
+		defer span.End()
+	}
 	out, rej := s.prepare(schemas.ValidUTF8(r.Value), src, env)
+	if rej != nil {
+		span.Fail(rej.code, rej.reason)
+	}
 	if rej != nil {
 		s.metrics.rejected.WithLabelValues(rej.code).Inc()
 		return s.rejectedRecord(r.Value, src, r.Key, rej), false

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -23,6 +24,10 @@ type envelope struct {
 	// callType is the type a single-call endpoint implies (/v1/track → "track"); "" for
 	// batches and the Kafka front door, where each message names its own.
 	callType string
+	// trace is the request's trace context (docs/operations.md#tracing): the request's span's
+	// when spans are exported, else its traceparent as it came; every message of the request
+	// carries it (a batch's events share the request's trace).
+	trace platform.TraceContext
 
 	// What every message of the request gets merged into its context: the batch-level context
 	// and the peer's ip, parsed once per request (contextMembers).
@@ -42,6 +47,12 @@ func (env *envelope) contextMembers() (schemas.Members, error) {
 	}
 	return env.members, env.membersErr
 }
+
+// The attributes of ingest's spans (docs/operations.md#tracing).
+const (
+	attrSourceID   = "tributary.source.id"
+	attrEventCount = "tributary.event.count"
+)
 
 // rejection says why one message was refused.
 type rejection struct {
@@ -95,15 +106,19 @@ func (s *Service) prepareMessage(m *schemas.Message, raw []byte, src *schemas.So
 		return nil, &rejection{"invalid_message", err.Error()}
 	}
 	enrich(m, env)
+	headers := []kgo.RecordHeader{
+		{Key: schemas.HeaderSourceID, Value: []byte(src.ID)},
+		{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},
+		{Key: schemas.HeaderType, Value: []byte(m.Type)},
+	}
+	if !env.trace.IsZero() { // only a traced request pays for the longer slice
+		headers = env.trace.AppendHeaders(append(make([]kgo.RecordHeader, 0, len(headers)+2), headers...))
+	}
 	return &kgo.Record{
-		Topic: s.cfg.EventsTopic,
-		Key:   []byte(m.Key()),
-		Value: m.AppendJSON(make([]byte, 0, len(raw)+len(env.context)+len(env.integrations)+256)),
-		Headers: []kgo.RecordHeader{
-			{Key: schemas.HeaderSourceID, Value: []byte(src.ID)},
-			{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},
-			{Key: schemas.HeaderType, Value: []byte(m.Type)},
-		},
+		Topic:   s.cfg.EventsTopic,
+		Key:     []byte(m.Key()),
+		Value:   m.AppendJSON(make([]byte, 0, len(raw)+len(env.context)+len(env.integrations)+256)),
+		Headers: headers,
 	}, nil
 }
 

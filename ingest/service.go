@@ -49,6 +49,7 @@ type Service struct {
 	cfg      Config
 	deps     Deps
 	logger   zerolog.Logger
+	tracer   *platform.Tracer // nil: no spans (docs/operations.md#tracing)
 	producer *kgo.Client
 	metrics  *metrics
 	server   *platform.HTTPServer
@@ -81,7 +82,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Health == nil {
 		deps.Health = platform.NewHealth()
 	}
-	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "ingest").Logger()}
+	s := &Service{cfg: cfg, deps: deps, logger: deps.Logger.With().Str("service", "ingest").Logger(), tracer: deps.Tracer}
 	s.publicURL, _ = parsePublicURL(cfg.PublicURL) // validated above
 	if cfg.MaxInFlight > 0 {
 		s.inFlight = make(chan struct{}, cfg.MaxInFlight)

@@ -74,6 +74,28 @@ type Command struct {
 	// ShutdownTimeout is how long the services may take to stop after SIGTERM
 	// (Settings.ShutdownTimeout); Run gives up waiting a second later.
 	ShutdownTimeout time.Duration
+
+	tracer *Tracer // set by Trace
+}
+
+// Trace reads the OTEL_* variables (TracingSettings) and, when they enable span export, gives
+// the service named service (ingest, router...) a Tracer: Deps then carries it, and Run exports
+// its last spans as the process stops. Without an endpoint it does nothing (the trace context
+// is passed on all the same: docs/operations.md#tracing).
+func (c *Command) Trace(service string) error {
+	s, err := TracingSettingsFromEnviron(nil)
+	if err != nil {
+		return err
+	}
+	name := s.ServiceName
+	if name == "" {
+		name = DefaultServiceName(service)
+	}
+	c.tracer, err = NewTracer(s, name)
+	if c.tracer != nil {
+		c.Logger.Info().Str("service_name", name).Str("sampler", s.Sampler).Msg("exporting spans over OTLP")
+	}
+	return err
 }
 
 // NewCommand reads the environment and builds the parts; errors name the variable at fault.
@@ -139,7 +161,11 @@ func (c *Command) APIMetrics() (prometheus.Gatherer, []Runner) {
 func (c *Command) Run(runners ...Runner) error {
 	ctx, stop := SignalContext(context.Background())
 	defer stop()
-	return RunWithin(ctx, c.ShutdownTimeout+time.Second, append([]Runner{c.configReady()}, runners...)...)
+	first := []Runner{c.configReady()}
+	if c.tracer != nil {
+		first = append(first, c.tracer)
+	}
+	return RunWithin(ctx, c.ShutdownTimeout+time.Second, append(first, runners...)...)
 }
 
 // configReady runs the config store and marks the service ready once the config is loaded.

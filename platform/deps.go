@@ -27,6 +27,9 @@ type Deps struct {
 	// Health gets the service's checks and components (a Kafka check, a state that is
 	// warming), served on /healthz and /readyz; nil: what each service's Deps says.
 	Health *Health
+	// Tracer starts the service's spans (docs/operations.md#tracing); nil, the default, exports
+	// none: the trace context of each event is still passed on.
+	Tracer *Tracer
 }
 
 // Deps returns the dependencies the command built for its service: the Kafka settings, the
@@ -34,5 +37,5 @@ type Deps struct {
 // /metrics off the service's public port (APIMetrics).
 func (c *Command) Deps() Deps {
 	gatherer, _ := c.APIMetrics()
-	return Deps{Kafka: c.Kafka, Logger: c.Logger, Registerer: c.Registry, Gatherer: gatherer, Health: c.Health}
+	return Deps{Kafka: c.Kafka, Logger: c.Logger, Registerer: c.Registry, Gatherer: gatherer, Health: c.Health, Tracer: c.tracer}
 }

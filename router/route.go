@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
@@ -58,6 +59,10 @@ type Step struct {
 	// Violation Generated calls, docs/routing.md#tracking-plans) in Deliveries.Forwarded; "":
 	// none are forwarded.
 	EventsTopic string
+
+	// Tracer, when set, starts a span per routed message (docs/operations.md#tracing); nil:
+	// the message's trace context is only copied onto its deliveries.
+	Tracer *platform.Tracer
 
 	// Filters caches the compiled destination filters across steps of one config snapshot
 	// (docs/routing.md#destination-filters); nil: the step makes its own.
@@ -158,6 +163,14 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	}
 	var messageID []byte
 	n := len(out.Records)
+	// The message's trace context travels on each delivery (docs/topics.md#trace-context): the
+	// header values themselves, or the routing span's when spans are exported.
+	tc := platform.TraceFromRecord(rec)
+	if s.Tracer.Enabled() {
+		var span platform.Span
+		span, tc = s.Tracer.Start(tc, "route", platform.SpanConsumer, attribute.String("tributary.source.id", src.ID))
+		defer func() { span.SetAttributes(attribute.Int("tributary.destination.count", len(out.Records)-n)); span.End() }()
+	}
 	// s.fmsg holds this message: its top level noted as the body was written, when the body
 	// is still that one (a tracking plan may have edited it) and of a type whose members
 	// stayed where they were written.
@@ -192,7 +205,7 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 				if messageID == nil {
 					messageID = []byte(v.MessageID)
 				}
-				out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, own))
+				out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, own, tc))
 				out.DestinationIDs = append(out.DestinationIDs, d.ID)
 				continue
 			}
@@ -201,7 +214,7 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 			messageID = []byte(v.MessageID)
 		}
 		shared++
-		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, body))
+		out.Records = append(out.Records, s.delivery(d.ID, user, messageID, typeValue(v.Type), sourceID, keyID, body, tc))
 		out.DestinationIDs = append(out.DestinationIDs, d.ID)
 	}
 	if len(out.Records) == n {
@@ -253,30 +266,31 @@ func (s *Step) filterDropped(destID, messageID, filter string) *kgo.Record {
 // deliveryRecord holds a record and its headers in one allocation.
 type deliveryRecord struct {
 	rec     kgo.Record
-	headers [7]kgo.RecordHeader
+	headers [9]kgo.RecordHeader
 }
 
 // delivery builds one webhooks.deliveries record (docs/topics.md#webhooksdeliveries): key
-// destinationId:userId; keyID, when not nil, is the tributary-key header of a sealed body.
-func (s *Step) delivery(destID, user string, messageID, typ, sourceID, keyID, body []byte) *kgo.Record {
+// destinationId:userId; keyID, when not nil, is the tributary-key header of a sealed body; tc
+// adds the traceparent and tracestate headers.
+func (s *Step) delivery(destID, user string, messageID, typ, sourceID, keyID, body []byte, tc platform.TraceContext) *kgo.Record {
 	key := make([]byte, 0, len(destID)+1+len(user))
 	key = append(append(append(key, destID...), ':'), user...)
 	destBytes := key[:len(destID):len(destID)]
 	d := &deliveryRecord{}
-	d.headers = [7]kgo.RecordHeader{
+	d.headers = [9]kgo.RecordHeader{
 		{Key: schemas.HeaderDestinationID, Value: destBytes},
 		{Key: schemas.HeaderMessageID, Value: messageID},
 		{Key: schemas.HeaderAttempt, Value: attemptOne},
 		{Key: schemas.HeaderFirstAttemptAt, Value: s.FirstAttemptAt},
 		{Key: schemas.HeaderType, Value: typ},
 		{Key: schemas.HeaderSourceID, Value: sourceID},
-		{Key: schemas.HeaderDataKey, Value: keyID},
 	}
-	n := len(d.headers)
-	if keyID == nil {
-		n--
+	hs := d.headers[:6]
+	if keyID != nil {
+		hs = append(hs, kgo.RecordHeader{Key: schemas.HeaderDataKey, Value: keyID})
 	}
-	d.rec = kgo.Record{Topic: s.DeliveriesTopic, Key: key, Value: body, Headers: d.headers[:n]}
+	hs = tc.AppendHeaders(hs) // within the array: no allocation
+	d.rec = kgo.Record{Topic: s.DeliveriesTopic, Key: key, Value: body, Headers: hs}
 	return &d.rec
 }
 

@@ -181,6 +181,7 @@ func (s *Service) routeBatch(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record
 		Keys:            s.keys,
 		EventsTopic:     s.cfg.EventsTopic,
 		Filters:         s.filters,
+		Tracer:          s.deps.Tracer,
 	}
 	if s.cfg.FilteredRecords {
 		step.AttemptsTopic = s.cfg.AttemptsTopic
@@ -347,7 +348,7 @@ func (s *Service) deleteNotices(out []*kgo.Record, snap Snapshot, req *schemas.D
 			}
 			// Plain: a delete notice names only the user, and must reach the receiver even
 			// though the user's keys are gone.
-			out = append(out, step.delivery(d.ID, req.UserID, []byte("delete-"+reqID+"-"+sid), typeValue(schemas.TypeDelete), []byte(sid), nil, body))
+			out = append(out, step.delivery(d.ID, req.UserID, []byte("delete-"+reqID+"-"+sid), typeValue(schemas.TypeDelete), []byte(sid), nil, body, platform.TraceContext{}))
 			s.metrics.deliveries.WithLabelValues(d.ID, "delete").Inc()
 		}
 	}

@@ -27,6 +27,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if err := cmd.Trace("audiences"); err != nil { // OTEL_*: docs/operations.md#tracing
+		return err
+	}
 	cfg, err := audiences.ConfigFromEnv()
 	if err != nil {
 		return err

@@ -245,6 +245,9 @@ func serve() error {
 	if err != nil {
 		return err
 	}
+	if err := cmd.Trace("deliverer"); err != nil { // OTEL_*: docs/operations.md#tracing
+		return err
+	}
 	cfg, err := deliverer.ConfigFromEnv()
 	if err != nil {
 		return err

@@ -25,6 +25,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if err := cmd.Trace("ingest"); err != nil { // OTEL_*: docs/operations.md#tracing
+		return err
+	}
 	cfg, err := ingest.ConfigFromEnv()
 	if err != nil {
 		return err

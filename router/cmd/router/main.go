@@ -26,6 +26,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if err := cmd.Trace("router"); err != nil { // OTEL_*: docs/operations.md#tracing
+		return err
+	}
 	cfg, err := router.ConfigFromEnv()
 	if err != nil {
 		return err
