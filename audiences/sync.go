@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -240,6 +241,14 @@ const syncYieldEvery = 4096
 func (s *Service) syncPartition(b *batch, p int32, part *partition) []*kgo.Record {
 	start := time.Now()
 	out := b.out
+	if s.deps.Tracer.Enabled() { // a span per sync batch, a trace of its own (docs/operations.md#tracing)
+		span, _ := s.deps.Tracer.Start(platform.TraceContext{}, "audiences sync", platform.SpanInternal, attribute.Int("tributary.partition", int(p)))
+		n := len(out)
+		defer func() {
+			span.SetAttributes(attribute.Int("tributary.change.count", len(out)-n), attribute.Bool("tributary.sync.complete", part.pending == nil))
+			span.End()
+		}()
+	}
 	if part.pass == nil {
 		// A new pass over every profile the partition holds now.
 		part.pass = &changeCounter{joins: map[string]int{}, leaves: map[string]int{}, members: map[string]int{}}

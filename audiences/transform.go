@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -24,6 +26,10 @@ type batch struct {
 	// source is the source id of the tracking.events record being applied ("" for a message
 	// handed on), read only when profiles keep events (AUDIENCES_PROFILE_EVENTS).
 	source string
+	// trace is the trace context of the tracking.events record being applied (zero for a
+	// message handed on): the identify calls a realtime join sends continue it
+	// (docs/operations.md#tracing).
+	trace platform.TraceContext
 }
 
 // transform processes one poll of tracking.events and audiences.repartition in one
@@ -83,10 +89,11 @@ func (s *Service) process(b *batch, r *kgo.Record) error {
 	if err != nil || !ok {
 		return err
 	}
-	b.source = ""
+	b.source, b.trace = "", platform.TraceContext{}
 	switch r.Topic {
 	case s.cfg.EventsTopic:
 		b.events++
+		b.trace = platform.TraceFromRecord(r)
 		if s.cfg.ProfileEvents > 0 {
 			b.source = headerValue(r, schemas.HeaderSourceID)
 		}
@@ -253,7 +260,29 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 		s.linkExternalIDs(b, p, part, prof, m, at)
 	}
 	if s.model.realtime {
+		n := len(b.out)
 		b.out = s.syncProfile(b.out, part, prof, b.now, true, nil)
+		if len(b.out) > n {
+			s.traceJoins(b, b.out[n:])
+		}
+	}
+}
+
+// traceJoins makes the identify calls of a realtime join part of the trace of the message
+// that caused them (docs/operations.md#tracing): a span of the join when spans are exported,
+// its context (else the message's) on each record.
+func (s *Service) traceJoins(b *batch, calls []*kgo.Record) {
+	tc := b.trace
+	if s.deps.Tracer.Enabled() {
+		var span platform.Span
+		span, tc = s.deps.Tracer.Start(tc, "audiences realtime join", platform.SpanInternal, attribute.Int("tributary.change.count", len(calls)))
+		defer span.End()
+	}
+	if tc.IsZero() {
+		return
+	}
+	for _, r := range calls {
+		r.Headers = tc.AppendHeaders(r.Headers)
 	}
 }
 

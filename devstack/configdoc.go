@@ -49,6 +49,7 @@ func settingsSources() []struct {
 	}{
 		{platform.DefaultKafkaSettings(), commands},
 		{platform.DefaultCommandSettings(), []string{"ingest", "router", "deliverer", "audiences", "console"}},
+		{platform.DefaultTracingSettings(), []string{"ingest", "router", "deliverer", "audiences", "tributary"}},
 		{ingest.DefaultConfig(), []string{"ingest", "tributary"}},
 		{router.DefaultConfig(), []string{"router", "tributary"}},
 		{deliverer.DefaultConfig(), []string{"deliverer", "tributary"}},

@@ -49,6 +49,9 @@ type Config struct {
 	DataDir string `env:"DATA_DIR" doc:"directory of the files of the embedded broker"`
 	// LogLevel is the level of the stack's logs (LOG_LEVEL, platform.CommandSettings).
 	LogLevel string `env:"LOG_LEVEL"`
+	// Tracing is the span export of the services (OTEL_*, docs/operations.md#tracing): each
+	// service gets its own Tracer, named '<OTEL_SERVICE_NAME>-<service>' or 'tributary-<service>'.
+	Tracing platform.TracingSettings `env:"-"`
 }
 
 // Validate returns every setting that cannot work, each naming its variable.

@@ -52,6 +52,9 @@ func (s *Stack) addServices(ctx context.Context) error {
 	} {
 		deps := shared
 		deps.Health = health.Scope(svc.name)
+		if deps.Tracer, err = s.tracer(svc.name); err != nil {
+			return err
+		}
 		buildAs(ctx, svc.name)
 		r, err := svc.build(deps, keys)
 		if err != nil {
@@ -60,6 +63,25 @@ func (s *Stack) addServices(ctx context.Context) error {
 		s.services = append(s.services, labelled{svc.name, r})
 	}
 	return nil
+}
+
+// tracer builds the Tracer of one service (nil: span export off, docs/operations.md#tracing)
+// and adds it to the stack's runners, so that its last spans are exported at the stop. In one
+// process each service keeps a service.name of its own.
+func (s *Stack) tracer(service string) (*platform.Tracer, error) {
+	if service == "console" || !s.cfg.Tracing.Enabled() {
+		return nil, nil
+	}
+	name := platform.DefaultServiceName(service)
+	if s.cfg.Tracing.ServiceName != "" {
+		name = s.cfg.Tracing.ServiceName + "-" + service
+	}
+	t, err := platform.NewTracer(s.cfg.Tracing, name)
+	if err != nil {
+		return nil, err
+	}
+	s.services = append(s.services, labelled{service + " tracer", t})
+	return t, nil
 }
 
 // buildIngest builds ingest and opens its listener (its address is IngestAddr).

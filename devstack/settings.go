@@ -25,6 +25,7 @@ func DefaultConfig() Config {
 		DataDir:      ".data",
 		Console:      console.DefaultConfig(),
 		LogLevel:     platform.DefaultCommandSettings().LogLevel,
+		Tracing:      platform.DefaultTracingSettings(),
 	}
 }
 
@@ -37,7 +38,7 @@ func ConfigFromEnv() (Config, error) { return ConfigFromEnviron(nil) }
 // process environment; nil reads the process environment. It returns every problem.
 func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	c := DefaultConfig()
-	var errs [7]error
+	var errs [8]error
 	c.Kafka, errs[0] = platform.ParseKafkaSettings(environ)
 	c.Ingest, errs[1] = ingest.ConfigFromEnviron(environ)
 	c.Router, errs[2] = router.ConfigFromEnviron(environ)
@@ -47,6 +48,7 @@ func ConfigFromEnviron(environ map[string]string) (Config, error) {
 	errs[4] = errors.Join(platform.FromEnv(&c.Audiences, environ), c.audiencesToValidate().Validate())
 	errs[6] = errors.Join(platform.FromEnv(&c.Console, environ), c.consoleToValidate().Validate())
 	errs[5] = platform.FromEnv(&c, environ)
+	c.Tracing, errs[7] = platform.TracingSettingsFromEnviron(environ)
 	// A field that does not parse keeps its valid default: validateOwn adds only other problems.
 	return c, joinDistinct(append(errs[:], c.validateOwn())...)
 }

@@ -164,7 +164,7 @@ type TracingSettings struct {
 	// parentbased_ forms.
 	Sampler string `env:"OTEL_TRACES_SAMPLER" services:"ingest, router, deliverer, audiences, tributary" doc:"'always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off' or 'parentbased_traceidratio': parent-based samplers follow the sampled flag of the incoming 'traceparent', so a trace is kept or dropped whole"`
 	// SamplerArg is the ratio of the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG), 0 to 1.
-	SamplerArg string `env:"OTEL_TRACES_SAMPLER_ARG" services:"ingest, router, deliverer, audiences, tributary" docDefault:"1" doc:"the ratio of the 'traceidratio' samplers, 0 to 1 ('0.1': one trace in ten)"`
+	SamplerArg string `env:"OTEL_TRACES_SAMPLER_ARG" services:"ingest, router, deliverer, audiences, tributary" docDefault:"'1'" doc:"the ratio of the 'traceidratio' samplers, 0 to 1 ('0.1': one trace in ten)"`
 	// Disabled turns export off (OTEL_SDK_DISABLED); propagation stays on.
 	Disabled bool `env:"OTEL_SDK_DISABLED" services:"ingest, router, deliverer, audiences, tributary" doc:"'true': no span is exported whatever else is set; the 'traceparent' of each event is still passed on"`
 
