@@ -49,7 +49,8 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 	return newHarnessWith(t, Deps{}, mutate...)
 }
 
-// newHarnessWith is newHarness whose service also gets deps' ConfigReady and KafkaOpts.
+// newHarnessWith is newHarness whose service also gets deps' ConfigReady, KafkaOpts, Keys and
+// Tracer.
 func newHarnessWith(t testing.TB, deps Deps, mutate ...func(*Config)) *harness {
 	t.Helper()
 	brokers := kafkatest.Embedded(t)
@@ -64,6 +65,7 @@ func newHarnessWith(t testing.TB, deps Deps, mutate ...func(*Config)) *harness {
 			Kafka:     kafkaSettings(t, brokers...),
 			KafkaOpts: deps.KafkaOpts,
 			Logger:    zerolog.Nop(),
+			Tracer:    deps.Tracer,
 		},
 		Sources:     func() Sources { return testSources },
 		ConfigReady: deps.ConfigReady,
