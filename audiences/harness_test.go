@@ -28,6 +28,8 @@ type harness struct {
 	seen   int // records of events already returned by identifies
 	// port is the last port given to a service's API on the virtual network (0: loopback TCP).
 	port int
+	// tracer, when set, is the Tracer of the services the harness builds.
+	tracer *platform.Tracer
 }
 
 // newHarness is a harness on the virtual network: call it inside synctest.Test.
@@ -101,6 +103,7 @@ func (h *harness) service(id string, mod func(*audiences.Config)) (*audiences.Se
 			Logger:     h.Logger,
 			Registerer: reg,
 			Gatherer:   reg,
+			Tracer:     h.tracer,
 		},
 		Config: func() audiences.Snapshot { return h.Store.Snapshot() }, ConfigReady: h.Store.Ready(),
 	})
