@@ -129,7 +129,7 @@ func TestCORS(t *testing.T) {
 		if resp.StatusCode != 204 || h.Get("Access-Control-Allow-Origin") != origin || h.Get("Access-Control-Max-Age") != "86400" || h.Get("Access-Control-Allow-Credentials") != "" {
 			t.Errorf("preflight: %d %v", resp.StatusCode, h)
 		}
-		for _, name := range []string{"Authorization", "Content-Type", "X-Retry-Count", "Content-Encoding"} {
+		for _, name := range []string{"Authorization", "Content-Type", "X-Retry-Count", "Content-Encoding", "traceparent", "tracestate"} {
 			if !strings.Contains(h.Get("Access-Control-Allow-Headers"), name) {
 				t.Errorf("preflight allows %q, not %s", h.Get("Access-Control-Allow-Headers"), name)
 			}

@@ -62,7 +62,7 @@ func (s *Service) notFound(w http.ResponseWriter, r *http.Request) {
 // can honour a 503's delay.
 const (
 	corsAllowMethods  = "GET, POST, OPTIONS"
-	corsAllowHeaders  = "Authorization, Content-Type, Content-Encoding, X-Retry-Count"
+	corsAllowHeaders  = "Authorization, Content-Type, Content-Encoding, X-Retry-Count, traceparent, tracestate"
 	corsExposeHeaders = "Retry-After"
 	corsMaxAge        = "86400"
 )

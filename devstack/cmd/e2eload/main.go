@@ -30,6 +30,10 @@
 // MAKE_RUN=1):
 //
 //	e2eload -external http://127.0.0.1:8080 -receiver-addr 127.0.0.1:18099 -pid $(pgrep -n tributary) -d 20s -rate 30000 -batch 100 -c 8
+//
+// -otlp-addr runs a small OTLP/HTTP trace receiver there (a collector's stand-in) and reports the
+// spans it received, for measuring span export (docs/benchmarks.md#tracing-overhead): point the
+// stack's OTEL_EXPORTER_OTLP_ENDPOINT at it.
 package main
 
 import (
@@ -146,6 +150,7 @@ func run() error {
 	timeline := flag.Bool("timeline", false, "also print the worst latency of the webhooks received in each second")
 	external := flag.String("external", "", "the ingest base URL of a Tributary running in another process (make run: http://127.0.0.1:8080) instead of the stack in this one; its config must post to -receiver-addr (write key wk_bench, source bench); with -rate, at most -c connections")
 	receiverAddr := flag.String("receiver-addr", "127.0.0.1:0", "where the webhook receiver listens")
+	otlpAddr := flag.String("otlp-addr", "", `listen for OTLP/HTTP trace exports here ("127.0.0.1:4318") and report the spans received; "": none`)
 	pid := flag.Int("pid", 0, "with -external: the process whose CPU time and peak RSS are reported (make run's)")
 	flag.Parse()
 	var neighbourDelay time.Duration
@@ -178,6 +183,13 @@ func run() error {
 	thr, err := parseThrottle(*throttle)
 	if err != nil {
 		return err
+	}
+	var otlp *otlpSink
+	if *otlpAddr != "" {
+		if otlp, err = startOTLPSink(*otlpAddr); err != nil {
+			return err
+		}
+		defer otlp.close()
 	}
 	ln, err := net.Listen("tcp", *receiverAddr)
 	if err != nil {
@@ -411,6 +423,9 @@ destinations:
 	fmt.Printf("receiver: peak %d requests at once (latency %v)\n", peak.Load(), *latency)
 	if *neighbour != "" {
 		fmt.Printf("neighbour (%s): %d webhooks answered\n", *neighbour, neighbourN.Load())
+	}
+	if otlp != nil {
+		fmt.Println(otlp.report())
 	}
 	rss := peakRSS("self")
 	if st != nil {
