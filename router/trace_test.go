@@ -82,3 +82,38 @@ func TestRouteCarriesTraceContext(t *testing.T) {
 		t.Errorf("route span: %d destinations, parent %s", count, spans[0].Parent.SpanID())
 	}
 }
+
+// BenchmarkRouteTrace: routing one message to two destinations without a trace context, with
+// one and span export off (the headers copied), and with export on at 10% sampling.
+func BenchmarkRouteTrace(b *testing.B) {
+	cfg := mustConfig(b, routeYAML)
+	msg := `{"type":"track","event":"Order Completed","userId":"u1","messageId":"m1","properties":{"total":42}}`
+	plain := eventRecord(b, "web", msg)
+	traced := eventRecord(b, "web", msg)
+	traced.Headers = append(traced.Headers, kgo.RecordHeader{Key: schemas.HeaderTraceparent, Value: []byte(tracedParent[:len(tracedParent)-2] + "00")})
+	s := platform.DefaultTracingSettings()
+	s.Exporter, s.Sampler, s.SamplerArg = tracetest.NewNoopExporter(), "parentbased_traceidratio", "0.1"
+	tr, err := platform.NewTracer(s, "tributary-router")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	for _, c := range []struct {
+		name   string
+		rec    *kgo.Record
+		tracer *platform.Tracer
+	}{
+		{"untraced", plain, nil},
+		{"traced export off", traced, nil},
+		{"untraced export on 10%", plain, tr},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			step := Step{DeliveriesTopic: "out", Config: testConfig{cfg}, FirstAttemptAt: []byte("2026-01-01T00:00:00.000Z"), Tracer: c.tracer}
+			out := Deliveries{}
+			b.ReportAllocs()
+			for b.Loop() {
+				out, _, _ = step.Route(c.rec, out.Reset())
+			}
+		})
+	}
+}
