@@ -90,7 +90,7 @@ func TestIngestSpans(t *testing.T) {
 	for _, sp := range exp.GetSpans() {
 		attrs := map[string]string{}
 		for _, a := range sp.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		switch sp.SpanContext.TraceID().String() {
 		case tracedID:
