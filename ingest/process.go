@@ -106,14 +106,15 @@ func (s *Service) prepareMessage(m *schemas.Message, raw []byte, src *schemas.So
 		return nil, &rejection{"invalid_message", err.Error()}
 	}
 	enrich(m, env)
-	headers := []kgo.RecordHeader{
-		{Key: schemas.HeaderSourceID, Value: []byte(src.ID)},
-		{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},
-		{Key: schemas.HeaderType, Value: []byte(m.Type)},
+	n := 3
+	if !env.trace.IsZero() {
+		n += 2 // traceparent and tracestate: within the same allocation
 	}
-	if !env.trace.IsZero() { // only a traced request pays for the longer slice
-		headers = env.trace.AppendHeaders(append(make([]kgo.RecordHeader, 0, len(headers)+2), headers...))
-	}
+	headers := append(make([]kgo.RecordHeader, 0, n),
+		kgo.RecordHeader{Key: schemas.HeaderSourceID, Value: []byte(src.ID)},
+		kgo.RecordHeader{Key: schemas.HeaderMessageID, Value: []byte(m.MessageID)},
+		kgo.RecordHeader{Key: schemas.HeaderType, Value: []byte(m.Type)})
+	headers = env.trace.AppendHeaders(headers)
 	return &kgo.Record{
 		Topic:   s.cfg.EventsTopic,
 		Key:     []byte(m.Key()),
