@@ -37,6 +37,11 @@
 //     router's suppression list, the deliverer at egress and DLQ replays
 //     (docs/delivery.md#deleted-and-suppressed-users).
 //   - Logging: [NewLogger] (LOG_LEVEL; JSON, or pretty on a terminal).
+//   - Tracing: [TraceContext] is an event's W3C traceparent and tracestate, read from a request
+//     ([TraceFromHTTP]) or a record ([TraceFromRecord]) and written onward ([TraceContext.AppendHeaders]),
+//     always on and allocation-free; [Tracer] (nil: export off) starts the spans and exports
+//     them over OTLP as [TracingSettings] (the OTEL_* variables) say; [Command.Trace] builds a
+//     service's (docs/operations.md#tracing).
 //   - HTTP: [HTTPServer] serves /healthz, /readyz, Prometheus /metrics and the service's own
 //     handler with hardened timeouts, and drains in-flight requests on shutdown; [Health]
 //     holds the readiness of a service's components ([Health.Scope]: a view for one of several
