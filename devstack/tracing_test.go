@@ -113,7 +113,7 @@ func TestTraceIngestToWebhook(t *testing.T) {
 	}
 	sink := &otlpSink{}
 	collector := httptest.NewServer(sink)
-	defer collector.Close()
+	t.Cleanup(collector.Close) // after the stack's cleanup: its last spans are exported
 	rc := &flakyHook{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()

@@ -93,6 +93,7 @@ func (c *Command) Trace(service string) error {
 	}
 	c.tracer, err = NewTracer(s, name)
 	if c.tracer != nil {
+		LogTracingErrors(c.Logger)
 		c.Logger.Info().Str("service_name", name).Str("sampler", s.Sampler).Msg("exporting spans over OTLP")
 	}
 	return err

@@ -11,7 +11,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -299,6 +301,15 @@ func (s TracingSettings) exporter() (sdktrace.SpanExporter, error) {
 		endpoint = strings.TrimSuffix(s.Endpoint, "/") + "/v1/traces"
 	}
 	return otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(endpoint))
+}
+
+// LogTracingErrors sends the OpenTelemetry SDK's errors (an export the collector refused or did
+// not answer) to logger instead of the standard library's log. The SDK's error handler is one per
+// process: only mains (Command.Trace, `make run`) call it.
+func LogTracingErrors(logger zerolog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn().Err(err).Msg("exporting spans")
+	}))
 }
 
 // Enabled reports whether t exports spans (false for nil).

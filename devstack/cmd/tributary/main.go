@@ -45,6 +45,9 @@ func run() error {
 	}
 	ctx, stop := platform.SignalContext(context.Background())
 	defer stop()
+	if cfg.Tracing.Enabled() { // the span exporters' errors in these logs (docs/operations.md#tracing)
+		platform.LogTracingErrors(logger)
+	}
 	stack, err := devstack.New(ctx, cfg, logger)
 	if err != nil {
 		return err
