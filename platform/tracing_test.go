@@ -1,13 +1,17 @@
 package platform_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -236,5 +240,16 @@ func BenchmarkTraceFromRecordAbsent(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = platform.TraceFromRecord(in)
+	}
+}
+
+// The SDK's export errors reach the service's logger, not the standard library's log.
+func TestLogTracingErrors(t *testing.T) {
+	var buf bytes.Buffer
+	platform.LogTracingErrors(zerolog.New(&buf))
+	defer platform.LogTracingErrors(zerolog.Nop())
+	otel.Handle(errors.New("collector unreachable"))
+	if !strings.Contains(buf.String(), `"message":"exporting spans"`) || !strings.Contains(buf.String(), "collector unreachable") {
+		t.Errorf("logged %q", buf.String())
 	}
 }
