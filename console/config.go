@@ -57,6 +57,11 @@ type Config struct {
 	// NoticesTopic holds the auto-disable notices (docs/delivery.md#auto-disable), shown in
 	// the overview's problems.
 	NoticesTopic string
+	// AuditTopic is the audit trail (docs/console.md#audit-trail).
+	AuditTopic string
+	// AuditWindow is how many of the latest audit records the console keeps in memory for
+	// GET /v1/audit and the audit page (the export reads the topic).
+	AuditWindow int
 	// SuppressionsTopic is read (with DeletionsStatusTopic) before a DLQ replay: a deleted or
 	// suppressed user's dead letters are skipped (docs/console.md#replay-the-dead-letter-queue).
 	SuppressionsTopic string
@@ -117,6 +122,8 @@ func DefaultConfig() Config {
 		SessionsTopic:              schemas.TopicSessions,
 		RetriedNowTopic:            schemas.TopicRetriedNow,
 		NoticesTopic:               schemas.TopicNotices,
+		AuditTopic:                 schemas.TopicAudit,
+		AuditWindow:                50_000,
 		PendingPerDestination:      10000,
 		SuppressionsTopic:          schemas.TopicSuppressions,
 		DelivererGroup:             "tributary-deliverer",

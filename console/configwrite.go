@@ -57,6 +57,7 @@ const applyWait = 10 * time.Second
 // until the console's own config store has applied them (so the answer, and the next read,
 // show the change). Call it with writeMu held.
 func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject) (*platform.Snapshot, error) {
+	before := s.deps.Store.Snapshot() // for the audit trail: the config the write changes
 	recs := make([]*kgo.Record, 0, len(objs))
 	for _, o := range objs {
 		rec, err := s.record(o)
@@ -71,6 +72,7 @@ func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject
 	if err := s.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", s.cfg.ConfigTopic, err)
 	}
+	s.auditWrites(ctx, before, objs)
 	for _, o := range objs {
 		s.metrics.configWrites.WithLabelValues(string(o.Kind)).Inc()
 		s.logger.Info().Str("key", o.Key()).Bool("deleted", o.Deleted()).Msg("config object written")
@@ -309,6 +311,7 @@ func (s *Service) rotateWriteKey(ctx context.Context, id string, overlap time.Du
 	if overlap < 0 || overlap > s.cfg.MaxKeyOverlap {
 		return nil, "", "", errInvalid("overlap", "overlap: must be between 0s and %s, got %s", schemas.ShortDuration(s.cfg.MaxKeyOverlap), schemas.ShortDuration(overlap))
 	}
+	ctx = withAuditAction(ctx, auditRotateKey)
 	key = newWriteKey()
 	if overlap > 0 {
 		expiresAt = schemas.FormatTimestamp(s.now().Add(overlap))

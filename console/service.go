@@ -89,6 +89,7 @@ type Service struct {
 	replayRuns  replays        // the replays by time range and filter (replay.go)
 	replayWG    sync.WaitGroup // the running replays' goroutines: Run waits for them
 	metrics     *metrics
+	auditTrail  *auditTrail // the audit trail's writer and view (audit.go)
 	ui          *ui
 }
 
@@ -123,6 +124,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg)
+	s.auditTrail = newAuditTrail(cfg.AuditWindow, reg)
 	if s.dataKeys = deps.Keys; s.dataKeys == nil {
 		s.ownDataKeys = true
 		if s.dataKeys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
@@ -187,6 +189,7 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runPending),
 		platform.RunnerFunc(s.runPrune),
 		platform.RunnerFunc(s.runNotices),
+		platform.RunnerFunc(s.runAudit),
 	}
 	if s.ownDataKeys {
 		views = append(views, s.dataKeys)
@@ -421,6 +424,7 @@ func (s *Service) authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !platform.BearerMatches(r, s.cfg.Token) {
 			s.metrics.unauthorized.Inc()
+			s.auditRefusedToken(r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tributary-console"`)
 			writeJSON(w, http.StatusUnauthorized, &apiError{Code: codeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <CONSOLE_TOKEN>"})
 			return
@@ -505,11 +509,14 @@ func (s *Service) routes() http.Handler {
 	h("DELETE /v1/replays/{id}", s.cancelReplay)
 	h("POST /v1/replays/{id}/cancel", s.cancelReplay)
 
+	h("GET /v1/audit", s.listAudit)
+	h("GET /v1/audit/export", s.exportAudit)
+
 	api := s.authorized(s.methodErrors(mux))
 	root := http.NewServeMux()
 	root.Handle("/v1/", api)
 	s.ui.routes(root) // every other path: the web UI
-	return root
+	return withAuditOrigin(root)
 }
 
 // methodErrors turns the mux's plain-text 404 and 405 into the JSON error body.

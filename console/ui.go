@@ -236,6 +236,7 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if subtle.ConstantTimeCompare([]byte(token), []byte(u.s.cfg.Token)) != 1 {
 		u.s.metrics.unauthorized.Inc()
+		u.s.auditSignInRefused(r.Context(), "not the console token")
 		msg := "That is not the console token (CONSOLE_TOKEN)."
 		if f := u.s.cfg.TokenFile; f != "" {
 			msg = "That is not the console token (CONSOLE_TOKEN, kept in " + f + ")."
@@ -244,8 +245,10 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 			Data: map[string]string{"Next": next, "TokenFile": u.s.cfg.TokenFile}})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.newSession(u.s.now(), ""), Path: "/", MaxAge: int(sessionTTL / time.Second),
+	cookie := u.newSession(u.s.now(), "")
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: cookie, Path: "/", MaxAge: int(sessionTTL / time.Second),
 		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+	u.s.auditSession(r.Context(), auditSignIn, tokenPrincipal, cookie)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -261,6 +264,7 @@ func (u *ui) signOut(w http.ResponseWriter, r *http.Request) {
 				Error: "Signing out failed: the console could not record it (Kafka did not answer), so your session is still valid. Try again in a moment."})
 			return
 		}
+		u.s.auditSignOut(r.Context(), sess)
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)

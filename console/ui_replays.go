@@ -150,6 +150,7 @@ func (u *ui) cancelReplayPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.s.stopReplay(p)
+	u.s.auditReplayCancelled(r.Context(), p)
 	done := "Replay " + p.ID + " cancelled: no more of its messages are sent (those sent are delivered)."
 	http.Redirect(w, r, "/destinations/"+url.PathEscape(id)+"?tab="+tabReplay+"&done="+url.QueryEscape(done)+"&flash="+u.flashMAC(done), http.StatusSeeOther)
 }
