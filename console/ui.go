@@ -434,6 +434,7 @@ func (u *ui) routes(mux *http.ServeMux) {
 	u.destinationPages(pg)
 	u.audiencePages(pg)
 	u.deletionPages(pg)
+	u.auditPages(pg)
 	pg("GET /settings", u.settings)
 	pg("GET /settings/export", u.exportYAML)
 	pg("POST /settings/reencrypt", u.reencrypt)
