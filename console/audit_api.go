@@ -54,7 +54,7 @@ func auditTime(q url.Values, name string) (time.Time, error) {
 type auditPage struct {
 	Data []schemas.AuditRecord `json:"data"`
 	// Next is the cursor of the next (older) page; absent on the last.
-	Next string `json:"next,omitempty"`
+	Next string `json:"nextCursor,omitempty"`
 }
 
 // auditQuery answers a page of the recent audit records.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
@@ -17,6 +18,9 @@ import (
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
+
+// The export's JSON lines are a string to the API description's checks (TestOpenAPI).
+func init() { openapi3filter.RegisterBodyDecoder("application/jsonl", openapi3filter.FileBodyDecoder) }
 
 // auditRecords reads tributary.audit until it holds n records and returns them, decoded, with
 // every record's bytes (for scans for secrets).
@@ -229,7 +233,7 @@ func TestAuditAPIAndExport(t *testing.T) {
 	expect(t, h.do(http.MethodPatch, "/v1/sources/a1", map[string]any{"name": "A one"}), http.StatusOK)
 	type page struct {
 		Data []schemas.AuditRecord `json:"data"`
-		Next string                `json:"next"`
+		Next string                `json:"nextCursor"`
 	}
 	list := func(query string) page {
 		t.Helper()

@@ -604,6 +604,12 @@ func TestOpenAPI(t *testing.T) {
 	c.bad(400, "PUT", "/v1/config", "sources: [", "Content-Type", "application/yaml")
 	c.bad(400, "PUT", "/v1/config", `{"sourcez":[]}`)
 
+	// The audit trail (docs/console.md#audit-trail).
+	c.ok(200, "GET", "/v1/audit?action=source.&limit=2", nil)
+	c.ok(400, "GET", "/v1/audit?since=yesterday", nil)
+	c.ok(200, "GET", "/v1/audit/export?kind=source", nil)
+	c.ok(400, "GET", "/v1/audit/export?until=soon", nil)
+
 	// Regulations.
 	c.ok(200, "GET", "/v1/regulations", nil)
 	reg := c.ok(200, "POST", "/v1/regulations", map[string]any{"regulationType": "SUPPRESS_WITH_DELETE", "subjectType": "USER_ID", "subjectIds": []string{"u1", "u2"}, "sourceIds": []string{"app"}})
