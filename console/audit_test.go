@@ -151,6 +151,9 @@ func TestAuditTrailRecordsEveryChange(t *testing.T) {
 	ok, refusedStatus := schemas.AuditOK, schemas.AuditRefused
 	token := schemas.ActorConsoleToken
 	wants := []want{
+		// The harness's config file, applied as tributary-init applies it.
+		{"source.create", "source", "web", schemas.ActorTributaryInit, false, true, ok},
+		{"destination.create", "destination", "file-hooks", schemas.ActorTributaryInit, false, true, ok},
 		{"session.sign-in", "session", "*", token, false, false, ok},
 		{"session.sign-in-refused", "session", "", token, false, false, refusedStatus},
 		{"api.unauthorized", "request", "GET /v1/sources", schemas.ActorAPIToken, false, false, refusedStatus},
@@ -193,7 +196,7 @@ func TestAuditTrailRecordsEveryChange(t *testing.T) {
 				g.Actor.Kind != w.actorKind || (len(g.Before) > 0) != w.before || (len(g.After) > 0) != w.after || g.Result.Status != w.status {
 				t.Errorf("record %d: %+v\nbefore %s\nafter %s\nwant %+v", i, g, g.Before, g.After, w)
 			}
-			if g.V != schemas.AuditVersion || g.ID == "" || g.From.IP == "" {
+			if g.V != schemas.AuditVersion || g.ID == "" || g.From.IP == "" && w.actorKind != schemas.ActorTributaryInit {
 				t.Errorf("record %d: v %d, id %q, from %+v", i, g.V, g.ID, g.From)
 			}
 			if w.actorKind == token && w.status == ok && (g.Actor.Name != "console-token" || g.Actor.Role != "admin") {
@@ -202,14 +205,14 @@ func TestAuditTrailRecordsEveryChange(t *testing.T) {
 		})
 	}
 	// The session signed in is the one signed out.
-	if got[0].Object.ID != got[len(got)-1].Object.ID {
-		t.Errorf("signed in session %q, signed out %q", got[0].Object.ID, got[len(got)-1].Object.ID)
+	if got[2].Object.ID != got[len(got)-1].Object.ID {
+		t.Errorf("signed in session %q, signed out %q", got[2].Object.ID, got[len(got)-1].Object.ID)
 	}
 	// A diff: the update's name before and after; secrets hashed, their hashes there.
-	if !strings.Contains(string(got[4].Before), `"name":"App"`) || !strings.Contains(string(got[4].After), `"name":"App 2"`) {
-		t.Errorf("source.update: before %s, after %s", got[4].Before, got[4].After)
+	if !strings.Contains(string(got[6].Before), `"name":"App"`) || !strings.Contains(string(got[6].After), `"name":"App 2"`) {
+		t.Errorf("source.update: before %s, after %s", got[6].Before, got[6].After)
 	}
-	if dest := string(got[6].After); !strings.Contains(dest, `"sharedSecret":"`+schemas.HashSecret(sharedSecret)+`"`) ||
+	if dest := string(got[8].After); !strings.Contains(dest, `"sharedSecret":"`+schemas.HashSecret(sharedSecret)+`"`) ||
 		!strings.Contains(dest, `"Authorization":"`+schemas.HashSecret(headerValue)+`"`) {
 		t.Errorf("destination.create: %s, want the secret and the header hashed", dest)
 	}
@@ -226,7 +229,7 @@ func TestAuditTrailRecordsEveryChange(t *testing.T) {
 // those older than the window included; bad filters are 400.
 func TestAuditAPIAndExport(t *testing.T) {
 	h := newHarness(t, func(c *console.Config) { c.AuditWindow = 3 })
-	start := time.Now().Add(-time.Second)
+	start := time.Now().Truncate(time.Millisecond) // after the harness's config file's records
 	for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
 		expect(t, h.do(http.MethodPost, "/v1/sources", map[string]any{"id": id, "name": id}), http.StatusCreated)
 	}
@@ -277,7 +280,7 @@ func TestAuditAPIAndExport(t *testing.T) {
 		t.Errorf("actor=someone: %s", ids(got))
 	}
 	if got := list("?until=" + url.QueryEscape(schemas.FormatTimestamp(start))).Data; len(got) != 0 {
-		t.Errorf("until before every record: %s", ids(got))
+		t.Errorf("until start: %s, want none (older than the window)", ids(got))
 	}
 	expectError(t, h.do(http.MethodGet, "/v1/audit?since=yesterday", nil), http.StatusBadRequest, "invalid",
 		`since: not an RFC 3339 time (2026-01-02T15:04:05Z) nor a date (2026-01-02): "yesterday"`, "since")
@@ -305,7 +308,12 @@ func TestAuditAPIAndExport(t *testing.T) {
 	if expect(t, r, http.StatusOK); strings.Count(string(r.Body), "\n") != 1 {
 		t.Errorf("export action=source.update: %s", r.Body)
 	}
+	// Before start: the harness's config file, applied by tributary-init.
 	r = h.do(http.MethodGet, "/v1/audit/export?until="+url.QueryEscape(schemas.FormatTimestamp(start)), nil)
+	if expect(t, r, http.StatusOK); strings.Count(string(r.Body), "\n") != 2 || strings.Count(string(r.Body), `"kind":"tributary-init"`) != 2 {
+		t.Errorf("export until start: %s, want the config file's two records", r.Body)
+	}
+	r = h.do(http.MethodGet, "/v1/audit/export?until=2000-01-01", nil)
 	if expect(t, r, http.StatusOK); len(r.Body) != 0 {
 		t.Errorf("export until before every record: %s", r.Body)
 	}

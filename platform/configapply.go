@@ -138,6 +138,7 @@ func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path strin
 	if err := produceConfig(ctx, kafka, topic, out, logger); err != nil {
 		return nil, fmt.Errorf("applying %s: %w", path, err)
 	}
+	writeConfigAudit(ctx, kafka, "", current, out, keys, logger)
 	return changes, nil
 }
 
@@ -184,6 +185,7 @@ func ReencryptConfig(ctx context.Context, kafka KafkaSettings, topic string, dry
 	if err := produceConfig(ctx, kafka, topic, out, logger); err != nil {
 		return nil, fmt.Errorf("re-encrypting the config: %w", err)
 	}
+	writeConfigAudit(ctx, kafka, "config.reencrypt", current, out, keys, logger)
 	return changes, nil
 }
 
