@@ -328,14 +328,14 @@ func TestUIAuditPage(t *testing.T) {
 	expect(t, h.do(http.MethodPost, "/v1/sources", map[string]any{"id": "app", "name": "App"}), http.StatusCreated)
 	expect(t, h.do(http.MethodPatch, "/v1/sources/app", map[string]any{"name": "App renamed"}), http.StatusOK)
 	servicetest.Eventually(t, 10*time.Second, "the update on the page", func() bool {
-		return strings.Contains(b.get("/audit").Body, "source.update")
+		return strings.Contains(b.get("/audit").Body, "<code>source.update</code>")
 	})
 	p := b.get("/audit")
 	p.contains(t, http.StatusOK, "Audit trail", "session.sign-in", "source.create", "console-token", `name="action"`,
 		`href="/audit/export`, "App renamed", `href="/audit"`)
 	p = b.get("/audit?action=source.create")
 	p.contains(t, http.StatusOK, "source.create")
-	if strings.Contains(p.Body, "<td><code>source.update") || strings.Contains(p.Body, "<td><code>session.sign-in") {
+	if strings.Contains(p.Body, "<code>source.update</code>") || strings.Contains(p.Body, "<code>session.sign-in</code>") {
 		t.Errorf("action=source.create still lists other actions")
 	}
 	b.get("/audit?since=nope").contains(t, http.StatusBadRequest, "since: not an RFC 3339 time")

@@ -105,6 +105,7 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 		{schemas.TopicParked, 3, "delete", "2592000000"},
 		{schemas.TopicParkedReplayed, 1, "delete", "2592000000"},
 		{schemas.TopicNotices, 1, "delete", "2592000000"},
+		{schemas.TopicAudit, 1, "delete", "34560000000"}, // 400 days
 		{"webhooks.retry.10s", 3, "delete", "604800000"},
 		{"webhooks.retry.1m", 3, "delete", "604800000"},
 	}
