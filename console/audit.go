@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"net"
 	"net/http"
 	"strings"
@@ -163,7 +162,7 @@ func (s *Service) auditRecord(ctx context.Context, actor schemas.AuditActor, act
 	}
 	var value []byte
 	if err == nil {
-		value, err = json.Marshal(&rec)
+		value, err = rec.Encode() // a large object's before and after: their digests
 	}
 	if err == nil {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditWriteTimeout)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
@@ -339,4 +340,53 @@ func TestUIAuditPage(t *testing.T) {
 		t.Errorf("action=source.create still lists other actions")
 	}
 	b.get("/audit?since=nope").contains(t, http.StatusBadRequest, "since: not an RFC 3339 time")
+}
+
+// TestAuditWriteFailureIsLoggedAndCounted: when Kafka does not take an audit record, the change
+// it records stays made and answered, and the record is not lost silently: it is logged in full
+// (its secrets hashed) and counted in tributary_console_audit_write_failures_total.
+func TestAuditWriteFailureIsLoggedAndCounted(t *testing.T) {
+	// The audit topic deleted under the console: every audit write fails.
+	h := newHarness(t, nil)
+	if _, err := kadm.NewClient(h.env.Client).DeleteTopics(h.env.Ctx, schemas.TopicAudit); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "failed-audit-secret-0123456789"
+	expect(t, h.do(http.MethodPost, "/v1/destinations", map[string]any{"id": "hooks", "type": "webhooks", "sources": []string{"web"},
+		"settings": map[string]any{"webhooks": []map[string]any{{"url": "https://h.example.com/"}}, "sharedSecret": secret}}), http.StatusCreated)
+	if _, ok := h.env.Store.Snapshot().DestinationByID("hooks"); !ok {
+		t.Fatal("the change was not made")
+	}
+	if n := counterValue(t, h, "tributary_console_audit_write_failures_total", ""); n != 1 {
+		t.Errorf("tributary_console_audit_write_failures_total = %v, want 1", n)
+	}
+	logs := h.logs.String()
+	if !strings.Contains(logs, `"audit record not written"`) || !strings.Contains(logs, `"action":"destination.create"`) ||
+		!strings.Contains(logs, schemas.HashSecret(secret)) {
+		t.Errorf("the failed record is not in the log:\n%s", logs)
+	}
+	h.secretsNowhere(t, []string{secret})
+}
+
+// TestAuditLargeObject: the update of an object near the record limit, whose before and after
+// do not fit one record together, is recorded with their sizes and digests instead.
+func TestAuditLargeObject(t *testing.T) {
+	h := newHarness(t, nil)
+	big := strings.Repeat("a", 600_000)
+	plan := func(desc string) map[string]any {
+		return map[string]any{"id": "big", "name": "Big", "rules": map[string]any{"events": []any{
+			map[string]any{"name": "Order Completed", "properties": map[string]any{"type": "object", "description": desc}}}}}
+	}
+	expect(t, h.do(http.MethodPost, "/v1/tracking-plans", plan(big)), http.StatusCreated)
+	expect(t, h.do(http.MethodPatch, "/v1/tracking-plans/big", map[string]any{"name": "Bigger"}), http.StatusOK)
+	got, _ := auditRecords(t, h, 4) // the config file's two, the create, the update
+	if len(got) != 4 || got[3].Action != "tracking-plan.update" {
+		t.Fatalf("%d records: %+v", len(got), got)
+	}
+	if u := got[3]; !strings.Contains(string(u.Before), `"omitted":"too large for an audit record"`) || !strings.Contains(string(u.After), `"sha256":"sha256:`) {
+		t.Errorf("the update: before %.200s, after %.200s", u.Before, u.After)
+	}
+	if c := got[2]; !strings.Contains(string(c.After), big) {
+		t.Errorf("the create (it fits): after %.200s", c.After)
+	}
 }

@@ -2,7 +2,6 @@ package platform
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -66,7 +65,7 @@ func writeConfigAudit(ctx context.Context, kafka KafkaSettings, action string, c
 			errs = append(errs, err)
 			continue
 		}
-		v, err := json.Marshal(&a)
+		v, err := a.Encode()
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -89,6 +89,32 @@ type AuditResult struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// AuditMaxBytes bounds an audit record's value: under franz-go's default batch limit
+// (1,000,012 bytes) and Kafka's default max.message.bytes, with room for the key and the
+// batch's own bytes.
+const AuditMaxBytes = 990_000
+
+// Encode returns the record's value. When it is larger than AuditMaxBytes (the before and after
+// of an object near the record limit), Before and After are replaced by their sizes and
+// digests: {"omitted","bytes","sha256"}.
+func (a *AuditRecord) Encode() ([]byte, error) {
+	b, err := json.Marshal(a)
+	if err != nil || len(b) <= AuditMaxBytes {
+		return b, err
+	}
+	a.Before, a.After = omittedState(a.Before), omittedState(a.After)
+	return json.Marshal(a)
+}
+
+// omittedState stands in for a state too large for an audit record: its size and digest.
+func omittedState(state json.RawMessage) json.RawMessage {
+	if len(state) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"omitted": "too large for an audit record", "bytes": len(state), "sha256": HashSecret(string(state))})
+	return b
+}
+
 // Validate checks the fields every record has.
 func (a *AuditRecord) Validate() error {
 	var errs []error

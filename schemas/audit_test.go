@@ -82,3 +82,23 @@ func TestAuditRecordRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditRecordEncodeOmitsLargeStates: a record whose before and after together pass
+// AuditMaxBytes keeps their sizes and digests instead; a smaller one keeps them whole.
+func TestAuditRecordEncodeOmitsLargeStates(t *testing.T) {
+	state := json.RawMessage(`{"description":"` + strings.Repeat("a", 600_000) + `"}`)
+	rec := schemas.AuditRecord{V: 1, ID: "x", Time: "2026-01-02T03:04:05.678Z", Actor: schemas.AuditActor{Kind: schemas.ActorSystem},
+		Action: "tracking-plan.update", Before: state, After: state, Result: schemas.AuditResult{Status: schemas.AuditOK}}
+	b, err := rec.Encode()
+	if err != nil || len(b) > schemas.AuditMaxBytes {
+		t.Fatalf("%d bytes, %v", len(b), err)
+	}
+	want := `"before":{"bytes":600018,"omitted":"too large for an audit record","sha256":"` + schemas.HashSecret(string(state)) + `"}`
+	if !strings.Contains(string(b), want) {
+		t.Errorf("%s, want %s", b, want)
+	}
+	rec.Before, rec.After = json.RawMessage(`{"a":1}`), nil
+	if b, _ := rec.Encode(); !strings.Contains(string(b), `"before":{"a":1}`) {
+		t.Errorf("a small record: %s", b)
+	}
+}
