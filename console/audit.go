@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	ratelimit "golang.org/x/time/rate"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -60,7 +61,7 @@ const (
 // auditTrail is the console's audit trail: its writer's metrics and limiter, and the view of the
 // recent records (audit_reader.go).
 type auditTrail struct {
-	view     *auditView
+	view     *views.Audit
 	ready    chan struct{} // closed once the view caught up
 	refusals *ratelimit.Limiter
 	failures prometheus.Counter
@@ -68,7 +69,7 @@ type auditTrail struct {
 }
 
 func newAuditTrail(window int, reg prometheus.Registerer) *auditTrail {
-	a := &auditTrail{view: newAuditView(window), ready: make(chan struct{}),
+	a := &auditTrail{view: views.NewAudit(window), ready: make(chan struct{}),
 		refusals: ratelimit.NewLimiter(auditRefusalsPerSecond, auditRefusalsBurst),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_console_audit_write_failures_total",
 			Help: "Audit records the console could not write to tributary.audit (each logged in full)."}),
@@ -171,8 +172,11 @@ func (s *Service) auditRecord(ctx context.Context, actor schemas.AuditActor, act
 	}
 	if err != nil {
 		s.auditTrail.failures.Inc()
-		s.logger.Error().Err(err).Str("action", action).RawJSON("audit_record", value).Msg("audit record not written")
-		return
+		ev := s.logger.Error().Err(err).Str("action", action)
+		if value != nil {
+			ev = ev.RawJSON("audit_record", value)
+		}
+		ev.Msg("audit record not written")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/console/internal/views"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -18,8 +19,8 @@ import (
 // range from the topic as JSON lines.
 
 // auditFilterOf reads the filters of a query: actor, action, kind, id, since, until (RFC 3339).
-func auditFilterOf(q url.Values) (auditFilter, error) {
-	f := auditFilter{Actor: q.Get("actor"), Action: q.Get("action"), Kind: q.Get("kind"), ID: q.Get("id")}
+func auditFilterOf(q url.Values) (views.AuditFilter, error) {
+	f := views.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action"), Kind: q.Get("kind"), ID: q.Get("id")}
 	var err error
 	if f.Since, err = auditTime(q, "since"); err != nil {
 		return f, err
@@ -58,7 +59,7 @@ type auditPage struct {
 }
 
 // auditQuery answers a page of the recent audit records.
-func (s *Service) auditQuery(r *http.Request) (auditPage, auditFilter, error) {
+func (s *Service) auditQuery(r *http.Request) (auditPage, views.AuditFilter, error) {
 	q := r.URL.Query()
 	f, err := auditFilterOf(q)
 	if err != nil {
@@ -74,7 +75,7 @@ func (s *Service) auditQuery(r *http.Request) (auditPage, auditFilter, error) {
 			return auditPage{}, f, errInvalid("cursor", "cursor: not a cursor of this API: %q", c)
 		}
 	}
-	recs, next := s.auditTrail.view.page(f, before, limit)
+	recs, next := s.auditTrail.view.Page(f, before, limit)
 	p := auditPage{Data: recs}
 	if next >= 0 {
 		p.Next = strconv.FormatInt(next, 10)
@@ -113,9 +114,8 @@ func (s *Service) exportAudit(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return // logged by the view
 			}
-			e := auditEntry{rec: a}
-			e.at, _ = schemas.ParseTimestamp(a.Time)
-			if !f.match(&e) {
+			at, _ := schemas.ParseTimestamp(a.Time)
+			if !f.Match(&a, at) {
 				return
 			}
 			if !started {

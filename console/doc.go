@@ -13,7 +13,9 @@
 // read the views only through their query methods (docs/architecture.md#console-layers). The
 // views forget a deleted or suppressed user's entries, and read the regulations before
 // anything else at start (forget.go, docs/console.md#what-the-console-forgets); sessions stay
-// in this package (sessions.go).
+// in this package (sessions.go). Every change, sign-in, sign-out and refusal is recorded on
+// tributary.audit once it succeeded (audit.go), and read back into views.Audit for the audit
+// page and GET /v1/audit (audit_reader.go, audit_api.go, docs/console.md#audit-trail).
 //
 // Config writes have one service layer, configwrite.go (with configobject.go): methods that take
 // a context, a kind and id, a patch or an object and writeOptions, and return the snapshot that

@@ -10,8 +10,9 @@ import (
 )
 
 // TopicAudit is the audit trail (docs/topics.md#tributaryaudit): one AuditRecord per change made
-// through the console (config objects, regulations, replays, key rotations) and per sign-in,
-// sign-out and refusal, keyed by the actor's name. Nothing in it is ever rewritten: its records
+// through the console (config objects, regulations, replays, key rotations) or by
+// tributary-init (a config file applied, the config re-encrypted), and per sign-in, sign-out and
+// refusal, keyed by the actor's name. Nothing in it is ever rewritten: its records
 // are kept for AUDIT_RETENTION (cleanup.policy=delete).
 const TopicAudit = "tributary.audit"
 
