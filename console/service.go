@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,10 @@ type Service struct {
 	replayWG    sync.WaitGroup // the running replays' goroutines: Run waits for them
 	metrics     *metrics
 	ui          *ui
+
+	// pinnedPrincipal, set by tests only (export_test.go), is the principal whose PII grant
+	// masks every answer (pii.go), whoever makes the request.
+	pinnedPrincipal atomic.Pointer[Principal]
 }
 
 // New checks cfg and prepares the console; Run serves it.
