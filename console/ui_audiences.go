@@ -75,9 +75,9 @@ type lookupData struct {
 	// UserID is the id looked up; masked (its hash), the form does not show it again.
 	UserID    string
 	PIIMasked bool // the profile is masked (docs/console.md#pii-access)
-	Looked  bool // a lookup was made
-	Profile *profileData
-	Error   string
+	Looked    bool // a lookup was made
+	Profile   *profileData
+	Error     string
 }
 
 // profileData is a profile as the page shows it.

@@ -91,7 +91,7 @@ type tabLink struct {
 // navigation) and what the current tab shows.
 type destinationData struct {
 	// PIIMasked: the tab shows message content masked (docs/console.md#pii-access).
-	PIIMasked bool
+	PIIMasked     bool
 	D             *schemas.Destination
 	Version       int64
 	ManagedByFile bool

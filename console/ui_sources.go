@@ -149,7 +149,7 @@ func (u *ui) keyPage(id, key, expires string) keyData {
 // sourceData is the source page's data.
 type sourceData struct {
 	// PIIMasked: its recent and live events are masked (docs/console.md#pii-access).
-	PIIMasked bool
+	PIIMasked      bool
 	Source         *schemas.Source
 	Version        int64
 	Blocked        string // one event name per line
