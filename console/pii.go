@@ -53,11 +53,19 @@ type piiMask struct {
 
 // maskOf is the mask of r: nil when r's principal holds the PII grant; a request without a
 // principal is masked (fail closed).
-func (s *Service) maskOf(r *http.Request) *piiMask { return s.maskFor(r.Context()) }
+func (s *Service) maskOf(r *http.Request) *piiMask {
+	p, ok := requestPrincipal(r)
+	return s.maskOfPrincipal(p, ok)
+}
 
 // maskFor is the mask of the principal of ctx (a request's).
 func (s *Service) maskFor(ctx context.Context) *piiMask {
 	p, ok := principalOf(ctx)
+	return s.maskOfPrincipal(p, ok)
+}
+
+// maskOfPrincipal is the mask of p (ok: there is one).
+func (s *Service) maskOfPrincipal(p Principal, ok bool) *piiMask {
 	if pin := s.pinnedPrincipal.Load(); pin != nil {
 		p, ok = *pin, true
 	}
@@ -75,11 +83,11 @@ func (s *Service) piiKey() []byte {
 	return mac.Sum(nil)
 }
 
-// errNeedsPII refuses a search by a personal field (userId, anonymousId) to a principal
-// without the PII grant: 403 with the code forbidden.
-func errNeedsPII(field, what string) *apiError {
+// errNeedsPII refuses an action by a personal field (a search or a replay by userId) to a
+// principal without the PII grant: 403 with the code forbidden.
+func errNeedsPII(field, action string) *apiError {
 	return &apiError{Status: http.StatusForbidden, Code: "forbidden", Field: field,
-		Message: "searching by " + what + " needs PII access (docs/console.md#pii-access)"}
+		Message: action + " needs PII access (docs/console.md#pii-access)"}
 }
 
 // masks reports whether m masks anything.
@@ -208,9 +216,9 @@ func (m *piiMask) search(q views.MessageQuery) error {
 	case m == nil:
 		return nil
 	case q.UserID != "":
-		return errNeedsPII("userId", "user id")
+		return errNeedsPII("userId", "searching by user id")
 	case q.AnonymousID != "":
-		return errNeedsPII("anonymousId", "anonymous id")
+		return errNeedsPII("anonymousId", "searching by anonymous id")
 	}
 	return nil
 }
@@ -318,3 +326,28 @@ func (m *piiMask) profile(p *schemas.ProfileView) *schemas.ProfileView {
 	}
 	return &c
 }
+
+// replayRequest refuses a replay by user id to a masked principal: its count would answer a
+// search by user id.
+func (m *piiMask) replayRequest(f replayFilter) error {
+	if m != nil && f.UserID != "" {
+		return errNeedsPII("filter.userId", "replaying by user id")
+	}
+	return nil
+}
+
+// replays masks replays (copies): the user id of their filters.
+func (m *piiMask) replays(in []replayView) []replayView {
+	if m == nil {
+		return in
+	}
+	out := make([]replayView, len(in))
+	for i, v := range in {
+		v.Filter.UserID = m.id(idUser, v.Filter.UserID)
+		out[i] = v
+	}
+	return out
+}
+
+// replay masks one replay.
+func (m *piiMask) replay(v replayView) replayView { return m.replays([]replayView{v})[0] }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -71,20 +72,25 @@ func plantPII(t *testing.T, h *harness) {
 
 // piiAnswers are the API's answers that carry message content: the operations console/openapi.yaml
 // marks x-pii (TestPIIMaskedInEveryAnswer checks the list is theirs), each with a request of
-// it (the live stream is read apart) and whether it holds the planted values with PII access
-// (the DLQ and the pending list carry ids, types and errors only).
+// it ({replay}: the replay by u-planted; the live stream is read apart), what the answer shows
+// either way (metadata), and whether it holds the planted values with PII access (the DLQ and
+// the pending list carry ids, types and errors only).
 var piiAnswers = []struct {
-	op, path string
-	carries  bool
+	op, method, path, shows string
+	carries                 bool
 }{
-	{"GET /v1/sources/{id}/events/recent", "/v1/sources/web/events/recent", true},
-	{"GET /v1/sources/{id}/events/live", "", true},
-	{"GET /v1/destinations/{id}/messages", "/v1/destinations/file-hooks/messages", true},
-	{"GET /v1/messages/{messageId}", "/v1/messages/m-planted", true},
-	{"GET /v1/messages/{messageId}/attempts", "/v1/messages/m-planted/attempts", true},
-	{"GET /v1/destinations/{id}/attempts", "/v1/destinations/file-hooks/attempts", true},
-	{"GET /v1/destinations/{id}/dlq", "/v1/destinations/file-hooks/dlq?replayed=true", false},
-	{"GET /v1/destinations/{id}/pending", "/v1/destinations/file-hooks/pending", false},
+	{"GET /v1/sources/{id}/events/recent", "GET", "/v1/sources/web/events/recent", "m-planted", true},
+	{"GET /v1/sources/{id}/events/live", "", "", "", true},
+	{"GET /v1/destinations/{id}/messages", "GET", "/v1/destinations/file-hooks/messages", "Order Completed", true},
+	{"GET /v1/messages/{messageId}", "GET", "/v1/messages/m-planted", "Order Completed", true},
+	{"GET /v1/messages/{messageId}/attempts", "GET", "/v1/messages/m-planted/attempts", "Order Completed", true},
+	{"GET /v1/destinations/{id}/attempts", "GET", "/v1/destinations/file-hooks/attempts", "Order Completed", true},
+	{"GET /v1/destinations/{id}/dlq", "GET", "/v1/destinations/file-hooks/dlq?replayed=true", "m-planted-dead", false},
+	{"GET /v1/destinations/{id}/pending", "GET", "/v1/destinations/file-hooks/pending", "m-planted", false},
+	{"GET /v1/replays", "GET", "/v1/replays", "file-hooks", true},
+	{"GET /v1/replays/{id}", "GET", "/v1/replays/{replay}", "file-hooks", true},
+	{"DELETE /v1/replays/{id}", "DELETE", "/v1/replays/{replay}", "file-hooks", true},
+	{"POST /v1/replays/{id}/cancel", "POST", "/v1/replays/{replay}/cancel", "file-hooks", true},
 }
 
 // TestPIIMaskedInEveryAnswer: every answer of the API that carries message content (the
@@ -112,16 +118,21 @@ func TestPIIMaskedInEveryAnswer(t *testing.T) {
 
 	h := destHarness(t)
 	plantPII(t, h)
+	r := h.do(http.MethodPost, "/v1/replays", map[string]any{"destinationId": "file-hooks", "from": schemas.FormatTimestamp(time.Now().Add(-time.Hour)),
+		"filter": map[string]string{"userId": "u-planted"}})
+	expect(t, r, http.StatusCreated)
+	replay := r.Data(t)["replayId"].(string)
 	for _, pii := range []bool{true, false} {
 		h.svc.PinPII(pii)
 		for _, a := range piiAnswers {
 			if a.path == "" {
 				continue
 			}
-			r := h.do(http.MethodGet, a.path, nil)
+			path := strings.ReplaceAll(a.path, "{replay}", replay)
+			r := h.do(a.method, path, nil)
 			body := string(r.Body)
-			if r.Status != http.StatusOK || !strings.Contains(body, "m-planted") {
-				t.Fatalf("PII %v: %s: %d %s", pii, a.path, r.Status, body)
+			if r.Status != http.StatusOK || !strings.Contains(body, a.shows) {
+				t.Fatalf("PII %v: %s %s: %d %s", pii, a.method, path, r.Status, body)
 			}
 			for _, v := range piiPlanted {
 				if found := strings.Contains(body, v); pii && a.carries && v == "u-planted" && !found {
@@ -129,9 +140,6 @@ func TestPIIMaskedInEveryAnswer(t *testing.T) {
 				} else if !pii && found {
 					t.Errorf("without PII access, %s holds %q: %s", a.path, v, body)
 				}
-			}
-			if a.carries && a.path != "/v1/sources/web/events/recent" && !strings.Contains(body, "Order Completed") {
-				t.Errorf("PII %v: %s lacks the event name: %s", pii, a.path, body)
 			}
 		}
 	}
@@ -198,7 +206,8 @@ func TestPIIMaskedInEveryAnswer(t *testing.T) {
 
 // TestPIIUserSearchRefused: without PII access, a messages search by user id or anonymous id
 // is refused (403 forbidden), by the API and by the Messages tab (which does not show the id
-// typed again); by message id and event name it works.
+// typed again), and so is a replay by user id (its count would answer the same), by the API
+// and the Replay tab; by message id and event name the search works.
 func TestPIIUserSearchRefused(t *testing.T) {
 	h := destHarness(t)
 	plantPII(t, h)
@@ -208,6 +217,12 @@ func TestPIIUserSearchRefused(t *testing.T) {
 		"searching by user id needs PII access (docs/console.md#pii-access)", "userId")
 	expectError(t, h.do(http.MethodGet, "/v1/destinations/file-hooks/messages?anonymousId=a-planted", nil), http.StatusForbidden, "forbidden",
 		"searching by anonymous id needs PII access (docs/console.md#pii-access)", "anonymousId")
+	expectError(t, h.do(http.MethodPost, "/v1/replays", map[string]any{"destinationId": "file-hooks", "from": schemas.FormatTimestamp(time.Now().Add(-time.Hour)),
+		"dryRun": true, "filter": map[string]string{"userId": "u-planted"}}), http.StatusForbidden, "forbidden",
+		"replaying by user id needs PII access (docs/console.md#pii-access)", "filter.userId")
+	b.get("/destinations/file-hooks?tab=replay")
+	b.post("/destinations/file-hooks/replays", url.Values{"from": {"1h"}, "userId": {"u-planted"}, "action": {"count"}}).
+		contains(t, http.StatusForbidden, "replaying by user id needs PII access")
 	for _, q := range []string{"messageId=m-planted", "event=Order+Completed"} {
 		r := h.do(http.MethodGet, "/v1/destinations/file-hooks/messages?"+q, nil)
 		if list, _ := r.JSON(t)["data"].([]any); r.Status != http.StatusOK || len(list) != 1 {
@@ -226,23 +241,28 @@ func TestPIIUserSearchRefused(t *testing.T) {
 }
 
 // TestPIIMaskedInPages: every page that shows message content (the Messages tab and its
-// delivery log, the message and attempt pages, the source's debugger) shows the planted values
+// delivery log, the message and attempt pages, the source's debugger, the Replay tab's replays
+// by user) shows the planted values
 // with PII access and none of them without, with a note saying so; the Pending and Dead letters
 // tabs hold none either way.
 func TestPIIMaskedInPages(t *testing.T) {
 	h := destHarness(t)
 	plantPII(t, h)
 	b := h.signIn(t)
+	expect(t, h.do(http.MethodPost, "/v1/replays", map[string]any{"destinationId": "file-hooks", "from": schemas.FormatTimestamp(time.Now().Add(-time.Hour)),
+		"filter": map[string]string{"userId": "u-planted"}}), http.StatusCreated)
 	seq := h.do(http.MethodGet, "/v1/destinations/file-hooks/attempts", nil).JSON(t)["data"].([]any)[0].(map[string]any)["id"].(string)
 	pages := []struct {
-		path  string
-		shows []string // with PII access
+		path   string
+		shows  []string // with PII access
+		masked string   // without
 	}{
-		{"/destinations/file-hooks?tab=messages", []string{"u-planted"}},
-		{"/destinations/file-hooks?tab=messages&view=attempts", nil},
-		{"/destinations/file-hooks/messages/m-planted", []string{"u-planted", "a-planted", "planted@example.com", "203.0.113.77"}},
-		{"/destinations/file-hooks/attempts/" + seq, []string{"planted@example.com", "203.0.113.77"}},
-		{"/sources/web", []string{"u-planted", "planted@example.com"}},
+		{"/destinations/file-hooks?tab=messages", []string{"u-planted"}, "<code>user:"},
+		{"/destinations/file-hooks?tab=messages&view=attempts", nil, "m-planted"},
+		{"/destinations/file-hooks/messages/m-planted", []string{"u-planted", "a-planted", "planted@example.com", "203.0.113.77"}, "<code>user:"},
+		{"/destinations/file-hooks/attempts/" + seq, []string{"planted@example.com", "203.0.113.77"}, "m-planted"},
+		{"/sources/web", []string{"u-planted", "planted@example.com"}, "m-planted"},
+		{"/destinations/file-hooks?tab=replay", []string{"user u-planted"}, "user user:"},
 	}
 	for _, pii := range []bool{true, false} {
 		h.svc.PinPII(pii)
@@ -253,7 +273,7 @@ func TestPIIMaskedInPages(t *testing.T) {
 				p.lacks(t, piiNote)
 				continue
 			}
-			p.contains(t, http.StatusOK, piiNote, "m-planted")
+			p.contains(t, http.StatusOK, piiNote, pg.masked)
 			p.lacks(t, piiPlanted...)
 		}
 		for _, path := range []string{"/destinations/file-hooks?tab=pending", "/destinations/file-hooks?tab=dlq"} {

@@ -220,7 +220,8 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 			data.DLQ = dls
 		}
 	case tabReplay:
-		data.Replay = u.replayTabOf(id, q)
+		mask := u.s.maskFor(ctx)
+		data.Replay, data.PIIMasked = u.replayTabOf(id, q, mask), mask.masks()
 	case tabTest:
 		if typ := q.Get("type"); slices.Contains(testTypes, typ) {
 			data.TestType = typ
