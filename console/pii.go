@@ -136,7 +136,7 @@ func (m *piiMask) json(raw []byte) []byte {
 	if err := d.Decode(&v); err != nil || d.More() {
 		return []byte(`"` + masked + `"`)
 	}
-	out, err := json.Marshal(m.message(v))
+	out, err := json.Marshal(m.jsonMessage(v))
 	if err != nil {
 		return []byte(`"` + masked + `"`)
 	}
@@ -149,8 +149,8 @@ var messageMeta = []string{"type", "event", "messageId", "timestamp", "sentAt", 
 // idFields are the fields that hold an id, by the kind of its hash.
 var idFields = map[string]string{"userId": idUser, "anonymousId": idAnon, "previousId": idUser, "groupId": idGroup}
 
-// message masks a decoded message: its metadata stays; a batch's messages are messages too.
-func (m *piiMask) message(v any) any {
+// jsonMessage masks a decoded message: its metadata stays; a batch's messages are messages too.
+func (m *piiMask) jsonMessage(v any) any {
 	o, ok := v.(map[string]any)
 	if !ok {
 		return m.leaves(v)
@@ -164,7 +164,7 @@ func (m *piiMask) message(v any) any {
 			if list, ok := x.([]any); ok {
 				msgs := make([]any, len(list))
 				for i := range list {
-					msgs[i] = m.message(list[i])
+					msgs[i] = m.jsonMessage(list[i])
 				}
 				out[k] = msgs
 				continue
@@ -230,13 +230,13 @@ func (m *piiMask) messages(in []message) []message {
 	}
 	out := make([]message, len(in))
 	for i := range in {
-		out[i] = m.message1(in[i])
+		out[i] = m.message(in[i])
 	}
 	return out
 }
 
-// message1 masks one message: its ids, and its attempts' answer bodies.
-func (m *piiMask) message1(msg message) message {
+// message masks one message: its ids, and its attempts' answer bodies.
+func (m *piiMask) message(msg message) message {
 	if m == nil {
 		return msg
 	}
