@@ -16,7 +16,8 @@ import (
 
 // PII access (docs/console.md#pii-access). A principal without the PII grant (Principal.PII)
 // sees message content masked in every API answer and page that carries it: the delivery log,
-// the messages view, the source debugger, the message and attempt pages, profiles. Masking keeps
+// the messages view, the source debugger, the message and attempt pages, replays by user,
+// profiles. A search or a replay by user id is refused (403 forbidden). Masking keeps
 // the shape useful for debugging:
 //
 //   - a message's JSON keeps its keys and its metadata (type, event, messageId and the
@@ -41,8 +42,8 @@ const (
 	idExternal = "ext"
 )
 
-// piiHashLen is how many hex digits of the HMAC a masked id keeps (48 bits: equal ids show
-// equal, different ids collide once in 2^24 ids of a page).
+// piiHashLen is how many hex digits of the HMAC a masked id keeps: 48 bits, so that among n
+// ids two different ones show alike with a chance of about n²/2^49.
 const piiHashLen = 12
 
 // piiMask masks message content for a principal without the PII grant. A nil mask masks
