@@ -238,4 +238,3 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": rand.Text(), "token_type": "Bearer", "expires_in": 300, "id_token": raw})
 }
-
