@@ -410,3 +410,33 @@ func TestOIDCSettings(t *testing.T) {
 		t.Errorf("OIDC settings without an issuer: %v", err)
 	}
 }
+
+// TestOIDCRoleFollowsSettings: a session keeps the person's groups, not a role: another
+// console (or this one restarted) with another CONSOLE_OIDC_ROLES gives the same session the
+// role the settings give now, and ends it when they give none; CONSOLE_OIDC_REDIRECT_URL, when
+// set, is the callback the provider is sent to.
+func TestOIDCRoleFollowsSettings(t *testing.T) {
+	h, p := newOIDCHarness(t, nil)
+	b, page := oidcSignIn(t, h, "/")
+	page.contains(t, http.StatusOK, "Signed in as")
+	b.signedIn(t, "ada@example.com", "editor")
+
+	demoted := startConsole(t, h.env, func(c *console.Config) {
+		c.OIDC.Issuer, c.OIDC.ClientID, c.OIDC.ClientSecret = p.URL, oidcClientID, oidcClientSecret
+		c.OIDC.Roles = "admin=platform-admins;viewer=growth"
+		c.OIDC.RedirectURL = "https://console.example.com/oidc/callback"
+	})
+	b.as(demoted).signedIn(t, "ada@example.com", "viewer")
+	req, _ := http.NewRequest(http.MethodGet, demoted.srv.URL+"/oidc/login", nil)
+	start := demoted.newBrowser(t, false).do(req) // discovers the provider: not a page's budget
+	if to, err := url.Parse(start.Location); start.Status != http.StatusFound || err != nil || to.Query().Get("redirect_uri") != "https://console.example.com/oidc/callback" {
+		t.Errorf("/oidc/login with CONSOLE_OIDC_REDIRECT_URL: %d %s", start.Status, start.Location)
+	}
+
+	gone := startConsole(t, h.env, func(c *console.Config) {
+		c.OIDC.Issuer, c.OIDC.ClientID, c.OIDC.Roles = p.URL, oidcClientID, "admin=platform-admins"
+	})
+	if r := b.as(gone).get("/sources"); r.Status != http.StatusSeeOther || !strings.HasPrefix(r.Location, "/signin") {
+		t.Errorf("a session whose groups no longer map to a role: %d %s, want the sign-in", r.Status, r.Location)
+	}
+}
