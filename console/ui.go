@@ -27,7 +27,8 @@ import (
 
 // The web UI (docs/console.md#the-web-ui): server-rendered html/template pages embedded in the
 // binary, a little hand-written JavaScript (ui/static/app.js) for what a page does live, no
-// third-party asset. Sign-in takes the console token and sets a session cookie (HttpOnly,
+// third-party asset. Sign-in takes the console token, or goes through an OpenID Connect
+// provider (oidc.go, docs/console.md#single-sign-on), and sets a session cookie (HttpOnly,
 // SameSite=Strict), signed with a key derived from the token, so that every replica accepts it
 // and changing the token signs everyone out; signing out revokes the session on every replica
 // through tributary.sessions (sessions.go, docs/console.md#sessions). Every form carries a CSRF
