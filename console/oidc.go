@@ -217,6 +217,17 @@ func (o *oidcClient) discover(ctx context.Context) (*oidc.Provider, *oidc.IDToke
 	return o.provider, o.verifier, nil
 }
 
+// unreachable returns the error of the last discovery while the provider has not answered one,
+// for the sign-in page; nil once discovered or before the first try.
+func (o *oidcClient) unreachable() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.provider != nil {
+		return nil
+	}
+	return o.err
+}
+
 // oauth2Config is the code flow's configuration for a callback at redirect.
 func (o *oidcClient) oauth2Config(p *oidc.Provider, redirect string) *oauth2.Config {
 	return &oauth2.Config{ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret, Endpoint: p.Endpoint(),

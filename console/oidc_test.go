@@ -338,6 +338,7 @@ func TestOIDCProviderUnreachable(t *testing.T) {
 	b := h.newBrowser(t, false)
 	b.get("/signin").contains(t, http.StatusOK, "Sign in with 127.0.0.1")
 	b.get("/oidc/login").contains(t, http.StatusServiceUnavailable, "Sign-in with 127.0.0.1 is unavailable: the identity provider ("+issuer+") did not answer")
+	b.get("/signin").contains(t, http.StatusOK, "Sign in with 127.0.0.1", "The identity provider (<code class=\"id\">"+issuer+"</code>) did not answer at the last try")
 	h.signIn(t).signedIn(t, "console-token", "admin")
 
 	// The provider comes up at the issuer's address (a proxy to the test provider).
@@ -365,6 +366,9 @@ func TestOIDCProviderUnreachable(t *testing.T) {
 	})
 	_, page := oidcSignIn(t, h, "/")
 	page.contains(t, http.StatusOK, "Signed in as <strong>ada@example.com</strong> (viewer")
+	if r := b.get("/signin"); strings.Contains(r.Body, "did not answer") {
+		t.Errorf("the sign-in page still says the provider did not answer:\n%s", r.Body)
+	}
 }
 
 // TestOIDCSettings: the OIDC settings, read and checked: a role mapping that does not parse,

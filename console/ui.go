@@ -262,6 +262,9 @@ func (u *ui) signInData(next string) map[string]string {
 	if u.oidc != nil {
 		d["Provider"] = u.oidc.cfg.providerName()
 		d["LoginURL"] = "/oidc/login?next=" + url.QueryEscape(next)
+		if err := u.oidc.unreachable(); err != nil {
+			d["ProviderDown"] = u.oidc.cfg.Issuer
+		}
 	}
 	return d
 }
