@@ -362,7 +362,6 @@ func (u *ui) oidcStart(w http.ResponseWriter, r *http.Request) {
 
 // oidcFail renders a refused sign-in: "sign-in failed: <why>".
 func (u *ui) oidcFail(w http.ResponseWriter, r *http.Request, status int, why string) {
-	u.s.metrics.unauthorized.Inc()
 	u.s.logger.Info().Int("status", status).Str("why", why).Msg("a single sign-on was refused")
 	u.render(w, r, status, "error", page{Title: "Sign-in failed", Error: "sign-in failed: " + why})
 }
