@@ -205,6 +205,7 @@ func TestOIDCRefusals(t *testing.T) {
 		{"no nonce", func(c map[string]any) { delete(c, "nonce") }, http.StatusUnauthorized, "the ID token&#39;s nonce does not match"},
 		{"email not verified", func(c map[string]any) { c["email_verified"] = false }, http.StatusForbidden, "the email ada@example.com is not verified"},
 		{"no email", func(c map[string]any) { delete(c, "email") }, http.StatusForbidden, "sent no email"},
+		{"email not verified, as a string", func(c map[string]any) { c["email_verified"] = "false" }, http.StatusForbidden, "is not verified"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p.SetClaims(c.alter)
@@ -226,6 +227,14 @@ func TestOIDCGroupRoles(t *testing.T) {
 	for i := range many {
 		many[i] = "some-long-directory-group-name-of-the-company-" + strings.Repeat("x", i%50)
 	}
+	t.Run("groups claim of one string", func(t *testing.T) {
+		p.SetUser(oidctest.User{Subject: "one", Email: "one@example.com", EmailVerified: &verified})
+		p.SetClaims(func(c map[string]any) { c["groups"] = "platform-admins" })
+		defer p.SetClaims(nil)
+		b, page := oidcSignIn(t, h, "/")
+		page.contains(t, http.StatusOK, "Signed in as")
+		b.signedIn(t, "one@example.com", "admin")
+	})
 	for _, c := range []struct {
 		name   string
 		groups []string
