@@ -250,10 +250,10 @@ func (o *oidcClient) redirectURL(r *http.Request) string {
 // (CONSOLE_OIDC_ROLES: the highest role one of its groups has; CONSOLE_OIDC_PII_GROUPS: the PII
 // grant), and false when none does or single sign-on is off.
 func (s *Service) groupPrincipal(email string, groups []string) (Principal, bool) {
-	o := s.ui.oidc
-	if o == nil {
+	if s.ui == nil || s.ui.oidc == nil {
 		return Principal{}, false
 	}
+	o := s.ui.oidc
 	member := func(of []string) bool {
 		return slices.Contains(of, anyGroup) || slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(of, g) })
 	}
