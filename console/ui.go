@@ -424,7 +424,7 @@ func (u *ui) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /signin", u.signIn)
 	mux.HandleFunc("POST /signin", u.signIn)
 	mux.Handle("POST /signout", u.signedIn(u.signOut))
-	pg := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, u.signedIn(h)) }
+	pg := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, u.signedIn(u.permittedPage(pattern, h))) }
 	pg("GET /{$}", u.overview)
 	u.sourcePages(pg)
 	u.destinationPages(pg)
