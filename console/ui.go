@@ -189,7 +189,13 @@ type page struct {
 	Error   string // an error of the whole form
 	Version string
 	Data    any
+	// Role is the principal's: the page shows only the forms it may use (Can).
+	Role Role
 }
+
+// Can reports whether the page's principal has role need or a higher one (templates:
+// {{if $.Can "editor"}}): the forms it may not use are not shown (permissions.go).
+func (p page) Can(need string) bool { return p.Role.allows(Role(need)) }
 
 // render writes the page template name with data.
 func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
@@ -206,6 +212,9 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 		p.Flash = q.Get("done")
 	}
 	p.Version = platform.Version
+	if pr, ok := requestPrincipal(r); ok {
+		p.Role = pr.Role
+	}
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, p); err != nil {
 		u.s.logger.Error().Err(err).Str("page", name).Msg("rendering a page failed")
