@@ -118,7 +118,6 @@ var pageRoles = map[string]Role{
 	"POST /sources/{id}/rotate":      RoleAdmin,
 	"GET /deletions":                 RoleAdmin,
 	"POST /deletions":                RoleAdmin,
-	"GET /settings/export":           RoleViewer,
 	"POST /settings/import":          RoleAdmin,
 	"POST /settings/reencrypt":       RoleAdmin,
 	"GET /audit":                     RoleAdmin,

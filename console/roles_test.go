@@ -213,7 +213,7 @@ func TestUIViewerRole(t *testing.T) {
 	for _, path := range []string{"/sources", "/sources/web", "/destinations", "/destinations/file-hooks?tab=settings", "/audiences", "/settings"} {
 		p := viewer.get(path)
 		p.contains(t, http.StatusOK)
-		for _, form := range []string{`href="/sources/new"`, `href="/destinations/new"`, `href="/audiences/new"`, `action="/sources/web"`, `/delete"`, `/rotate"`, `/enabled"`, `action="/settings/import"`, `id="edit-save"`} {
+		for _, form := range []string{`href="/sources/new"`, `href="/destinations/new"`, `href="/audiences/new"`, `action="/sources/web"`, `/delete"`, `/rotate"`, `/enabled"`, `action="/settings/import"`, `id="edit-save"`, `href="/deletions"`} {
 			if strings.Contains(p.Body, form) {
 				t.Errorf("a viewer's page %s shows %s", path, form)
 			}
