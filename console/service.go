@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,6 +93,10 @@ type Service struct {
 	ui          *ui
 	// apiPatterns are the API's routes as routes registered them (permissions.go).
 	apiPatterns []string
+
+	// pinnedPrincipal, set by tests only (export_test.go), is the principal whose PII grant
+	// masks every answer (pii.go), whoever makes the request.
+	pinnedPrincipal atomic.Pointer[Principal]
 }
 
 // New checks cfg and prepares the console; Run serves it.
