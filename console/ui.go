@@ -193,7 +193,13 @@ type page struct {
 	Version string
 	Who     *Principal // who is signed in (the layout shows the name and role)
 	Data    any
+	// Role is the principal's: the page shows only the forms it may use (Can).
+	Role Role
 }
+
+// Can reports whether the page's principal has role need or a higher one (templates:
+// {{if $.Can "editor"}}): the forms it may not use are not shown (permissions.go).
+func (p page) Can(need string) bool { return p.Role.allows(Role(need)) }
 
 // render writes the page template name with data.
 func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
@@ -210,8 +216,8 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 		p.Flash = q.Get("done")
 	}
 	p.Version = platform.Version
-	if who, ok := requestPrincipal(r); ok {
-		p.Who = &who
+	if pr, ok := requestPrincipal(r); ok {
+		p.Who, p.Role = &pr, pr.Role
 	}
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, p); err != nil {
@@ -449,7 +455,7 @@ func (u *ui) routes(mux *http.ServeMux) {
 	mux.Handle("POST /signout", u.signedIn(u.signOut))
 	mux.HandleFunc("GET /oidc/login", u.oidcStart)
 	mux.HandleFunc("GET "+oidcCallback, u.oidcCallback)
-	pg := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, u.signedIn(h)) }
+	pg := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, u.signedIn(u.permittedPage(pattern, h))) }
 	pg("GET /{$}", u.overview)
 	u.sourcePages(pg)
 	u.destinationPages(pg)
