@@ -85,7 +85,7 @@ var apiRoles = map[string]Role{
 	"PUT /v1/config":            RoleAdmin,
 	"POST /v1/config/reencrypt": RoleAdmin,
 
-	// Deletion requests (docs/privacy.md): an admin's, reads included.
+	// Deletion requests (docs/console.md#delete-a-user): an admin's, reads included.
 	"POST /v1/regulations":     RoleAdmin,
 	"GET /v1/regulations":      RoleAdmin,
 	"GET /v1/regulations/{id}": RoleAdmin,
