@@ -80,14 +80,22 @@ func newAuditTrail(window int, reg prometheus.Registerer) *auditTrail {
 	return a
 }
 
-type auditFromKey struct{}
+type auditOriginKey struct{}
 type auditActionKey struct{}
+
+// auditOrigin is where a request came from, and whether it is an API request (its principal
+// holds a bearer token) or the UI's (a signed-in session).
+type auditOrigin struct {
+	from schemas.AuditFrom
+	api  bool
+}
 
 // withAuditOrigin wraps the console's handler: every request's context carries where it came
 // from (schemas.AuditFrom), for its audit records.
 func withAuditOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), auditFromKey{}, requestOrigin(r))))
+		o := auditOrigin{from: requestOrigin(r), api: strings.HasPrefix(r.URL.Path, "/v1/")}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), auditOriginKey{}, o)))
 	})
 }
 
@@ -120,18 +128,19 @@ func auditActor(ctx context.Context) schemas.AuditActor {
 	if !ok {
 		return schemas.AuditActor{Name: "console", Kind: schemas.ActorSystem}
 	}
-	return actorOf(p)
+	o, _ := ctx.Value(auditOriginKey{}).(auditOrigin)
+	return actorOf(p, o.api)
 }
 
-// actorOf is the audit actor of p: CONSOLE_TOKEN's holder, a person (a name with an @: an
-// email), or an API token.
-func actorOf(p Principal) schemas.AuditActor {
-	kind := schemas.ActorAPIToken
+// actorOf is the audit actor of p: CONSOLE_TOKEN's holder; else, on the API (api), an API
+// token, and on the UI a person signed in.
+func actorOf(p Principal, api bool) schemas.AuditActor {
+	kind := schemas.ActorUser
 	switch {
 	case p == tokenPrincipal:
 		kind = schemas.ActorConsoleToken
-	case strings.Contains(p.Name, "@"):
-		kind = schemas.ActorUser
+	case api:
+		kind = schemas.ActorAPIToken
 	}
 	return schemas.AuditActor{Name: p.Name, Role: string(p.Role), Kind: kind}
 }
@@ -156,7 +165,8 @@ func (s *Service) auditRefusal(ctx context.Context, actor schemas.AuditActor, ac
 func (s *Service) auditRecord(ctx context.Context, actor schemas.AuditActor, action string, obj schemas.AuditObject, before, after any, result schemas.AuditResult) {
 	rec := schemas.AuditRecord{V: schemas.AuditVersion, ID: uuid.NewString(), Time: schemas.FormatTimestamp(s.now()),
 		Actor: actor, Action: action, Object: obj, Result: result}
-	rec.From, _ = ctx.Value(auditFromKey{}).(schemas.AuditFrom)
+	o, _ := ctx.Value(auditOriginKey{}).(auditOrigin)
+	rec.From = o.from
 	var err error
 	if rec.Before, err = schemas.AuditState(before); err == nil {
 		rec.After, err = schemas.AuditState(after)
@@ -189,14 +199,7 @@ func (s *Service) auditWrites(ctx context.Context, before *platform.Snapshot, ob
 		prev, existed := lookup(before, o.Kind, o.ID)
 		act := action
 		if act == "" {
-			switch {
-			case o.Deleted():
-				act = string(o.Kind) + ".delete"
-			case existed:
-				act = string(o.Kind) + ".update"
-			default:
-				act = string(o.Kind) + ".create"
-			}
+			act = schemas.AuditConfigAction(o.Kind, existed, o.Deleted())
 		}
 		var b, a any
 		if existed {
@@ -205,7 +208,7 @@ func (s *Service) auditWrites(ctx context.Context, before *platform.Snapshot, ob
 		if !o.Deleted() {
 			a = objectState(o)
 		}
-		s.audit(ctx, act, schemas.AuditObject{Kind: string(o.Kind), ID: o.ID}, b, a)
+		s.audit(ctx, act, schemas.AuditObject{Kind: schemas.AuditKind(o.Kind), ID: o.ID}, b, a)
 	}
 }
 
@@ -222,6 +225,10 @@ func objectState(o schemas.ConfigObject) any {
 		return o.ComputedTrait
 	case o.TrackingPlan != nil:
 		return o.TrackingPlan
+	case o.ConsoleUser != nil:
+		return o.ConsoleUser
+	case o.APIToken != nil:
+		return o.APIToken
 	}
 	return nil
 }
@@ -229,7 +236,7 @@ func objectState(o schemas.ConfigObject) any {
 // auditSession records a session's sign-in or sign-out (action) for p; cookie is the session's
 // cookie value, whose session key (sessions.go) names the session: its first 16 digits.
 func (s *Service) auditSession(ctx context.Context, action string, p Principal, cookie string) {
-	s.auditRecord(ctx, actorOf(p), action, schemas.AuditObject{Kind: "session", ID: cookieSessionID(cookie)}, nil, nil,
+	s.auditRecord(ctx, actorOf(p, false), action, schemas.AuditObject{Kind: "session", ID: cookieSessionID(cookie)}, nil, nil,
 		schemas.AuditResult{Status: schemas.AuditOK})
 }
 
@@ -271,9 +278,14 @@ func (s *Service) auditReplayCancelled(ctx context.Context, p *replay) {
 	s.audit(ctx, auditReplayCancel, schemas.AuditObject{Kind: "replay", ID: p.ID}, nil, p.view())
 }
 
-// auditSignInRefused records a refused sign-in to the UI, for reason.
-func (s *Service) auditSignInRefused(ctx context.Context, reason string) {
-	s.auditRefusal(ctx, schemas.AuditActor{Name: "unknown", Kind: schemas.ActorConsoleToken}, auditSignInRefused,
+// auditSignInRefused records a refused sign-in to the UI, for reason: with the console token,
+// or with single sign-on (sso: the actor is a person).
+func (s *Service) auditSignInRefused(ctx context.Context, sso bool, reason string) {
+	kind := schemas.ActorConsoleToken
+	if sso {
+		kind = schemas.ActorUser
+	}
+	s.auditRefusal(ctx, schemas.AuditActor{Name: "unknown", Kind: kind}, auditSignInRefused,
 		schemas.AuditObject{Kind: "session"}, reason)
 }
 

@@ -72,6 +72,11 @@ func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) (cfg *s
 	for i := range cfg.TrackingPlans {
 		cfg.TrackingPlans[i].Origin = ""
 	}
+	if cfg.Console != nil {
+		for i := range cfg.Console.Users {
+			cfg.Console.Users[i].Origin = ""
+		}
+	}
 	return cfg, comments
 }
 
@@ -214,6 +219,11 @@ func (s *Service) applyConfig(ctx context.Context, body []byte, format string, d
 	for i := range cfg.TrackingPlans {
 		cfg.TrackingPlans[i].Origin = schemas.OriginConsole
 	}
+	if cfg.Console != nil {
+		for i := range cfg.Console.Users {
+			cfg.Console.Users[i].Origin = schemas.OriginConsole
+		}
+	}
 	recs, err := cfg.Records()
 	if err != nil {
 		return nil, fileErrors(err)
@@ -256,7 +266,7 @@ func (s *Service) applyConfig(ctx context.Context, body []byte, format string, d
 	// Objects the console manages that the file no longer lists are deleted: the file is the
 	// whole of what the console manages (objects of config files stay).
 	var deletes []schemas.ConfigObject
-	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits, TrackingPlans: cfg.TrackingPlans}
+	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits, TrackingPlans: cfg.TrackingPlans, Console: cfg.Console}
 	for _, o := range objectsOf(snap) {
 		switch {
 		case listed[o.Key()]:

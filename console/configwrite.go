@@ -41,6 +41,10 @@ func (s *Service) record(o schemas.ConfigObject) (schemas.ConfigRecord, error) {
 		rec, err = o.ComputedTrait.Record()
 	case o.TrackingPlan != nil:
 		rec, err = o.TrackingPlan.Record()
+	case o.ConsoleUser != nil:
+		rec, err = o.ConsoleUser.Record()
+	case o.APIToken != nil:
+		rec, err = o.APIToken.Record()
 	default:
 		return schemas.ConfigRecord{Key: o.Key()}, nil // a tombstone
 	}

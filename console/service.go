@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,6 +92,12 @@ type Service struct {
 	metrics     *metrics
 	auditTrail  *auditTrail // the audit trail's writer and view (audit.go)
 	ui          *ui
+	// apiPatterns are the API's routes as routes registered them (permissions.go).
+	apiPatterns []string
+
+	// pinnedPrincipal, set by tests only (export_test.go), is the principal whose PII grant
+	// masks every answer (pii.go), whoever makes the request.
+	pinnedPrincipal atomic.Pointer[Principal]
 }
 
 // New checks cfg and prepares the console; Run serves it.
@@ -418,18 +425,20 @@ func jsonErrorMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN> (the
-// scheme in any case), compared in constant time (platform.BearerMatches).
+// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN> or an API
+// token (the scheme in any case), compared in constant time (bearerPrincipal, tokens.go); the
+// request carries its principal, whose role each route checks (permissions.go).
 func (s *Service) authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !platform.BearerMatches(r, s.cfg.Token) {
+		p, ok := s.bearerPrincipal(r)
+		if !ok {
 			s.metrics.unauthorized.Inc()
 			s.auditRefusedToken(r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tributary-console"`)
 			writeJSON(w, http.StatusUnauthorized, &apiError{Code: codeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <CONSOLE_TOKEN>"})
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), tokenPrincipal)))
+		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
 	})
 }
 
@@ -445,8 +454,10 @@ func (s *Service) handle(f func(w http.ResponseWriter, r *http.Request) error) h
 // routes is the API: every path under /v1/ (docs/console.md, console/openapi.yaml).
 func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
+	s.apiPatterns = nil
 	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request) error) {
-		mux.Handle(pattern, s.handle(f))
+		s.apiPatterns = append(s.apiPatterns, pattern)
+		mux.Handle(pattern, s.permitted(pattern, s.handle(f)))
 	}
 	h("GET /v1/sources", s.listOf(schemas.ConfigKindSource))
 	h("POST /v1/sources", s.createSource)
@@ -508,6 +519,14 @@ func (s *Service) routes() http.Handler {
 	h("GET /v1/replays/{id}", s.getReplay)
 	h("DELETE /v1/replays/{id}", s.cancelReplay)
 	h("POST /v1/replays/{id}/cancel", s.cancelReplay)
+
+	h("GET /v1/users", s.listUsers)
+	h("GET /v1/users/{email}", s.getUser)
+	h("PUT /v1/users/{email}", s.putUser)
+	h("DELETE /v1/users/{email}", s.deleteUser)
+	h("GET /v1/tokens", s.listTokens)
+	h("POST /v1/tokens", s.createToken)
+	h("DELETE /v1/tokens/{id}", s.revokeToken)
 
 	h("GET /v1/audit", s.listAudit)
 	h("GET /v1/audit/export", s.exportAudit)

@@ -80,6 +80,11 @@ func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path strin
 	for i := range cfg.TrackingPlans {
 		cfg.TrackingPlans[i].Origin = origin
 	}
+	if cfg.Console != nil {
+		for i := range cfg.Console.Users {
+			cfg.Console.Users[i].Origin = origin
+		}
+	}
 	want, err := cfg.Records()
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", path, err)

@@ -44,16 +44,9 @@ func writeConfigAudit(ctx context.Context, kafka KafkaSettings, action string, c
 			errs = append(errs, err)
 			continue
 		}
-		a.Object = schemas.AuditObject{Kind: string(after.Kind), ID: after.ID}
+		a.Object = schemas.AuditObject{Kind: schemas.AuditKind(after.Kind), ID: after.ID}
 		if a.Action == "" {
-			switch {
-			case after.Deleted():
-				a.Action = string(after.Kind) + ".delete"
-			case existed:
-				a.Action = string(after.Kind) + ".update"
-			default:
-				a.Action = string(after.Kind) + ".create"
-			}
+			a.Action = schemas.AuditConfigAction(after.Kind, existed, after.Deleted())
 		}
 		if existed {
 			if a.Before, err = schemas.AuditState(configObjectState(cur.obj)); err != nil {
@@ -119,6 +112,10 @@ func configObjectState(o schemas.ConfigObject) any {
 		return o.ComputedTrait
 	case o.TrackingPlan != nil:
 		return o.TrackingPlan
+	case o.ConsoleUser != nil:
+		return o.ConsoleUser
+	case o.APIToken != nil:
+		return o.APIToken
 	}
 	return nil
 }

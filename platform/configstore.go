@@ -72,6 +72,9 @@ type Snapshot struct {
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
 	plans        map[string]*schemas.Plan
+	users        map[string]*schemas.ConsoleUser
+	tokens       map[string]*schemas.APIToken
+	byTokenHash  map[string]*schemas.APIToken
 	revisions    map[string]int64
 	unsealed     map[string]bool
 	stale        chan struct{}
@@ -176,6 +179,32 @@ func (s *Snapshot) TrackingPlanByID(id string) (*schemas.Plan, bool) {
 	return p, ok
 }
 
+// ConsoleUsers returns the console's user list, ordered by email
+// (docs/console.md#users-roles-and-tokens).
+func (s *Snapshot) ConsoleUsers() []*schemas.ConsoleUser { return sortedValues(s.users) }
+
+// ConsoleUserByEmail returns the listed person of email, compared case-insensitively.
+func (s *Snapshot) ConsoleUserByEmail(email string) (*schemas.ConsoleUser, bool) {
+	u, ok := s.users[strings.ToLower(email)]
+	return u, ok
+}
+
+// APITokens returns the console's API tokens, ordered by id.
+func (s *Snapshot) APITokens() []*schemas.APIToken { return sortedValues(s.tokens) }
+
+// APITokenByID returns the API token with this id.
+func (s *Snapshot) APITokenByID(id string) (*schemas.APIToken, bool) {
+	t, ok := s.tokens[id]
+	return t, ok
+}
+
+// APITokenByHash returns the API token whose secret hashes (schemas.HashAPITokenSecret) to
+// hash; a revoked token is gone. If two tokens share a hash, the one with the smaller id wins.
+func (s *Snapshot) APITokenByHash(hash string) (*schemas.APIToken, bool) {
+	t, ok := s.byTokenHash[hash]
+	return t, ok
+}
+
 func sortedValues[T any](m map[string]*T) []*T {
 	keys := slices.Sorted(maps.Keys(m))
 	out := make([]*T, len(keys))
@@ -192,6 +221,8 @@ type configState struct {
 	audiences    map[string]*schemas.Audience
 	traits       map[string]*schemas.ComputedTrait
 	plans        map[string]*schemas.Plan
+	users        map[string]*schemas.ConsoleUser
+	tokens       map[string]*schemas.APIToken
 	revisions    map[string]int64 // object key → 1 + offset of its record
 	unsealed     map[string]bool  // object keys whose record needs sealing (Snapshot.NeedsSealing)
 }
@@ -228,7 +259,27 @@ func (st *configState) apply(o schemas.ConfigObject) {
 		} else {
 			st.plans[o.ID] = o.TrackingPlan
 		}
+	case schemas.ConfigKindConsoleUser:
+		if o.Deleted() {
+			delete(st.users, o.ID)
+		} else {
+			setIn(&st.users, o.ID, o.ConsoleUser)
+		}
+	case schemas.ConfigKindAPIToken:
+		if o.Deleted() {
+			delete(st.tokens, o.ID)
+		} else {
+			setIn(&st.tokens, o.ID, o.APIToken)
+		}
 	}
+}
+
+// setIn sets (*m)[k] = v, making the map first when it is nil.
+func setIn[T any](m *map[string]*T, k string, v *T) {
+	if *m == nil {
+		*m = map[string]*T{}
+	}
+	(*m)[k] = v
 }
 
 // object returns the current state of one object (a tombstone when there is none).
@@ -245,6 +296,10 @@ func (st *configState) object(kind schemas.ConfigKind, id string) schemas.Config
 		o.ComputedTrait = st.traits[id]
 	case schemas.ConfigKindTrackingPlan:
 		o.TrackingPlan = st.plans[id]
+	case schemas.ConfigKindConsoleUser:
+		o.ConsoleUser = st.users[id]
+	case schemas.ConfigKindAPIToken:
+		o.APIToken = st.tokens[id]
 	}
 	return o
 }
@@ -259,6 +314,8 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 		audiences:    maps.Clone(st.audiences),
 		traits:       maps.Clone(st.traits),
 		plans:        maps.Clone(st.plans),
+		users:        maps.Clone(st.users),
+		tokens:       maps.Clone(st.tokens),
 		revisions:    maps.Clone(st.revisions),
 		unsealed:     maps.Clone(st.unsealed),
 		stale:        make(chan struct{}),
@@ -277,6 +334,11 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 				}
 				s.byPrevHash[h] = previousKey{src: src, expires: exp}
 			}
+		}
+	}
+	for _, t := range sortedValues(st.tokens) {
+		if _, dup := s.byTokenHash[t.SecretHash]; !dup {
+			setIn(&s.byTokenHash, t.SecretHash, t)
 		}
 	}
 	for _, d := range sortedValues(st.destinations) {

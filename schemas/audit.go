@@ -116,6 +116,34 @@ func omittedState(state json.RawMessage) json.RawMessage {
 	return b
 }
 
+// AuditKind is the audit trail's object kind of a config kind: "user" for a console user,
+// "token" for an API token, the config kind itself otherwise.
+func AuditKind(k ConfigKind) string {
+	switch k {
+	case ConfigKindConsoleUser:
+		return "user"
+	case ConfigKindAPIToken:
+		return "token"
+	}
+	return string(k)
+}
+
+// AuditConfigAction is the action of a config write of kind: "<kind>.create" (it did not
+// exist), "<kind>.update", "<kind>.delete" (a tombstone; an API token's is "token.revoke"),
+// with the kind of AuditKind.
+func AuditConfigAction(k ConfigKind, existed, deleted bool) string {
+	kind := AuditKind(k)
+	switch {
+	case deleted && k == ConfigKindAPIToken:
+		return kind + ".revoke"
+	case deleted:
+		return kind + ".delete"
+	case existed:
+		return kind + ".update"
+	}
+	return kind + ".create"
+}
+
 // Validate checks the fields every record has.
 func (a *AuditRecord) Validate() error {
 	var errs []error
@@ -168,7 +196,7 @@ func HashSecret(secret string) string {
 var auditSecretFields = map[string]bool{
 	"sharedsecret": true, "previoussharedsecret": true,
 	"writekey": true, "writekeyhash": true, "previouswritekeyhash": true,
-	"tokenhash": true, "token": true, "secret": true, "password": true, "clientsecret": true,
+	"tokenhash": true, "secrethash": true, "token": true, "secret": true, "password": true, "clientsecret": true,
 }
 
 // AuditState is an object's JSON for an AuditRecord's Before or After: v as JSON with every

@@ -459,6 +459,41 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	t.Run("console-oidc", func(t *testing.T) {
+		// Single sign-on (console.oidc, docs/console.md#single-sign-on): off by default (no
+		// CONSOLE_OIDC_* variable); with an issuer, its settings, and the client secret from the
+		// user's Secret; an issuer without a client id is refused.
+		env := containerEnv(t, render(t, "", consoleToken...).yaml, "Deployment", "tr-tributary-console")
+		for name, v := range env {
+			if strings.HasPrefix(name, "CONSOLE_OIDC_") {
+				t.Errorf("default values: the console gets %s=%q", name, v)
+			}
+		}
+		r := render(t, "sso-client", append([]string{"--set", "console.oidc.issuer=https://sso.example.com/realms/acme",
+			"--set", "console.oidc.clientId=tributary-console", "--set", "console.oidc.existingSecret=sso-client",
+			"--set", "console.oidc.roles=admin=platform-admins;viewer=*", "--set", "console.oidc.piiGroups={support,privacy}",
+			"--set", "console.oidc.redirectURL=https://console.example.com/oidc/callback"}, consoleToken...)...)
+		env = containerEnv(t, r.yaml, "Deployment", "tr-tributary-console")
+		for name, want := range map[string]string{
+			"CONSOLE_OIDC_ISSUER":        "https://sso.example.com/realms/acme",
+			"CONSOLE_OIDC_CLIENT_ID":     "tributary-console",
+			"CONSOLE_OIDC_CLIENT_SECRET": "secret:sso-client/client-secret",
+			"CONSOLE_OIDC_REDIRECT_URL":  "https://console.example.com/oidc/callback",
+			"CONSOLE_OIDC_SCOPES":        "openid email profile",
+			"CONSOLE_OIDC_GROUPS_CLAIM":  "groups",
+			"CONSOLE_OIDC_ROLES":         "admin=platform-admins;viewer=*",
+			"CONSOLE_OIDC_PII_GROUPS":    "support,privacy",
+		} {
+			if env[name] != want {
+				t.Errorf("console env %s = %q, want %q", name, env[name], want)
+			}
+		}
+		out, err := helm(append(append([]string{"template", "tr", chart}, consoleToken...), "--set", "console.oidc.issuer=https://sso.example.com")...)
+		if err == nil || !strings.Contains(out, "console.oidc.clientId is required with console.oidc.issuer") {
+			t.Errorf("an issuer without a client id: want a failure naming console.oidc.clientId, got %v\n%s", err, tail([]byte(out), 5))
+		}
+	})
+
 	t.Run("allowed-hosts", func(t *testing.T) {
 		// The console answers its Service's names, its Ingress hosts and console.allowedHosts
 		// (docs/security.md#dns-rebinding); "*" turns the check off. Ingest answers any name
