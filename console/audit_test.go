@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/console"
+	"github.com/tributary-cdp/tributary/console/internal/oidctest"
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -388,5 +389,51 @@ func TestAuditLargeObject(t *testing.T) {
 	}
 	if c := got[2]; !strings.Contains(string(c.After), big) {
 		t.Errorf("the create (it fits): after %.200s", c.After)
+	}
+}
+
+// TestAuditPeopleAndTokens: a single sign-on and its refusal, a user added, changed and removed,
+// an API token created and revoked, and a change made with that token are recorded with their
+// actors: a person (user), the token (api-token); the token's secret and its hash are not in
+// the topic.
+func TestAuditPeopleAndTokens(t *testing.T) {
+	h, p := newOIDCHarness(t, nil)
+	if _, page := oidcSignIn(t, h, "/"); page.Status != http.StatusOK {
+		t.Fatalf("single sign-on: %d %s", page.Status, page.Body)
+	}
+	p.SetUser(oidctest.User{Subject: "u2", Email: "eve@example.com", EmailVerified: &verified, Groups: []string{"strangers"}})
+	if _, page := oidcSignIn(t, h, "/"); page.Status != http.StatusForbidden {
+		t.Fatalf("a stranger's sign-on: %d", page.Status)
+	}
+	expect(t, h.do(http.MethodPut, "/v1/users/bob@example.com", map[string]any{"role": "editor"}), http.StatusCreated)
+	expect(t, h.do(http.MethodPut, "/v1/users/bob@example.com", map[string]any{"role": "viewer"}), http.StatusOK)
+	expect(t, h.do(http.MethodDelete, "/v1/users/bob@example.com", nil), http.StatusNoContent)
+	id, secret := newToken(t, h, "ci", "editor", false)
+	expect(t, h.doAs(secret, http.MethodPost, "/v1/sources", map[string]any{"id": "by-ci", "name": "By CI"}), http.StatusCreated)
+	expect(t, h.do(http.MethodDelete, "/v1/tokens/"+id, nil), http.StatusNoContent)
+
+	got, raw := auditRecords(t, h, 10)
+	var rows []string
+	for _, g := range got[2:] { // after the config file's two
+		rows = append(rows, g.Action+" "+g.Object.Kind+"/"+g.Object.ID+" by "+g.Actor.Name+" ("+g.Actor.Kind+", "+g.Actor.Role+") "+g.Result.Status)
+	}
+	want := []string{
+		"session.sign-in session/" + got[2].Object.ID + " by ada@example.com (user, editor) ok",
+		"session.sign-in-refused session/ by unknown (user, ) refused",
+		"user.create user/bob@example.com by console-token (console-token, admin) ok",
+		"user.update user/bob@example.com by console-token (console-token, admin) ok",
+		"user.delete user/bob@example.com by console-token (console-token, admin) ok",
+		"token.create token/" + id + " by console-token (console-token, admin) ok",
+		"source.create source/by-ci by ci (api-token, editor) ok",
+		"token.revoke token/" + id + " by console-token (console-token, admin) ok",
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(got[3].Result.Reason, "eve@example.com is not a user of this console") {
+		t.Errorf("the refusal's reason: %q", got[3].Result.Reason)
+	}
+	if bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte(schemas.HashAPITokenSecret(secret))) {
+		t.Error("the audit topic holds the token's secret or its hash")
 	}
 }
