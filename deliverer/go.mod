@@ -16,6 +16,7 @@ require (
 require (
 	github.com/KimMachineGun/automemlimit v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/molecule-man/go-brrr v1.3.0 // indirect
 	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
