@@ -119,7 +119,9 @@ func TestAuditTrailRecordsEveryChange(t *testing.T) {
 	// A regulation, a replay and its cancellation, a DLQ replay, a retry now.
 	reg := do(http.StatusOK, http.MethodPost, "/v1/regulations", map[string]any{"regulationType": "SUPPRESS_ONLY", "subjectType": "USER_ID", "subjectIds": []string{subject}})
 	regulationID := reg.Data(t)["regulateId"].(string)
-	rp := do(http.StatusCreated, http.MethodPost, "/v1/replays", map[string]any{"destinationId": "file-hooks", "from": schemas.FormatTimestamp(time.Now().Add(-time.Hour))})
+	const replayUser = "audit-replay-user-7"
+	rp := do(http.StatusCreated, http.MethodPost, "/v1/replays", map[string]any{"destinationId": "file-hooks", "from": schemas.FormatTimestamp(time.Now().Add(-time.Hour)),
+		"filter": map[string]any{"userId": replayUser}})
 	replayID := rp.Data(t)["replayId"].(string)
 	do(http.StatusOK, http.MethodPost, "/v1/replays/"+replayID+"/cancel", nil)
 	h.env.Produce(&kgo.Record{Topic: schemas.TopicDLQ, Key: []byte("file-hooks:u1"), Value: []byte(`{"type":"track","event":"E","userId":"u1"}`),
@@ -218,7 +220,7 @@ func TestAuditTrailRecordsEveryChange(t *testing.T) {
 		!strings.Contains(dest, `"Authorization":"`+schemas.HashSecret(headerValue)+`"`) {
 		t.Errorf("destination.create: %s, want the secret and the header hashed", dest)
 	}
-	secrets = append(secrets, sharedSecret, headerValue, "audit-header-token-0123456789", plainSecret, subject, testToken)
+	secrets = append(secrets, sharedSecret, headerValue, "audit-header-token-0123456789", plainSecret, subject, replayUser, testToken)
 	for _, s := range secrets {
 		if bytes.Contains(raw, []byte(s)) {
 			t.Errorf("the audit topic holds the secret %q", s)

@@ -197,10 +197,12 @@ var auditSecretFields = map[string]bool{
 	"sharedsecret": true, "previoussharedsecret": true,
 	"writekey": true, "writekeyhash": true, "previouswritekeyhash": true,
 	"tokenhash": true, "secrethash": true, "token": true, "secret": true, "password": true, "clientsecret": true,
+	// A user's ids (a replay's filter): the trail outlives the data a deletion removes.
+	"userid": true, "anonymousid": true,
 }
 
 // AuditState is an object's JSON for an AuditRecord's Before or After: v as JSON with every
-// secret hashed (HashSecret): the members of auditSecretFields, every value of a "headers"
+// secret and user id hashed (HashSecret): the members of auditSecretFields, every value of a "headers"
 // object (static headers are often credentials: Authorization, X-Api-Key), and a "url" with
 // credentials (user info or a query) shown redacted (RedactURL) and hashed. nil v is nil.
 func AuditState(v any) (json.RawMessage, error) {
