@@ -47,6 +47,7 @@ const (
 	auditSignInRefused    = "session.sign-in-refused"
 	auditSignOut          = "session.sign-out"
 	auditUnauthorized     = "api.unauthorized"
+	auditForbidden        = "access.forbidden"
 )
 
 // Refusals recorded: auditRefusalsPerSecond on average, bursts of auditRefusalsBurst.
@@ -292,4 +293,11 @@ func (s *Service) auditSignInRefused(ctx context.Context, sso bool, reason strin
 // auditSignOut records the end of the session sess by ctx's principal.
 func (s *Service) auditSignOut(ctx context.Context, sess *session) {
 	s.audit(ctx, auditSignOut, schemas.AuditObject{Kind: "session", ID: sess.key[:16]}, nil, nil)
+}
+
+// auditForbidden records a request refused for its principal's role (403): the API route or
+// page of pattern needs need.
+func (s *Service) auditForbidden(r *http.Request, pattern string, need Role) {
+	s.auditRefusal(r.Context(), auditActor(r.Context()), auditForbidden, schemas.AuditObject{Kind: "request", ID: clip(pattern, 256)},
+		"needs the role "+string(need))
 }

@@ -412,9 +412,10 @@ func TestAuditPeopleAndTokens(t *testing.T) {
 	expect(t, h.do(http.MethodDelete, "/v1/users/bob@example.com", nil), http.StatusNoContent)
 	id, secret := newToken(t, h, "ci", "editor", false)
 	expect(t, h.doAs(secret, http.MethodPost, "/v1/sources", map[string]any{"id": "by-ci", "name": "By CI"}), http.StatusCreated)
+	expect(t, h.doAs(secret, http.MethodGet, "/v1/audit", nil), http.StatusForbidden)
 	expect(t, h.do(http.MethodDelete, "/v1/tokens/"+id, nil), http.StatusNoContent)
 
-	got, raw := auditRecords(t, h, 10)
+	got, raw := auditRecords(t, h, 11)
 	var rows []string
 	for _, g := range got[2:] { // after the config file's two
 		rows = append(rows, g.Action+" "+g.Object.Kind+"/"+g.Object.ID+" by "+g.Actor.Name+" ("+g.Actor.Kind+", "+g.Actor.Role+") "+g.Result.Status)
@@ -427,6 +428,7 @@ func TestAuditPeopleAndTokens(t *testing.T) {
 		"user.delete user/bob@example.com by console-token (console-token, admin) ok",
 		"token.create token/" + id + " by console-token (console-token, admin) ok",
 		"source.create source/by-ci by ci (api-token, editor) ok",
+		"access.forbidden request/GET /v1/audit by ci (api-token, editor) refused",
 		"token.revoke token/" + id + " by console-token (console-token, admin) ok",
 	}
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {

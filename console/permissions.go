@@ -165,6 +165,7 @@ func (s *Service) permitted(pattern string, next http.Handler) http.Handler {
 			return
 		}
 		if !ok || !p.Role.allows(need) {
+			s.auditForbidden(r, pattern, need)
 			writeJSON(w, http.StatusForbidden, errForbidden(p, ok, need, pattern))
 			return
 		}
@@ -177,6 +178,7 @@ func (u *ui) permittedPage(pattern string, next http.HandlerFunc) http.HandlerFu
 	need := uiRole(pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if p, ok := requestPrincipal(r); !ok || !p.Role.allows(need) {
+			u.s.auditForbidden(r, pattern, need)
 			u.render(w, r, http.StatusForbidden, "error", page{Title: "Not allowed", Error: errForbidden(p, ok, need, "This page").Message})
 			return
 		}
