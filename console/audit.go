@@ -29,25 +29,25 @@ import (
 // the audit write fails, the change stays made: the console logs the whole record at error level
 // ("audit record not written", the record in the field audit_record, its secrets hashed) and
 // counts tributary_console_audit_write_failures_total, so that no record is lost silently.
-// Refusals (a wrong token, a refused sign-in) are recorded at most auditRefusalsPerSecond on
+// Refusals (a wrong token, a refused sign-in, a role's 403) are recorded at most auditRefusalsPerSecond on
 // average per console; those beyond are counted in tributary_console_audit_refusals_dropped_total:
 // a client that is not signed in cannot fill the topic.
 
 // Audit actions besides "<kind>.create", "<kind>.update" and "<kind>.delete" of config objects.
 const (
-	auditRotateKey        = "source.rotate-key"
-	auditImport           = "config.import"
-	auditReencrypt        = "config.reencrypt"
-	auditRegulationCreate = "regulation.create"
-	auditReplayCreate     = "replay.create"
-	auditReplayCancel     = "replay.cancel"
-	auditDLQReplay        = "dlq.replay"
-	auditPendingRetry     = "pending.retry"
-	auditSignIn           = "session.sign-in"
-	auditSignInRefused    = "session.sign-in-refused"
-	auditSignOut          = "session.sign-out"
-	auditUnauthorized     = "api.unauthorized"
-	auditForbidden        = "access.forbidden"
+	actionRotateKey        = "source.rotate-key"
+	actionImport           = "config.import"
+	actionReencrypt        = "config.reencrypt"
+	actionRegulationCreate = "regulation.create"
+	actionReplayCreate     = "replay.create"
+	actionReplayCancel     = "replay.cancel"
+	actionDLQReplay        = "dlq.replay"
+	actionPendingRetry     = "pending.retry"
+	actionSignIn           = "session.sign-in"
+	actionSignInRefused    = "session.sign-in-refused"
+	actionSignOut          = "session.sign-out"
+	actionUnauthorized     = "api.unauthorized"
+	actionForbidden        = "access.forbidden"
 )
 
 // Refusals recorded: auditRefusalsPerSecond on average, bursts of auditRefusalsBurst.
@@ -261,7 +261,7 @@ func cookieSessionID(cookie string) string {
 
 // auditRefusedToken records an API request refused for its bearer token.
 func (s *Service) auditRefusedToken(r *http.Request) {
-	s.auditRefusal(r.Context(), schemas.AuditActor{Name: "unknown", Kind: schemas.ActorAPIToken}, auditUnauthorized,
+	s.auditRefusal(r.Context(), schemas.AuditActor{Name: "unknown", Kind: schemas.ActorAPIToken}, actionUnauthorized,
 		schemas.AuditObject{Kind: "request", ID: clip(r.Method+" "+r.URL.Path, 256)}, "missing or wrong bearer token")
 }
 
@@ -276,13 +276,13 @@ type auditSent struct {
 // auditRegulation records a regulation: its type, how many subjects and which sources, never
 // the subjects' user ids (the audit trail outlives the data a deletion removes).
 func (s *Service) auditRegulation(ctx context.Context, id, regulationType string, subjects int, sourceIDs []string) {
-	s.audit(ctx, auditRegulationCreate, schemas.AuditObject{Kind: "regulation", ID: id}, nil, map[string]any{
+	s.audit(ctx, actionRegulationCreate, schemas.AuditObject{Kind: "regulation", ID: id}, nil, map[string]any{
 		"regulationType": regulationType, "subjects": subjects, "sourceIds": sourceIDs})
 }
 
 // auditReplayCancelled records the cancellation of the replay p (its state after).
 func (s *Service) auditReplayCancelled(ctx context.Context, p *replay) {
-	s.audit(ctx, auditReplayCancel, schemas.AuditObject{Kind: "replay", ID: p.ID}, nil, p.view())
+	s.audit(ctx, actionReplayCancel, schemas.AuditObject{Kind: "replay", ID: p.ID}, nil, p.view())
 }
 
 // auditSignInRefused records a refused sign-in to the UI, for reason: with the console token,
@@ -292,18 +292,18 @@ func (s *Service) auditSignInRefused(ctx context.Context, sso bool, reason strin
 	if sso {
 		kind = schemas.ActorUser
 	}
-	s.auditRefusal(ctx, schemas.AuditActor{Name: "unknown", Kind: kind}, auditSignInRefused,
+	s.auditRefusal(ctx, schemas.AuditActor{Name: "unknown", Kind: kind}, actionSignInRefused,
 		schemas.AuditObject{Kind: "session"}, reason)
 }
 
 // auditSignOut records the end of the session sess by ctx's principal.
 func (s *Service) auditSignOut(ctx context.Context, sess *session) {
-	s.audit(ctx, auditSignOut, schemas.AuditObject{Kind: "session", ID: sess.key[:16]}, nil, nil)
+	s.audit(ctx, actionSignOut, schemas.AuditObject{Kind: "session", ID: sess.key[:16]}, nil, nil)
 }
 
 // auditForbidden records a request refused for its principal's role (403): the API route or
 // page of pattern needs need.
 func (s *Service) auditForbidden(r *http.Request, pattern string, need Role) {
-	s.auditRefusal(r.Context(), auditActor(r.Context()), auditForbidden, schemas.AuditObject{Kind: "request", ID: clip(pattern, 256)},
+	s.auditRefusal(r.Context(), auditActor(r.Context()), actionForbidden, schemas.AuditObject{Kind: "request", ID: clip(pattern, 256)},
 		"needs the role "+string(need))
 }

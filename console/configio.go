@@ -189,7 +189,7 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 // object a config file manages changes only with takeOver. It returns the changes, in the
 // order they are written; with dryRun it writes nothing.
 func (s *Service) applyConfig(ctx context.Context, body []byte, format string, dryRun, takeOver bool) ([]change, error) {
-	ctx = withAuditAction(ctx, auditImport)
+	ctx = withAuditAction(ctx, actionImport)
 	cfg, err := schemas.ParseConfig(body, format)
 	if err != nil {
 		return nil, fileErrors(err)

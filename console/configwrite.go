@@ -315,7 +315,7 @@ func (s *Service) rotateWriteKey(ctx context.Context, id string, overlap time.Du
 	if overlap < 0 || overlap > s.cfg.MaxKeyOverlap {
 		return nil, "", "", errInvalid("overlap", "overlap: must be between 0s and %s, got %s", schemas.ShortDuration(s.cfg.MaxKeyOverlap), schemas.ShortDuration(overlap))
 	}
-	ctx = withAuditAction(ctx, auditRotateKey)
+	ctx = withAuditAction(ctx, actionRotateKey)
 	key = newWriteKey()
 	if overlap > 0 {
 		expiresAt = schemas.FormatTimestamp(s.now().Add(overlap))

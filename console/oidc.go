@@ -438,7 +438,7 @@ func (u *ui) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	cookie := u.newSession(u.s.now(), o.sessionSubject(email, groups))
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: cookie, Path: "/",
 		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
-	u.s.auditSession(r.Context(), auditSignIn, pr, cookie)
+	u.s.auditSession(r.Context(), actionSignIn, pr, cookie)
 	u.s.logger.Info().Str("who", pr.Name).Str("role", string(pr.Role)).Bool("pii", pr.PII).Msg("signed in with OpenID Connect")
 	// A page, not a redirect: the browser came from the provider's site, and a redirect would
 	// carry on that cross-site navigation, on which the Strict session cookie is not sent. The

@@ -163,7 +163,7 @@ func (s *Service) startReplay(ctx context.Context, q *replayQuery) (*replay, err
 		s.runReplay(runCtx, p, q)
 	}()
 	s.logger.Info().Str("replay_id", p.ID).Str("destination_id", q.dest.ID).Int64("matched", n).Int("max_per_second", q.rate).Msg("replay started")
-	s.audit(ctx, auditReplayCreate, schemas.AuditObject{Kind: "replay", ID: p.ID}, nil, p.view())
+	s.audit(ctx, actionReplayCreate, schemas.AuditObject{Kind: "replay", ID: p.ID}, nil, p.view())
 	return p, nil
 }
 

@@ -224,7 +224,7 @@ type reencryptResult struct {
 // whatever its origin: each keeps its origin and content
 // (docs/configuration.md#secrets-at-rest). Without a key it is a 409.
 func (s *Service) reencryptObjects(ctx context.Context) (reencryptResult, error) {
-	ctx = withAuditAction(ctx, auditReencrypt)
+	ctx = withAuditAction(ctx, actionReencrypt)
 	if s.keys == nil {
 		return reencryptResult{}, &apiError{Status: http.StatusConflict, Code: codeConflict,
 			Message: "CONFIG_ENCRYPTION_KEY is not set for the console: set it in every service first (docs/configuration.md#secrets-at-rest)"}

@@ -260,7 +260,7 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 	cookie := u.newSession(u.s.now(), "")
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: cookie, Path: "/", MaxAge: int(sessionTTL / time.Second),
 		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
-	u.s.auditSession(r.Context(), auditSignIn, tokenPrincipal, cookie)
+	u.s.auditSession(r.Context(), actionSignIn, tokenPrincipal, cookie)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
