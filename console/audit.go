@@ -29,9 +29,10 @@ import (
 // the audit write fails, the change stays made: the console logs the whole record at error level
 // ("audit record not written", the record in the field audit_record, its secrets hashed) and
 // counts tributary_console_audit_write_failures_total, so that no record is lost silently.
-// Refusals (a wrong token, a refused sign-in, a role's 403) are recorded at most auditRefusalsPerSecond on
-// average per console; those beyond are counted in tributary_console_audit_refusals_dropped_total:
-// a client that is not signed in cannot fill the topic.
+// Refusals (a wrong token, a refused sign-in, a role's 403) are recorded at most
+// auditRefusalsPerSecond on average per console; those beyond are counted in
+// tributary_console_audit_refusals_dropped_total: a client that is not signed in cannot fill the
+// topic.
 
 // Audit actions besides "<kind>.create", "<kind>.update" and "<kind>.delete" of config objects.
 const (
