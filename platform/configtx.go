@@ -62,7 +62,8 @@ type ConfigTx struct {
 	cl    *kgo.Client
 	topic string
 	ends  map[int32]int64
-	n     int // records produced
+	n     int  // records produced
+	done  bool // committed
 }
 
 // Ends returns, by partition, the config topic's last stable offsets once this write had
@@ -90,6 +91,21 @@ func (tx *ConfigTx) Produce(ctx context.Context, recs ...schemas.ConfigRecord) (
 		offsets[i] = r.Offset
 	}
 	return offsets, nil
+}
+
+// Commit commits the records produced so far, once: write may call it to know, before it
+// returns, that its records are committed (the console waits for its store to apply them);
+// otherwise Write commits after write returns. An error that IsFenced says another writer
+// fenced this one: returned by write, it makes Write run write again.
+func (tx *ConfigTx) Commit(ctx context.Context) error {
+	if tx.done || tx.n == 0 {
+		return nil
+	}
+	if err := tx.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("writing %s: committing: %w", tx.topic, err)
+	}
+	tx.done = true
+	return nil
 }
 
 // ConfigWriter writes to a config topic through its transactional id (ConfigWriterID). The
@@ -172,7 +188,11 @@ func (w ConfigWriter) once(ctx context.Context, write func(ctx context.Context, 
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("writing %s: beginning a transaction: %w", w.Topic, err)
 	}
-	if err := write(ctx, tx); err != nil || tx.n == 0 {
+	err = write(ctx, tx)
+	if tx.done {
+		return err // committed: nothing to abort
+	}
+	if err != nil || tx.n == 0 {
 		// Abort under a context of its own: ctx may be what ended the write. Closing the
 		// client without ending would leave the transaction to the next writer (which
 		// aborts it) or to the transaction timeout.
@@ -185,8 +205,5 @@ func (w ConfigWriter) once(ctx context.Context, write func(ctx context.Context, 
 		}
 		return err
 	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("writing %s: committing: %w", w.Topic, err)
-	}
-	return nil
+	return tx.Commit(ctx)
 }
