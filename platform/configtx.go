@@ -59,6 +59,7 @@ var ErrConfigWriteContended = errors.New("other writers of the config kept fenci
 // id, every older writer is fenced, and Ends are the offsets up to which the write must read
 // the topic so that its checks see every committed write.
 type ConfigTx struct {
+	w     ConfigWriter
 	cl    *kgo.Client
 	topic string
 	ends  map[int32]int64
@@ -91,6 +92,44 @@ func (tx *ConfigTx) Produce(ctx context.Context, recs ...schemas.ConfigRecord) (
 		offsets[i] = r.Offset
 	}
 	return offsets, nil
+}
+
+// Object reads the config topic up to its last stable offsets (read_committed, at least up to
+// Ends) and returns the object of key as the last committed record left it, decrypted with
+// the writer's CONFIG_ENCRYPTION_KEY; false when it does not exist. Records of other keys are
+// not decoded. It is the read of a read-modify-write of one object by a service that holds no
+// config store of its own that it could wait for (the deliverer's auto-disable).
+func (tx *ConfigTx) Object(ctx context.Context, key string) (schemas.ConfigObject, bool, error) {
+	keys, err := tx.w.Kafka.ConfigKeyring()
+	if err != nil {
+		return schemas.ConfigObject{}, false, err
+	}
+	var last *kgo.Record
+	r, err := NewTopicReader(TopicReaderConfig{
+		Kafka: tx.w.Kafka, Topic: tx.topic, Logger: tx.w.Logger, ReadCommitted: true, NoWait: true, Opts: tx.w.Opts,
+		Apply: func(r *kgo.Record) {
+			if string(r.Key) == key {
+				last = r
+			}
+		},
+	})
+	if err == nil {
+		err = r.Run(ctx)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return schemas.ConfigObject{}, false, fmt.Errorf("reading %s: %w", tx.topic, err)
+	}
+	if last == nil || len(last.Value) == 0 {
+		return schemas.ConfigObject{}, false, nil
+	}
+	o, err := schemas.DecodeConfigRecordWith(key, last.Value, keys)
+	if err != nil {
+		return schemas.ConfigObject{}, false, fmt.Errorf("reading %s: %w", tx.topic, err)
+	}
+	return o, true, nil
 }
 
 // Commit commits the records produced so far, once: write may call it to know, before it
@@ -183,7 +222,7 @@ func (w ConfigWriter) once(ctx context.Context, write func(ctx context.Context, 
 	if err != nil {
 		return fmt.Errorf("writing %s: listing its last stable offsets: %w", w.Topic, err)
 	}
-	tx := &ConfigTx{cl: cl, topic: w.Topic, ends: map[int32]int64{}}
+	tx := &ConfigTx{w: w, cl: cl, topic: w.Topic, ends: map[int32]int64{}}
 	ends.Each(func(o kadm.ListedOffset) { tx.ends[o.Partition] = o.Offset })
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("writing %s: beginning a transaction: %w", w.Topic, err)
