@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -68,7 +69,8 @@ type conditionalWrite struct {
 // refused once a console took it over. No write is lost: no two conditional writes succeed
 // from the same version; each console write starts from the version the previous console write
 // made (nothing, not even an apply, slipped in between); the destination ends as the last
-// successful write left it. Every refused PATCH is 409 version_mismatch.
+// successful write left it. Every refused PATCH is 409 version_mismatch (or, fenced at every
+// try, 503 unavailable, with nothing written).
 func TestTwoConsolesAndApplyRace(t *testing.T) {
 	env := servicetest.New(t, servicetest.Options{})
 	applyBaseConfig(t, env)
@@ -87,6 +89,7 @@ func TestTwoConsolesAndApplyRace(t *testing.T) {
 		mu        sync.Mutex
 		successes []conditionalWrite
 		conflicts = map[string]int{}
+		contended int
 		failures  []string
 	)
 	fail := func(format string, args ...any) {
@@ -156,6 +159,11 @@ func TestTwoConsolesAndApplyRace(t *testing.T) {
 					mu.Lock()
 					conflicts[name]++
 					mu.Unlock()
+				case status == http.StatusServiceUnavailable && bytes.Contains(body, []byte(`"unavailable"`)):
+					// Fenced at every try (the writers kept contending): nothing written.
+					mu.Lock()
+					contended++
+					mu.Unlock()
 				default:
 					fail("console %s PATCH from version %d: %d %s", name, from, status, body)
 					return
@@ -192,6 +200,10 @@ func TestTwoConsolesAndApplyRace(t *testing.T) {
 				}
 			case strings.Contains(err.Error(), "destination/file-hooks is managed by console"):
 				refused++
+			case errors.Is(err, platform.ErrConfigWriteContended):
+				mu.Lock()
+				contended++
+				mu.Unlock()
 			default:
 				fail("apply %d: %v", i, err)
 				return
@@ -207,7 +219,7 @@ func TestTwoConsolesAndApplyRace(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("console writes: %d succeeded, %v refused (version_mismatch); applies: %d written, %d refused", len(successes), conflicts, applied, refused)
+	t.Logf("console writes: %d succeeded, %v refused (version_mismatch); applies: %d written, %d refused; %d fenced at every try", len(successes), conflicts, applied, refused, contended)
 	if len(successes) == 0 {
 		t.Fatal("no console write succeeded")
 	}

@@ -49,7 +49,7 @@ func ConfigWriterID(topic string) string {
 const ConfigTxTimeout = 30 * time.Second
 
 // configTxAttempts bounds how often a fenced write is tried again.
-const configTxAttempts = 8
+const configTxAttempts = 10
 
 // ErrConfigWriteContended is returned by WriteConfig when other writers fenced every attempt
 // of a write: try again later.
@@ -167,7 +167,9 @@ type ConfigWriter struct {
 // Safe for concurrent use (each call has its own client).
 func (w ConfigWriter) Write(ctx context.Context, write func(ctx context.Context, tx *ConfigTx) error) error {
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 20*time.Millisecond, time.Second, 0
+	// Randomized (backoff's default ±50 %), so that two writers that fenced each other do not
+	// try again in step.
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 25*time.Millisecond, time.Second, 0
 	tries := 0
 	err := backoff.RetryNotify(func() error {
 		tries++
