@@ -60,7 +60,7 @@ func (s *Service) destinationAttempts(w http.ResponseWriter, r *http.Request) er
 		}
 	}
 	out, next := s.attemptsPage(id, before, status, limit)
-	page := map[string]any{"data": out}
+	page := map[string]any{"data": s.maskOf(r).attempts(out)}
 	if next != "" {
 		page["nextCursor"] = next
 	}
@@ -76,7 +76,7 @@ func (s *Service) messageAttempts(w http.ResponseWriter, r *http.Request) error 
 	if len(out) == 0 {
 		return errNotFound("no attempt of message %q in the log (it keeps the last %d attempts per destination)", id, s.cfg.AttemptsPerDestination)
 	}
-	writeData(w, http.StatusOK, out)
+	writeData(w, http.StatusOK, s.maskOf(r).attempts(out))
 	return nil
 }
 

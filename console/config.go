@@ -34,6 +34,9 @@ type Config struct {
 	AllowedHosts []string `env:"CONSOLE_ALLOWED_HOSTS" doc:"comma-separated host names the console's UI and API answer to (its Ingress host, its Service name, an IP address; '*': any): a request with another 'Host' is answered 421, '/healthz', '/readyz' and '/metrics' excepted; 'localhost', '127.0.0.1' and '[::1]' are always accepted. Empty: only those when 'CONSOLE_ADDR' is on loopback, any name otherwise ([security.md](security.md#dns-rebinding))"`
 	// Token is the bearer token of the API (CONSOLE_TOKEN): required.
 	Token string `env:"CONSOLE_TOKEN" docDefault:"required ('make run': generated per 'DATA_DIR')" doc:"bearer token of the admin API ('Authorization: Bearer ...') and the web UI's sign-in; the console refuses to start without it, or with a weak one (under 16 characters or about 64 bits: 'openssl rand -hex 32' makes a good one). 'make run' uses it when set, else generates one and keeps it in 'DATA_DIR/console-token' (mode 0600), whose path it prints"`
+	// OIDC is sign-in with OpenID Connect (docs/console.md#single-sign-on); off while its
+	// issuer is empty.
+	OIDC OIDCConfig
 	// TokenFile is where the token is kept, for the sign-in page's help (make run: the
 	// console-token file of its DATA_DIR); empty: it names CONSOLE_TOKEN only.
 	TokenFile string
@@ -57,6 +60,11 @@ type Config struct {
 	// NoticesTopic holds the auto-disable notices (docs/delivery.md#auto-disable), shown in
 	// the overview's problems.
 	NoticesTopic string
+	// AuditTopic is the audit trail (docs/console.md#audit-trail).
+	AuditTopic string
+	// AuditWindow is how many of the latest audit records the console keeps in memory for
+	// GET /v1/audit and the audit page (the export reads the topic).
+	AuditWindow int
 	// SuppressionsTopic is read (with DeletionsStatusTopic) before a DLQ replay: a deleted or
 	// suppressed user's dead letters are skipped (docs/console.md#replay-the-dead-letter-queue).
 	SuppressionsTopic string
@@ -99,6 +107,27 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
 }
 
+// OIDCConfig is sign-in with OpenID Connect (docs/console.md#single-sign-on).
+type OIDCConfig struct {
+	// Issuer is the provider's issuer URL (CONSOLE_OIDC_ISSUER); empty: single sign-on is off.
+	Issuer string `env:"CONSOLE_OIDC_ISSUER" doc:"issuer URL of an OpenID Connect provider (its '/.well-known/openid-configuration' is read at the first sign-in): the sign-in page offers 'Sign in with <name>' beside the token; 'https' unless on loopback. Empty: single sign-on is off ([console.md](console.md#single-sign-on))"`
+	// Name is what the sign-in button says: "Sign in with <Name>" (CONSOLE_OIDC_NAME).
+	Name string `env:"CONSOLE_OIDC_NAME" docDefault:"the issuer's host" doc:"the provider's name on the sign-in button ('Sign in with <name>')"`
+	// ClientID and ClientSecret are the console's client at the provider.
+	ClientID     string `env:"CONSOLE_OIDC_CLIENT_ID" doc:"client id of the console at the provider (required with 'CONSOLE_OIDC_ISSUER'); the ID token's audience must be it"`
+	ClientSecret string `env:"CONSOLE_OIDC_CLIENT_SECRET" secret:"true" doc:"client secret of the console at the provider; empty for a public client (PKCE is always used); never logged"`
+	// RedirectURL is the callback the provider sends the browser back to.
+	RedirectURL string `env:"CONSOLE_OIDC_REDIRECT_URL" doc:"the console's callback as the browser reaches it, registered at the provider: 'https://<console host>/oidc/callback'. Empty: built from each request's 'Host' (and 'https' when the request came over TLS or 'X-Forwarded-Proto: https')"`
+	// Scopes are asked for, space-separated; openid is required.
+	Scopes string `env:"CONSOLE_OIDC_SCOPES" doc:"scopes asked for, space-separated; must include 'openid'; add the one that makes your provider send groups (e.g. 'groups') if it needs one"`
+	// GroupsClaim is the ID token's claim holding the person's groups.
+	GroupsClaim string `env:"CONSOLE_OIDC_GROUPS_CLAIM" doc:"the ID token's claim holding the person's groups (a list of strings, or one string)"`
+	// Roles maps groups to roles: "admin=g1,g2;editor=g3;viewer=*" (parseOIDCRoles).
+	Roles string `env:"CONSOLE_OIDC_ROLES" doc:"groups to roles: '<role>=<group>,<group>;<role>=...' with roles 'admin', 'editor', 'viewer', e.g. 'admin=platform-admins;editor=growth,marketing;viewer=*' ('*': anyone the provider signs in with a verified email); a person in groups of several roles gets the highest. People in none are refused unless the console's user list names them ([console.md](console.md#single-sign-on))"`
+	// PIIGroups are the groups granted PII access ("*": everyone signed in through OIDC).
+	PIIGroups []string `env:"CONSOLE_OIDC_PII_GROUPS" doc:"comma-separated groups whose members see message bodies, user ids and traits unmasked ('*': everyone the role mapping admits); others see them masked"`
+}
+
 // DefaultConfig returns the defaults of docs/console.md.
 func DefaultConfig() Config {
 	return Config{
@@ -117,6 +146,8 @@ func DefaultConfig() Config {
 		SessionsTopic:              schemas.TopicSessions,
 		RetriedNowTopic:            schemas.TopicRetriedNow,
 		NoticesTopic:               schemas.TopicNotices,
+		AuditTopic:                 schemas.TopicAudit,
+		AuditWindow:                50_000,
 		PendingPerDestination:      10000,
 		SuppressionsTopic:          schemas.TopicSuppressions,
 		DelivererGroup:             "tributary-deliverer",
@@ -135,6 +166,7 @@ func DefaultConfig() Config {
 		MaxStreamsPerSession:       5,
 		StreamWriteTimeout:         10 * time.Second,
 		ShutdownTimeout:            platform.DefaultShutdownGrace,
+		OIDC:                       OIDCConfig{Scopes: "openid email profile", GroupsClaim: "groups"},
 	}
 }
 
@@ -236,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TestTimeout <= 0 || c.MaxKeyOverlap < 0 || c.StreamWriteTimeout <= 0 {
 		errs = append(errs, errors.New("console timeouts: must be positive"))
+	}
+	if err := c.OIDC.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))

@@ -72,6 +72,11 @@ func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) (cfg *s
 	for i := range cfg.TrackingPlans {
 		cfg.TrackingPlans[i].Origin = ""
 	}
+	if cfg.Console != nil {
+		for i := range cfg.Console.Users {
+			cfg.Console.Users[i].Origin = ""
+		}
+	}
 	return cfg, comments
 }
 
@@ -184,14 +189,27 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 // object a config file manages changes only with takeOver. It returns the changes, in the
 // order they are written; with dryRun it writes nothing.
 func (s *Service) applyConfig(ctx context.Context, body []byte, format string, dryRun, takeOver bool) ([]change, error) {
+	ctx = withAuditAction(ctx, actionImport)
+	if _, err := schemas.ParseConfig(body, format); err != nil {
+		return nil, fileErrors(err) // before taking the config writers' transactional id
+	}
+	if dryRun {
+		return s.applyConfigIn(ctx, s.deps.Store.Snapshot(), body, format, true, takeOver)
+	}
+	var changes []change
+	err := s.configTx(ctx, func(snap *platform.Snapshot) (err error) {
+		changes, err = s.applyConfigIn(ctx, snap, body, format, false, takeOver)
+		return err
+	})
+	return changes, err
+}
+
+// applyConfigIn is applyConfig's check and write against snap (configTx's).
+func (s *Service) applyConfigIn(ctx context.Context, snap *platform.Snapshot, body []byte, format string, dryRun, takeOver bool) ([]change, error) {
 	cfg, err := schemas.ParseConfig(body, format)
 	if err != nil {
 		return nil, fileErrors(err)
 	}
-
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	snap := s.deps.Store.Snapshot()
 	if err := s.keepSecrets(cfg, func(id string) *schemas.Destination { d, _ := snap.DestinationByID(id); return d }); err != nil {
 		return nil, err
 	}
@@ -212,6 +230,11 @@ func (s *Service) applyConfig(ctx context.Context, body []byte, format string, d
 	}
 	for i := range cfg.TrackingPlans {
 		cfg.TrackingPlans[i].Origin = schemas.OriginConsole
+	}
+	if cfg.Console != nil {
+		for i := range cfg.Console.Users {
+			cfg.Console.Users[i].Origin = schemas.OriginConsole
+		}
 	}
 	recs, err := cfg.Records()
 	if err != nil {
@@ -255,7 +278,7 @@ func (s *Service) applyConfig(ctx context.Context, body []byte, format string, d
 	// Objects the console manages that the file no longer lists are deleted: the file is the
 	// whole of what the console manages (objects of config files stay).
 	var deletes []schemas.ConfigObject
-	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits, TrackingPlans: cfg.TrackingPlans}
+	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits, TrackingPlans: cfg.TrackingPlans, Console: cfg.Console}
 	for _, o := range objectsOf(snap) {
 		switch {
 		case listed[o.Key()]:

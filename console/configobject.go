@@ -36,6 +36,8 @@ var nouns = map[schemas.ConfigKind]string{
 	schemas.ConfigKindAudience:      "audience",
 	schemas.ConfigKindComputedTrait: "computed trait",
 	schemas.ConfigKindTrackingPlan:  "tracking plan",
+	schemas.ConfigKindConsoleUser:   "user",
+	schemas.ConfigKindAPIToken:      "API token",
 }
 
 // lookup returns the object of kind and id in snap (a tombstone ConfigObject when absent).
@@ -53,6 +55,10 @@ func lookup(snap *platform.Snapshot, kind schemas.ConfigKind, id string) (schema
 		o.ComputedTrait, ok = snap.ComputedTraitByID(id)
 	case schemas.ConfigKindTrackingPlan:
 		o.TrackingPlan, ok = snap.TrackingPlanByID(id)
+	case schemas.ConfigKindConsoleUser:
+		o.ConsoleUser, ok = snap.ConsoleUserByEmail(id)
+	case schemas.ConfigKindAPIToken:
+		o.APIToken, ok = snap.APITokenByID(id)
 	}
 	return o, ok
 }
@@ -76,6 +82,11 @@ func objectsOf(snap *platform.Snapshot) []schemas.ConfigObject {
 	for _, x := range snap.TrackingPlans() {
 		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindTrackingPlan, ID: x.ID, TrackingPlan: x})
 	}
+	// The user list is part of the config file (console.users); API tokens are not: they are
+	// issued by the console (tokens.go), never exported, imported or pruned.
+	for _, x := range snap.ConsoleUsers() {
+		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindConsoleUser, ID: x.Email, ConsoleUser: x})
+	}
 	return out
 }
 
@@ -92,6 +103,11 @@ func addTo(cfg *schemas.Config, o schemas.ConfigObject) {
 		cfg.ComputedTraits = append(cfg.ComputedTraits, *o.ComputedTrait)
 	case o.TrackingPlan != nil:
 		cfg.TrackingPlans = append(cfg.TrackingPlans, *o.TrackingPlan)
+	case o.ConsoleUser != nil:
+		if cfg.Console == nil {
+			cfg.Console = &schemas.ConsoleConfig{}
+		}
+		cfg.Console.Users = append(cfg.Console.Users, *o.ConsoleUser)
 	}
 }
 

@@ -178,5 +178,6 @@ func (s *Service) replay(ctx context.Context, id string, req replayRequest) ([]s
 	s.dlq.MarkReplayed(done, now)
 	s.metrics.replayed.Add(float64(len(done)))
 	s.logger.Info().Str("destination", id).Int("replayed", len(done)).Int("skipped", len(sk.ids)).Bool("to_other_url", req.URL != "").Msg("DLQ replayed")
+	s.audit(ctx, actionDLQReplay, schemas.AuditObject{Kind: "destination", ID: id}, nil, auditSent{URL: req.URL, MessageIDs: ids, Skipped: len(sk.ids)})
 	return ids, sk, nil
 }

@@ -13,7 +13,12 @@
 // read the views only through their query methods (docs/architecture.md#console-layers). The
 // views forget a deleted or suppressed user's entries, and read the regulations before
 // anything else at start (forget.go, docs/console.md#what-the-console-forgets); sessions stay
-// in this package (sessions.go).
+// in this package (sessions.go). A principal without the PII grant sees the views' message
+// content masked, ids as stable hashes, and may not search by user id (pii.go,
+// docs/console.md#pii-access): the handlers that answer message content mask what they read.
+// Every change, sign-in, sign-out and refusal is recorded on tributary.audit once it succeeded
+// (audit.go), and read back into views.Audit for the audit page and GET /v1/audit
+// (audit_reader.go, audit_api.go, docs/console.md#audit-trail).
 //
 // Config writes have one service layer, configwrite.go (with configobject.go): methods that take
 // a context, a kind and id, a patch or an object and writeOptions, and return the snapshot that

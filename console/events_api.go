@@ -12,13 +12,14 @@ import (
 // The source debugger's API: a source's recent events, and its live stream (Server-Sent
 // Events) within the stream limits (docs/console.md#live-stream-limits).
 
-// recentEvents answers the source's last events, newest first.
+// recentEvents answers the source's last events, newest first; masked without the PII grant
+// (docs/console.md#pii-access), as the live stream's are.
 func (s *Service) recentEvents(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, ok := s.deps.Store.Snapshot().SourceByID(id); !ok {
 		return errNotFound("no source %q", id)
 	}
-	writeData(w, http.StatusOK, s.events.Recent(id, -1))
+	writeData(w, http.StatusOK, s.maskOf(r).events(s.events.Recent(id, -1)))
 	return nil
 }
 
@@ -67,6 +68,7 @@ func (s *Service) streamEvents(w http.ResponseWriter, r *http.Request, client st
 		return nil
 	}
 	defer release()
+	mask := s.maskOf(r)
 	ch := make(chan views.EventView, 256)
 	unwatch := s.events.Watch(id, ch)
 	s.metrics.liveStreams.Inc()
@@ -93,7 +95,7 @@ func (s *Service) streamEvents(w http.ResponseWriter, r *http.Request, client st
 		case <-beat.C:
 			err = write(": keep-alive\n\n")
 		case v := <-ch:
-			b, _ := json.Marshal(v)
+			b, _ := json.Marshal(mask.event(v))
 			err = write("event: %s\nid: %s\ndata: %s\n\n", v.Status, v.ID, b)
 		}
 		if err != nil {

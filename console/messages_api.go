@@ -80,7 +80,9 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 
 // destinationMessages answers the destination's messages, newest first, in the usual envelope:
 // ?userId=, ?anonymousId=, ?event=, ?type=, ?status=, ?messageId= and ?since= filter,
-// ?cursor= (the nextCursor of the previous page) pages, ?limit= sizes a page (50).
+// ?cursor= (the nextCursor of the previous page) pages, ?limit= sizes a page (50). Without the
+// PII grant the messages are masked and a search by user or anonymous id is refused
+// (docs/console.md#pii-access).
 func (s *Service) destinationMessages(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, ok := s.deps.Store.Snapshot().DestinationByID(id); !ok {
@@ -90,12 +92,16 @@ func (s *Service) destinationMessages(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
+	mask := s.maskOf(r)
+	if err := mask.search(q); err != nil {
+		return err
+	}
 	limit, err := pageLimit(r, 50)
 	if err != nil {
 		return err
 	}
 	out, next := s.messagesPage(id, q, limit)
-	page := map[string]any{"data": out}
+	page := map[string]any{"data": mask.messages(out)}
 	if next != "" {
 		page["nextCursor"] = next
 	}
@@ -120,6 +126,6 @@ func (s *Service) getMessage(w http.ResponseWriter, r *http.Request) error {
 	if len(out) == 0 {
 		return errNotFound("no message %q in the messages view (it keeps the last %d messages per destination)", id, s.cfg.MessagesPerDestination)
 	}
-	writeData(w, http.StatusOK, out)
+	writeData(w, http.StatusOK, s.maskOf(r).messages(out))
 	return nil
 }

@@ -604,6 +604,12 @@ func TestOpenAPI(t *testing.T) {
 	c.bad(400, "PUT", "/v1/config", "sources: [", "Content-Type", "application/yaml")
 	c.bad(400, "PUT", "/v1/config", `{"sourcez":[]}`)
 
+	// The audit trail (docs/console.md#audit-trail).
+	c.ok(200, "GET", "/v1/audit?action=source.&limit=2", nil)
+	c.ok(400, "GET", "/v1/audit?since=yesterday", nil)
+	c.ok(200, "GET", "/v1/audit/export?kind=source", nil)
+	c.ok(400, "GET", "/v1/audit/export?until=soon", nil)
+
 	// Regulations.
 	c.ok(200, "GET", "/v1/regulations", nil)
 	reg := c.ok(200, "POST", "/v1/regulations", map[string]any{"regulationType": "SUPPRESS_WITH_DELETE", "subjectType": "USER_ID", "subjectIds": []string{"u1", "u2"}, "sourceIds": []string{"app"}})
@@ -671,6 +677,25 @@ func TestOpenAPI(t *testing.T) {
 	c.ok(204, "DELETE", "/v1/destinations/bare", nil)
 	c.ok(204, "DELETE", "/v1/sources/app", nil)
 	c.ok(404, "DELETE", "/v1/sources/app", nil)
+
+	// Users and API tokens (docs/console.md#users-roles-and-tokens).
+	c.ok(200, "GET", "/v1/users", nil)
+	c.ok(201, "PUT", "/v1/users/Ana@Example.com", map[string]any{"role": "viewer"})
+	user := c.ok(200, "PUT", "/v1/users/ana@example.com", map[string]any{"email": "ANA@example.com", "role": "editor", "pii": true}, "If-Match", "*")
+	c.ok(200, "GET", "/v1/users/ana@example.com", nil)
+	c.ok(409, "PUT", "/v1/users/ana@example.com", map[string]any{"role": "viewer"}, "If-Match", `"1"`)
+	c.bad(400, "PUT", "/v1/users/ana@example.com", map[string]any{"role": "owner"})
+	c.bad(400, "PUT", "/v1/users/ana@example.com", map[string]any{"role": "viewer", "admin": true})
+	c.ok(400, "GET", "/v1/users/not-an-email", nil)
+	c.ok(404, "GET", "/v1/users/bob@example.com", nil)
+	c.ok(204, "DELETE", "/v1/users/ana@example.com", nil, "If-Match", user.Header.Get("ETag"))
+	c.ok(404, "DELETE", "/v1/users/ana@example.com", nil)
+	tok := c.ok(201, "POST", "/v1/tokens", map[string]any{"name": "ci", "role": "viewer"}).Data(t)
+	c.bad(400, "POST", "/v1/tokens", map[string]any{"name": "ci", "role": "owner"})
+	c.ok(200, "GET", "/v1/tokens", nil)
+	c.call(403, oasRequest{method: "POST", path: "/v1/tokens", body: map[string]any{"name": "x", "role": "viewer"}, token: tok["secret"].(string)})
+	c.ok(204, "DELETE", "/v1/tokens/"+tok["id"].(string), nil)
+	c.ok(404, "DELETE", "/v1/tokens/"+tok["id"].(string), nil)
 
 	// Outside the described operations: 405 and 404 answer the error body.
 	for _, tt := range []struct {

@@ -196,6 +196,7 @@ func (s *Service) retryNow(ctx context.Context, id string, ids []string) (retryN
 	res.Sent, res.MessageIDs = len(out), append(res.MessageIDs, sent...)
 	s.metrics.retriedNow.Add(float64(len(out)))
 	s.logger.Info().Str("destination", id).Int("sent", len(out)).Int("not_pending", len(res.NotPending)).Msg("pending retries sent now")
+	s.audit(ctx, actionPendingRetry, schemas.AuditObject{Kind: "destination", ID: id}, nil, auditSent{MessageIDs: sent})
 	return res, nil
 }
 

@@ -101,6 +101,7 @@ func (s *Service) submitRegulation(ctx context.Context, req regulationRequest) (
 		return "", fmt.Errorf("writing %s: %w", s.cfg.DeletionsTopic, err)
 	}
 	s.metrics.regulations.WithLabelValues(req.RegulationType).Inc()
+	s.auditRegulation(ctx, id, req.RegulationType, len(subjects), req.SourceIDs)
 	s.logger.Info().Str("regulation", id).Str("type", req.RegulationType).Int("subjects", len(subjects)).Msg("regulation created")
 	return id, nil
 }

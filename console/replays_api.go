@@ -104,10 +104,14 @@ func (s *Service) replayQueryOf(req rangeReplayRequest) (*replayQuery, error) {
 	return q, nil
 }
 
-// createReplay counts (dryRun) or starts a replay.
+// createReplay counts (dryRun) or starts a replay; by user id, only with PII access
+// (docs/console.md#pii-access).
 func (s *Service) createReplay(w http.ResponseWriter, r *http.Request) error {
 	var req rangeReplayRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
+		return err
+	}
+	if err := s.maskOf(r).replayRequest(req.Filter); err != nil {
 		return err
 	}
 	q, err := s.replayQueryOf(req)
@@ -159,6 +163,7 @@ func (s *Service) startReplay(ctx context.Context, q *replayQuery) (*replay, err
 		s.runReplay(runCtx, p, q)
 	}()
 	s.logger.Info().Str("replay_id", p.ID).Str("destination_id", q.dest.ID).Int64("matched", n).Int("max_per_second", q.rate).Msg("replay started")
+	s.audit(ctx, actionReplayCreate, schemas.AuditObject{Kind: "replay", ID: p.ID}, nil, p.view())
 	return p, nil
 }
 
@@ -168,7 +173,7 @@ func (s *Service) listReplays(w http.ResponseWriter, r *http.Request) error {
 	for _, p := range s.replayRuns.all(r.URL.Query().Get("destinationId")) {
 		out = append(out, p.view())
 	}
-	writeData(w, http.StatusOK, out)
+	writeData(w, http.StatusOK, s.maskOf(r).replays(out))
 	return nil
 }
 
@@ -178,7 +183,7 @@ func (s *Service) getReplay(w http.ResponseWriter, r *http.Request) error {
 	if p == nil {
 		return errNotFound("no replay %q (the console keeps its last %d replays, until it restarts)", r.PathValue("id"), keptReplays)
 	}
-	writeData(w, http.StatusOK, p.view())
+	writeData(w, http.StatusOK, s.maskOf(r).replay(p.view()))
 	return nil
 }
 
@@ -190,7 +195,8 @@ func (s *Service) cancelReplay(w http.ResponseWriter, r *http.Request) error {
 		return errNotFound("no replay %q", r.PathValue("id"))
 	}
 	s.stopReplay(p)
-	writeData(w, http.StatusOK, p.view())
+	s.auditReplayCancelled(r.Context(), p)
+	writeData(w, http.StatusOK, s.maskOf(r).replay(p.view()))
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +66,11 @@ type Service struct {
 	server   *platform.HTTPServer
 	handler  http.Handler
 
-	writeMu sync.Mutex // serialises config writes: check the version, write, see it applied
+	writeMu sync.Mutex // serialises this console's config writes: check the version, write, see it applied
+	// writer writes tributary.config in transactions that fence the other writers (configTx);
+	// tx is the transaction of the write in progress (nil between writes), under writeMu.
+	writer platform.ConfigWriter
+	tx     *platform.ConfigTx
 
 	// stopping is closed when Run's context ends: open streams end then.
 	stopping     chan struct{}
@@ -89,7 +94,14 @@ type Service struct {
 	replayRuns  replays        // the replays by time range and filter (replay.go)
 	replayWG    sync.WaitGroup // the running replays' goroutines: Run waits for them
 	metrics     *metrics
+	auditTrail  *auditTrail // the audit trail's writer and view (audit.go)
 	ui          *ui
+	// apiPatterns are the API's routes as routes registered them (permissions.go).
+	apiPatterns []string
+
+	// pinnedPrincipal, set by tests only (export_test.go), is the principal whose PII grant
+	// masks every answer (pii.go), whoever makes the request.
+	pinnedPrincipal atomic.Pointer[Principal]
 }
 
 // New checks cfg and prepares the console; Run serves it.
@@ -118,11 +130,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("console: kafka client: %w", err)
 	}
 	s.adm = kadm.NewClient(s.producer)
+	s.writer = platform.ConfigWriter{Kafka: deps.Kafka, Topic: cfg.ConfigTopic, Logger: s.logger, Opts: deps.KafkaOpts}
 	reg := deps.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg)
+	s.auditTrail = newAuditTrail(cfg.AuditWindow, reg)
 	if s.dataKeys = deps.Keys; s.dataKeys == nil {
 		s.ownDataKeys = true
 		if s.dataKeys, err = shred.New(shred.Config{Kafka: deps.Kafka, Opts: deps.KafkaOpts, Logger: s.logger}); err != nil {
@@ -187,6 +201,7 @@ func (s *Service) Run(ctx context.Context) error {
 		platform.RunnerFunc(s.runPending),
 		platform.RunnerFunc(s.runPrune),
 		platform.RunnerFunc(s.runNotices),
+		platform.RunnerFunc(s.runAudit),
 	}
 	if s.ownDataKeys {
 		views = append(views, s.dataKeys)
@@ -415,17 +430,20 @@ func jsonErrorMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN> (the
-// scheme in any case), compared in constant time (platform.BearerMatches).
+// authorized wraps the API: every request needs Authorization: Bearer <CONSOLE_TOKEN> or an API
+// token (the scheme in any case), compared in constant time (bearerPrincipal, tokens.go); the
+// request carries its principal, whose role each route checks (permissions.go).
 func (s *Service) authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !platform.BearerMatches(r, s.cfg.Token) {
+		p, ok := s.bearerPrincipal(r)
+		if !ok {
 			s.metrics.unauthorized.Inc()
+			s.auditRefusedToken(r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tributary-console"`)
 			writeJSON(w, http.StatusUnauthorized, &apiError{Code: codeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <CONSOLE_TOKEN>"})
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), tokenPrincipal)))
+		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
 	})
 }
 
@@ -441,8 +459,10 @@ func (s *Service) handle(f func(w http.ResponseWriter, r *http.Request) error) h
 // routes is the API: every path under /v1/ (docs/console.md, console/openapi.yaml).
 func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
+	s.apiPatterns = nil
 	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request) error) {
-		mux.Handle(pattern, s.handle(f))
+		s.apiPatterns = append(s.apiPatterns, pattern)
+		mux.Handle(pattern, s.permitted(pattern, s.handle(f)))
 	}
 	h("GET /v1/sources", s.listOf(schemas.ConfigKindSource))
 	h("POST /v1/sources", s.createSource)
@@ -505,11 +525,22 @@ func (s *Service) routes() http.Handler {
 	h("DELETE /v1/replays/{id}", s.cancelReplay)
 	h("POST /v1/replays/{id}/cancel", s.cancelReplay)
 
+	h("GET /v1/users", s.listUsers)
+	h("GET /v1/users/{email}", s.getUser)
+	h("PUT /v1/users/{email}", s.putUser)
+	h("DELETE /v1/users/{email}", s.deleteUser)
+	h("GET /v1/tokens", s.listTokens)
+	h("POST /v1/tokens", s.createToken)
+	h("DELETE /v1/tokens/{id}", s.revokeToken)
+
+	h("GET /v1/audit", s.listAudit)
+	h("GET /v1/audit/export", s.exportAudit)
+
 	api := s.authorized(s.methodErrors(mux))
 	root := http.NewServeMux()
 	root.Handle("/v1/", api)
 	s.ui.routes(root) // every other path: the web UI
-	return root
+	return withAuditOrigin(root)
 }
 
 // methodErrors turns the mux's plain-text 404 and 405 into the JSON error body.

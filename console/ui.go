@@ -27,7 +27,8 @@ import (
 
 // The web UI (docs/console.md#the-web-ui): server-rendered html/template pages embedded in the
 // binary, a little hand-written JavaScript (ui/static/app.js) for what a page does live, no
-// third-party asset. Sign-in takes the console token and sets a session cookie (HttpOnly,
+// third-party asset. Sign-in takes the console token, or goes through an OpenID Connect
+// provider (oidc.go, docs/console.md#single-sign-on), and sets a session cookie (HttpOnly,
 // SameSite=Strict), signed with a key derived from the token, so that every replica accepts it
 // and changing the token signs everyone out; signing out revokes the session on every replica
 // through tributary.sessions (sessions.go, docs/console.md#sessions). Every form carries a CSRF
@@ -57,6 +58,7 @@ type ui struct {
 	key      []byte // signs sessions and CSRF tokens
 	pages    map[string]*template.Template
 	profiles *audiencesClient // the audiences service's profile API
+	oidc     *oidcClient      // sign-in with OpenID Connect (oidc.go); nil when off
 }
 
 // session is a signed-in browser.
@@ -73,7 +75,8 @@ func newUI(s *Service) (*ui, error) {
 	mac := hmac.New(sha256.New, []byte(s.cfg.Token))
 	mac.Write([]byte("tributary-console-session-v1"))
 	u := &ui{s: s, key: mac.Sum(nil), pages: map[string]*template.Template{},
-		profiles: newAudiencesClient(s.cfg.AudiencesURL, s.cfg.AudiencesToken)}
+		profiles: newAudiencesClient(s.cfg.AudiencesURL, s.cfg.AudiencesToken),
+		oidc:     newOIDC(s.cfg.OIDC, s.logger, s.now)}
 	names, err := fs.Glob(uiFiles, "ui/templates/*.html")
 	if err != nil {
 		return nil, err
@@ -188,8 +191,15 @@ type page struct {
 	Flash   string // a one-line result of the last action ("Source app created")
 	Error   string // an error of the whole form
 	Version string
+	Who     *Principal // who is signed in (the layout shows the name and role)
 	Data    any
+	// Role is the principal's: the page shows only the forms it may use (Can).
+	Role Role
 }
+
+// Can reports whether the page's principal has role need or a higher one (templates:
+// {{if $.Can "editor"}}): the forms it may not use are not shown (permissions.go).
+func (p page) Can(need string) bool { return p.Role.allows(Role(need)) }
 
 // render writes the page template name with data.
 func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
@@ -206,6 +216,9 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 		p.Flash = q.Get("done")
 	}
 	p.Version = platform.Version
+	if pr, ok := requestPrincipal(r); ok {
+		p.Who, p.Role = &pr, pr.Role
+	}
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, p); err != nil {
 		u.s.logger.Error().Err(err).Str("page", name).Msg("rendering a page failed")
@@ -226,7 +239,7 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
 		}
-		u.render(w, r, http.StatusOK, "signin", page{Title: "Sign in", Data: map[string]string{"Next": next, "TokenFile": u.s.cfg.TokenFile}})
+		u.render(w, r, http.StatusOK, "signin", page{Title: "Sign in", Data: u.signInData(next)})
 		return
 	}
 	if !sameOrigin(r) {
@@ -236,17 +249,33 @@ func (u *ui) signIn(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if subtle.ConstantTimeCompare([]byte(token), []byte(u.s.cfg.Token)) != 1 {
 		u.s.metrics.unauthorized.Inc()
+		u.s.auditSignInRefused(r.Context(), false, "not the console token")
 		msg := "That is not the console token (CONSOLE_TOKEN)."
 		if f := u.s.cfg.TokenFile; f != "" {
 			msg = "That is not the console token (CONSOLE_TOKEN, kept in " + f + ")."
 		}
-		u.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: msg,
-			Data: map[string]string{"Next": next, "TokenFile": u.s.cfg.TokenFile}})
+		u.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: msg, Data: u.signInData(next)})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.newSession(u.s.now(), ""), Path: "/", MaxAge: int(sessionTTL / time.Second),
+	cookie := u.newSession(u.s.now(), "")
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: cookie, Path: "/", MaxAge: int(sessionTTL / time.Second),
 		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+	u.s.auditSession(r.Context(), actionSignIn, tokenPrincipal, cookie)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signInData is what the sign-in page shows: the token form, and the single sign-on button
+// when CONSOLE_OIDC_ISSUER is set.
+func (u *ui) signInData(next string) map[string]string {
+	d := map[string]string{"Next": next, "TokenFile": u.s.cfg.TokenFile}
+	if u.oidc != nil {
+		d["Provider"] = u.oidc.cfg.providerName()
+		d["LoginURL"] = "/oidc/login?next=" + url.QueryEscape(next)
+		if err := u.oidc.unreachable(); err != nil {
+			d["ProviderDown"] = u.oidc.cfg.Issuer
+		}
+	}
+	return d
 }
 
 // signOut ends the session (a form with the CSRF token): it revokes it on every console
@@ -261,6 +290,7 @@ func (u *ui) signOut(w http.ResponseWriter, r *http.Request) {
 				Error: "Signing out failed: the console could not record it (Kafka did not answer), so your session is still valid. Try again in a moment."})
 			return
 		}
+		u.s.auditSignOut(r.Context(), sess)
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
@@ -327,11 +357,14 @@ func (u *ui) signedIn(next http.HandlerFunc) http.Handler {
 }
 
 // principal returns who a session acts for, and false when its subject may no longer sign in.
+// A person's subject holds the email and the groups of the sign-in (oidc.go, sessionSubject):
+// the role is resolved anew on each request, from the user list and CONSOLE_OIDC_ROLES as they
+// are now.
 func (u *ui) principal(sess *session) (Principal, bool) {
 	if sess.subject == "" {
 		return tokenPrincipal, true
 	}
-	return u.s.resolvePerson(sess.subject, nil)
+	return u.s.resolvePerson(personOf(sess.subject))
 }
 
 // fail shows an error page for err: an apiError with its status and message.
@@ -424,12 +457,15 @@ func (u *ui) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /signin", u.signIn)
 	mux.HandleFunc("POST /signin", u.signIn)
 	mux.Handle("POST /signout", u.signedIn(u.signOut))
-	pg := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, u.signedIn(h)) }
+	mux.HandleFunc("GET /oidc/login", u.oidcStart)
+	mux.HandleFunc("GET "+oidcCallback, u.oidcCallback)
+	pg := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, u.signedIn(u.permittedPage(pattern, h))) }
 	pg("GET /{$}", u.overview)
 	u.sourcePages(pg)
 	u.destinationPages(pg)
 	u.audiencePages(pg)
 	u.deletionPages(pg)
+	u.auditPages(pg)
 	pg("GET /settings", u.settings)
 	pg("GET /settings/export", u.exportYAML)
 	pg("POST /settings/reencrypt", u.reencrypt)

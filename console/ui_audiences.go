@@ -72,10 +72,12 @@ type audiencesData struct {
 
 // lookupData is the profile lookup form and its result.
 type lookupData struct {
-	UserID  string
-	Looked  bool // a lookup was made
-	Profile *profileData
-	Error   string
+	// UserID is the id looked up; masked (its hash), the form does not show it again.
+	UserID    string
+	PIIMasked bool // the profile is masked (docs/console.md#pii-access)
+	Looked    bool // a lookup was made
+	Profile   *profileData
+	Error     string
 }
 
 // profileData is a profile as the page shows it.
@@ -134,11 +136,13 @@ func (u *ui) audiences(w http.ResponseWriter, r *http.Request) {
 
 // profile looks a profile up by user (or anonymous) id.
 func (u *ui) profile(w http.ResponseWriter, r *http.Request) {
-	l := lookupData{UserID: strings.TrimSpace(r.URL.Query().Get("userId"))}
+	mask := u.s.maskOf(r)
+	l := lookupData{UserID: strings.TrimSpace(r.URL.Query().Get("userId")), PIIMasked: mask.masks()}
 	status := http.StatusOK
 	if l.UserID != "" {
 		l.Looked = true
 		p, err := u.aud().profile(r.Context(), l.UserID)
+		p, l.UserID = mask.profile(p), mask.id(idUser, l.UserID)
 		switch {
 		case err != nil:
 			l.Error, status = audiencesUnavailable(err), http.StatusServiceUnavailable

@@ -90,6 +90,8 @@ type tabLink struct {
 // destinationData is a destination page's data: what every tab shows (the head and the
 // navigation) and what the current tab shows.
 type destinationData struct {
+	// PIIMasked: the tab shows message content masked (docs/console.md#pii-access).
+	PIIMasked     bool
 	D             *schemas.Destination
 	Version       int64
 	ManagedByFile bool
@@ -203,7 +205,7 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 			}
 		}
 	case tabMessages:
-		u.messagesTab(data, id, q)
+		u.messagesTab(data, id, q, u.s.maskFor(ctx))
 	case tabPending:
 		data.Pending, data.PendingNotKept = u.pendingRows(id)
 	case tabDLQ:
@@ -218,7 +220,8 @@ func (u *ui) destinationData(ctx context.Context, id string, q url.Values) (*des
 			data.DLQ = dls
 		}
 	case tabReplay:
-		data.Replay = u.replayTabOf(id, q)
+		mask := u.s.maskFor(ctx)
+		data.Replay, data.PIIMasked = u.replayTabOf(id, q, mask), mask.masks()
 	case tabTest:
 		if typ := q.Get("type"); slices.Contains(testTypes, typ) {
 			data.TestType = typ
@@ -276,11 +279,12 @@ type attemptData struct {
 	Pretty     string      // the body indented for reading
 	BodyNote   string      // why there is no body
 	Redelivery bool
+	PIIMasked  bool // the attempt's message is masked (docs/console.md#pii-access)
 }
 
 // attemptLog fills the Messages tab's raw delivery log (?view=attempts), newest first: as GET
 // /v1/destinations/{id}/attempts.
-func (u *ui) attemptLog(data *destinationData, id string, q url.Values) {
+func (u *ui) attemptLog(data *destinationData, id string, q url.Values, mask *piiMask) {
 	if s := q.Get("status"); slices.Contains(statusFilters, s) {
 		data.Status = s
 	}
@@ -289,7 +293,8 @@ func (u *ui) attemptLog(data *destinationData, id string, q url.Values) {
 		before, data.Cursor = c, q.Get("cursor")
 	}
 	log, next := u.s.attemptsPage(id, before, data.Status, logPage)
-	for _, a := range log {
+	data.PIIMasked = mask.masks()
+	for _, a := range mask.attempts(log) {
 		data.Log = append(data.Log, logRow{attempt: a, Clock: a.At.UTC().Format("15:04:05"), Day: a.At.UTC().Format("2006-01-02")})
 	}
 	data.NextCursor = next
@@ -316,11 +321,13 @@ func (u *ui) destinationAttempt(w http.ResponseWriter, r *http.Request) {
 			r.PathValue("seq"), id, u.s.cfg.AttemptsPerDestination))
 		return
 	}
-	data := &attemptData{D: d, A: *a}
+	mask := u.s.maskOf(r)
+	data := &attemptData{D: d, A: mask.attempts([]attempt{*a})[0], PIIMasked: mask.masks()}
 	body := u.deliveredBody(d, a.MessageID)
 	switch {
 	case body != nil:
-		data.Body, data.Pretty = string(body), fmtPretty(body)
+		shown := mask.json(body)
+		data.Body, data.Pretty = string(shown), fmtPretty(shown)
 	case a.Test:
 		data.BodyNote = "A test event's body is not kept: send another test event to see one (the test form shows the body)."
 	default:

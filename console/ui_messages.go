@@ -84,21 +84,28 @@ func receivedOf(m *views.Message) time.Time {
 // messagesTab fills the Messages tab's data: the raw delivery log with ?view=attempts, else a
 // page of the messages the search form finds. A bad value is said on the page (the search
 // form shows again with it), not answered 400.
-func (u *ui) messagesTab(data *destinationData, id string, q url.Values) {
+func (u *ui) messagesTab(data *destinationData, id string, q url.Values, mask *piiMask) {
 	if q.Get("view") == "attempts" {
 		data.AttemptLog = true
-		u.attemptLog(data, id, q)
+		u.attemptLog(data, id, q, mask)
 		return
 	}
+	data.PIIMasked = mask.masks()
 	data.MessageStatuses, data.KeptMessages = views.MessageStatuses, u.s.cfg.MessagesPerDestination
 	data.Search = msgSearchOf(q)
 	mq, err := u.s.messagesQueryOf(q)
+	if err == nil {
+		err = mask.search(mq)
+	}
 	if err != nil {
+		if mask.masks() { // what was typed is not shown either
+			data.Search.UserID, data.Search.AnonymousID = "", ""
+		}
 		data.SearchError = "The search was not run: " + u.errorText(nil, err) + "."
 		return
 	}
 	msgs, next := u.s.messagesPage(id, mq, messagesPerPage)
-	for _, m := range msgs {
+	for _, m := range mask.messages(msgs) {
 		data.Messages = append(data.Messages, messageRow{Message: m, User: userOf(&m), Received: receivedOf(&m), Href: messageHref(id, m.MessageID)})
 	}
 	base := data.Search.values()
@@ -125,6 +132,8 @@ type messageData struct {
 	CanRetry bool   // it waits in a retry tier: "Retry now"
 	Replay   bool   // it is dead-lettered: "Replay"
 	Kept     int    // how many messages the view keeps per destination
+	// PIIMasked: ids, the body and the answers are masked (docs/console.md#pii-access).
+	PIIMasked bool
 }
 
 // messageAttemptRow is one attempt of the message page, its answer's headers in order.
@@ -152,9 +161,10 @@ func (u *ui) renderMessage(w http.ResponseWriter, r *http.Request, status int, e
 		u.fail(w, r, errNotFound("There is no destination %q.", id))
 		return
 	}
-	data := &messageData{D: d, Kept: u.s.cfg.MessagesPerDestination}
+	mask := u.s.maskOf(r)
+	data := &messageData{D: d, Kept: u.s.cfg.MessagesPerDestination, PIIMasked: mask.masks()}
 	found := false
-	for _, m := range u.s.messages.Message(mid) {
+	for _, m := range mask.messages(u.s.messages.Message(mid)) {
 		if m.DestinationID == id {
 			data.M, found = m, true
 			continue
@@ -181,6 +191,7 @@ func (u *ui) renderMessage(w http.ResponseWriter, r *http.Request, status int, e
 	// The body as the attempt page shows it: rebuilt from the source's recent events, which
 	// hold no event of a deleted user (docs/console.md#the-web-ui).
 	if body := u.deliveredBody(d, mid); body != nil && data.M.Status != views.StatusFiltered {
+		body = mask.json(body)
 		data.Body, data.Pretty = string(body), fmtPretty(body)
 	} else if data.M.Status == views.StatusFiltered {
 		data.BodyNote = "Nothing was sent: the message was dropped before this destination."

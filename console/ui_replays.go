@@ -48,13 +48,13 @@ func (f replayForm) values() url.Values {
 }
 
 // replayTabOf is the tab of destination id for the query.
-func (u *ui) replayTabOf(id string, q url.Values) *replayTab {
+func (u *ui) replayTabOf(id string, q url.Values, mask *piiMask) *replayTab {
 	t := &replayTab{Form: replayFormOf(q), Types: replayTypes}
 	if t.Form.From == "" {
 		t.Form.From = "1h"
 	}
 	for _, p := range u.s.replayRuns.all(id) {
-		t.Replays = append(t.Replays, p.view())
+		t.Replays = append(t.Replays, mask.replay(p.view()))
 	}
 	return t
 }
@@ -107,6 +107,9 @@ func (u *ui) replayPage(w http.ResponseWriter, r *http.Request) {
 		u.renderDestination(w, r, ae.Status, data, ae.Message)
 	}
 	req, err := f.request(id, u.s.now(), !start)
+	if err == nil {
+		err = u.s.maskOf(r).replayRequest(req.Filter)
+	}
 	if err != nil {
 		fail(err)
 		return
@@ -150,6 +153,7 @@ func (u *ui) cancelReplayPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.s.stopReplay(p)
+	u.s.auditReplayCancelled(r.Context(), p)
 	done := "Replay " + p.ID + " cancelled: no more of its messages are sent (those sent are delivered)."
 	http.Redirect(w, r, "/destinations/"+url.PathEscape(id)+"?tab="+tabReplay+"&done="+url.QueryEscape(done)+"&flash="+u.flashMAC(done), http.StatusSeeOther)
 }

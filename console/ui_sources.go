@@ -148,6 +148,8 @@ func (u *ui) keyPage(id, key, expires string) keyData {
 
 // sourceData is the source page's data.
 type sourceData struct {
+	// PIIMasked: its recent and live events are masked (docs/console.md#pii-access).
+	PIIMasked      bool
 	Source         *schemas.Source
 	Version        int64
 	Blocked        string // one event name per line
@@ -166,7 +168,7 @@ type sourceData struct {
 	Violations *views.ViolationsView
 }
 
-func (u *ui) sourceData(id string) (*sourceData, bool) {
+func (u *ui) sourceData(id string, mask *piiMask) (*sourceData, bool) {
 	snap := u.s.deps.Store.Snapshot()
 	src, ok := snap.SourceByID(id)
 	if !ok {
@@ -185,8 +187,9 @@ func (u *ui) sourceData(id string) (*sourceData, bool) {
 	}
 	if recent := u.s.events.Recent(id, -1); len(recent) > 0 {
 		slices.Reverse(recent) // oldest first: the page's script puts each on top
-		d.Recent = recent
+		d.Recent = mask.events(recent)
 	}
+	d.PIIMasked = mask.masks()
 	d.Accepted, d.Rejected = u.s.events.LastHour(id, u.s.now())
 	if src.TrackingPlan.HasSchemas() {
 		v := u.s.violations.Of(id, u.s.now())
@@ -196,7 +199,7 @@ func (u *ui) sourceData(id string) (*sourceData, bool) {
 }
 
 func (u *ui) source(w http.ResponseWriter, r *http.Request) {
-	d, ok := u.sourceData(r.PathValue("id"))
+	d, ok := u.sourceData(r.PathValue("id"), u.s.maskOf(r))
 	if !ok {
 		u.fail(w, r, errNotFound("There is no source %q.", r.PathValue("id")))
 		return
@@ -223,7 +226,7 @@ func (u *ui) updateSource(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := writeOptions{IfMatch: r.PostFormValue("version"), TakeOver: r.PostFormValue("takeOver") == "true"}
 	if _, err := u.s.updateObject(r.Context(), schemas.ConfigKindSource, id, patch, opts, nil); err != nil {
-		d, ok := u.sourceData(id)
+		d, ok := u.sourceData(id, u.s.maskOf(r))
 		if !ok {
 			u.fail(w, r, err)
 			return

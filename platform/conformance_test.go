@@ -30,6 +30,8 @@ func TestKafkaConformance(t *testing.T) {
 		t.Run("config store", func(t *testing.T) { testConfigStore(t, settings) })
 		t.Run("config store on an empty topic", func(t *testing.T) { testConfigStoreEmpty(t, settings) })
 		t.Run("config secrets at rest", func(t *testing.T) { testConfigSecretsAtRest(t, settings) })
+		t.Run("config writers fence each other", func(t *testing.T) { testConfigWriterFences(t, settings) })
+		t.Run("a killed config write is never applied", func(t *testing.T) { testConfigWriteKilled(t, settings) })
 	})
 }
 
@@ -105,6 +107,7 @@ func testTopicBootstrap(t *testing.T, s platform.KafkaSettings) {
 		{schemas.TopicParked, 3, "delete", "2592000000"},
 		{schemas.TopicParkedReplayed, 1, "delete", "2592000000"},
 		{schemas.TopicNotices, 1, "delete", "2592000000"},
+		{schemas.TopicAudit, 1, "delete", "34560000000"}, // 400 days
 		{"webhooks.retry.10s", 3, "delete", "604800000"},
 		{"webhooks.retry.1m", 3, "delete", "604800000"},
 	}

@@ -25,16 +25,20 @@ type InitSettings struct {
 	Timeout time.Duration `env:"INIT_TIMEOUT" doc:"how long tributary-init keeps trying while Kafka does not answer"`
 	// LogLevel is the level of the logs (LOG_LEVEL).
 	LogLevel string `env:"LOG_LEVEL"`
+	// AuditRetention is how long tributary.audit keeps its records (AUDIT_RETENTION;
+	// docs/operations.md#audit-retention), set when the topic is created.
+	AuditRetention time.Duration `env:"AUDIT_RETENTION" doc:"how long the audit trail ('tributary.audit') keeps its records, set when tributary-init creates the topic; change it later with 'kafka-configs' ([operations.md](operations.md#audit-retention))"`
 }
 
 // DefaultInitSettings returns the defaults: no broker, schemas.DefaultRetrySchedule, five
 // minutes, level info.
 func DefaultInitSettings() InitSettings {
 	return InitSettings{
-		Kafka:         DefaultKafkaSettings(),
-		RetrySchedule: schemas.DefaultRetryDelays(),
-		Timeout:       5 * time.Minute,
-		LogLevel:      DefaultCommandSettings().LogLevel,
+		Kafka:          DefaultKafkaSettings(),
+		RetrySchedule:  schemas.DefaultRetryDelays(),
+		Timeout:        5 * time.Minute,
+		LogLevel:       DefaultCommandSettings().LogLevel,
+		AuditRetention: RetentionAudit,
 	}
 }
 
@@ -57,6 +61,9 @@ func (s InitSettings) Validate() error {
 	errs := []error{s.Kafka.Validate(), schemas.ValidateRetryDelays(s.RetrySchedule)}
 	if s.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("INIT_TIMEOUT: must be positive, got %s", s.Timeout))
+	}
+	if s.AuditRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("AUDIT_RETENTION: must be at least 1h, got %s", s.AuditRetention))
 	}
 	if _, err := NewLogger(s.LogLevel, io.Discard); err != nil {
 		errs = append(errs, err)

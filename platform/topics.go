@@ -82,6 +82,9 @@ const (
 	// KeysDeleteRetention is delete.retention.ms of tributary.keys: how long the tombstone of a
 	// shredded key stays (so that every reader learns the key is gone) before it is removed.
 	KeysDeleteRetention = time.Hour
+	// RetentionAudit keeps the audit trail (tributary.audit) for 400 days by default: more
+	// than a year of changes, for a yearly review (AUDIT_RETENTION sets it at creation).
+	RetentionAudit = 400 * day
 )
 
 // DefaultTopics returns every topic of docs/topics.md, each with its partition count, retention and
@@ -109,6 +112,7 @@ const (
 //	webhooks.dlq.replayed      1           delete   30 days
 //	webhooks.retried-now       1           compact  7 days (compact,delete; 1-hour segments)
 //	webhooks.attempts          partitions  delete   7 days
+//	tributary.audit            1           delete   400 days (AuditTopic: AUDIT_RETENTION)
 //
 // tributary.config has one partition so that every service reads the config writes in the
 // order they were made; tributary.keys has one (KeysTopic).
@@ -142,7 +146,30 @@ func DefaultTopics(partitions int32, retrySchedule []time.Duration) []TopicSpec 
 		TopicSpec{Name: schemas.TopicDLQReplayed, Partitions: 1, Retention: RetentionLong},
 		RetriedNowTopic(),
 		TopicSpec{Name: schemas.TopicAttempts, Partitions: partitions, Retention: RetentionDefault},
+		AuditTopic(RetentionAudit),
 	), AutoDisableTopics(partitions)...)
+}
+
+// AuditTopic is the spec of tributary.audit, the audit trail (docs/topics.md#tributaryaudit):
+// cleanup.policy=delete with retention (0: RetentionAudit), nothing ever rewritten. One
+// partition: a few records per change or sign-in, far below what a partition takes, and one
+// order for the whole trail, which the console's view and export read newest last.
+func AuditTopic(retention time.Duration) TopicSpec {
+	if retention == 0 {
+		retention = RetentionAudit
+	}
+	return TopicSpec{Name: schemas.TopicAudit, Partitions: 1, Retention: retention}
+}
+
+// WithAuditRetention returns specs with tributary.audit's retention set to retention
+// (AUDIT_RETENTION; 0 keeps RetentionAudit).
+func WithAuditRetention(specs []TopicSpec, retention time.Duration) []TopicSpec {
+	for i := range specs {
+		if specs[i].Name == schemas.TopicAudit {
+			specs[i] = AuditTopic(retention)
+		}
+	}
+	return specs
 }
 
 // AutoDisableTopics are the specs of auto-disable's topics (docs/delivery.md#auto-disable):

@@ -16,6 +16,8 @@ type Config struct {
 	ComputedTraits []ComputedTrait `json:"computedTraits,omitempty" yaml:"computedTraits"`
 	// TrackingPlans are the schemas sources are checked against (docs/routing.md#tracking-plans).
 	TrackingPlans []Plan `json:"trackingPlans,omitempty" yaml:"trackingPlans"`
+	// Console is the console's own config: its user list (docs/console.md#users-roles-and-tokens).
+	Console *ConsoleConfig `json:"console,omitempty" yaml:"console"`
 
 	// lines maps a field path ("sources[0].id") to its line in the parsed file, so that
 	// Validate can say where a problem is. It is nil for a config built in code.

@@ -34,6 +34,10 @@ func (o ConfigObject) Origin() string {
 		return o.ComputedTrait.Origin
 	case o.TrackingPlan != nil:
 		return o.TrackingPlan.Origin
+	case o.ConsoleUser != nil:
+		return o.ConsoleUser.Origin
+	case o.APIToken != nil:
+		return o.APIToken.Origin
 	}
 	return ""
 }
@@ -51,6 +55,10 @@ func (o ConfigObject) SetOrigin(origin string) {
 		o.ComputedTrait.Origin = origin
 	case o.TrackingPlan != nil:
 		o.TrackingPlan.Origin = origin
+	case o.ConsoleUser != nil:
+		o.ConsoleUser.Origin = origin
+	case o.APIToken != nil:
+		o.APIToken.Origin = origin
 	}
 }
 
@@ -67,6 +75,10 @@ func (o ConfigObject) value() any {
 		return o.ComputedTrait
 	case o.TrackingPlan != nil:
 		return o.TrackingPlan
+	case o.ConsoleUser != nil:
+		return o.ConsoleUser
+	case o.APIToken != nil:
+		return o.APIToken
 	}
 	return nil
 }

@@ -38,6 +38,8 @@ type ConfigObject struct {
 	Audience      *Audience
 	ComputedTrait *ComputedTrait
 	TrackingPlan  *Plan
+	ConsoleUser   *ConsoleUser
+	APIToken      *APIToken
 }
 
 // Key returns the record key: "<kind>/<id>".
@@ -45,7 +47,7 @@ func (o ConfigObject) Key() string { return string(o.Kind) + "/" + o.ID }
 
 // Deleted reports whether the record is a tombstone: the object no longer exists.
 func (o ConfigObject) Deleted() bool {
-	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil && o.TrackingPlan == nil
+	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil && o.TrackingPlan == nil && o.ConsoleUser == nil && o.APIToken == nil
 }
 
 // Records returns one TopicConfig record per object of a valid config: tracking plans, then
@@ -93,6 +95,15 @@ func (c *Config) Records() ([]ConfigRecord, error) {
 			return nil, err
 		}
 		out = append(out, r)
+	}
+	if c.Console != nil {
+		for i := range c.Console.Users {
+			r, err := c.Console.Users[i].Record()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }
@@ -163,8 +174,15 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	kind, id, ok := strings.Cut(key, "/")
 	obj := ConfigObject{Kind: ConfigKind(kind), ID: id}
 	switch {
-	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience && obj.Kind != ConfigKindComputedTrait && obj.Kind != ConfigKindTrackingPlan):
-		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id>, audience/<id>, computed-trait/<id> or tracking-plan/<id>", key)
+	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience && obj.Kind != ConfigKindComputedTrait && obj.Kind != ConfigKindTrackingPlan && obj.Kind != ConfigKindConsoleUser && obj.Kind != ConfigKindAPIToken):
+		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id>, audience/<id>, computed-trait/<id>, tracking-plan/<id>, console-user/<email> or api-token/<id>", key)
+	case obj.Kind == ConfigKindConsoleUser:
+		if e, err := NormalizeEmail(id); err != nil || e != id {
+			return ConfigObject{}, fmt.Errorf("config record key %q: the id must be an email address in lower case", key)
+		}
+		if len(value) == 0 {
+			return obj, nil
+		}
 	case !validID(id):
 		return ConfigObject{}, fmt.Errorf("config record key %q: the id must be non-empty and contain only a-z, 0-9, '-' and '_'", key)
 	case len(value) == 0:
@@ -190,6 +208,12 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	case ConfigKindTrackingPlan:
 		obj.TrackingPlan = &Plan{}
 		target = obj.TrackingPlan
+	case ConfigKindConsoleUser:
+		obj.ConsoleUser = &ConsoleUser{}
+		target = obj.ConsoleUser
+	case ConfigKindAPIToken:
+		obj.APIToken = &APIToken{}
+		target = obj.APIToken
 	}
 	lines, err := decodeStrict(value, ConfigFormatJSON, target)
 	if err == nil && obj.Destination != nil {

@@ -170,6 +170,12 @@ func TestLoadConfigFileBad(t *testing.T) {
 		{"bad_destination_source_twice.yaml", `7: destinations[0].sources[1]: source "web" is listed twice`},
 		{"bad_standard_webhooks_without_secret.yaml", `11: destinations[0].settings.standardWebhooks: requires sharedSecret`},
 		{"bad_previous_secret_without_secret.yaml", `11: destinations[0].settings.previousSharedSecret: requires sharedSecret`},
+		// Validation: the console's user list.
+		{"bad_console_user_unknown_field.yaml", `5: console.users[0]: unknown field "admin"`},
+		{"bad_console_user_role.yaml", `4: console.users[0].role: "owner" is not a role: admin, editor or viewer`},
+		{"bad_console_user_email.yaml", `3: console.users[0].email: "Ana <ana@example.com>" is not an email address (name@example.com)` + "\n" +
+			`5: console.users[1].email: "bob" is not an email address (name@example.com)`},
+		{"bad_console_user_twice.yaml", `5: console.users[1].email: "Ana@Example.com" is listed twice (first at console.users[0])`},
 		{"bad_secret_encrypted.yaml", `12: destinations[0].settings.webhooks[0].headers["Authorization"]: value must not start with "enc:v1:", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)` + "\n" +
 			`13: destinations[0].settings.sharedSecret: must not start with "enc:v1:", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)` + "\n" +
 			`14: destinations[0].settings.previousSharedSecret: must not start with "enc:v1:", which marks an encrypted value in tributary.config (give the secret in clear: it is encrypted where it rests when CONFIG_ENCRYPTION_KEY is set)`},

@@ -49,6 +49,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateAudiences(v, sourceIDs)
 	c.validatePlans(v, sourceIDs)
+	c.validateConsole(v)
 	// Report in the order of the text; a config built in code keeps the order of the checks.
 	slices.SortStableFunc(v.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
 	return v.errs.errOrNil()

@@ -2,7 +2,8 @@
 // its counters (Attempts), the same attempts grouped by message and indexed for search
 // (Messages, docs/console.md#messages), what became of each destination's messages (Health:
 // the stats' message counters and the delivery funnel), the source debugger's recent events (Events), the regulations
-// (Regulations), the DLQ list (DLQ) and the retry tiers' backlog (TierLag). Each view keeps its
+// (Regulations), the DLQ list (DLQ), the retry tiers' backlog (TierLag) and the audit trail's
+// last records (Audit). Each view keeps its
 // lock and its fields to itself: its topic reader (the console's wiring, one
 // platform.TopicReader each) applies records through its Add-style methods, the API and UI
 // handlers read it through query methods that return copies, and it forgets a deleted or

@@ -181,7 +181,7 @@ func initialise(ctx context.Context, s platform.InitSettings, logger zerolog.Log
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	topics := platform.DefaultTopics(s.Kafka.Partitions, s.RetrySchedule)
+	topics := platform.WithAuditRetention(platform.DefaultTopics(s.Kafka.Partitions, s.RetrySchedule), s.AuditRetention)
 
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
