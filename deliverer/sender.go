@@ -249,10 +249,15 @@ func postTraced(ctx context.Context, client poster, timeout time.Duration, m mes
 		postOne(ctx, client, timeout, m, e, res)
 		return
 	}
-	span, tc := rq.tracer.Start(rq.trace, "POST webhook", platform.SpanClient,
-		attribute.String("url.host", hostOf(e.URL)), attribute.String("tributary.destination.id", rq.dest.ID),
-		attribute.Int("tributary.attempt", rq.attempt))
+	span, tc := rq.tracer.Start(rq.trace, "POST webhook", platform.SpanClient)
 	m.traceparent, m.tracestate = string(tc.Parent), string(tc.State)
+	if !span.Recording() { // not sampled: no attributes to build
+		postOne(ctx, client, timeout, m, e, res)
+		span.End()
+		return
+	}
+	span.SetAttributes(attribute.String("url.host", hostOf(e.URL)), attribute.String("tributary.destination.id", rq.dest.ID),
+		attribute.Int("tributary.attempt", rq.attempt))
 	postOne(ctx, client, timeout, m, e, res)
 	if res.Status != 0 {
 		span.SetAttributes(attribute.Int("http.response.status_code", res.Status))

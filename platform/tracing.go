@@ -258,6 +258,9 @@ func (s TracingSettings) sampler() (sdktrace.Sampler, error) {
 type Tracer struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
+	// parentBased: the sampler follows a parent's decision (parentbased_*), so a span under
+	// an unsampled parent would not be recorded: Start then starts none (unsampledParent).
+	parentBased bool
 }
 
 // NewTracer builds the tracer of the service named serviceName (its service.name), or returns
@@ -284,7 +287,8 @@ func NewTracer(s TracingSettings, serviceName string) (*Tracer, error) {
 	res := resource.NewSchemaless(semconv.ServiceName(serviceName), semconv.ServiceVersion(Version))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithResource(res),
 		sdktrace.WithBatcher(exp, batch...))
-	return &Tracer{provider: tp, tracer: tp.Tracer("github.com/tributary-cdp/tributary")}, nil
+	return &Tracer{provider: tp, tracer: tp.Tracer("github.com/tributary-cdp/tributary"),
+		parentBased: strings.HasPrefix(s.Sampler, "parentbased_")}, nil
 }
 
 // exporter builds the OTLP exporter of the settings. The exporters read the other standard
@@ -382,7 +386,11 @@ const (
 // traceparent). A nil t returns a zero Span and parent unchanged: the event's incoming
 // traceparent travels on as it came.
 func (t *Tracer) Start(parent TraceContext, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (Span, TraceContext) {
-	if t == nil {
+	if t == nil || t.parentBased && unsampledParent(parent.Parent) {
+		// Export off, or a span the sampler would not record: nothing is started (no ids
+		// drawn, no allocation), and the parent's traceparent travels on as it came, its
+		// sampled flag unset, so every later hop skips the event the same way. At a 10%
+		// sampling ratio that is nine events in ten (docs/operations.md#tracing).
 		return Span{}, parent
 	}
 	ctx := context.Background()
@@ -391,6 +399,15 @@ func (t *Tracer) Start(parent TraceContext, name string, kind trace.SpanKind, at
 	}
 	_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 	return Span{span}, contextOf(span.SpanContext())
+}
+
+// unsampledParent reports whether p is a valid traceparent whose sampled flag is unset.
+func unsampledParent(p []byte) bool {
+	if len(p) != 55 || !ValidTraceparent(unsafeString(p)) {
+		return false
+	}
+	flags, err := strconv.ParseUint(unsafeString(p[53:55]), 16, 8)
+	return err == nil && flags&uint64(trace.FlagsSampled) == 0
 }
 
 // spanContext parses the trace context (valid, as the constructors checked).

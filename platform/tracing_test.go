@@ -179,6 +179,25 @@ func TestTracerFollowsParentDecision(t *testing.T) {
 	if len(exp.GetSpans()) != 0 || !strings.HasSuffix(string(child.Parent), "-00") || !strings.Contains(string(child.Parent), traceID) {
 		t.Errorf("spans %d, child %q: want none recorded, the same trace passed on unsampled", len(exp.GetSpans()), child.Parent)
 	}
+	// Nine events in ten at a 10% ratio: no span is started under an unsampled parent, which
+	// travels on as it came, at no cost.
+	parent := platform.TraceContext{Parent: []byte(unsampledParent)}
+	if string(child.Parent) != unsampledParent {
+		t.Errorf("child %q, want the unsampled parent passed on as it came", child.Parent)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		span, _ := tr.Start(parent, "x", platform.SpanServer)
+		span.End()
+	}); n != 0 {
+		t.Errorf("a span under an unsampled parent allocates %v times, want 0", n)
+	}
+	// Under a sampled parent a span is recorded, with a span id of its own.
+	span, child = tr.Start(platform.TraceContext{Parent: []byte(strings.TrimSuffix(unsampledParent, "00") + "01")}, "x", platform.SpanServer)
+	span.End()
+	_ = tr.Flush(context.Background())
+	if len(exp.GetSpans()) != 1 || !strings.HasSuffix(string(child.Parent), "-01") || strings.Contains(string(child.Parent), "00f067aa0ba902b7") {
+		t.Errorf("spans %d, child %q: want one recorded, with its own span id", len(exp.GetSpans()), child.Parent)
+	}
 }
 
 func TestTracingSettings(t *testing.T) {

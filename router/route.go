@@ -168,11 +168,14 @@ func (s *Step) Route(rec *kgo.Record, out Deliveries) (Deliveries, Outcome, erro
 	tc := platform.TraceFromRecord(rec)
 	if s.Tracer.Enabled() {
 		var span platform.Span
-		span, tc = s.Tracer.Start(tc, "route", platform.SpanConsumer, attribute.String("tributary.source.id", src.ID))
-		defer func() {
-			span.SetAttributes(attribute.Int("tributary.destination.count", len(out.Records)-n))
-			span.End()
-		}()
+		span, tc = s.Tracer.Start(tc, "route", platform.SpanConsumer)
+		if span.Recording() { // attributes only for a span that is kept: nothing for the rest
+			span.SetAttributes(attribute.String("tributary.source.id", src.ID))
+			defer func() {
+				span.SetAttributes(attribute.Int("tributary.destination.count", len(out.Records)-n))
+				span.End()
+			}()
+		}
 	}
 	// s.fmsg holds this message: its top level noted as the body was written, when the body
 	// is still that one (a tracking plan may have edited it) and of a type whose members

@@ -84,7 +84,8 @@ func TestRouteCarriesTraceContext(t *testing.T) {
 }
 
 // BenchmarkRouteTrace: routing one message to two destinations without a trace context, with
-// one and span export off (the headers copied), and with export on at 10% sampling.
+// one and span export off (the headers copied), and with export on at 10% sampling: a message
+// without a trace context (a new trace each) and one under an unsampled parent (no span).
 func BenchmarkRouteTrace(b *testing.B) {
 	cfg := mustConfig(b, routeYAML)
 	msg := `{"type":"track","event":"Order Completed","userId":"u1","messageId":"m1","properties":{"total":42}}`
@@ -106,6 +107,7 @@ func BenchmarkRouteTrace(b *testing.B) {
 		{"untraced", plain, nil},
 		{"traced export off", traced, nil},
 		{"untraced export on 10%", plain, tr},
+		{"unsampled parent export on 10%", traced, tr},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			step := Step{DeliveriesTopic: "out", Config: testConfig{cfg}, FirstAttemptAt: []byte("2026-01-01T00:00:00.000Z"), Tracer: c.tracer}
