@@ -2,26 +2,33 @@ package views
 
 import "iter"
 
-// Ring keeps the last Cap values pushed, in a fixed buffer: a push beyond Cap overwrites the
-// oldest. Not safe for concurrent use: the view that holds it locks it.
+// Ring keeps the last Cap values pushed: a push beyond Cap overwrites the oldest. Its buffer
+// grows with the values pushed, doubling up to Cap, so that a ring of a large capacity (the
+// audit trail's 50,000 records) costs only what it holds. Not safe for concurrent use: the
+// view that holds it locks it.
 type Ring[T any] struct {
 	buf   []T
+	limit int // Cap
 	next  int // the slot the next push writes
 	size  int
 	scrub func(*T)
 }
 
+// ringFirstSlots is the buffer a new ring starts with.
+const ringFirstSlots = 64
+
 // NewRing is an empty ring of capacity values (at least 1). scrub, when set, empties a removed
 // value's slot in place (so that it keeps its buffers); nil sets it to the zero value.
 func NewRing[T any](capacity int, scrub func(*T)) *Ring[T] {
-	return &Ring[T]{buf: make([]T, max(capacity, 1)), scrub: scrub}
+	limit := max(capacity, 1)
+	return &Ring[T]{buf: make([]T, min(limit, ringFirstSlots)), limit: limit, scrub: scrub}
 }
 
 // Len is how many values the ring holds.
 func (r *Ring[T]) Len() int { return r.size }
 
 // Cap is how many values the ring keeps.
-func (r *Ring[T]) Cap() int { return len(r.buf) }
+func (r *Ring[T]) Cap() int { return r.limit }
 
 // Push adds v as the newest value.
 func (r *Ring[T]) Push(v T) { *r.Slot() = v }
@@ -30,6 +37,13 @@ func (r *Ring[T]) Push(v T) { *r.Slot() = v }
 // (the oldest value, or a removed one's scrubbed remains): the caller overwrites it, reusing
 // its buffers.
 func (r *Ring[T]) Slot() *T {
+	if r.size == len(r.buf) && len(r.buf) < r.limit {
+		// Full below its capacity: a larger buffer, oldest first from slot 0.
+		buf := make([]T, min(2*len(r.buf), r.limit))
+		n := copy(buf, r.buf[r.next:])
+		copy(buf[n:], r.buf[:r.next])
+		r.buf, r.next = buf, r.size
+	}
 	s := &r.buf[r.next]
 	r.next = (r.next + 1) % len(r.buf)
 	r.size = min(r.size+1, len(r.buf))

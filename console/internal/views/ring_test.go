@@ -106,3 +106,37 @@ func TestRingRemove(t *testing.T) {
 		t.Fatalf("the scrubbed slot lost its buffer: cap %d", cap(*slot))
 	}
 }
+
+// TestRingGrows: a ring of a large capacity starts small and grows with what it holds, keeping
+// the values in order across each growth (a removal in between included), then wraps at its
+// capacity.
+func TestRingGrows(t *testing.T) {
+	const capacity = 1000
+	r := NewRing[int](capacity, nil)
+	if len(r.buf) > ringFirstSlots {
+		t.Fatalf("a new ring of %d holds %d slots, want at most %d", capacity, len(r.buf), ringFirstSlots)
+	}
+	var want []int
+	for v := range 3 * capacity {
+		if v == 100 { // a removal before the buffer is full: the kept values move to slot 0
+			r.Remove(func(p *int) bool { return *p%2 == 0 })
+			want = slices.DeleteFunc(want, func(x int) bool { return x%2 == 0 })
+		}
+		r.Push(v)
+		want = append(want, v)
+		if len(want) > capacity {
+			want = want[len(want)-capacity:]
+		}
+		if r.Len() != len(want) || len(r.buf) > capacity || len(r.buf) < r.Len() {
+			t.Fatalf("after %d: len %d (want %d), %d slots", v, r.Len(), len(want), len(r.buf))
+		}
+		if v%97 == 0 || v == 3*capacity-1 {
+			if got := collect(r, false); !slices.Equal(got, want) {
+				t.Fatalf("after %d, oldest first: %v, want %v", v, got, want)
+			}
+		}
+	}
+	if len(r.buf) != capacity || r.Cap() != capacity {
+		t.Fatalf("%d slots, cap %d: want %d", len(r.buf), r.Cap(), capacity)
+	}
+}
