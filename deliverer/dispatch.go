@@ -33,9 +33,6 @@ type delivery struct {
 	retryNow       string    // header retry-now: a retry-now copy of that tier record (retrynow.go)
 	replay         string    // header replay: the replay that produced it (docs/delivery.md#replay)
 	msgType        string    // header type
-	// trace is the event's trace context (headers traceparent, tracestate): every POST of the
-	// delivery carries it (docs/receivers.md#headers).
-	trace platform.TraceContext
 
 	// What the attempt records say of the message, read from the opened body once per attempt
 	// (summarize).
@@ -86,14 +83,16 @@ func parseDelivery(r *kgo.Record, now time.Time) delivery {
 			d.replay = string(h.Value)
 		}
 	}
-	d.trace = platform.TraceFromRecord(r)
 	return d
 }
 
-// request is what one attempt of d sends to entries of dest, with its trace context.
+// request is what one attempt of d sends to entries of dest, with the event's trace context
+// (headers traceparent, tracestate: every POST of the delivery carries it,
+// docs/receivers.md#headers). The context is read from the record's headers here, not kept in
+// the delivery: a delivery is copied and held many times on its way, a request once.
 func (s *Service) request(d *delivery, dest *schemas.Destination, entries []schemas.Webhook) *request {
 	return &request{dest: dest, entries: entries, messageID: d.messageID, body: d.body,
-		trace: d.trace, tracer: s.deps.Tracer, attempt: d.attempt}
+		trace: platform.TraceFromRecord(d.r), tracer: s.deps.Tracer, attempt: d.attempt}
 }
 
 // dispatch decides a record: DLQ at once (destination gone, window over), a delivery attempt,

@@ -57,7 +57,7 @@ func (s *Service) toTier(d delivery, p *pending, attempt, tier int, lastError st
 	}
 	rec := s.derived(d.r, s.tierTopics[tier], set)
 	if tr := s.deps.Tracer; tr.Enabled() { // docs/operations.md#tracing
-		span, _ := tr.Start(d.trace, "retry tier hand-off", platform.SpanProducer)
+		span, _ := tr.Start(platform.TraceFromRecord(d.r), "retry tier hand-off", platform.SpanProducer)
 		if span.Recording() {
 			span.SetAttributes(attribute.String("messaging.destination.name", s.tierTopics[tier]), attribute.String("tributary.destination.id", d.destID),
 				attribute.Int("tributary.attempt", attempt))

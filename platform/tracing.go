@@ -69,9 +69,12 @@ func TraceFromHTTP(h http.Header) TraceContext {
 
 // TraceFromRecord returns the trace context on a record's headers (schemas.HeaderTraceparent,
 // schemas.HeaderTracestate): the values themselves, not copies. A malformed traceparent (a
-// user producing to the Kafka front door) is ignored.
+// user producing to the Kafka front door) is ignored; a nil record has none.
 func TraceFromRecord(r *kgo.Record) TraceContext {
 	var tc TraceContext
+	if r == nil {
+		return tc
+	}
 	for _, h := range r.Headers {
 		switch h.Key {
 		case schemas.HeaderTraceparent:
