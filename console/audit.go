@@ -211,34 +211,13 @@ func (s *Service) auditWrites(ctx context.Context, before *platform.Snapshot, ob
 		}
 		var b, a any
 		if existed {
-			b = objectState(prev)
+			b = prev.Value()
 		}
 		if !o.Deleted() {
-			a = objectState(o)
+			a = o.Value()
 		}
 		s.audit(ctx, act, schemas.AuditObject{Kind: schemas.AuditKind(o.Kind), ID: o.ID}, b, a)
 	}
-}
-
-// objectState is the config object itself (its JSON as the API shows it, before hashing).
-func objectState(o schemas.ConfigObject) any {
-	switch {
-	case o.Source != nil:
-		return o.Source
-	case o.Destination != nil:
-		return o.Destination
-	case o.Audience != nil:
-		return o.Audience
-	case o.ComputedTrait != nil:
-		return o.ComputedTrait
-	case o.TrackingPlan != nil:
-		return o.TrackingPlan
-	case o.ConsoleUser != nil:
-		return o.ConsoleUser
-	case o.APIToken != nil:
-		return o.APIToken
-	}
-	return nil
 }
 
 // auditSession records a session's sign-in or sign-out (action) for p; cookie is the session's

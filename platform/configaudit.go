@@ -49,12 +49,12 @@ func writeConfigAudit(ctx context.Context, kafka KafkaSettings, action string, c
 			a.Action = schemas.AuditConfigAction(after.Kind, existed, after.Deleted())
 		}
 		if existed {
-			if a.Before, err = schemas.AuditState(configObjectState(cur.obj)); err != nil {
+			if a.Before, err = schemas.AuditState(cur.obj.Value()); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
-		if a.After, err = schemas.AuditState(configObjectState(after)); err != nil {
+		if a.After, err = schemas.AuditState(after.Value()); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -97,25 +97,4 @@ func produceAudit(ctx context.Context, kafka KafkaSettings, recs []*kgo.Record, 
 		return errors.New(schemas.TopicAudit + " does not exist: run tributary-init to create it")
 	}
 	return cl.ProduceSync(ctx, recs...).FirstErr()
-}
-
-// configObjectState is the object itself (nil for a tombstone), for schemas.AuditState.
-func configObjectState(o schemas.ConfigObject) any {
-	switch {
-	case o.Source != nil:
-		return o.Source
-	case o.Destination != nil:
-		return o.Destination
-	case o.Audience != nil:
-		return o.Audience
-	case o.ComputedTrait != nil:
-		return o.ComputedTrait
-	case o.TrackingPlan != nil:
-		return o.TrackingPlan
-	case o.ConsoleUser != nil:
-		return o.ConsoleUser
-	case o.APIToken != nil:
-		return o.APIToken
-	}
-	return nil
 }

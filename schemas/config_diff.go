@@ -62,8 +62,9 @@ func (o ConfigObject) SetOrigin(origin string) {
 	}
 }
 
-// value is the object itself (nil for a tombstone).
-func (o ConfigObject) value() any {
+// Value is the object itself (nil for a tombstone): what its JSON is made from, as the API
+// shows it and as the audit trail records it (AuditState).
+func (o ConfigObject) Value() any {
 	switch {
 	case o.Source != nil:
 		return o.Source
@@ -88,7 +89,7 @@ func (o ConfigObject) value() any {
 // or the fields that changed, as paths ("settings.webhooks[0].url", "enabled"). It names
 // fields, never values, so it is safe to log for secrets too.
 func ConfigChanges(old, new ConfigObject) []string {
-	ov, nv := old.value(), new.value()
+	ov, nv := old.Value(), new.Value()
 	switch {
 	case ov == nil && nv == nil:
 		return nil
