@@ -40,11 +40,21 @@ func (s *Service) runEvents(ctx context.Context) error {
 			if src == "" {
 				return // a rejected message of no known source
 			}
+			rejected := r.Topic == s.cfg.RejectedTopic
+			if !rejected && !s.checksViolations(src) {
+				// Kept sealed, opened only when shown (views.Events).
+				key, ok := s.sealedWith(r)
+				if !ok {
+					return // sealed with a shredded key: its user was deleted
+				}
+				batch = append(batch, views.Record{Source: src, R: r, SealedWith: key})
+				return
+			}
 			if r = sealed.open(s, r); r == nil {
 				return // sealed with a shredded key: its user was deleted
 			}
-			batch = append(batch, views.Record{Source: src, R: r, Rejected: r.Topic == s.cfg.RejectedTopic})
-			if r.Topic == s.cfg.EventsTopic {
+			batch = append(batch, views.Record{Source: src, R: r, Rejected: rejected})
+			if !rejected {
 				s.checkViolations(src, r) // docs/console.md#violations
 			}
 		},

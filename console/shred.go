@@ -47,6 +47,24 @@ func (o *opener) open(s *Service, r *kgo.Record) *kgo.Record {
 	return c
 }
 
+// sealedWith is the data key r's value is sealed with (nil for a plain record); false when it
+// cannot be opened — its key shredded (its user was deleted), or not readable now (logged) —
+// as open would drop it.
+func (s *Service) sealedWith(r *kgo.Record) (*shred.Key, bool) {
+	hexID := shred.KeyOf(r)
+	if hexID == nil {
+		return nil, true
+	}
+	key, err := s.dataKeys.Key(hexID)
+	if err != nil {
+		if !errors.Is(err, shred.ErrShredded) {
+			s.logger.Warn().Err(err).Str("topic", r.Topic).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a sealed record whose key cannot be read")
+		}
+		return nil, false
+	}
+	return key, true
+}
+
 // openerKeep bounds the buffer an opener keeps between batches: a backfill's first batches
 // are far larger than those of the steady flow, and are not held on to.
 const openerKeep = 1 << 20

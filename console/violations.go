@@ -15,6 +15,13 @@ import (
 // own and costs the router nothing; the price is that after a restart the view holds only what
 // the console read again (CONSOLE_EVENTS_BACKFILL records per partition) and what came after.
 
+// checksViolations reports whether checkViolations reads the source's events: it has a
+// tracking plan with schemas.
+func (s *Service) checksViolations(source string) bool {
+	src, ok := s.deps.Store.Snapshot().SourceByID(source)
+	return ok && src.TrackingPlan.HasSchemas()
+}
+
 // checkViolations records the violations of one accepted call of source (its record, opened).
 func (s *Service) checkViolations(source string, r *kgo.Record) {
 	snap := s.deps.Store.Snapshot()

@@ -22,12 +22,16 @@ import (
 const FetchMaxBytes = 4 << 20
 
 // ClientOpts returns the franz-go options that reach the cluster: seed brokers, SASL (PLAIN or
-// SCRAM) and TLS (system roots plus TLSCAFile). It validates the settings first.
+// SCRAM) and TLS (system roots plus TLSCAFile). It validates the settings first. With
+// ShredEvents its producers do not compress (see SealedCompression).
 func (s KafkaSettings) ClientOpts() ([]kgo.Opt, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...), kgo.FetchMaxBytes(FetchMaxBytes)}
+	if s.ShredEvents {
+		opts = append(opts, SealedCompression())
+	}
 	switch s.SASLMechanism {
 	case SASLPlain:
 		opts = append(opts, kgo.SASL(plain.Auth{User: s.SASLUsername, Pass: s.SASLPassword}.AsMechanism()))
@@ -45,6 +49,13 @@ func (s KafkaSettings) ClientOpts() ([]kgo.Opt, error) {
 	}
 	return opts, nil
 }
+
+// SealedCompression is the producer compression of a client whose records are sealed
+// (docs/security.md#crypto-shredding): none. AES-GCM ciphertext does not compress, so a
+// compressing producer (franz-go's default is snappy) would spend CPU on every batch of the
+// tracking, delivery and audiences topics for nothing; the few plain records such a client also
+// writes (config, audit, keys) are small. Options given after it (a client's own) still win.
+func SealedCompression() kgo.Opt { return kgo.ProducerBatchCompression(kgo.NoCompression()) }
 
 // tlsConfig trusts the system roots plus the certificates of TLSCAFile. franz-go sets the
 // server name of each broker connection from the broker's host.

@@ -130,3 +130,55 @@ func TestProduceAll(t *testing.T) {
 		})
 	}
 }
+
+// TestSealingClientsDoNotCompress: a client of KafkaSettings with ShredEvents writes its
+// batches uncompressed (sealed values do not compress: docs/security.md#crypto-shredding); one
+// without keeps franz-go's default compression, and a client's own option still wins.
+func TestSealingClientsDoNotCompress(t *testing.T) {
+	brokers := kafkatest.Embedded(t)
+	ctx := testCtx(t, 30*time.Second)
+	value := bytes.Repeat([]byte(`{"type":"track","event":"Order Completed"}`), 50) // compresses well
+	for _, tt := range []struct {
+		name  string
+		shred bool
+		opts  []kgo.Opt
+		want  uint8 // kgo.RecordAttrs.CompressionType: 0 none, 2 snappy
+	}{
+		{"sealing", true, nil, 0},
+		{"plain", false, nil, 2},
+		{"sealing, the client's own choice", true, []kgo.Opt{kgo.ProducerBatchCompression(kgo.SnappyCompression())}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := platform.KafkaSettings{Brokers: brokers, ReplicationFactor: -1, Partitions: 1, ShredEvents: tt.shred}
+			cl, err := platform.NewKafkaClient(s, zerolog.Nop(), tt.opts...)
+			if err != nil {
+				t.Fatalf("NewKafkaClient: %v", err)
+			}
+			defer cl.Close()
+			topic := kafkatest.UniqueTopic(t, "compression")
+			if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+				t.Fatalf("CreateTopic: %v", err)
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			for {
+				fs := rd.PollFetches(ctx)
+				if err := ctx.Err(); err != nil {
+					t.Fatalf("the record was not read back: %v", err)
+				}
+				if recs := fs.Records(); len(recs) > 0 {
+					if got := recs[0].Attrs.CompressionType(); got != tt.want {
+						t.Errorf("batch compression %d, want %d", got, tt.want)
+					}
+					return
+				}
+			}
+		})
+	}
+}

@@ -487,7 +487,10 @@ func (k *Keyring) key(hexID []byte) (*dataKey, error) {
 	}
 	k.mu.RLock()
 	dk, live := k.keys[id]
-	_, gone := k.shredded[id]
+	gone := false
+	if !live {
+		_, gone = k.shredded[id]
+	}
 	ctx := k.runCtx
 	k.mu.RUnlock()
 	switch {

@@ -8,12 +8,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // The source debugger: tracking.events (accepted) and tracking.rejected (with the reason), per
 // source: the last n of each (a Ring), per-minute counts of the last hour, and the watchers of
-// its live stream.
+// its live stream. An accepted event sealed with its user's data key
+// (docs/security.md#crypto-shredding) is kept sealed and opened only when shown: the console
+// reads every event, and shows few of them.
 
 // event is one accepted or rejected message of a source.
 type event struct {
@@ -26,6 +29,22 @@ type event struct {
 	raw        []byte // reused: copy it out under the lock
 	key        []byte // the record's key (userId, else anonymousId); reused as raw
 	truncated  bool   // raw is the first MaxEventBytes of a larger message
+	// sealedWith is the data key raw is sealed with (nil: raw is plain): opened by message,
+	// and never once the key is shredded.
+	sealedWith *shred.Key
+}
+
+// message is the event's message in clear into dst's spare capacity (raw itself when it is
+// plain); false when it is sealed with a key shredded since, or does not open.
+func (e *event) message(dst []byte) ([]byte, bool) {
+	if e.sealedWith == nil {
+		return e.raw, true
+	}
+	if !e.sealedWith.Live() {
+		return nil, false
+	}
+	plain, err := e.sealedWith.Open(dst[:0], e.raw)
+	return plain, err == nil
 }
 
 // userID is whose the event is: its message's userId, else its anonymousId ("" for neither),
@@ -74,6 +93,9 @@ func (e *event) scrub() {
 // message is rejected, and shown by its first 32 KB, as text).
 const MaxEventBytes = 32 << 10
 
+// maxSlotBytes is the most a slot keeps: a message of MaxEventBytes, sealed.
+const maxSlotBytes = MaxEventBytes + shred.Overhead
+
 // EventView is the API's form of an event.
 type EventView struct {
 	ID         string          `json:"id"`
@@ -91,17 +113,29 @@ type EventView struct {
 // a live stream sends "event: forgotten" with its id, and the debugger's page removes it.
 const StatusForgotten = "forgotten"
 
-func (e *event) view() EventView {
+// view is the event as the API shows it; false when its message no longer opens (its user was
+// deleted: it is not shown).
+func (e *event) view() (EventView, bool) {
 	v := EventView{ID: strconv.FormatUint(e.seq, 10), ReceivedAt: e.receivedAt, Status: "accepted", Type: e.typ, MessageID: e.messageID, Reason: e.reason, Truncated: e.truncated}
 	if e.rejected {
 		v.Status = "rejected"
 	}
-	if !e.truncated && json.Valid(e.raw) {
-		v.Message = append(json.RawMessage(nil), e.raw...)
-	} else { // a rejected message that is not JSON: shown as the text it was
-		v.Message, _ = json.Marshal(string(e.raw))
+	var msg []byte
+	if e.sealedWith != nil {
+		var ok bool
+		if msg, ok = e.message(make([]byte, 0, len(e.raw))); !ok {
+			return EventView{}, false
+		}
+		v.Message = msg // accepted, hence JSON, and a buffer of its own
+		return v, true
 	}
-	return v
+	msg = e.raw
+	if !e.truncated && json.Valid(msg) {
+		v.Message = append(json.RawMessage(nil), msg...)
+	} else { // a rejected message that is not JSON: shown as the text it was
+		v.Message, _ = json.Marshal(string(msg))
+	}
+	return v, true
 }
 
 // sourceEvents is one source's recent events, watchers and per-minute counts.
@@ -168,6 +202,9 @@ type Record struct {
 	Source   string
 	R        *kgo.Record
 	Rejected bool
+	// SealedWith is the data key R's value is sealed with, for an accepted event kept sealed
+	// (nil: R's value is plain). A rejected record is given opened: the view reads it.
+	SealedWith *shred.Key
 }
 
 // Add records the events read, but those forgets reports (checked under the view's lock: a
@@ -180,7 +217,7 @@ func (l *Events) Add(batch []Record, forgets func(Record) bool) (dropped []strin
 			dropped = append(dropped, MessageIDOf(p.R))
 			continue
 		}
-		l.add(p.Source, p.R, p.Rejected)
+		l.add(p)
 	}
 	return dropped
 }
@@ -196,8 +233,9 @@ func MessageIDOf(r *kgo.Record) string {
 }
 
 // add records one event; called with mu held.
-func (l *Events) add(source string, r *kgo.Record, rejected bool) {
-	se := l.source(source)
+func (l *Events) add(p Record) {
+	r, rejected := p.R, p.Rejected
+	se := l.source(p.Source)
 	l.seq++
 	e := se.ring.Slot()
 	e.seq, e.receivedAt, e.rejected = l.seq, r.Timestamp.UTC(), rejected
@@ -213,10 +251,10 @@ func (l *Events) add(source string, r *kgo.Record, rejected bool) {
 		}
 	}
 	value, truncated := r.Value, false
-	if len(value) > MaxEventBytes { // a message refused for its size is kept as its start
-		value, truncated = value[:MaxEventBytes], true
+	if e.sealedWith = p.SealedWith; e.sealedWith == nil && len(value) > MaxEventBytes {
+		value, truncated = value[:MaxEventBytes], true // a message refused for its size is kept as its start
 	}
-	if cap(e.raw) > MaxEventBytes {
+	if cap(e.raw) > maxSlotBytes {
 		e.raw = nil // a slot never keeps more than one message's worth
 	}
 	e.raw = append(e.raw[:0], value...)
@@ -245,7 +283,9 @@ func (l *Events) add(source string, r *kgo.Record, rejected bool) {
 		}
 	}
 	if len(se.watchers) > 0 {
-		se.tell(e.view())
+		if v, ok := e.view(); ok {
+			se.tell(v)
+		}
 	}
 }
 
@@ -291,7 +331,9 @@ func (l *Events) Recent(source string, n int) []EventView {
 		if len(out) == n {
 			break
 		}
-		out = append(out, e.view())
+		if v, ok := e.view(); ok {
+			out = append(out, v)
+		}
 	}
 	return out
 }
@@ -321,7 +363,12 @@ func (l *Events) Delivered(sources []string, messageID string) []byte {
 		}
 		for e := range se.ring.Newest() {
 			if !e.rejected && e.messageID == messageID {
-				return append([]byte(nil), e.raw...)
+				if msg, ok := e.message(make([]byte, 0, len(e.raw))); ok {
+					if e.sealedWith == nil {
+						msg = append([]byte(nil), msg...)
+					}
+					return msg
+				}
 			}
 		}
 	}
