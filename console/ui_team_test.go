@@ -49,7 +49,7 @@ func TestUITeamUsers(t *testing.T) {
 	}
 
 	// The "Change" link fills the form; saving it changes the user.
-	b.get("/team?user=ana@example.com").contains(t, http.StatusOK, "Change ana@example.com", `value="ana@example.com"`,
+	b.get("/team?user=ana@example.com").contains(t, http.StatusOK, `<details class="more" id="user-form" open>`, "Change ana@example.com", `value="ana@example.com"`,
 		`<option value="editor" selected>editor</option>`, `name="pii" value="true" checked`)
 	if p := b.post("/team/users", url.Values{"email": {"ana@example.com"}, "role": {"viewer"}}); p.Status != http.StatusSeeOther || !strings.Contains(p.Location, "changed") {
 		t.Fatalf("changing a user: %d %s %s", p.Status, p.Location, p.Body)
