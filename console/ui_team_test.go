@@ -3,10 +3,16 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tributary-cdp/tributary/console/internal/oidctest"
+	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -189,5 +195,49 @@ func TestUITeamRoles(t *testing.T) {
 		"admitted by the user list below")
 	if p := admin.get("/team"); strings.Contains(p.Body[strings.Index(p.Body, `id="token-form"`):], `name="pii"`) {
 		t.Error("a principal without the PII grant is offered to give it to a token")
+	}
+}
+
+// TestUITeamFileAndSingleSignOn: a user a config file lists shows that file, has no removal
+// button, and changes only when the form takes it over (as ?takeOver=true does on the API); with
+// single sign-on, the page shows each role's groups and the PII groups, and a person admitted by
+// their groups sees so.
+func TestUITeamFileAndSingleSignOn(t *testing.T) {
+	h, p := newOIDCHarness(t, nil)
+	path := filepath.Join(t.TempDir(), "team.yaml")
+	if err := os.WriteFile(path, []byte("console:\n  users:\n    - email: fay@example.com\n      role: viewer\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := platform.ApplyConfigFile(h.env.Ctx, h.env.Kafka, schemas.TopicConfig, path, platform.ApplyOptions{}, h.env.Logger); err != nil {
+		t.Fatal(err)
+	}
+	servicetest.Eventually(t, 5*time.Second, "the file's user listed", func() bool {
+		_, _, _, ok := h.svc.ListedUser("fay@example.com")
+		return ok
+	})
+
+	p.SetUser(oidctest.User{Subject: "u9", Email: "root@example.com", EmailVerified: &verified, Groups: []string{"platform-admins"}})
+	b, landed := oidcSignIn(t, h, "/team")
+	if landed.Status != http.StatusOK {
+		t.Fatalf("single sign-on: %d %s", landed.Status, landed.Body)
+	}
+	page := b.get("/team")
+	page.contains(t, http.StatusOK, "Signed in as <strong>root@example.com</strong>, role <strong>admin</strong>, without PII access",
+		"admitted by your groups at the identity provider (CONSOLE_OIDC_ROLES)",
+		"<td>fay@example.com</td>", "config file <code>team.yaml</code>",
+		"who signs in with Test IdP", "<tr><td>admin</td><td>platform-admins</td></tr>", "<tr><td>editor</td><td>growth, marketing</td></tr>",
+		"<tr><td>viewer</td><td>readers</td></tr>", "PII access by group (<code>CONSOLE_OIDC_PII_GROUPS</code>): pii-readers.")
+	if strings.Contains(page.Body, `action="/team/users/fay@example.com/delete"`) {
+		t.Error("a config file's user has a removal button")
+	}
+	b.get("/team?user=fay@example.com").contains(t, http.StatusOK, `name="takeOver" value="true"`, "the config file <code>team.yaml</code> lists it")
+	b.post("/team/users", url.Values{"email": {"fay@example.com"}, "role": {"editor"}}).contains(t, http.StatusConflict,
+		"console-user/fay@example.com is managed by file:team.yaml", `name="takeOver" value="true"`)
+	if p := b.post("/team/users", url.Values{"email": {"fay@example.com"}, "role": {"editor"}, "takeOver": {"true"}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("taking the user over: %d %s", p.Status, p.Body)
+	}
+	users := h.do(http.MethodGet, "/v1/users", nil)
+	if !strings.Contains(string(users.Body), `{"email":"fay@example.com","role":"editor","pii":false,"origin":"console"`) {
+		t.Fatalf("users after the take-over: %s", users.Body)
 	}
 }
