@@ -126,6 +126,12 @@ var pageRoles = map[string]Role{
 	"POST /settings/reencrypt":       RoleAdmin,
 	"GET /audit":                     RoleAdmin,
 	"GET /audit/export":              RoleAdmin,
+	// The Team page (ui_team.go): users and API tokens, an admin's as their API is.
+	"GET /team":                       RoleAdmin,
+	"POST /team/users":                RoleAdmin,
+	"POST /team/users/{email}/delete": RoleAdmin,
+	"POST /team/tokens":               RoleAdmin,
+	"POST /team/tokens/{id}/revoke":   RoleAdmin,
 }
 
 // uiRole is the least role of a page of the UI: pageRoles when it names the pattern, else a

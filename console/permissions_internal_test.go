@@ -61,13 +61,18 @@ func TestPermittedFailsClosed(t *testing.T) {
 // TestUIRole: a page is a read, a form a change, but for the pages the table names.
 func TestUIRole(t *testing.T) {
 	for pattern, want := range map[string]Role{
-		"GET /sources":              RoleViewer,
-		"GET /sources/new":          RoleEditor,
-		"POST /sources/new":         RoleEditor,
-		"POST /sources/{id}/rotate": RoleAdmin,
-		"POST /settings/import":     RoleAdmin,
-		"GET /deletions":            RoleAdmin,
-		"POST /audiences/preview":   RoleEditor,
+		"GET /sources":                    RoleViewer,
+		"GET /sources/new":                RoleEditor,
+		"POST /sources/new":               RoleEditor,
+		"POST /sources/{id}/rotate":       RoleAdmin,
+		"POST /settings/import":           RoleAdmin,
+		"GET /deletions":                  RoleAdmin,
+		"POST /audiences/preview":         RoleEditor,
+		"GET /team":                       RoleAdmin,
+		"POST /team/users":                RoleAdmin,
+		"POST /team/users/{email}/delete": RoleAdmin,
+		"POST /team/tokens":               RoleAdmin,
+		"POST /team/tokens/{id}/revoke":   RoleAdmin,
 	} {
 		if got := uiRole(pattern); got != want {
 			t.Errorf("uiRole(%q) = %s, want %s", pattern, got, want)

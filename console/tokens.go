@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -79,26 +80,37 @@ type tokenRequest struct {
 }
 
 // createToken answers POST /v1/tokens: 201 with the token and its secret, shown only here.
-// A principal without the PII grant cannot give it.
 func (s *Service) createToken(w http.ResponseWriter, r *http.Request) error {
 	var req tokenRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		return err
 	}
+	v, err := s.issueToken(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusCreated, v)
+	return nil
+}
+
+// issueToken creates the API token req asks for, issued by ctx's principal, and returns it with
+// its secret (the only time the secret is seen): the tokens API's POST and the Team page
+// (ui_team.go). A principal without the PII grant cannot give it.
+func (s *Service) issueToken(ctx context.Context, req tokenRequest) (tokenView, error) {
 	req.Name = strings.TrimSpace(req.Name)
 	switch {
 	case req.Name == "":
-		return errInvalid("name", "name: required (who or what uses the token, e.g. \"ci-deploy\")")
+		return tokenView{}, errInvalid("name", "name: required (who or what uses the token, e.g. \"ci-deploy\")")
 	case len(req.Name) > maxTokenName || !utf8.ValidString(req.Name) || strings.ContainsFunc(req.Name, isControl):
-		return errInvalid("name", "name: at most %d bytes of text without control characters", maxTokenName)
+		return tokenView{}, errInvalid("name", "name: at most %d bytes of text without control characters", maxTokenName)
 	case req.Role == "":
-		return errInvalid("role", "role: required: admin, editor or viewer")
+		return tokenView{}, errInvalid("role", "role: required: admin, editor or viewer")
 	case !schemas.ValidConsoleRole(req.Role):
-		return errInvalid("role", "role: %q is not a role: admin, editor or viewer", req.Role)
+		return tokenView{}, errInvalid("role", "role: %q is not a role: admin, editor or viewer", req.Role)
 	}
-	p, _ := requestPrincipal(r)
+	p, _ := principalOf(ctx)
 	if req.PII && !p.PII {
-		return &apiError{Status: http.StatusForbidden, Code: codeForbidden, Field: "pii",
+		return tokenView{}, &apiError{Status: http.StatusForbidden, Code: codeForbidden, Field: "pii",
 			Message: "pii: only a principal with the PII grant may give it, and " + p.Name + " has none"}
 	}
 	secret, id := make([]byte, 32), make([]byte, 8)
@@ -110,28 +122,33 @@ func (s *Service) createToken(w http.ResponseWriter, r *http.Request) error {
 	t.SecretHash = schemas.HashAPITokenSecret(plain)
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if _, err := s.writeObjects(r.Context(), schemas.ConfigObject{Kind: schemas.ConfigKindAPIToken, ID: t.ID, APIToken: t}); err != nil {
-		return err
+	if _, err := s.writeObjects(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindAPIToken, ID: t.ID, APIToken: t}); err != nil {
+		return tokenView{}, err
 	}
 	v := tokenViewOf(t)
 	v.Secret = plain
-	writeData(w, http.StatusCreated, v)
-	return nil
+	return v, nil
 }
 
 // revokeToken answers DELETE /v1/tokens/{id}: 204 once this console refuses the token.
 func (s *Service) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
+	if err := s.revokeAPIToken(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// revokeAPIToken writes the tombstone of the token id, and returns once this console refuses
+// it: the tokens API's DELETE and the Team page.
+func (s *Service) revokeAPIToken(ctx context.Context, id string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if _, ok := s.deps.Store.Snapshot().APITokenByID(id); !ok {
 		return errNotFound("no API token %q", id)
 	}
-	if _, err := s.writeObjects(r.Context(), schemas.ConfigObject{Kind: schemas.ConfigKindAPIToken, ID: id}); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	_, err := s.writeObjects(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindAPIToken, ID: id})
+	return err
 }
 
 func isControl(c rune) bool { return c < 0x20 || c == 0x7f }

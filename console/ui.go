@@ -466,6 +466,7 @@ func (u *ui) routes(mux *http.ServeMux) {
 	u.audiencePages(pg)
 	u.deletionPages(pg)
 	u.auditPages(pg)
+	u.teamPages(pg)
 	pg("GET /settings", u.settings)
 	pg("GET /settings/export", u.exportYAML)
 	pg("POST /settings/reencrypt", u.reencrypt)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -40,8 +41,11 @@ func userViewOf(snap *platform.Snapshot, u *schemas.ConsoleUser) userView {
 }
 
 // userEmail is the request's {email}, in lower case; 400 when it is no email address.
-func userEmail(r *http.Request) (string, error) {
-	e, err := schemas.NormalizeEmail(r.PathValue("email"))
+func userEmail(r *http.Request) (string, error) { return normalUserEmail(r.PathValue("email")) }
+
+// normalUserEmail is email in lower case; 400 when it is no email address.
+func normalUserEmail(email string) (string, error) {
+	e, err := schemas.NormalizeEmail(email)
 	if err != nil {
 		return "", errInvalid("email", "email: %s", err.Error())
 	}
@@ -101,38 +105,48 @@ func (s *Service) putUser(w http.ResponseWriter, r *http.Request) error {
 	if req.Email != "" && !strings.EqualFold(req.Email, email) {
 		return errInvalid("email", "email: %q is not the email of the path (%q)", req.Email, email)
 	}
-	next := &schemas.ConsoleUser{Email: email, Role: req.Role, PII: req.PII, Origin: schemas.OriginConsole}
+	snap, u, created, err := s.setUser(r.Context(), email, req.Role, req.PII, optionsOf(r))
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	etag(w, snap.Revision(schemas.ConfigKindConsoleUser, email))
+	writeData(w, status, userViewOf(snap, u))
+	return nil
+}
+
+// setUser adds the user email (in lower case) with role and the PII grant, or replaces the
+// role and grant of a listed one (created false): the users API's PUT and the Team page
+// (ui_team.go). It returns the snapshot that holds the change.
+func (s *Service) setUser(ctx context.Context, email, role string, pii bool, opts writeOptions) (*platform.Snapshot, *schemas.ConsoleUser, bool, error) {
+	next := &schemas.ConsoleUser{Email: email, Role: role, PII: pii, Origin: schemas.OriginConsole}
 	if err := next.Validate(); err != nil {
 		var ce schemas.ConfigErrors
 		if errors.As(err, &ce) && len(ce) > 0 {
-			return errInvalid(ce[0].Path, "%s", ce[0].Error())
+			return nil, nil, false, errInvalid(ce[0].Path, "%s", ce[0].Error())
 		}
-		return errInvalid("", "%s", err.Error())
+		return nil, nil, false, errInvalid("", "%s", err.Error())
 	}
-	opts := optionsOf(r)
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	snap := s.deps.Store.Snapshot()
 	cur, exists := lookup(snap, schemas.ConfigKindConsoleUser, email)
 	if err := ifMatch(opts.IfMatch, "user", email, snap.Revision(schemas.ConfigKindConsoleUser, email)); err != nil {
-		return err
+		return nil, nil, false, err
 	}
 	if exists {
 		if err := manageable(opts.TakeOver, cur); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 	}
-	snap, err = s.writeObjects(r.Context(), schemas.ConfigObject{Kind: schemas.ConfigKindConsoleUser, ID: email, ConsoleUser: next})
+	snap, err := s.writeObjects(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindConsoleUser, ID: email, ConsoleUser: next})
 	if err != nil {
-		return err
+		return nil, nil, false, err
 	}
-	status := http.StatusCreated
-	if exists {
-		status = http.StatusOK
-	}
-	etag(w, snap.Revision(schemas.ConfigKindConsoleUser, email))
-	writeData(w, status, userViewOf(snap, next))
-	return nil
+	return snap, next, !exists, nil
 }
 
 // deleteUser answers DELETE /v1/users/{email}: the user may no longer sign in (sessions end
@@ -142,9 +156,15 @@ func (s *Service) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.removeObject(r.Context(), schemas.ConfigKindConsoleUser, email, optionsOf(r)); err != nil {
+	if err := s.removeUser(r.Context(), email, optionsOf(r)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// removeUser takes the user email (in lower case) off the list: the users API's DELETE and
+// the Team page.
+func (s *Service) removeUser(ctx context.Context, email string, opts writeOptions) error {
+	return s.removeObject(ctx, schemas.ConfigKindConsoleUser, email, opts)
 }

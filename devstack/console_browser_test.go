@@ -23,7 +23,7 @@ import (
 // whole stack (embedded broker, ingest, router, deliverer, audiences, console). Each page the
 // test visits is saved as a screenshot in the test's artifact directory (go test -artifacts
 // keeps them); UPDATE_SCREENSHOTS=1 also writes the overview's, a destination page's, the live
-// debugger's, the Messages tab's, a message's and a config import's to docs/img for docs/console.md. No page may log a console error or a CSP violation.
+// debugger's, the Messages tab's, a message's, a config import's and the Team page's to docs/img for docs/console.md. No page may log a console error or a CSP violation.
 
 // chromiumPath finds Chromium, or skips the test loudly (TEST_BROWSER=1: fails).
 func chromiumPath(t *testing.T) string {
@@ -273,6 +273,57 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.waitText("main table", "FINISHED", 15*time.Second)
 	b.shot("deletions")
 	b.noProblems("deletions")
+
+	// The Team page: a user added, an API token created (its secret shown once, working as a
+	// bearer token), then revoked after its confirmation.
+	b.open("/team")
+	b.do("adding a user",
+		chromedp.SendKeys(chromedp.ID("user-email"), "ana@example.com"),
+		chromedp.SetValue(chromedp.ID("user-role"), "editor"),
+		chromedp.Submit(chromedp.ID("user-email")),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	b.waitText(".flash", "User ana@example.com added.", 2*time.Second)
+	b.do("creating an API token",
+		chromedp.WaitVisible(chromedp.ID("token-name")), // the form is open while there is no token
+		chromedp.SendKeys(chromedp.ID("token-name"), "ci-deploy"),
+		chromedp.SetValue(chromedp.ID("token-role"), "editor"),
+		chromedp.Submit(chromedp.ID("token-name")),
+		chromedp.WaitVisible(chromedp.ID("token-secret")))
+	tokenSecret := strings.TrimSpace(b.text("#token-secret"))
+	if !strings.HasPrefix(tokenSecret, "trb_") {
+		t.Fatalf("token secret %q", tokenSecret)
+	}
+	b.shot("team-token")
+	bearer := func() int {
+		return servicetest.Call(t, http.MethodGet, cs.api+"/v1/sources", "", "Authorization", servicetest.Bearer(tokenSecret)).Status
+	}
+	if st := bearer(); st != http.StatusOK {
+		t.Fatalf("the new token: %d", st)
+	}
+	b.open("/team")
+	if strings.Contains(b.text("main"), tokenSecret) {
+		t.Fatal("the Team page seen again shows the token's secret")
+	}
+	b.shot("team")
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		b.saveDoc("console-team.png")
+	}
+	// Revoking asks first: answered no, nothing happens; answered yes, the token is refused.
+	eval[bool](b, `(() => { window.asked = []; window.confirm = (m) => { window.asked.push(m); return false }; return true })()`)
+	b.do("declining the revocation", chromedp.Click(chromedp.CSS(`form[action$="/revoke"] button`)))
+	if asked := eval[string](b, `window.asked.join("|")`); !strings.Contains(asked, "Revoke the API token ci-deploy?") {
+		t.Errorf("revoking asked %q", asked)
+	}
+	if st := bearer(); st != http.StatusOK {
+		t.Fatalf("the token after a declined revocation: %d", st)
+	}
+	eval[bool](b, `(() => { window.confirm = () => true; return true })()`)
+	b.do("revoking the token", chromedp.Click(chromedp.CSS(`form[action$="/revoke"] button`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	b.waitText(".flash", "revoked", 2*time.Second)
+	if st := bearer(); st != http.StatusUnauthorized {
+		t.Errorf("the revoked token: %d, want 401", st)
+	}
+	b.noProblems("team")
 
 	// The setup flow of a Webhooks destination: catalog, sources, two URLs (one with a header), a secret, enable.
 	ok := servicetest.NewReceiver(t, nil)
