@@ -36,8 +36,8 @@ func (p *profile) changelogValue(b []byte) []byte {
 func (p *profile) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = schemas.AppendJSONString(b, p.ID)
-	b = appendStringField(b, "userId", p.UserID)
-	b = appendStringField(b, "anonymousId", p.AnonymousID)
+	b = appendStringField(b, "userId", p.userID())
+	b = appendStringField(b, "anonymousId", p.anonymousID())
 	if len(p.Traits) > 0 {
 		b = append(b, `,"traits":`...)
 		b = p.Traits.appendJSON(b)
@@ -69,12 +69,14 @@ func (p *profile) appendJSON(b []byte) []byte {
 	}
 	if len(p.Synced) > 0 {
 		b = append(b, `,"synced":[`...)
-		for i, s := range p.Synced {
-			if i > 0 {
+		first := true
+		for s := range p.Synced.all() {
+			if !first {
 				b = append(b, ',')
 			}
+			first = false
 			b = append(b, `{"id":`...)
-			k := s.K.Value()
+			k := syncKeyOf(s.K)
 			b = schemas.AppendJSONString(b, k.ID)
 			b = append(b, `,"v":`...)
 			b = schemas.AppendJSONString(b, k.Version)
@@ -86,9 +88,9 @@ func (p *profile) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	if len(p.Merged) > 0 {
+	if merged := p.merged(); len(merged) > 0 {
 		b = append(b, `,"merged":[`...)
-		for i, m := range p.Merged {
+		for i, m := range merged {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -197,7 +197,7 @@ func (s *Service) applyAbsorb(b *batch, p int32, part *partition, o *op) {
 	case prof != nil && !prof.active():
 		return
 	case prof == nil:
-		prof = &profile{ID: o.Into, UserID: o.Into}
+		prof = newUserProfile(o.Into)
 		part.profiles[o.Into] = prof
 		s.metrics.profiles.Inc()
 	}
@@ -248,7 +248,7 @@ func (s *Service) applyDelete(b *batch, p int32, part *partition, req *schemas.D
 	prof := part.profiles[req.UserID]
 	var merged []string
 	if prof != nil && req.Deletes() {
-		merged = slices.Clone(prof.Merged)
+		merged = slices.Clone(prof.merged())
 		if prof.Identity != nil { // the claims of its external ids go too
 			for _, e := range prof.Identity.IDs {
 				merged = append(merged, extKey(e.Type, e.Value))

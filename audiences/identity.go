@@ -385,7 +385,7 @@ type sumID struct {
 }
 
 func summaryOf(p *profile) *idSummary {
-	sm := &idSummary{UserID: p.UserID}
+	sm := &idSummary{UserID: p.userID()}
 	if p.Identity != nil {
 		sm.Merges = p.Identity.Merges
 		for _, e := range p.Identity.IDs {
@@ -467,8 +467,8 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 		e.Other, e.Kind, e.At, e.Value = o.Into, "refusal", b.now, ""
 		b.out = append(b.out, s.handOff(o.From, op{Op: opNote, Into: o.From, Via: o.Via, Note: &e}))
 	}
-	if q.UserID != "" && sm.UserID != "" && q.UserID != sm.UserID {
-		refuse(ruleLimit, fmt.Sprintf("the %s is %s's; merging %s and %s would give the profile 2 user_id (limit 1)", via.Type, o.Into, q.UserID, sm.UserID))
+	if q.userID() != "" && sm.UserID != "" && q.userID() != sm.UserID {
+		refuse(ruleLimit, fmt.Sprintf("the %s is %s's; merging %s and %s would give the profile 2 user_id (limit 1)", via.Type, o.Into, q.userID(), sm.UserID))
 		return
 	}
 	if n := q.ident().Merges + sm.Merges + 1; n > r.maxMerges {
@@ -505,7 +505,7 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 	// The merge: an anonymous profile joins an identified one, else the one that joins is
 	// merged into the one that claimed the id first.
 	from, into := o.From, o.Into
-	if q.UserID == "" && sm.UserID != "" {
+	if q.userID() == "" && sm.UserID != "" {
 		from, into = o.Into, o.From
 	}
 	for _, e := range drop {

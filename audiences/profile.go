@@ -22,73 +22,185 @@ const (
 	mostFrequentCap = 50
 )
 
-// profile is one user's state: the value of one audiences.state record. Its JSON is the
-// changelog format (docs/topics.md#audiencesstate).
+// profile is one user's state: the value of one audiences.state record. Its changelog
+// JSON (docs/topics.md#audiencesstate) is profileJSON; the layout in memory is another,
+// smaller one (docs/audiences.md#memory): what few profiles have (a user id or anonymous id
+// that is not the key, merged ids, kept events) hangs from one pointer, allocated only when
+// used.
 type profile struct {
 	// ID is the key: the userId, or the anonymousId of an anonymous profile.
-	ID          string   `json:"id"`
-	UserID      string   `json:"userId,omitempty"`
-	AnonymousID string   `json:"anonymousId,omitempty"`
-	Traits      traits   `json:"traits,omitempty"`
-	FirstSeen   int64    `json:"firstSeen,omitempty"` // ms
-	LastSeen    int64    `json:"lastSeen,omitempty"`  // ms
-	Events      []named  `json:"events,omitempty"`    // per track event name
-	Aggs        []agg    `json:"aggs,omitempty"`      // per config aggregate (docs/audiences.md)
-	Synced      []sent   `json:"synced,omitempty"`    // what the last sync sent
-	Merged      []string `json:"merged,omitempty"`    // anonymous ids merged into this profile
-	// Tracks are the recent track events kept for the Profile API (tracks.go); nil unless
-	// AUDIENCES_PROFILE_EVENTS > 0. A pointer: 8 bytes in every profile, not a slice's 24
-	// (which would move a profile to the next size class, 32 bytes more).
-	Tracks *[]tracked `json:"tracks,omitempty"`
+	ID        string
+	Traits    traits
+	FirstSeen int64      // ms
+	LastSeen  int64      // ms
+	Events    []named    // per track event name
+	Aggs      []agg      // per config aggregate (docs/audiences.md)
+	Synced    syncedList // what the last sync sent
 	// Identity holds the profile's external ids and its merges and refusals
 	// (docs/audiences.md#identity-resolution); nil until it has any.
-	Identity *identity `json:"identity,omitempty"`
+	Identity *identity
 	// MergedInto: this anonymous id was merged into that profile; its events go there.
-	MergedInto string `json:"mergedInto,omitempty"`
+	MergedInto string
+	// rare holds what few profiles have (nil: none of it).
+	rare *profileRare
 	// Recent are hashes (messageHash) of the last messages applied, a ring whose next slot
 	// is RecentNext: a message seen again (a client's retry that ingest accepted twice) is
 	// not counted twice (docs/audiences.md#what-a-profile-is-built-from).
-	Recent     [recentMessages]hash `json:"recent"`
-	RecentNext uint8                `json:"recentNext,omitempty"`
-	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS. (Beside
-	// RecentNext: the two bytes share one word, which keeps a profile in its 256-byte size
-	// class.)
-	Suppressed bool `json:"suppressed,omitempty"`
+	Recent     [recentMessages]hash
+	RecentNext uint8
+	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
+	Suppressed bool
+	// ids says which of the user id and the anonymous id are the ID (the usual case, which
+	// keeps no other string); another value is in rare.
+	ids idKinds
 }
 
-// UnmarshalJSON reads a profile from its changelog JSON: the lists whose elements hold shared
-// handles (events, aggs, synced) are read in their changelog form and converted once, rather
-// than each element through a json.Unmarshal of its own (a restore reads millions).
-func (p *profile) UnmarshalJSON(b []byte) error {
-	type fields profile // the profile's fields, without this method
-	var w struct {
-		*fields
-		Events []namedJSON `json:"events"`
-		Aggs   []aggJSON   `json:"aggs"`
-		Synced []sentJSON  `json:"synced"`
+// idKinds says which ids of a profile are its ID.
+type idKinds uint8
+
+const (
+	userIsID idKinds = 1 << iota // the userId is the ID
+	anonIsID                     // the anonymousId is the ID
+)
+
+// profileRare is what few profiles have, apart from the fields every profile has.
+type profileRare struct {
+	// UserID and AnonymousID: the ids when they are not the profile's ID.
+	UserID, AnonymousID string
+	// Merged are the anonymous ids merged into this profile.
+	Merged []string
+	// Tracks are the recent track events kept for the Profile API (tracks.go); none unless
+	// AUDIENCES_PROFILE_EVENTS > 0.
+	Tracks []tracked
+}
+
+// more is p.rare, allocated when p has none.
+func (p *profile) more() *profileRare {
+	if p.rare == nil {
+		p.rare = &profileRare{}
 	}
-	w.fields = (*fields)(p)
-	if err := json.Unmarshal(b, &w); err != nil {
+	return p.rare
+}
+
+// tidy drops p.rare when it holds nothing.
+func (p *profile) tidy() {
+	if r := p.rare; r != nil && r.UserID == "" && r.AnonymousID == "" && len(r.Merged) == 0 && len(r.Tracks) == 0 {
+		p.rare = nil
+	}
+}
+
+// userID is the profile's userId ("": anonymous).
+func (p *profile) userID() string {
+	switch {
+	case p.ids&userIsID != 0:
+		return p.ID
+	case p.rare != nil:
+		return p.rare.UserID
+	}
+	return ""
+}
+
+// anonymousID is the profile's anonymousId, if it keeps one.
+func (p *profile) anonymousID() string {
+	switch {
+	case p.ids&anonIsID != 0:
+		return p.ID
+	case p.rare != nil:
+		return p.rare.AnonymousID
+	}
+	return ""
+}
+
+// setIDs sets the profile's userId and anonymousId: a flag for one that is its ID, else in
+// rare.
+func (p *profile) setIDs(userID, anonymousID string) {
+	p.ids = 0
+	if p.rare != nil {
+		p.rare.UserID, p.rare.AnonymousID = "", ""
+	}
+	switch {
+	case userID == "":
+	case userID == p.ID:
+		p.ids |= userIsID
+	default:
+		p.more().UserID = userID
+	}
+	switch {
+	case anonymousID == "":
+	case anonymousID == p.ID:
+		p.ids |= anonIsID
+	default:
+		p.more().AnonymousID = anonymousID
+	}
+	p.tidy()
+}
+
+// merged are the anonymous ids merged into this profile.
+func (p *profile) merged() []string {
+	if p.rare == nil {
+		return nil
+	}
+	return p.rare.Merged
+}
+
+// newUserProfile is a new profile of a user id.
+func newUserProfile(id string) *profile { return &profile{ID: id, ids: userIsID} }
+
+// newAnonProfile is a new profile of an anonymous id.
+func newAnonProfile(id string) *profile { return &profile{ID: id, ids: anonIsID} }
+
+// profileJSON is the changelog form of a profile (docs/topics.md#audiencesstate). The lists
+// whose elements hold shared handles (events, aggs, synced) are read in their changelog form
+// and converted once, rather than each element through a json.Unmarshal of its own (a
+// restore reads millions).
+type profileJSON struct {
+	ID          string               `json:"id"`
+	UserID      string               `json:"userId,omitempty"`
+	AnonymousID string               `json:"anonymousId,omitempty"`
+	Traits      traits               `json:"traits,omitempty"`
+	FirstSeen   int64                `json:"firstSeen,omitempty"`
+	LastSeen    int64                `json:"lastSeen,omitempty"`
+	Events      []namedJSON          `json:"events,omitempty"`
+	Aggs        []aggJSON            `json:"aggs,omitempty"`
+	Synced      []sentJSON           `json:"synced,omitempty"`
+	Merged      []string             `json:"merged,omitempty"`
+	Tracks      []tracked            `json:"tracks,omitempty"`
+	Identity    *identity            `json:"identity,omitempty"`
+	MergedInto  string               `json:"mergedInto,omitempty"`
+	Recent      [recentMessages]hash `json:"recent"`
+	RecentNext  uint8                `json:"recentNext,omitempty"`
+	Suppressed  bool                 `json:"suppressed,omitempty"`
+}
+
+// UnmarshalJSON reads a profile from its changelog JSON (profileJSON).
+func (p *profile) UnmarshalJSON(b []byte) error {
+	var j profileJSON
+	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	p.Events, p.Aggs, p.Synced = nil, nil, nil
-	if len(w.Events) > 0 {
-		p.Events = make([]named, len(w.Events))
-		for i, e := range w.Events {
+	*p = profile{ID: j.ID, Traits: j.Traits, FirstSeen: j.FirstSeen, LastSeen: j.LastSeen, Identity: j.Identity,
+		MergedInto: j.MergedInto, Recent: j.Recent, RecentNext: j.RecentNext, Suppressed: j.Suppressed}
+	p.setIDs(j.UserID, j.AnonymousID)
+	if len(j.Merged) > 0 {
+		p.more().Merged = j.Merged
+	}
+	if len(j.Tracks) > 0 {
+		p.more().Tracks = j.Tracks
+	}
+	if len(j.Events) > 0 {
+		p.Events = make([]named, len(j.Events))
+		for i, e := range j.Events {
 			p.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
 		}
 	}
-	if len(w.Aggs) > 0 {
-		p.Aggs = make([]agg, len(w.Aggs))
-		for i := range w.Aggs {
-			p.Aggs[i].fromJSON(&w.Aggs[i])
+	if len(j.Aggs) > 0 {
+		p.Aggs = make([]agg, len(j.Aggs))
+		for i := range j.Aggs {
+			p.Aggs[i].fromJSON(&j.Aggs[i])
 		}
 	}
-	if len(w.Synced) > 0 {
-		p.Synced = make([]sent, len(w.Synced))
-		for i, e := range w.Synced {
-			p.Synced[i] = newSent(e.ID, e.Version, e.H)
-		}
+	for _, e := range j.Synced {
+		p.Synced = p.Synced.with(e.ID, e.Version, e.H, true)
 	}
 	return nil
 }
@@ -275,47 +387,6 @@ type freq struct {
 	First int64  `json:"at"`
 }
 
-// sent is what the last sync sent for one audience or computed trait: for an audience, that
-// the user is a member (only members are kept); for a computed trait, the value, as a hash of
-// its JSON (valueHash): all a sync needs to tell whether the value changed, in 8 bytes
-// instead of the value. The synced id and version are the same in every profile synced with
-// that version, so a profile holds a handle to one shared copy of them (unique.Make): 16 bytes
-// an entry instead of 40 (docs/audiences.md#memory). Its JSON is {"id","v","h"}.
-type sent struct {
-	K unique.Handle[syncKey]
-	H hash
-}
-
-// syncKey is a synced definition: "a/<id>" or "t/<id>", and its version.
-type syncKey struct{ ID, Version string }
-
-func newSent(id, version string, h hash) sent {
-	return sent{K: unique.Make(syncKey{id, version}), H: h}
-}
-
-func (e sent) id() string      { return e.K.Value().ID }
-func (e sent) version() string { return e.K.Value().Version }
-
-// sentJSON is the changelog form of a sent.
-type sentJSON struct {
-	ID      string `json:"id"` // "a/<id>" or "t/<id>"
-	Version string `json:"v"`
-	H       hash   `json:"h,omitempty"`
-}
-
-func (e sent) MarshalJSON() ([]byte, error) {
-	return json.Marshal(sentJSON{ID: e.id(), Version: e.version(), H: e.H})
-}
-
-func (e *sent) UnmarshalJSON(b []byte) error {
-	var j sentJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*e = newSent(j.ID, j.Version, j.H)
-	return nil
-}
-
 // hash is a valueHash; its JSON is 16 hex digits (a JSON number would lose bits).
 type hash uint64
 
@@ -475,31 +546,6 @@ func (p *profile) agg(key sym, create bool) *agg {
 	return &p.Aggs[len(p.Aggs)-1]
 }
 
-func (p *profile) synced(id string) *sent {
-	for i := range p.Synced {
-		if p.Synced[i].id() == id {
-			return &p.Synced[i]
-		}
-	}
-	return nil
-}
-
-func (p *profile) setSynced(id, version string, h hash, keep bool) {
-	for i := range p.Synced {
-		if p.Synced[i].id() == id {
-			if keep {
-				p.Synced[i] = newSent(id, version, h)
-			} else {
-				p.Synced = slices.Delete(p.Synced, i, i+1)
-			}
-			return
-		}
-	}
-	if keep {
-		p.Synced = appendOne(p.Synced, newSent(id, version, h))
-	}
-}
-
 func (p *profile) seen(ms int64) {
 	if p.FirstSeen == 0 || ms < p.FirstSeen {
 		p.FirstSeen = ms
@@ -554,8 +600,8 @@ func (p *profile) absorb(o *profile, now int64) {
 			a.addUnique(v)
 		}
 	}
-	if o.AnonymousID != "" && p.AnonymousID == "" && p.UserID == "" {
-		p.AnonymousID = o.AnonymousID
+	if oa := o.anonymousID(); oa != "" && p.anonymousID() == "" && p.userID() == "" {
+		p.setIDs("", oa)
 	}
 	for _, h := range o.Recent { // its messages' retries, handed on from now, stay duplicates
 		p.repeated(h)
@@ -563,19 +609,20 @@ func (p *profile) absorb(o *profile, now int64) {
 	p.absorbTracks(o.tracks())
 	p.absorbIdentity(o)
 	p.addMerged(o.ID)
-	for _, m := range o.Merged {
+	for _, m := range o.merged() {
 		p.addMerged(m)
 	}
 }
 
 func (p *profile) addMerged(id string) {
-	if id == "" || id == p.ID || slices.Contains(p.Merged, id) {
+	if id == "" || id == p.ID || slices.Contains(p.merged(), id) {
 		return
 	}
-	if len(p.Merged) >= maxMerged {
-		p.Merged = slices.Delete(p.Merged, 0, 1)
+	r := p.more()
+	if len(r.Merged) >= maxMerged {
+		r.Merged = slices.Delete(r.Merged, 0, 1)
 	}
-	p.Merged = append(p.Merged, id)
+	r.Merged = append(r.Merged, id)
 }
 
 func (a *agg) addFreq(v val, n uint32, at int64) {

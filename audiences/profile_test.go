@@ -72,13 +72,14 @@ func TestAbsorb(t *testing.T) {
 	m := compileYAML(t, absorbModel)
 	// The user: orders 3 and 1 hours back; the anonymous profile merged into it: orders 5
 	// hours, 2 hours and 10 minutes back.
-	user := &profile{ID: "u1", UserID: "u1"}
+	user := newUserProfile("u1")
 	user.mergeTraits(json.RawMessage(`{"plan":"pro","email":"u@example.com"}`), nil)
 	for _, o := range []order{{3 * hour, 50, "U1", "shoes", "a"}, {hour, 150, "U2", "hats", "b"}} {
 		track(m, user, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
 	}
 	track(m, user, "Signed Up", `{}`, testNow-4*hour, testNow-4*hour)
-	anon := &profile{ID: "anon-1", AnonymousID: "anon-1", Merged: []string{"anon-0"}}
+	anon := newAnonProfile("anon-1")
+	anon.addMerged("anon-0")
 	anon.mergeTraits(json.RawMessage(`{"plan":"free","utm":"ads"}`), nil)
 	for _, o := range []order{{5 * hour, 200, "A1", "hats", "c"}, {2 * hour, 10, "A2", "hats", "a"}, {10 * minute, 300, "A3", "socks", "d"}} {
 		track(m, anon, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
@@ -113,11 +114,11 @@ func TestAbsorb(t *testing.T) {
 			t.Errorf("%s = %s, want %s", id, got, want)
 		}
 	}
-	if !reflect.DeepEqual(user.Merged, []string{"anon-1", "anon-0"}) {
-		t.Errorf("merged = %v, want [anon-1 anon-0]", user.Merged)
+	if !reflect.DeepEqual(user.merged(), []string{"anon-1", "anon-0"}) {
+		t.Errorf("merged = %v, want [anon-1 anon-0]", user.merged())
 	}
-	if user.AnonymousID != "" {
-		t.Errorf("anonymousId = %q: an identified profile keeps none", user.AnonymousID)
+	if user.anonymousID() != "" {
+		t.Errorf("anonymousId = %q: an identified profile keeps none", user.anonymousID())
 	}
 }
 
@@ -166,9 +167,9 @@ func TestAbsorbEdges(t *testing.T) {
 		}
 	})
 	t.Run("an anonymous profile takes the other's anonymous id", func(t *testing.T) {
-		p := &profile{ID: "anon-2", AnonymousID: ""}
-		p.absorb(&profile{ID: "anon-1", AnonymousID: "anon-1", FirstSeen: testNow - hour, LastSeen: testNow - hour}, testNow)
-		if p.AnonymousID != "anon-1" || p.FirstSeen != testNow-hour || p.LastSeen != testNow-hour {
+		p := &profile{ID: "anon-2"}
+		p.absorb(&profile{ID: "anon-1", ids: anonIsID, FirstSeen: testNow - hour, LastSeen: testNow - hour}, testNow)
+		if p.anonymousID() != "anon-1" || p.FirstSeen != testNow-hour || p.LastSeen != testNow-hour {
 			t.Errorf("profile = %+v", p)
 		}
 	})
@@ -178,8 +179,8 @@ func TestAbsorbEdges(t *testing.T) {
 			p.absorb(&profile{ID: "anon-" + strings.Repeat("x", i+1)}, testNow)
 		}
 		p.absorb(&profile{ID: p.ID}, testNow)
-		if len(p.Merged) != maxMerged || p.Merged[0] != "anon-xxxx" || slices.Contains(p.Merged, p.ID) {
-			t.Errorf("merged = %v: want the last %d, without the profile's own id", p.Merged, maxMerged)
+		if m := p.merged(); len(m) != maxMerged || m[0] != "anon-xxxx" || slices.Contains(m, p.ID) {
+			t.Errorf("merged = %v: want the last %d, without the profile's own id", m, maxMerged)
 		}
 	})
 }
@@ -239,7 +240,7 @@ func TestValJSON(t *testing.T) {
 // written.
 func TestProfileJSON(t *testing.T) {
 	m := compileYAML(t, absorbModel)
-	p := &profile{ID: "u1", UserID: "u1"}
+	p := newUserProfile("u1")
 	p.mergeTraits(json.RawMessage(`{"z":"last key first","name":"Ada <ada@example.com>","age":36,"vip":true,"off":false,`+
 		`"address":{"city": "Paris", "zip": "75001"},"tags":["a", "b"],"empty":[],"gone":1}`), nil)
 	p.mergeTraits(json.RawMessage(`{"gone":null,"b":0}`), nil)
@@ -254,7 +255,7 @@ func TestProfileJSON(t *testing.T) {
 	p.setSynced("a/vip", "v1", 0, true)
 	p.setSynced("t/skus", "v2", valueHash(m.traitByID["skus"].value(p, testNow)), true)
 	p.setSynced("t/fav", "v3", valueHash(m.traitByID["fav"].value(p, testNow)), true)
-	p.Merged = []string{"anon-1"}
+	p.addMerged("anon-1")
 
 	for _, tt := range []struct {
 		name string
@@ -263,7 +264,7 @@ func TestProfileJSON(t *testing.T) {
 		{"full", p},
 		{"merged into another", &profile{ID: "anon-1", MergedInto: "u1"}},
 		{"suppressed", &profile{ID: "u2", Suppressed: true}},
-		{"anonymous", &profile{ID: "anon-9", AnonymousID: "anon-9", FirstSeen: 1, LastSeen: 2}},
+		{"anonymous", &profile{ID: "anon-9", ids: anonIsID, FirstSeen: 1, LastSeen: 2}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := json.Marshal(tt.p)
@@ -283,7 +284,7 @@ func TestProfileJSON(t *testing.T) {
 			// What the restored profile computes and what it synced are equal (no identify
 			// would be sent again after a restart).
 			for _, d := range m.traits {
-				if e := back.synced("t/" + d.id); e != nil && e.H != valueHash(d.value(&back, testNow)) {
+				if e, ok := back.synced("t/" + d.id); ok && e.H != valueHash(d.value(&back, testNow)) {
 					t.Errorf("%s: synced hash %x, computes %s after the restore", d.id, e.H, d.value(&back, testNow).appendJSON(nil))
 				}
 			}

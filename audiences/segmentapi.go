@@ -121,9 +121,9 @@ type segmentRender func(req *segmentRequest, prof *profile) (answer any, status 
 func externalKey(typ, value string, types map[string]bool) (key string, has func(*profile) bool, ok bool) {
 	switch typ {
 	case "user_id":
-		return value, func(p *profile) bool { return !p.active() || p.UserID == value }, true
+		return value, func(p *profile) bool { return !p.active() || p.userID() == value }, true
 	case "anonymous_id":
-		return value, func(p *profile) bool { return !p.active() || p.UserID == "" }, true
+		return value, func(p *profile) bool { return !p.active() || p.userID() == "" }, true
 	}
 	if !types[typ] {
 		return "", nil, false
@@ -348,17 +348,17 @@ func externalIDs(prof *profile) []externalID {
 	if prof.FirstSeen != 0 {
 		created = recordTime(prof.FirstSeen)
 	}
-	if prof.UserID != "" {
-		out = append(out, externalID{ID: prof.UserID, Type: "user_id", Collection: "users", CreatedAt: created, Encoding: "none"})
+	if prof.userID() != "" {
+		out = append(out, externalID{ID: prof.userID(), Type: "user_id", Collection: "users", CreatedAt: created, Encoding: "none"})
 	}
-	anon := prof.AnonymousID
-	if prof.UserID == "" {
+	anon := prof.anonymousID()
+	if prof.userID() == "" {
 		anon = prof.ID
 	}
 	if anon != "" {
 		out = append(out, externalID{ID: anon, Type: "anonymous_id", Collection: "users", CreatedAt: created, Encoding: "none"})
 	}
-	for _, m := range prof.Merged {
+	for _, m := range prof.merged() {
 		if m != anon {
 			out = append(out, externalID{ID: m, Type: "anonymous_id", Collection: "users", Encoding: "none"})
 		}
