@@ -137,12 +137,10 @@ func (a *agg) appendJSON(b []byte) []byte {
 	case *firstLast:
 		b = x.First.appendField(b, "first")
 		b = x.Last.appendField(b, "last")
-	case *freqList:
-		if len(*x) == 0 {
-			break
-		}
+	}
+	if fs := a.freqs(); len(fs) > 0 {
 		b = append(b, `,"freq":[`...)
-		for i, f := range *x {
+		for i, f := range fs {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -155,12 +153,10 @@ func (a *agg) appendJSON(b []byte) []byte {
 			b = append(b, '}')
 		}
 		b = append(b, ']')
-	case *valList:
-		if len(*x) == 0 {
-			break
-		}
+	}
+	if vs := a.uniques(); len(vs) > 0 {
 		b = append(b, `,"list":[`...)
-		for i, v := range *x {
+		for i, v := range vs {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -274,7 +274,8 @@ func (n *named) UnmarshalJSON(b []byte) error {
 // it survives config changes that keep it.
 //
 // Its state is one pointer, to what its class keeps: a *series (count, sum, avg, min, max), a
-// *firstLast, a *freqList (mostFrequent) or a *valList (uniqueList); nil until first written.
+// *firstLast, the values of a mostFrequent (freq) or uniqueList (val) in a list (listOf); nil
+// until first written.
 // An aggregate is 24 bytes and its state holds nothing it does not use: a last value is one
 // 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
 // (docs/audiences.md#memory). The JSON has the fields of every kind, flat.
@@ -291,6 +292,52 @@ type (
 	freqList []freq
 	valList  []val
 )
+
+// A list of a mostFrequent's or a uniqueList's values is held as an array when it has one or
+// two (*[1]T, *[2]T: most profiles), else as a slice (*L): an array needs no slice header, 24
+// bytes of a list's state (docs/audiences.md#memory).
+
+// listOf is the list that state st holds (nil: none).
+func listOf[T any, L ~[]T](st any) []T {
+	switch x := st.(type) {
+	case *[1]T:
+		return x[:]
+	case *[2]T:
+		return x[:]
+	case *L:
+		return *x
+	}
+	return nil
+}
+
+// listState is the state that holds list l.
+func listState[T any, L ~[]T](l []T) any {
+	switch len(l) {
+	case 0:
+		return nil
+	case 1:
+		return &[1]T{l[0]}
+	case 2:
+		return &[2]T{l[0], l[1]}
+	}
+	x := L(l)
+	return &x
+}
+
+// listAppend is the state st (a list) with v added last.
+func listAppend[T any, L ~[]T](st any, v T) any {
+	switch x := st.(type) {
+	case *[1]T:
+		return &[2]T{x[0], v}
+	case *[2]T:
+		l := L{x[0], x[1], v}
+		return &l
+	case *L:
+		*x = appendOne(*x, v)
+		return x
+	}
+	return &[1]T{v}
+}
 
 // ser is the aggregate's series (nil: none).
 func (a *agg) ser() *series { s, _ := a.st.(*series); return s }
@@ -309,20 +356,10 @@ func (a *agg) serRW() *series {
 func (a *agg) fl() *firstLast { x, _ := a.st.(*firstLast); return x }
 
 // freqs are the value frequencies of a mostFrequent aggregate.
-func (a *agg) freqs() []freq {
-	if x, ok := a.st.(*freqList); ok {
-		return *x
-	}
-	return nil
-}
+func (a *agg) freqs() []freq { return listOf[freq, freqList](a.st) }
 
 // uniques are the values of a uniqueList aggregate.
-func (a *agg) uniques() []val {
-	if x, ok := a.st.(*valList); ok {
-		return *x
-	}
-	return nil
-}
+func (a *agg) uniques() []val { return listOf[val, valList](a.st) }
 
 // aggJSON is the flat changelog form of an aggregate.
 type aggJSON struct {
@@ -368,11 +405,9 @@ func (a *agg) fromJSON(j *aggJSON) {
 		}
 		a.st = x
 	case len(j.Freq) > 0:
-		f := freqList(j.Freq)
-		a.st = &f
+		a.st = listState[freq, freqList](j.Freq)
 	case len(j.List) > 0:
-		l := valList(j.List)
-		a.st = &l
+		a.st = listState[val, valList](j.List)
 	}
 }
 
@@ -626,13 +661,9 @@ func (p *profile) addMerged(id string) {
 }
 
 func (a *agg) addFreq(v val, n uint32, at int64) {
-	x, _ := a.st.(*freqList)
-	if x == nil {
-		x = &freqList{}
-		a.st = x
-	}
-	for i := range *x {
-		if f := &(*x)[i]; f.V.equal(v) {
+	fs := a.freqs()
+	for i := range fs {
+		if f := &fs[i]; f.V.equal(v) {
 			f.N += n
 			if at < f.First {
 				f.First = at
@@ -640,26 +671,22 @@ func (a *agg) addFreq(v val, n uint32, at int64) {
 			return
 		}
 	}
-	if len(*x) < mostFrequentCap {
-		*x = appendOne(*x, freq{V: v, N: n, First: at})
+	if len(fs) < mostFrequentCap {
+		a.st = listAppend[freq, freqList](a.st, freq{V: v, N: n, First: at})
 	}
 }
 
 func (a *agg) addUnique(v val) {
-	x, _ := a.st.(*valList)
-	if x == nil {
-		x = &valList{}
-		a.st = x
-	}
-	if len(*x) >= schemas.UniqueListCap {
+	vs := a.uniques()
+	if len(vs) >= schemas.UniqueListCap {
 		return
 	}
-	for _, have := range *x {
+	for _, have := range vs {
 		if have.equal(v) {
 			return
 		}
 	}
-	*x = appendOne(*x, v)
+	a.st = listAppend[val, valList](a.st, v)
 }
 
 // appendOne appends v, growing a full slice by one element only, not by half or double as

@@ -2,10 +2,12 @@ package audiences
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"unique"
 )
 
 func TestMergeTraits(t *testing.T) {
@@ -332,6 +334,42 @@ func TestRepeatedMessages(t *testing.T) {
 		want := i == 2 // m1 again while among the last 4; after 4 others it counts again
 		if got := p.repeated(messageHash(id)); got != want {
 			t.Errorf("message %d (%s): repeated %v, want %v", i, id, got, want)
+		}
+	}
+}
+
+// TestAggListsGrow: a mostFrequent's and a uniqueList's values keep their order and counts as
+// their list grows from an array of one, then two, to a slice (docs/audiences.md#memory), and
+// a list read back from the changelog is the one written.
+func TestAggListsGrow(t *testing.T) {
+	var f, u agg
+	kinds := func() string { return fmt.Sprintf("%T %T", f.st, u.st) }
+	var seen []string
+	for i, s := range []string{"a", "b", "a", "c", "d"} {
+		f.addFreq(strVal(s), 1, int64(i))
+		u.addUnique(strVal(s))
+		seen = append(seen, kinds())
+	}
+	want := []string{"*[1]audiences.freq *[1]audiences.val", "*[2]audiences.freq *[2]audiences.val", "*[2]audiences.freq *[2]audiences.val",
+		"*audiences.freqList *audiences.valList", "*audiences.freqList *audiences.valList"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("states as the lists grow: %q, want %q", seen, want)
+	}
+	if got, want := fmt.Sprint(f.freqs()), fmt.Sprint([]freq{{strVal("a"), 2, 0}, {strVal("b"), 1, 1}, {strVal("c"), 1, 3}, {strVal("d"), 1, 4}}); got != want {
+		t.Errorf("frequencies %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(u.uniques()), fmt.Sprint([]val{strVal("a"), strVal("b"), strVal("c"), strVal("d")}); got != want {
+		t.Errorf("unique values %s, want %s", got, want)
+	}
+	for _, n := range []int{1, 2, 4} {
+		var a agg
+		for i := range n {
+			a.addFreq(numVal(float64(i)), uint32(i+1), int64(i))
+		}
+		a.Key = unique.Make("freq:x")
+		var back agg
+		if err := json.Unmarshal(a.appendJSON(nil), &back); err != nil || !slices.Equal(back.freqs(), a.freqs()) || fmt.Sprintf("%T", back.st) != fmt.Sprintf("%T", a.st) {
+			t.Errorf("%d values read back as %T %v (%v), want %T %v", n, back.st, back.freqs(), err, a.st, a.freqs())
 		}
 	}
 }
