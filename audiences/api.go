@@ -118,8 +118,8 @@ func (s *Service) getProfile(w http.ResponseWriter, r *http.Request) {
 			s.mu.RUnlock()
 			writeError(w, http.StatusNotFound, "not_found", "no profile for this id")
 			return
-		case prof.MergedInto != "":
-			id = prof.MergedInto
+		case prof.mergedInto() != "":
+			id = prof.mergedInto()
 			s.mu.RUnlock()
 			continue
 		}

@@ -376,9 +376,9 @@ func (s *Service) mergeBackfill(b *batch, p int32, part *partition) {
 		switch {
 		case prof == nil || prof.Suppressed:
 			// deleted or suppressed: its history is not brought back
-		case prof.MergedInto != "":
+		case prof.mergedInto() != "":
 			// an id merged into another profile: its history counts there
-			b.out = append(b.out, s.handOff(prof.MergedInto, op{Op: opAbsorb, Into: prof.MergedInto, Profile: &profile{ID: id, Aggs: src.Aggs}}))
+			b.out = append(b.out, s.handOff(prof.mergedInto(), op{Op: opAbsorb, Into: prof.mergedInto(), Profile: &profile{ID: id, Aggs: src.Aggs}}))
 		default:
 			for j := range src.Aggs {
 				prof.agg(src.Aggs[j].Key, true).mergeOlder(&src.Aggs[j], b.now)

@@ -22,9 +22,9 @@ func (p *profile) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil 
 // (docs/topics.md#audiencesstate).
 func (p *profile) changelogValue(b []byte) []byte {
 	switch {
-	case p.MergedInto != "":
+	case p.mergedInto() != "":
 		b = append(b, `{"mergedInto":`...)
-		b = schemas.AppendJSONString(b, p.MergedInto)
+		b = schemas.AppendJSONString(b, p.mergedInto())
 		return append(b, '}')
 	case p.Suppressed:
 		return append(b, `{"suppressed":true}`...)
@@ -111,7 +111,7 @@ func (p *profile) appendJSON(b []byte) []byte {
 	if p.Identity != nil {
 		b = p.Identity.appendJSON(append(b, `,"identity":`...))
 	}
-	b = appendStringField(b, "mergedInto", p.MergedInto)
+	b = appendStringField(b, "mergedInto", p.mergedInto())
 	if p.Suppressed {
 		b = append(b, `,"suppressed":true`...)
 	}

@@ -14,7 +14,7 @@ import (
 // writes from its tags is the changelog format the hand-written encoder must write.
 func changelogForm(p *profile) *profileJSON {
 	j := &profileJSON{ID: p.ID, UserID: p.userID(), AnonymousID: p.anonymousID(), Traits: p.Traits, FirstSeen: p.FirstSeen,
-		LastSeen: p.LastSeen, Merged: p.merged(), Tracks: p.tracks(), Identity: p.Identity, MergedInto: p.MergedInto,
+		LastSeen: p.LastSeen, Merged: p.merged(), Tracks: p.tracks(), Identity: p.Identity, MergedInto: p.mergedInto(),
 		Recent: p.Recent, RecentNext: p.RecentNext, Suppressed: p.Suppressed}
 	for _, e := range p.Events {
 		j.Events = append(j.Events, namedJSON{e.Name.Value(), e.counter})
@@ -54,7 +54,7 @@ func TestProfileJSONMatchesEncodingJSON(t *testing.T) {
 	for name, p := range map[string]*profile{
 		"full":       full,
 		"bare":       {ID: "x"},
-		"redirect":   {ID: "anon", MergedInto: "u1"},
+		"redirect":   newRedirect("anon", "u1"),
 		"other ids":  {ID: "x", rare: &profileRare{UserID: "u", AnonymousID: "a"}},
 		"suppressed": {ID: "s", Suppressed: true},
 	} {

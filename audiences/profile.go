@@ -39,8 +39,9 @@ type profile struct {
 	// Identity holds the profile's external ids and its merges and refusals
 	// (docs/audiences.md#identity-resolution); nil until it has any.
 	Identity *identity
-	// MergedInto: this anonymous id was merged into that profile; its events go there.
-	MergedInto string
+	// into: this id was merged into that profile (mergedInto); its events go there. A
+	// pointer, set only in a redirect: 8 bytes in every profile instead of a string's 16.
+	into *string
 	// rare holds what few profiles have (nil: none of it).
 	rare *profileRare
 	// Recent are hashes (messageHash) of the last messages applied, a ring whose next slot
@@ -146,6 +147,17 @@ func (p *profile) merged() []string {
 // newUserProfile is a new profile of a user id.
 func newUserProfile(id string) *profile { return &profile{ID: id, ids: userIsID} }
 
+// newRedirect is the redirect of an id merged into the profile into.
+func newRedirect(id, into string) *profile { return &profile{ID: id, into: &into} }
+
+// mergedInto is the profile this id was merged into ("": none, p is no redirect).
+func (p *profile) mergedInto() string {
+	if p.into == nil {
+		return ""
+	}
+	return *p.into
+}
+
 // newAnonProfile is a new profile of an anonymous id.
 func newAnonProfile(id string) *profile { return &profile{ID: id, ids: anonIsID} }
 
@@ -179,8 +191,11 @@ func (p *profile) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*p = profile{ID: j.ID, Traits: j.Traits, FirstSeen: j.FirstSeen, LastSeen: j.LastSeen, Identity: j.Identity,
-		MergedInto: j.MergedInto, Recent: j.Recent, RecentNext: j.RecentNext, Suppressed: j.Suppressed}
+		Recent: j.Recent, RecentNext: j.RecentNext, Suppressed: j.Suppressed}
 	p.setIDs(j.UserID, j.AnonymousID)
+	if into := j.MergedInto; into != "" {
+		p.into = &into
+	}
 	if len(j.Merged) > 0 {
 		p.more().Merged = j.Merged
 	}
@@ -238,7 +253,7 @@ func (p *profile) repeated(h hash) bool {
 }
 
 // active reports whether p is a profile (not a redirect or a suppression marker).
-func (p *profile) active() bool { return p.MergedInto == "" && !p.Suppressed }
+func (p *profile) active() bool { return p.mergedInto() == "" && !p.Suppressed }
 
 // named is the counter of one track event name.
 type named struct {

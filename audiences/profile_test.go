@@ -264,7 +264,7 @@ func TestProfileJSON(t *testing.T) {
 		p    *profile
 	}{
 		{"full", p},
-		{"merged into another", &profile{ID: "anon-1", MergedInto: "u1"}},
+		{"merged into another", newRedirect("anon-1", "u1")},
 		{"suppressed", &profile{ID: "u2", Suppressed: true}},
 		{"anonymous", &profile{ID: "anon-9", ids: anonIsID, FirstSeen: 1, LastSeen: 2}},
 	} {

@@ -187,8 +187,8 @@ func (s *Service) segmentProfile(render segmentRender) http.HandlerFunc {
 				s.mu.RUnlock()
 				writeSegmentError(w, http.StatusNotFound, errNotFound, "Profile was not found.")
 				return
-			case prof.MergedInto != "":
-				key = prof.MergedInto
+			case prof.mergedInto() != "":
+				key = prof.mergedInto()
 				s.mu.RUnlock()
 				continue
 			}

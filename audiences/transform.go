@@ -147,10 +147,10 @@ func (s *Service) sealSubject(r *kgo.Record) []byte {
 		if part := s.parts[r.Partition]; part != nil {
 			if prof := part.profiles[string(r.Key)]; prof != nil && prof.userID() != "" {
 				return []byte(prof.userID())
-			} else if prof != nil && prof.MergedInto != "" && strings.HasPrefix(prof.ID, extPrefix) {
+			} else if prof != nil && prof.mergedInto() != "" && strings.HasPrefix(prof.ID, extPrefix) {
 				// An external id's entry: the key of the profile that claimed it, not a
 				// key of its own per id (docs/audiences.md#identity-resolution).
-				return []byte(prof.MergedInto)
+				return []byte(prof.mergedInto())
 			}
 		}
 		return r.Key
@@ -294,9 +294,9 @@ func (s *Service) messageProfile(b *batch, part *partition, id string, m *schema
 	switch {
 	case prof != nil && prof.Suppressed:
 		return nil
-	case prof != nil && prof.MergedInto != "":
+	case prof != nil && prof.mergedInto() != "":
 		// An id merged into another profile: its events count there.
-		b.out = append(b.out, s.handOff(prof.MergedInto, op{Op: opEvent, Into: prof.MergedInto, Message: raw}))
+		b.out = append(b.out, s.handOff(prof.mergedInto(), op{Op: opEvent, Into: prof.mergedInto(), Message: raw}))
 		return nil
 	case prof == nil:
 		// A message handed on by a merged id (into) goes to an identified profile.
