@@ -20,8 +20,6 @@ type sent struct {
 // syncKey is a synced definition: "a/<id>" or "t/<id>", and its version.
 type syncKey struct{ ID, Version string }
 
-func newSent(id, version string, h hash) sent { return sent{K: syncKeyNumber(id, version), H: h} }
-
 func (e sent) id() string      { return syncKeyOf(e.K).ID }
 func (e sent) version() string { return syncKeyOf(e.K).Version }
 
