@@ -373,3 +373,36 @@ func TestAggListsGrow(t *testing.T) {
 		}
 	}
 }
+
+// TestRareFieldsOnlyWhenUsed: a profile whose ids are its key keeps no strings for them and
+// allocates no holder of rare fields; merged ids and kept events allocate it, and it goes
+// when they do; ids other than the key are kept and written as they were
+// (docs/audiences.md#memory).
+func TestRareFieldsOnlyWhenUsed(t *testing.T) {
+	u, a := newUserProfile("u1"), newAnonProfile("a1")
+	if u.rare != nil || a.rare != nil || u.userID() != "u1" || u.anonymousID() != "" || a.anonymousID() != "a1" || a.userID() != "" {
+		t.Fatalf("new profiles: %+v %+v", u, a)
+	}
+	u.absorb(a, testNow)
+	if u.rare == nil || !slices.Equal(u.merged(), []string{"a1"}) || u.anonymousID() != "" {
+		t.Errorf("after a merge: rare %+v, merged %q, anonymousId %q", u.rare, u.merged(), u.anonymousID())
+	}
+	v := newUserProfile("u2")
+	v.setTracks([]tracked{{At: 1, MessageID: "m"}})
+	if v.rare == nil || len(v.tracks()) != 1 {
+		t.Errorf("a kept event: rare %+v", v.rare)
+	}
+	v.setTracks(nil)
+	if v.rare != nil {
+		t.Errorf("no kept events left, the holder stays: %+v", v.rare)
+	}
+	var back profile
+	w := &profile{ID: "k"}
+	w.setIDs("other-user", "other-anon")
+	if err := json.Unmarshal(w.appendJSON(nil), &back); err != nil || back.userID() != "other-user" || back.anonymousID() != "other-anon" || back.ids != 0 {
+		t.Errorf("ids other than the key read back as %q %q (flags %b, %v)", back.userID(), back.anonymousID(), back.ids, err)
+	}
+	if r := newRedirect("a9", "u9"); r.mergedInto() != "u9" || r.active() || u.mergedInto() != "" || !u.active() {
+		t.Errorf("redirect: %q active %v; profile: %q active %v", r.mergedInto(), r.active(), u.mergedInto(), u.active())
+	}
+}
