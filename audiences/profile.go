@@ -214,8 +214,17 @@ func (p *profile) UnmarshalJSON(b []byte) error {
 			p.Aggs[i].fromJSON(&j.Aggs[i])
 		}
 	}
-	for _, e := range j.Synced {
-		p.Synced = p.Synced.with(e.ID, e.Version, e.H, true)
+	if len(j.Synced) > 0 {
+		words := len(j.Synced) // one each, two more with a hash
+		for _, e := range j.Synced {
+			if e.H != 0 {
+				words += 2
+			}
+		}
+		p.Synced = make(syncedList, 0, words)
+		for _, e := range j.Synced {
+			p.Synced = appendSynced(p.Synced, e.ID, e.Version, e.H)
+		}
 	}
 	return nil
 }

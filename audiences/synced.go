@@ -120,12 +120,7 @@ func (l syncedList) with(id, version string, h hash, keep bool) syncedList {
 	var buf [3]uint32
 	entry := buf[:0]
 	if keep {
-		k := syncKeyNumber(id, version) << 1
-		if h == 0 {
-			entry = append(entry, k)
-		} else {
-			entry = append(entry, k|1, uint32(h), uint32(h>>32))
-		}
+		entry = appendSynced(entry, id, version, h)
 	}
 	if found && len(entry) == n {
 		copy(l[at:], entry)
@@ -139,6 +134,15 @@ func (l syncedList) with(id, version string, h hash, keep bool) syncedList {
 	out = append(out, l[:at]...)
 	out = append(out, entry...)
 	return append(out, l[at+n:]...)
+}
+
+// appendSynced appends the words of the entry (id, version, h) to l.
+func appendSynced(l []uint32, id, version string, h hash) []uint32 {
+	k := syncKeyNumber(id, version) << 1
+	if h == 0 {
+		return append(l, k)
+	}
+	return append(l, k|1, uint32(h), uint32(h>>32))
 }
 
 // synced is what the last sync sent for the synced id ("a/<id>" or "t/<id>"); ok false: none.
