@@ -411,18 +411,15 @@ func (a *agg) mergeOlder(o *agg, now int64) {
 	if older := o.ser(); older != nil {
 		a.serRW().merge(older, now)
 	}
-	if ox := o.fl(); ox != nil {
-		if x := a.fl(); x == nil {
-			cp := *ox
-			a.st = &cp
-		} else {
-			if ox.First.At <= x.First.At {
-				x.First = ox.First
-			}
-			if ox.Last.At > x.Last.At {
-				x.Last = ox.Last
-			}
+	if ofirst, olast, ok := o.fl(); ok {
+		first, last, ok := a.fl()
+		if !ok || ofirst.At <= first.At {
+			first = ofirst
 		}
+		if !ok || olast.At > last.At {
+			last = olast
+		}
+		a.setFL(first, last)
 	}
 	for _, f := range o.freqs() {
 		a.addFreq(f.V, f.N, f.First)

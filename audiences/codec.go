@@ -134,9 +134,10 @@ func (a *agg) appendJSON(b []byte) []byte {
 	case *series:
 		b = append(b, `,"series":{`...)
 		b = append(x.appendFields(b), '}')
-	case *firstLast:
-		b = x.First.appendField(b, "first")
-		b = x.Last.appendField(b, "last")
+	}
+	if first, last, ok := a.fl(); ok {
+		b = first.appendField(b, "first")
+		b = last.appendField(b, "last")
 	}
 	if fs := a.freqs(); len(fs) > 0 {
 		b = append(b, `,"freq":[`...)

@@ -22,8 +22,8 @@ func changelogForm(p *profile) *profileJSON {
 	for i := range p.Aggs {
 		a := &p.Aggs[i]
 		aj := aggJSON{Key: a.Key.Value(), S: a.ser(), Freq: a.freqs(), List: a.uniques()}
-		if x := a.fl(); x != nil {
-			aj.First, aj.Last = &x.First, &x.Last
+		if first, last, ok := a.fl(); ok {
+			aj.First, aj.Last = &first, &last
 		}
 		j.Aggs = append(j.Aggs, aj)
 	}

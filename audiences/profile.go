@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -298,18 +299,18 @@ func (n *named) UnmarshalJSON(b []byte) error {
 // it survives config changes that keep it.
 //
 // Its state is one pointer, to what its class keeps: a *series (count, sum, avg, min, max), a
-// *firstLast, the values of a mostFrequent (freq) or uniqueList (val) in a list (listOf); nil
-// until first written.
-// An aggregate is 24 bytes and its state holds nothing it does not use: a last value is one
-// 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
+// first and last value (fl: a *firstLast, or one *stamped while they are the same), the
+// values of a mostFrequent (freq) or uniqueList (val) in a list (listOf); nil until first
+// written. An aggregate is 24 bytes and its state holds nothing it does not use: a last value
+// is one 48- or 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
 // (docs/audiences.md#memory). The JSON has the fields of every kind, flat.
 type agg struct {
 	Key sym
 	st  any
 }
 
-// firstLast is the earliest and the latest value of a first/last aggregate: both are set by
-// its first event.
+// firstLast is the earliest and the latest value of a first/last aggregate when they differ:
+// both are set by its first event (setFL).
 type firstLast struct{ First, Last stamped }
 
 type (
@@ -376,8 +377,35 @@ func (a *agg) serRW() *series {
 	return s
 }
 
-// fl is the aggregate's first and last value (nil: none yet).
-func (a *agg) fl() *firstLast { x, _ := a.st.(*firstLast); return x }
+// fl is the aggregate's first and last value (ok false: none yet).
+func (a *agg) fl() (first, last stamped, ok bool) {
+	switch x := a.st.(type) {
+	case *stamped:
+		return *x, *x, true
+	case *firstLast:
+		return x.First, x.Last, true
+	}
+	return stamped{}, stamped{}, false
+}
+
+// setFL sets the aggregate's first and last value. While they are the same (one event so
+// far, the most common case) the state is that one value (48 bytes instead of 80,
+// docs/audiences.md#memory). A state of the same form is changed in place.
+func (a *agg) setFL(first, last stamped) {
+	if first.same(last) {
+		if x, ok := a.st.(*stamped); ok {
+			*x = first
+		} else {
+			a.st = &first
+		}
+		return
+	}
+	if x, ok := a.st.(*firstLast); ok {
+		x.First, x.Last = first, last
+	} else {
+		a.st = &firstLast{First: first, Last: last}
+	}
+}
 
 // freqs are the value frequencies of a mostFrequent aggregate.
 func (a *agg) freqs() []freq { return listOf[freq, freqList](a.st) }
@@ -416,18 +444,14 @@ func (a *agg) fromJSON(j *aggJSON) {
 	case j.S != nil:
 		a.st = j.S
 	case j.First != nil || j.Last != nil:
-		x := &firstLast{}
-		if j.First != nil {
-			x.First = *j.First
-		} else {
-			x.First = *j.Last
+		first, last := j.First, j.Last
+		if first == nil {
+			first = last
 		}
-		if j.Last != nil {
-			x.Last = *j.Last
-		} else {
-			x.Last = *j.First
+		if last == nil {
+			last = first
 		}
-		a.st = x
+		a.setFL(*first, *last)
 	case len(j.Freq) > 0:
 		a.st = listState[freq, freqList](j.Freq)
 	case len(j.List) > 0:
@@ -438,6 +462,12 @@ func (a *agg) fromJSON(j *aggJSON) {
 type stamped struct {
 	V  val   `json:"v"`
 	At int64 `json:"at"`
+}
+
+// same reports whether s and o are the same value at the same time, as written (a number's
+// bits, not its value: -0 is not 0).
+func (s stamped) same(o stamped) bool {
+	return s.At == o.At && s.V.k == o.V.k && math.Float64bits(s.V.f) == math.Float64bits(o.V.f) && s.V.s == o.V.s
 }
 
 type freq struct {
@@ -640,17 +670,15 @@ func (p *profile) absorb(o *profile, now int64) {
 		if s := oa.ser(); s != nil {
 			a.serRW().merge(s, now)
 		}
-		if ox := oa.fl(); ox != nil {
-			if x := a.fl(); x == nil {
-				a.st = &firstLast{First: ox.First, Last: ox.Last}
-			} else {
-				if ox.First.At < x.First.At {
-					x.First = ox.First
-				}
-				if ox.Last.At > x.Last.At {
-					x.Last = ox.Last
-				}
+		if ofirst, olast, ok := oa.fl(); ok {
+			first, last, ok := a.fl()
+			if !ok || ofirst.At < first.At {
+				first = ofirst
 			}
+			if !ok || olast.At > last.At {
+				last = olast
+			}
+			a.setFL(first, last)
 		}
 		for _, f := range oa.freqs() {
 			a.addFreq(f.V, f.N, f.First)

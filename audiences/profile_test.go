@@ -3,6 +3,7 @@ package audiences
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -405,4 +406,38 @@ func TestRareFieldsOnlyWhenUsed(t *testing.T) {
 	if r := newRedirect("a9", "u9"); r.mergedInto() != "u9" || r.active() || u.mergedInto() != "" || !u.active() {
 		t.Errorf("redirect: %q active %v; profile: %q active %v", r.mergedInto(), r.active(), u.mergedInto(), u.active())
 	}
+}
+
+// TestFirstLastOneValueWhileSame: a first/last aggregate keeps one value while its first and
+// last are the same (docs/audiences.md#memory), both once they differ, and is read back from
+// the changelog in the form it was written; -0 and 0 are not the same value as written.
+func TestFirstLastOneValueWhileSame(t *testing.T) {
+	a := agg{Key: unique.Make("firstlast:x")}
+	a.setFL(stamped{V: strVal("a"), At: 5}, stamped{V: strVal("a"), At: 5})
+	if _, ok := a.st.(*stamped); !ok {
+		t.Fatalf("one value: state %T, want *stamped", a.st)
+	}
+	roundTrip := func(what string) {
+		t.Helper()
+		var back agg
+		if err := json.Unmarshal(a.appendJSON(nil), &back); err != nil || string(back.appendJSON(nil)) != string(a.appendJSON(nil)) || fmt.Sprintf("%T", back.st) != fmt.Sprintf("%T", a.st) {
+			t.Errorf("%s: read back as %s (%T), written %s (%T): %v", what, back.appendJSON(nil), back.st, a.appendJSON(nil), a.st, err)
+		}
+	}
+	roundTrip("one value")
+	first, last, _ := a.fl()
+	last = stamped{V: strVal("b"), At: 9}
+	a.setFL(first, last)
+	if f, l, ok := a.fl(); !ok || f.V.s != "a" || l.V.s != "b" || f.At != 5 || l.At != 9 {
+		t.Errorf("two values: %+v %+v %v", f, l, ok)
+	}
+	if _, ok := a.st.(*firstLast); !ok {
+		t.Errorf("two values: state %T, want *firstLast", a.st)
+	}
+	roundTrip("two values")
+	a.setFL(stamped{V: numVal(math.Copysign(0, -1)), At: 1}, stamped{V: numVal(0), At: 1})
+	if _, ok := a.st.(*firstLast); !ok {
+		t.Errorf("-0 and 0: state %T, want *firstLast", a.st)
+	}
+	roundTrip("-0 and 0")
 }
