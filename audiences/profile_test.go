@@ -425,9 +425,8 @@ func TestFirstLastOneValueWhileSame(t *testing.T) {
 		}
 	}
 	roundTrip("one value")
-	first, last, _ := a.fl()
-	last = stamped{V: strVal("b"), At: 9}
-	a.setFL(first, last)
+	first, _, _ := a.fl()
+	a.setFL(first, stamped{V: strVal("b"), At: 9})
 	if f, l, ok := a.fl(); !ok || f.V.s != "a" || l.V.s != "b" || f.At != 5 || l.At != 9 {
 		t.Errorf("two values: %+v %+v %v", f, l, ok)
 	}
