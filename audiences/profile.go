@@ -148,6 +148,9 @@ func (p *profile) merged() []string {
 // newUserProfile is a new profile of a user id.
 func newUserProfile(id string) *profile { return &profile{ID: id, ids: userIsID} }
 
+// newAnonProfile is a new profile of an anonymous id.
+func newAnonProfile(id string) *profile { return &profile{ID: id, ids: anonIsID} }
+
 // newRedirect is the redirect of an id merged into the profile into.
 func newRedirect(id, into string) *profile { return &profile{ID: id, into: &into} }
 
@@ -158,9 +161,6 @@ func (p *profile) mergedInto() string {
 	}
 	return *p.into
 }
-
-// newAnonProfile is a new profile of an anonymous id.
-func newAnonProfile(id string) *profile { return &profile{ID: id, ids: anonIsID} }
 
 // profileJSON is the changelog form of a profile (docs/topics.md#audiencesstate). The lists
 // whose elements hold shared handles (events, aggs, synced) are read in their changelog form
