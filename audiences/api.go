@@ -118,8 +118,8 @@ func (s *Service) getProfile(w http.ResponseWriter, r *http.Request) {
 			s.mu.RUnlock()
 			writeError(w, http.StatusNotFound, "not_found", "no profile for this id")
 			return
-		case prof.MergedInto != "":
-			id = prof.MergedInto
+		case prof.mergedInto() != "":
+			id = prof.mergedInto()
 			s.mu.RUnlock()
 			continue
 		}
@@ -135,9 +135,9 @@ func (s *Service) getProfile(w http.ResponseWriter, r *http.Request) {
 func (s *Service) profileView(p *profile) ProfileView {
 	now := s.now().UnixMilli()
 	traits, _ := p.Traits.MarshalJSON()
-	v := ProfileView{UserID: p.UserID, AnonymousID: p.AnonymousID, Traits: traits,
-		ComputedTraits: map[string]json.RawMessage{}, Audiences: []AudienceRef{}, MergedIDs: p.Merged}
-	if p.UserID == "" {
+	v := ProfileView{UserID: p.userID(), AnonymousID: p.anonymousID(), Traits: traits,
+		ComputedTraits: map[string]json.RawMessage{}, Audiences: []AudienceRef{}, MergedIDs: p.merged()}
+	if p.userID() == "" {
 		v.AnonymousID = p.ID
 	}
 	if x := p.Identity; x != nil {
@@ -322,8 +322,8 @@ func (s *Service) getMembers(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, key := range ids {
 			prof := part.profiles[key]
-			m := Member{UserID: prof.UserID}
-			if prof.UserID == "" {
+			m := Member{UserID: prof.userID()}
+			if prof.userID() == "" {
 				m.AnonymousID = key
 			}
 			page.Data = append(page.Data, m)

@@ -38,7 +38,7 @@ func TestProfileAPIAnswersDuringASync(t *testing.T) {
 	part := &partition{restored: true, profiles: make(map[string]*profile, n), meta: partMeta{Defs: map[string]metaDef{}}}
 	for i := range n {
 		id := "u" + strconv.Itoa(i)
-		p := &profile{ID: id, UserID: id, FirstSeen: 1, LastSeen: 1}
+		p := &profile{ID: id, ids: userIsID, FirstSeen: 1, LastSeen: 1}
 		p.mergeTraits([]byte(`{"plan":"pro","email":"x@example.com"}`), s.intern)
 		part.profiles[id] = p
 	}

@@ -376,9 +376,9 @@ func (s *Service) mergeBackfill(b *batch, p int32, part *partition) {
 		switch {
 		case prof == nil || prof.Suppressed:
 			// deleted or suppressed: its history is not brought back
-		case prof.MergedInto != "":
+		case prof.mergedInto() != "":
 			// an id merged into another profile: its history counts there
-			b.out = append(b.out, s.handOff(prof.MergedInto, op{Op: opAbsorb, Into: prof.MergedInto, Profile: &profile{ID: id, Aggs: src.Aggs}}))
+			b.out = append(b.out, s.handOff(prof.mergedInto(), op{Op: opAbsorb, Into: prof.mergedInto(), Profile: &profile{ID: id, Aggs: src.Aggs}}))
 		default:
 			for j := range src.Aggs {
 				prof.agg(src.Aggs[j].Key, true).mergeOlder(&src.Aggs[j], b.now)
@@ -411,18 +411,15 @@ func (a *agg) mergeOlder(o *agg, now int64) {
 	if older := o.ser(); older != nil {
 		a.serRW().merge(older, now)
 	}
-	if ox := o.fl(); ox != nil {
-		if x := a.fl(); x == nil {
-			cp := *ox
-			a.st = &cp
-		} else {
-			if ox.First.At <= x.First.At {
-				x.First = ox.First
-			}
-			if ox.Last.At > x.Last.At {
-				x.Last = ox.Last
-			}
+	if ofirst, olast, ok := o.fl(); ok {
+		first, last, ok := a.fl()
+		if !ok || ofirst.At <= first.At {
+			first = ofirst
 		}
+		if !ok || olast.At > last.At {
+			last = olast
+		}
+		a.setFL(first, last)
 	}
 	for _, f := range o.freqs() {
 		a.addFreq(f.V, f.N, f.First)

@@ -22,9 +22,9 @@ func (p *profile) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil 
 // (docs/topics.md#audiencesstate).
 func (p *profile) changelogValue(b []byte) []byte {
 	switch {
-	case p.MergedInto != "":
+	case p.mergedInto() != "":
 		b = append(b, `{"mergedInto":`...)
-		b = schemas.AppendJSONString(b, p.MergedInto)
+		b = schemas.AppendJSONString(b, p.mergedInto())
 		return append(b, '}')
 	case p.Suppressed:
 		return append(b, `{"suppressed":true}`...)
@@ -36,8 +36,8 @@ func (p *profile) changelogValue(b []byte) []byte {
 func (p *profile) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = schemas.AppendJSONString(b, p.ID)
-	b = appendStringField(b, "userId", p.UserID)
-	b = appendStringField(b, "anonymousId", p.AnonymousID)
+	b = appendStringField(b, "userId", p.userID())
+	b = appendStringField(b, "anonymousId", p.anonymousID())
 	if len(p.Traits) > 0 {
 		b = append(b, `,"traits":`...)
 		b = p.Traits.appendJSON(b)
@@ -69,12 +69,14 @@ func (p *profile) appendJSON(b []byte) []byte {
 	}
 	if len(p.Synced) > 0 {
 		b = append(b, `,"synced":[`...)
-		for i, s := range p.Synced {
-			if i > 0 {
+		first := true
+		for s := range p.Synced.all() {
+			if !first {
 				b = append(b, ',')
 			}
+			first = false
 			b = append(b, `{"id":`...)
-			k := s.K.Value()
+			k := syncKeyOf(s.K)
 			b = schemas.AppendJSONString(b, k.ID)
 			b = append(b, `,"v":`...)
 			b = schemas.AppendJSONString(b, k.Version)
@@ -86,9 +88,9 @@ func (p *profile) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	if len(p.Merged) > 0 {
+	if merged := p.merged(); len(merged) > 0 {
 		b = append(b, `,"merged":[`...)
-		for i, m := range p.Merged {
+		for i, m := range merged {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -109,7 +111,7 @@ func (p *profile) appendJSON(b []byte) []byte {
 	if p.Identity != nil {
 		b = p.Identity.appendJSON(append(b, `,"identity":`...))
 	}
-	b = appendStringField(b, "mergedInto", p.MergedInto)
+	b = appendStringField(b, "mergedInto", p.mergedInto())
 	if p.Suppressed {
 		b = append(b, `,"suppressed":true`...)
 	}
@@ -132,15 +134,14 @@ func (a *agg) appendJSON(b []byte) []byte {
 	case *series:
 		b = append(b, `,"series":{`...)
 		b = append(x.appendFields(b), '}')
-	case *firstLast:
-		b = x.First.appendField(b, "first")
-		b = x.Last.appendField(b, "last")
-	case *freqList:
-		if len(*x) == 0 {
-			break
-		}
+	}
+	if first, last, ok := a.fl(); ok {
+		b = first.appendField(b, "first")
+		b = last.appendField(b, "last")
+	}
+	if fs := a.freqs(); len(fs) > 0 {
 		b = append(b, `,"freq":[`...)
-		for i, f := range *x {
+		for i, f := range fs {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -153,12 +154,10 @@ func (a *agg) appendJSON(b []byte) []byte {
 			b = append(b, '}')
 		}
 		b = append(b, ']')
-	case *valList:
-		if len(*x) == 0 {
-			break
-		}
+	}
+	if vs := a.uniques(); len(vs) > 0 {
 		b = append(b, `,"list":[`...)
-		for i, v := range *x {
+		for i, v := range vs {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -171,7 +171,7 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, o *op, recTime ti
 // o.Into's partition (an absorb).
 func (s *Service) applyMerge(b *batch, p int32, part *partition, o *op) {
 	from := part.profiles[o.From]
-	if from != nil && (from.MergedInto != "" || from.Suppressed) {
+	if from != nil && (from.mergedInto() != "" || from.Suppressed) {
 		// Merged already (the first identified user keeps it: the user_id limit), or
 		// suppressed: recorded on the profile that asked (docs/audiences.md#identity-resolution).
 		b.out = s.refusedMerge(b, o, from)
@@ -180,7 +180,7 @@ func (s *Service) applyMerge(b *batch, p int32, part *partition, o *op) {
 	if from == nil {
 		s.metrics.profiles.Inc()
 	}
-	part.profiles[o.From] = &profile{ID: o.From, MergedInto: o.Into}
+	part.profiles[o.From] = newRedirect(o.From, o.Into)
 	b.touch(p, part, o.From)
 	if from != nil {
 		b.out = append(b.out, s.handOff(o.Into, op{Op: opAbsorb, Into: o.Into, Profile: from, Via: o.Via}))
@@ -197,7 +197,7 @@ func (s *Service) applyAbsorb(b *batch, p int32, part *partition, o *op) {
 	case prof != nil && !prof.active():
 		return
 	case prof == nil:
-		prof = &profile{ID: o.Into, UserID: o.Into}
+		prof = newUserProfile(o.Into)
 		part.profiles[o.Into] = prof
 		s.metrics.profiles.Inc()
 	}
@@ -248,7 +248,7 @@ func (s *Service) applyDelete(b *batch, p int32, part *partition, req *schemas.D
 	prof := part.profiles[req.UserID]
 	var merged []string
 	if prof != nil && req.Deletes() {
-		merged = slices.Clone(prof.Merged)
+		merged = slices.Clone(prof.merged())
 		if prof.Identity != nil { // the claims of its external ids go too
 			for _, e := range prof.Identity.IDs {
 				merged = append(merged, extKey(e.Type, e.Value))
@@ -300,7 +300,7 @@ func (s *Service) regulateProfile(b *batch, p int32, part *partition, req *schem
 func (s *Service) applyForget(b *batch, p int32, part *partition, o *op, recTime time.Time) {
 	// A redirect of an id merged into a deleted profile: it goes (a tombstone), unless the
 	// id was merged into another profile (the first identified user keeps it).
-	if prof := part.profiles[o.From]; prof != nil && prof.MergedInto == o.Into && o.Into != "" {
+	if prof := part.profiles[o.From]; prof != nil && prof.mergedInto() == o.Into && o.Into != "" {
 		delete(part.profiles, o.From)
 		s.metrics.profiles.Dec()
 		b.touch(p, part, o.From)

@@ -385,7 +385,7 @@ type sumID struct {
 }
 
 func summaryOf(p *profile) *idSummary {
-	sm := &idSummary{UserID: p.UserID}
+	sm := &idSummary{UserID: p.userID()}
 	if p.Identity != nil {
 		sm.Merges = p.Identity.Merges
 		for _, e := range p.Identity.IDs {
@@ -412,12 +412,12 @@ func (s *Service) applyLink(b *batch, p int32, part *partition, o *op) {
 	entry := part.profiles[o.From]
 	switch {
 	case entry == nil:
-		part.profiles[o.From] = &profile{ID: o.From, MergedInto: o.Into}
+		part.profiles[o.From] = newRedirect(o.From, o.Into)
 		s.metrics.profiles.Inc()
 		b.touch(p, part, o.From)
-	case entry.MergedInto == o.Into || entry.MergedInto == "":
+	case entry.mergedInto() == o.Into || entry.mergedInto() == "":
 	default:
-		b.out = append(b.out, s.handOff(entry.MergedInto, op{Op: opJoin, From: o.Into, Into: entry.MergedInto, Via: o.From, Summary: o.Summary}))
+		b.out = append(b.out, s.handOff(entry.mergedInto(), op{Op: opJoin, From: o.Into, Into: entry.mergedInto(), Via: o.From, Summary: o.Summary}))
 	}
 }
 
@@ -446,10 +446,10 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 		s.metrics.refusals.WithLabelValues(e.Rule).Inc()
 		b.out = append(b.out, s.handOff(o.From, op{Op: opNote, Into: o.From, Via: o.Via, Note: &e}))
 		return
-	case q.MergedInto == o.From:
+	case q.mergedInto() == o.From:
 		return // joined already
-	case q.MergedInto != "": // merged meanwhile: the profile it leads to decides
-		b.out = append(b.out, s.handOff(q.MergedInto, op{Op: opJoin, From: o.From, Into: q.MergedInto, Via: o.Via, Summary: o.Summary}))
+	case q.mergedInto() != "": // merged meanwhile: the profile it leads to decides
+		b.out = append(b.out, s.handOff(q.mergedInto(), op{Op: opJoin, From: o.From, Into: q.mergedInto(), Via: o.Via, Summary: o.Summary}))
 		return
 	}
 	via, ok := q.idByKey(o.Via)
@@ -467,8 +467,8 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 		e.Other, e.Kind, e.At, e.Value = o.Into, "refusal", b.now, ""
 		b.out = append(b.out, s.handOff(o.From, op{Op: opNote, Into: o.From, Via: o.Via, Note: &e}))
 	}
-	if q.UserID != "" && sm.UserID != "" && q.UserID != sm.UserID {
-		refuse(ruleLimit, fmt.Sprintf("the %s is %s's; merging %s and %s would give the profile 2 user_id (limit 1)", via.Type, o.Into, q.UserID, sm.UserID))
+	if q.userID() != "" && sm.UserID != "" && q.userID() != sm.UserID {
+		refuse(ruleLimit, fmt.Sprintf("the %s is %s's; merging %s and %s would give the profile 2 user_id (limit 1)", via.Type, o.Into, q.userID(), sm.UserID))
 		return
 	}
 	if n := q.ident().Merges + sm.Merges + 1; n > r.maxMerges {
@@ -505,7 +505,7 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 	// The merge: an anonymous profile joins an identified one, else the one that joins is
 	// merged into the one that claimed the id first.
 	from, into := o.From, o.Into
-	if q.UserID == "" && sm.UserID != "" {
+	if q.userID() == "" && sm.UserID != "" {
 		from, into = o.Into, o.From
 	}
 	for _, e := range drop {
@@ -530,8 +530,8 @@ func (s *Service) applyNote(b *batch, p int32, part *partition, o *op) {
 	switch {
 	case prof == nil || prof.Suppressed || o.Note == nil:
 		return
-	case prof.MergedInto != "":
-		b.out = append(b.out, s.handOff(prof.MergedInto, op{Op: opNote, Into: prof.MergedInto, Via: o.Via, Note: o.Note}))
+	case prof.mergedInto() != "":
+		b.out = append(b.out, s.handOff(prof.mergedInto(), op{Op: opNote, Into: prof.mergedInto(), Via: o.Via, Note: o.Note}))
 		return
 	}
 	// An external id is dropped; an anonymous id stays among the merged ids (as before: its
@@ -565,7 +565,7 @@ func (s *Service) mergeAllowed(b *batch, p int32, part *partition, prof *profile
 // merged into another profile already (the first identified user keeps an anonymous id: the
 // user_id limit) or suppressed.
 func (s *Service) refusedMerge(b *batch, o *op, from *profile) []*kgo.Record {
-	if from.MergedInto == o.Into || strings.HasPrefix(o.From, extPrefix) {
+	if from.mergedInto() == o.Into || strings.HasPrefix(o.From, extPrefix) {
 		return b.out
 	}
 	typ, value, via := idAnonymousID, o.From, idAnonymousID+":"+o.From
@@ -575,8 +575,8 @@ func (s *Service) refusedMerge(b *batch, o *op, from *profile) []*kgo.Record {
 	case o.Via != "":
 		typ, value, _ = strings.Cut(o.Via, ":")
 	}
-	e := &idEvent{At: b.now, Kind: "refusal", Type: typ, Value: value, Rule: ruleTaken, Other: from.MergedInto,
-		Detail: o.From + " is merged into " + from.MergedInto + " already: a profile has one user_id (the first identified user keeps an id)"}
+	e := &idEvent{At: b.now, Kind: "refusal", Type: typ, Value: value, Rule: ruleTaken, Other: from.mergedInto(),
+		Detail: o.From + " is merged into " + from.mergedInto() + " already: a profile has one user_id (the first identified user keeps an id)"}
 	if from.Suppressed {
 		e.Rule, e.Other, e.Detail = "suppressed", "", o.From+" is suppressed"
 	}

@@ -27,7 +27,7 @@ func TestIdentityJSON(t *testing.T) {
 			if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) || !reflect.DeepEqual(&g, x) {
 				t.Fatalf("appendJSON\n%s\nencoding/json\n%s", got, want)
 			}
-			p := &profile{ID: "u1", UserID: "u1", Identity: x}
+			p := &profile{ID: "u1", ids: userIsID, Identity: x}
 			var back profile
 			if err := json.Unmarshal(p.appendJSON(nil), &back); err != nil || !reflect.DeepEqual(back.Identity, x) {
 				t.Fatalf("round trip: %v %+v, want %+v", err, back.Identity, x)

@@ -48,8 +48,9 @@ func (in *interner) profile(p *profile) {
 	}
 	for i := range p.Aggs {
 		a := &p.Aggs[i]
-		if x := a.fl(); x != nil {
-			x.First.V, x.Last.V = in.val(x.First.V), in.val(x.Last.V)
+		if first, last, ok := a.fl(); ok {
+			first.V, last.V = in.val(first.V), in.val(last.V)
+			a.setFL(first, last)
 		}
 		for j, fs := 0, a.freqs(); j < len(fs); j++ {
 			fs[j].V = in.val(fs[j].V)

@@ -108,6 +108,7 @@ func TestCompactLayout(t *testing.T) {
 		what      string
 		got, want uintptr
 	}{
+		{"a profile's fixed fields (its size class: 192 bytes)", unsafe.Sizeof(profile{}), 192},
 		{"a synced entry (sent)", unsafe.Sizeof(sent{}), 16},
 		{"an aggregate (agg)", unsafe.Sizeof(agg{}), 24},
 		{"an event counter (named)", unsafe.Sizeof(named{}), 40},

@@ -332,15 +332,17 @@ func (d *traitDef) value(p *profile, now int64) val {
 			return numVal(b.Max)
 		}
 	case schemas.AggFirst:
-		if a == nil || a.fl() == nil {
+		if a == nil {
 			return null
 		}
-		return a.fl().First.V
+		first, _, _ := a.fl()
+		return first.V
 	case schemas.AggLast:
-		if a == nil || a.fl() == nil {
+		if a == nil {
 			return null
 		}
-		return a.fl().Last.V
+		_, last, _ := a.fl()
+		return last.V
 	case schemas.AggMostFrequent:
 		var fs []freq
 		if a != nil {
@@ -422,17 +424,14 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 		case "series":
 			a.serRW().add(at, now, v.f, d.path != nil)
 		case "firstlast":
-			x := a.fl()
-			if x == nil {
-				x = &firstLast{First: stamped{V: v, At: at}, Last: stamped{V: v, At: at}}
-				a.st = x
+			first, last, ok := a.fl()
+			if !ok || at < first.At {
+				first = stamped{V: v, At: at}
 			}
-			if at < x.First.At {
-				x.First = stamped{V: v, At: at}
+			if !ok || at >= last.At {
+				last = stamped{V: v, At: at}
 			}
-			if at >= x.Last.At {
-				x.Last = stamped{V: v, At: at}
-			}
+			a.setFL(first, last)
 		case "freq":
 			a.addFreq(v, 1, at)
 		case "list":

@@ -62,7 +62,7 @@ func track(m *model, p *profile, event, props string, at, now int64) {
 	m.apply(p, event, json.RawMessage(props), at, now)
 }
 
-func newProfile() *profile { return &profile{ID: "u1", UserID: "u1"} }
+func newProfile() *profile { return newUserProfile("u1") }
 
 func TestTraitConditions(t *testing.T) {
 	tests := []struct {

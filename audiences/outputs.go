@@ -79,9 +79,9 @@ func (s *Service) audienceTrack(prof *profile, key, source, id string, member bo
 // appendProfileID appends the profile's "userId", else its "anonymousId", member; userKey is
 // that id (the record's key).
 func appendProfileID(b []byte, prof *profile) (_ []byte, userKey string) {
-	if prof.UserID != "" {
+	if prof.userID() != "" {
 		b = append(b, `,"userId":`...)
-		return schemas.AppendJSONString(b, prof.UserID), prof.UserID
+		return schemas.AppendJSONString(b, prof.userID()), prof.userID()
 	}
 	b = append(b, `,"anonymousId":`...)
 	return schemas.AppendJSONString(b, prof.ID), prof.ID

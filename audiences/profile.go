@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,72 +23,208 @@ const (
 	mostFrequentCap = 50
 )
 
-// profile is one user's state: the value of one audiences.state record. Its JSON is the
-// changelog format (docs/topics.md#audiencesstate).
+// profile is one user's state: the value of one audiences.state record. Its changelog
+// JSON (docs/topics.md#audiencesstate) is profileJSON; the layout in memory is another,
+// smaller one (docs/audiences.md#memory): what few profiles have (a user id or anonymous id
+// that is not the key, merged ids, kept events) hangs from one pointer, allocated only when
+// used.
 type profile struct {
 	// ID is the key: the userId, or the anonymousId of an anonymous profile.
-	ID          string   `json:"id"`
-	UserID      string   `json:"userId,omitempty"`
-	AnonymousID string   `json:"anonymousId,omitempty"`
-	Traits      traits   `json:"traits,omitempty"`
-	FirstSeen   int64    `json:"firstSeen,omitempty"` // ms
-	LastSeen    int64    `json:"lastSeen,omitempty"`  // ms
-	Events      []named  `json:"events,omitempty"`    // per track event name
-	Aggs        []agg    `json:"aggs,omitempty"`      // per config aggregate (docs/audiences.md)
-	Synced      []sent   `json:"synced,omitempty"`    // what the last sync sent
-	Merged      []string `json:"merged,omitempty"`    // anonymous ids merged into this profile
-	// Tracks are the recent track events kept for the Profile API (tracks.go); nil unless
-	// AUDIENCES_PROFILE_EVENTS > 0. A pointer: 8 bytes in every profile, not a slice's 24
-	// (which would move a profile to the next size class, 32 bytes more).
-	Tracks *[]tracked `json:"tracks,omitempty"`
+	ID        string
+	Traits    traits
+	FirstSeen int64      // ms
+	LastSeen  int64      // ms
+	Events    []named    // per track event name
+	Aggs      []agg      // per config aggregate (docs/audiences.md)
+	Synced    syncedList // what the last sync sent
 	// Identity holds the profile's external ids and its merges and refusals
 	// (docs/audiences.md#identity-resolution); nil until it has any.
-	Identity *identity `json:"identity,omitempty"`
-	// MergedInto: this anonymous id was merged into that profile; its events go there.
-	MergedInto string `json:"mergedInto,omitempty"`
+	Identity *identity
+	// into: this id was merged into that profile (mergedInto); its events go there. A
+	// pointer, set only in a redirect: 8 bytes in every profile instead of a string's 16.
+	into *string
+	// rare holds what few profiles have (nil: none of it).
+	rare *profileRare
 	// Recent are hashes (messageHash) of the last messages applied, a ring whose next slot
 	// is RecentNext: a message seen again (a client's retry that ingest accepted twice) is
 	// not counted twice (docs/audiences.md#what-a-profile-is-built-from).
-	Recent     [recentMessages]hash `json:"recent"`
-	RecentNext uint8                `json:"recentNext,omitempty"`
-	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS. (Beside
-	// RecentNext: the two bytes share one word, which keeps a profile in its 256-byte size
-	// class.)
-	Suppressed bool `json:"suppressed,omitempty"`
+	Recent     [recentMessages]hash
+	RecentNext uint8
+	// Suppressed: a SUPPRESS deletion request; no profile is built until UNSUPPRESS.
+	Suppressed bool
+	// ids says which of the user id and the anonymous id are the ID (the usual case, which
+	// keeps no other string); another value is in rare.
+	ids idKinds
 }
 
-// UnmarshalJSON reads a profile from its changelog JSON: the lists whose elements hold shared
-// handles (events, aggs, synced) are read in their changelog form and converted once, rather
-// than each element through a json.Unmarshal of its own (a restore reads millions).
-func (p *profile) UnmarshalJSON(b []byte) error {
-	type fields profile // the profile's fields, without this method
-	var w struct {
-		*fields
-		Events []namedJSON `json:"events"`
-		Aggs   []aggJSON   `json:"aggs"`
-		Synced []sentJSON  `json:"synced"`
+// idKinds says which ids of a profile are its ID.
+type idKinds uint8
+
+const (
+	userIsID idKinds = 1 << iota // the userId is the ID
+	anonIsID                     // the anonymousId is the ID
+)
+
+// profileRare is what few profiles have, apart from the fields every profile has.
+type profileRare struct {
+	// UserID and AnonymousID: the ids when they are not the profile's ID.
+	UserID, AnonymousID string
+	// Merged are the anonymous ids merged into this profile.
+	Merged []string
+	// Tracks are the recent track events kept for the Profile API (tracks.go); none unless
+	// AUDIENCES_PROFILE_EVENTS > 0.
+	Tracks []tracked
+}
+
+// more is p.rare, allocated when p has none.
+func (p *profile) more() *profileRare {
+	if p.rare == nil {
+		p.rare = &profileRare{}
 	}
-	w.fields = (*fields)(p)
-	if err := json.Unmarshal(b, &w); err != nil {
+	return p.rare
+}
+
+// tidy drops p.rare when it holds nothing.
+func (p *profile) tidy() {
+	if r := p.rare; r != nil && r.UserID == "" && r.AnonymousID == "" && len(r.Merged) == 0 && len(r.Tracks) == 0 {
+		p.rare = nil
+	}
+}
+
+// userID is the profile's userId ("": anonymous).
+func (p *profile) userID() string {
+	switch {
+	case p.ids&userIsID != 0:
+		return p.ID
+	case p.rare != nil:
+		return p.rare.UserID
+	}
+	return ""
+}
+
+// anonymousID is the profile's anonymousId, if it keeps one.
+func (p *profile) anonymousID() string {
+	switch {
+	case p.ids&anonIsID != 0:
+		return p.ID
+	case p.rare != nil:
+		return p.rare.AnonymousID
+	}
+	return ""
+}
+
+// setIDs sets the profile's userId and anonymousId: a flag for one that is its ID, else in
+// rare.
+func (p *profile) setIDs(userID, anonymousID string) {
+	p.ids = 0
+	if p.rare != nil {
+		p.rare.UserID, p.rare.AnonymousID = "", ""
+	}
+	switch {
+	case userID == "":
+	case userID == p.ID:
+		p.ids |= userIsID
+	default:
+		p.more().UserID = userID
+	}
+	switch {
+	case anonymousID == "":
+	case anonymousID == p.ID:
+		p.ids |= anonIsID
+	default:
+		p.more().AnonymousID = anonymousID
+	}
+	p.tidy()
+}
+
+// merged are the anonymous ids merged into this profile.
+func (p *profile) merged() []string {
+	if p.rare == nil {
+		return nil
+	}
+	return p.rare.Merged
+}
+
+// newUserProfile is a new profile of a user id.
+func newUserProfile(id string) *profile { return &profile{ID: id, ids: userIsID} }
+
+// newAnonProfile is a new profile of an anonymous id.
+func newAnonProfile(id string) *profile { return &profile{ID: id, ids: anonIsID} }
+
+// newRedirect is the redirect of an id merged into the profile into.
+func newRedirect(id, into string) *profile { return &profile{ID: id, into: &into} }
+
+// mergedInto is the profile this id was merged into ("": none, p is no redirect).
+func (p *profile) mergedInto() string {
+	if p.into == nil {
+		return ""
+	}
+	return *p.into
+}
+
+// profileJSON is the changelog form of a profile (docs/topics.md#audiencesstate). The lists
+// whose elements hold shared handles (events, aggs, synced) are read in their changelog form
+// and converted once, rather than each element through a json.Unmarshal of its own (a
+// restore reads millions).
+type profileJSON struct {
+	ID          string               `json:"id"`
+	UserID      string               `json:"userId,omitempty"`
+	AnonymousID string               `json:"anonymousId,omitempty"`
+	Traits      traits               `json:"traits,omitempty"`
+	FirstSeen   int64                `json:"firstSeen,omitempty"`
+	LastSeen    int64                `json:"lastSeen,omitempty"`
+	Events      []namedJSON          `json:"events,omitempty"`
+	Aggs        []aggJSON            `json:"aggs,omitempty"`
+	Synced      []sentJSON           `json:"synced,omitempty"`
+	Merged      []string             `json:"merged,omitempty"`
+	Tracks      []tracked            `json:"tracks,omitempty"`
+	Identity    *identity            `json:"identity,omitempty"`
+	MergedInto  string               `json:"mergedInto,omitempty"`
+	Recent      [recentMessages]hash `json:"recent"`
+	RecentNext  uint8                `json:"recentNext,omitempty"`
+	Suppressed  bool                 `json:"suppressed,omitempty"`
+}
+
+// UnmarshalJSON reads a profile from its changelog JSON (profileJSON).
+func (p *profile) UnmarshalJSON(b []byte) error {
+	var j profileJSON
+	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	p.Events, p.Aggs, p.Synced = nil, nil, nil
-	if len(w.Events) > 0 {
-		p.Events = make([]named, len(w.Events))
-		for i, e := range w.Events {
+	*p = profile{ID: j.ID, Traits: j.Traits, FirstSeen: j.FirstSeen, LastSeen: j.LastSeen, Identity: j.Identity,
+		Recent: j.Recent, RecentNext: j.RecentNext, Suppressed: j.Suppressed}
+	p.setIDs(j.UserID, j.AnonymousID)
+	if into := j.MergedInto; into != "" {
+		p.into = &into
+	}
+	if len(j.Merged) > 0 {
+		p.more().Merged = j.Merged
+	}
+	if len(j.Tracks) > 0 {
+		p.more().Tracks = j.Tracks
+	}
+	if len(j.Events) > 0 {
+		p.Events = make([]named, len(j.Events))
+		for i, e := range j.Events {
 			p.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
 		}
 	}
-	if len(w.Aggs) > 0 {
-		p.Aggs = make([]agg, len(w.Aggs))
-		for i := range w.Aggs {
-			p.Aggs[i].fromJSON(&w.Aggs[i])
+	if len(j.Aggs) > 0 {
+		p.Aggs = make([]agg, len(j.Aggs))
+		for i := range j.Aggs {
+			p.Aggs[i].fromJSON(&j.Aggs[i])
 		}
 	}
-	if len(w.Synced) > 0 {
-		p.Synced = make([]sent, len(w.Synced))
-		for i, e := range w.Synced {
-			p.Synced[i] = newSent(e.ID, e.Version, e.H)
+	if len(j.Synced) > 0 {
+		words := len(j.Synced) // one each, two more with a hash
+		for _, e := range j.Synced {
+			if e.H != 0 {
+				words += 2
+			}
+		}
+		p.Synced = make(syncedList, 0, words)
+		for _, e := range j.Synced {
+			p.Synced = appendSynced(p.Synced, e.ID, e.Version, e.H)
 		}
 	}
 	return nil
@@ -126,7 +263,7 @@ func (p *profile) repeated(h hash) bool {
 }
 
 // active reports whether p is a profile (not a redirect or a suppression marker).
-func (p *profile) active() bool { return p.MergedInto == "" && !p.Suppressed }
+func (p *profile) active() bool { return p.mergedInto() == "" && !p.Suppressed }
 
 // named is the counter of one track event name.
 type named struct {
@@ -162,23 +299,70 @@ func (n *named) UnmarshalJSON(b []byte) error {
 // it survives config changes that keep it.
 //
 // Its state is one pointer, to what its class keeps: a *series (count, sum, avg, min, max), a
-// *firstLast, a *freqList (mostFrequent) or a *valList (uniqueList); nil until first written.
-// An aggregate is 24 bytes and its state holds nothing it does not use: a last value is one
-// 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
+// first and last value (fl: a *firstLast, or one *stamped while they are the same), the
+// values of a mostFrequent (freq) or uniqueList (val) in a list (listOf); nil until first
+// written. An aggregate is 24 bytes and its state holds nothing it does not use: a last value
+// is one 48- or 80-byte allocation, not a 64-byte holder of four kinds and two 48-byte values
 // (docs/audiences.md#memory). The JSON has the fields of every kind, flat.
 type agg struct {
 	Key sym
 	st  any
 }
 
-// firstLast is the earliest and the latest value of a first/last aggregate: both are set by
-// its first event.
+// firstLast is the earliest and the latest value of a first/last aggregate when they differ:
+// both are set by its first event (setFL).
 type firstLast struct{ First, Last stamped }
 
 type (
 	freqList []freq
 	valList  []val
 )
+
+// A list of a mostFrequent's or a uniqueList's values is held as an array when it has one or
+// two (*[1]T, *[2]T: most profiles), else as a slice (*L): an array needs no slice header, 24
+// bytes of a list's state (docs/audiences.md#memory).
+
+// listOf is the list that state st holds (nil: none).
+func listOf[T any, L ~[]T](st any) []T {
+	switch x := st.(type) {
+	case *[1]T:
+		return x[:]
+	case *[2]T:
+		return x[:]
+	case *L:
+		return *x
+	}
+	return nil
+}
+
+// listState is the state that holds list l.
+func listState[T any, L ~[]T](l []T) any {
+	switch len(l) {
+	case 0:
+		return nil
+	case 1:
+		return &[1]T{l[0]}
+	case 2:
+		return &[2]T{l[0], l[1]}
+	}
+	x := L(l)
+	return &x
+}
+
+// listAppend is the state st (a list) with v added last.
+func listAppend[T any, L ~[]T](st any, v T) any {
+	switch x := st.(type) {
+	case *[1]T:
+		return &[2]T{x[0], v}
+	case *[2]T:
+		l := L{x[0], x[1], v}
+		return &l
+	case *L:
+		*x = appendOne(*x, v)
+		return x
+	}
+	return &[1]T{v}
+}
 
 // ser is the aggregate's series (nil: none).
 func (a *agg) ser() *series { s, _ := a.st.(*series); return s }
@@ -193,24 +377,41 @@ func (a *agg) serRW() *series {
 	return s
 }
 
-// fl is the aggregate's first and last value (nil: none yet).
-func (a *agg) fl() *firstLast { x, _ := a.st.(*firstLast); return x }
+// fl is the aggregate's first and last value (ok false: none yet).
+func (a *agg) fl() (first, last stamped, ok bool) {
+	switch x := a.st.(type) {
+	case *stamped:
+		return *x, *x, true
+	case *firstLast:
+		return x.First, x.Last, true
+	}
+	return stamped{}, stamped{}, false
+}
+
+// setFL sets the aggregate's first and last value. While they are the same (one event so
+// far, the most common case) the state is that one value (48 bytes instead of 80,
+// docs/audiences.md#memory). A state of the same form is changed in place.
+func (a *agg) setFL(first, last stamped) {
+	if first.same(last) {
+		if x, ok := a.st.(*stamped); ok {
+			*x = first
+		} else {
+			a.st = &first
+		}
+		return
+	}
+	if x, ok := a.st.(*firstLast); ok {
+		x.First, x.Last = first, last
+	} else {
+		a.st = &firstLast{First: first, Last: last}
+	}
+}
 
 // freqs are the value frequencies of a mostFrequent aggregate.
-func (a *agg) freqs() []freq {
-	if x, ok := a.st.(*freqList); ok {
-		return *x
-	}
-	return nil
-}
+func (a *agg) freqs() []freq { return listOf[freq, freqList](a.st) }
 
 // uniques are the values of a uniqueList aggregate.
-func (a *agg) uniques() []val {
-	if x, ok := a.st.(*valList); ok {
-		return *x
-	}
-	return nil
-}
+func (a *agg) uniques() []val { return listOf[val, valList](a.st) }
 
 // aggJSON is the flat changelog form of an aggregate.
 type aggJSON struct {
@@ -243,24 +444,18 @@ func (a *agg) fromJSON(j *aggJSON) {
 	case j.S != nil:
 		a.st = j.S
 	case j.First != nil || j.Last != nil:
-		x := &firstLast{}
-		if j.First != nil {
-			x.First = *j.First
-		} else {
-			x.First = *j.Last
+		first, last := j.First, j.Last
+		if first == nil {
+			first = last
 		}
-		if j.Last != nil {
-			x.Last = *j.Last
-		} else {
-			x.Last = *j.First
+		if last == nil {
+			last = first
 		}
-		a.st = x
+		a.setFL(*first, *last)
 	case len(j.Freq) > 0:
-		f := freqList(j.Freq)
-		a.st = &f
+		a.st = listState[freq, freqList](j.Freq)
 	case len(j.List) > 0:
-		l := valList(j.List)
-		a.st = &l
+		a.st = listState[val, valList](j.List)
 	}
 }
 
@@ -269,51 +464,16 @@ type stamped struct {
 	At int64 `json:"at"`
 }
 
+// same reports whether s and o are the same value at the same time, as written (a number's
+// bits, not its value: -0 is not 0).
+func (s stamped) same(o stamped) bool {
+	return s.At == o.At && s.V.k == o.V.k && math.Float64bits(s.V.f) == math.Float64bits(o.V.f) && s.V.s == o.V.s
+}
+
 type freq struct {
 	V     val    `json:"v"`
 	N     uint32 `json:"n"`
 	First int64  `json:"at"`
-}
-
-// sent is what the last sync sent for one audience or computed trait: for an audience, that
-// the user is a member (only members are kept); for a computed trait, the value, as a hash of
-// its JSON (valueHash): all a sync needs to tell whether the value changed, in 8 bytes
-// instead of the value. The synced id and version are the same in every profile synced with
-// that version, so a profile holds a handle to one shared copy of them (unique.Make): 16 bytes
-// an entry instead of 40 (docs/audiences.md#memory). Its JSON is {"id","v","h"}.
-type sent struct {
-	K unique.Handle[syncKey]
-	H hash
-}
-
-// syncKey is a synced definition: "a/<id>" or "t/<id>", and its version.
-type syncKey struct{ ID, Version string }
-
-func newSent(id, version string, h hash) sent {
-	return sent{K: unique.Make(syncKey{id, version}), H: h}
-}
-
-func (e sent) id() string      { return e.K.Value().ID }
-func (e sent) version() string { return e.K.Value().Version }
-
-// sentJSON is the changelog form of a sent.
-type sentJSON struct {
-	ID      string `json:"id"` // "a/<id>" or "t/<id>"
-	Version string `json:"v"`
-	H       hash   `json:"h,omitempty"`
-}
-
-func (e sent) MarshalJSON() ([]byte, error) {
-	return json.Marshal(sentJSON{ID: e.id(), Version: e.version(), H: e.H})
-}
-
-func (e *sent) UnmarshalJSON(b []byte) error {
-	var j sentJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*e = newSent(j.ID, j.Version, j.H)
-	return nil
 }
 
 // hash is a valueHash; its JSON is 16 hex digits (a JSON number would lose bits).
@@ -475,31 +635,6 @@ func (p *profile) agg(key sym, create bool) *agg {
 	return &p.Aggs[len(p.Aggs)-1]
 }
 
-func (p *profile) synced(id string) *sent {
-	for i := range p.Synced {
-		if p.Synced[i].id() == id {
-			return &p.Synced[i]
-		}
-	}
-	return nil
-}
-
-func (p *profile) setSynced(id, version string, h hash, keep bool) {
-	for i := range p.Synced {
-		if p.Synced[i].id() == id {
-			if keep {
-				p.Synced[i] = newSent(id, version, h)
-			} else {
-				p.Synced = slices.Delete(p.Synced, i, i+1)
-			}
-			return
-		}
-	}
-	if keep {
-		p.Synced = appendOne(p.Synced, newSent(id, version, h))
-	}
-}
-
 func (p *profile) seen(ms int64) {
 	if p.FirstSeen == 0 || ms < p.FirstSeen {
 		p.FirstSeen = ms
@@ -535,17 +670,15 @@ func (p *profile) absorb(o *profile, now int64) {
 		if s := oa.ser(); s != nil {
 			a.serRW().merge(s, now)
 		}
-		if ox := oa.fl(); ox != nil {
-			if x := a.fl(); x == nil {
-				a.st = &firstLast{First: ox.First, Last: ox.Last}
-			} else {
-				if ox.First.At < x.First.At {
-					x.First = ox.First
-				}
-				if ox.Last.At > x.Last.At {
-					x.Last = ox.Last
-				}
+		if ofirst, olast, ok := oa.fl(); ok {
+			first, last, ok := a.fl()
+			if !ok || ofirst.At < first.At {
+				first = ofirst
 			}
+			if !ok || olast.At > last.At {
+				last = olast
+			}
+			a.setFL(first, last)
 		}
 		for _, f := range oa.freqs() {
 			a.addFreq(f.V, f.N, f.First)
@@ -554,8 +687,8 @@ func (p *profile) absorb(o *profile, now int64) {
 			a.addUnique(v)
 		}
 	}
-	if o.AnonymousID != "" && p.AnonymousID == "" && p.UserID == "" {
-		p.AnonymousID = o.AnonymousID
+	if oa := o.anonymousID(); oa != "" && p.anonymousID() == "" && p.userID() == "" {
+		p.setIDs("", oa)
 	}
 	for _, h := range o.Recent { // its messages' retries, handed on from now, stay duplicates
 		p.repeated(h)
@@ -563,29 +696,26 @@ func (p *profile) absorb(o *profile, now int64) {
 	p.absorbTracks(o.tracks())
 	p.absorbIdentity(o)
 	p.addMerged(o.ID)
-	for _, m := range o.Merged {
+	for _, m := range o.merged() {
 		p.addMerged(m)
 	}
 }
 
 func (p *profile) addMerged(id string) {
-	if id == "" || id == p.ID || slices.Contains(p.Merged, id) {
+	if id == "" || id == p.ID || slices.Contains(p.merged(), id) {
 		return
 	}
-	if len(p.Merged) >= maxMerged {
-		p.Merged = slices.Delete(p.Merged, 0, 1)
+	r := p.more()
+	if len(r.Merged) >= maxMerged {
+		r.Merged = slices.Delete(r.Merged, 0, 1)
 	}
-	p.Merged = append(p.Merged, id)
+	r.Merged = append(r.Merged, id)
 }
 
 func (a *agg) addFreq(v val, n uint32, at int64) {
-	x, _ := a.st.(*freqList)
-	if x == nil {
-		x = &freqList{}
-		a.st = x
-	}
-	for i := range *x {
-		if f := &(*x)[i]; f.V.equal(v) {
+	fs := a.freqs()
+	for i := range fs {
+		if f := &fs[i]; f.V.equal(v) {
 			f.N += n
 			if at < f.First {
 				f.First = at
@@ -593,26 +723,22 @@ func (a *agg) addFreq(v val, n uint32, at int64) {
 			return
 		}
 	}
-	if len(*x) < mostFrequentCap {
-		*x = appendOne(*x, freq{V: v, N: n, First: at})
+	if len(fs) < mostFrequentCap {
+		a.st = listAppend[freq, freqList](a.st, freq{V: v, N: n, First: at})
 	}
 }
 
 func (a *agg) addUnique(v val) {
-	x, _ := a.st.(*valList)
-	if x == nil {
-		x = &valList{}
-		a.st = x
-	}
-	if len(*x) >= schemas.UniqueListCap {
+	vs := a.uniques()
+	if len(vs) >= schemas.UniqueListCap {
 		return
 	}
-	for _, have := range *x {
+	for _, have := range vs {
 		if have.equal(v) {
 			return
 		}
 	}
-	*x = appendOne(*x, v)
+	a.st = listAppend[val, valList](a.st, v)
 }
 
 // appendOne appends v, growing a full slice by one element only, not by half or double as

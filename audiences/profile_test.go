@@ -2,10 +2,13 @@ package audiences
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"unique"
 )
 
 func TestMergeTraits(t *testing.T) {
@@ -72,13 +75,14 @@ func TestAbsorb(t *testing.T) {
 	m := compileYAML(t, absorbModel)
 	// The user: orders 3 and 1 hours back; the anonymous profile merged into it: orders 5
 	// hours, 2 hours and 10 minutes back.
-	user := &profile{ID: "u1", UserID: "u1"}
+	user := newUserProfile("u1")
 	user.mergeTraits(json.RawMessage(`{"plan":"pro","email":"u@example.com"}`), nil)
 	for _, o := range []order{{3 * hour, 50, "U1", "shoes", "a"}, {hour, 150, "U2", "hats", "b"}} {
 		track(m, user, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
 	}
 	track(m, user, "Signed Up", `{}`, testNow-4*hour, testNow-4*hour)
-	anon := &profile{ID: "anon-1", AnonymousID: "anon-1", Merged: []string{"anon-0"}}
+	anon := newAnonProfile("anon-1")
+	anon.addMerged("anon-0")
 	anon.mergeTraits(json.RawMessage(`{"plan":"free","utm":"ads"}`), nil)
 	for _, o := range []order{{5 * hour, 200, "A1", "hats", "c"}, {2 * hour, 10, "A2", "hats", "a"}, {10 * minute, 300, "A3", "socks", "d"}} {
 		track(m, anon, "Order Completed", o.props(), testNow-o.ago, testNow-o.ago)
@@ -113,11 +117,11 @@ func TestAbsorb(t *testing.T) {
 			t.Errorf("%s = %s, want %s", id, got, want)
 		}
 	}
-	if !reflect.DeepEqual(user.Merged, []string{"anon-1", "anon-0"}) {
-		t.Errorf("merged = %v, want [anon-1 anon-0]", user.Merged)
+	if !reflect.DeepEqual(user.merged(), []string{"anon-1", "anon-0"}) {
+		t.Errorf("merged = %v, want [anon-1 anon-0]", user.merged())
 	}
-	if user.AnonymousID != "" {
-		t.Errorf("anonymousId = %q: an identified profile keeps none", user.AnonymousID)
+	if user.anonymousID() != "" {
+		t.Errorf("anonymousId = %q: an identified profile keeps none", user.anonymousID())
 	}
 }
 
@@ -166,9 +170,9 @@ func TestAbsorbEdges(t *testing.T) {
 		}
 	})
 	t.Run("an anonymous profile takes the other's anonymous id", func(t *testing.T) {
-		p := &profile{ID: "anon-2", AnonymousID: ""}
-		p.absorb(&profile{ID: "anon-1", AnonymousID: "anon-1", FirstSeen: testNow - hour, LastSeen: testNow - hour}, testNow)
-		if p.AnonymousID != "anon-1" || p.FirstSeen != testNow-hour || p.LastSeen != testNow-hour {
+		p := &profile{ID: "anon-2"}
+		p.absorb(&profile{ID: "anon-1", ids: anonIsID, FirstSeen: testNow - hour, LastSeen: testNow - hour}, testNow)
+		if p.anonymousID() != "anon-1" || p.FirstSeen != testNow-hour || p.LastSeen != testNow-hour {
 			t.Errorf("profile = %+v", p)
 		}
 	})
@@ -178,8 +182,8 @@ func TestAbsorbEdges(t *testing.T) {
 			p.absorb(&profile{ID: "anon-" + strings.Repeat("x", i+1)}, testNow)
 		}
 		p.absorb(&profile{ID: p.ID}, testNow)
-		if len(p.Merged) != maxMerged || p.Merged[0] != "anon-xxxx" || slices.Contains(p.Merged, p.ID) {
-			t.Errorf("merged = %v: want the last %d, without the profile's own id", p.Merged, maxMerged)
+		if m := p.merged(); len(m) != maxMerged || m[0] != "anon-xxxx" || slices.Contains(m, p.ID) {
+			t.Errorf("merged = %v: want the last %d, without the profile's own id", m, maxMerged)
 		}
 	})
 }
@@ -239,7 +243,7 @@ func TestValJSON(t *testing.T) {
 // written.
 func TestProfileJSON(t *testing.T) {
 	m := compileYAML(t, absorbModel)
-	p := &profile{ID: "u1", UserID: "u1"}
+	p := newUserProfile("u1")
 	p.mergeTraits(json.RawMessage(`{"z":"last key first","name":"Ada <ada@example.com>","age":36,"vip":true,"off":false,`+
 		`"address":{"city": "Paris", "zip": "75001"},"tags":["a", "b"],"empty":[],"gone":1}`), nil)
 	p.mergeTraits(json.RawMessage(`{"gone":null,"b":0}`), nil)
@@ -254,16 +258,16 @@ func TestProfileJSON(t *testing.T) {
 	p.setSynced("a/vip", "v1", 0, true)
 	p.setSynced("t/skus", "v2", valueHash(m.traitByID["skus"].value(p, testNow)), true)
 	p.setSynced("t/fav", "v3", valueHash(m.traitByID["fav"].value(p, testNow)), true)
-	p.Merged = []string{"anon-1"}
+	p.addMerged("anon-1")
 
 	for _, tt := range []struct {
 		name string
 		p    *profile
 	}{
 		{"full", p},
-		{"merged into another", &profile{ID: "anon-1", MergedInto: "u1"}},
+		{"merged into another", newRedirect("anon-1", "u1")},
 		{"suppressed", &profile{ID: "u2", Suppressed: true}},
-		{"anonymous", &profile{ID: "anon-9", AnonymousID: "anon-9", FirstSeen: 1, LastSeen: 2}},
+		{"anonymous", &profile{ID: "anon-9", ids: anonIsID, FirstSeen: 1, LastSeen: 2}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := json.Marshal(tt.p)
@@ -283,7 +287,7 @@ func TestProfileJSON(t *testing.T) {
 			// What the restored profile computes and what it synced are equal (no identify
 			// would be sent again after a restart).
 			for _, d := range m.traits {
-				if e := back.synced("t/" + d.id); e != nil && e.H != valueHash(d.value(&back, testNow)) {
+				if e, ok := back.synced("t/" + d.id); ok && e.H != valueHash(d.value(&back, testNow)) {
 					t.Errorf("%s: synced hash %x, computes %s after the restore", d.id, e.H, d.value(&back, testNow).appendJSON(nil))
 				}
 			}
@@ -333,4 +337,106 @@ func TestRepeatedMessages(t *testing.T) {
 			t.Errorf("message %d (%s): repeated %v, want %v", i, id, got, want)
 		}
 	}
+}
+
+// TestAggListsGrow: a mostFrequent's and a uniqueList's values keep their order and counts as
+// their list grows from an array of one, then two, to a slice (docs/audiences.md#memory), and
+// a list read back from the changelog is the one written.
+func TestAggListsGrow(t *testing.T) {
+	var f, u agg
+	kinds := func() string { return fmt.Sprintf("%T %T", f.st, u.st) }
+	var seen []string
+	for i, s := range []string{"a", "b", "a", "c", "d"} {
+		f.addFreq(strVal(s), 1, int64(i))
+		u.addUnique(strVal(s))
+		seen = append(seen, kinds())
+	}
+	want := []string{"*[1]audiences.freq *[1]audiences.val", "*[2]audiences.freq *[2]audiences.val", "*[2]audiences.freq *[2]audiences.val",
+		"*audiences.freqList *audiences.valList", "*audiences.freqList *audiences.valList"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("states as the lists grow: %q, want %q", seen, want)
+	}
+	if got, want := fmt.Sprint(f.freqs()), fmt.Sprint([]freq{{strVal("a"), 2, 0}, {strVal("b"), 1, 1}, {strVal("c"), 1, 3}, {strVal("d"), 1, 4}}); got != want {
+		t.Errorf("frequencies %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(u.uniques()), fmt.Sprint([]val{strVal("a"), strVal("b"), strVal("c"), strVal("d")}); got != want {
+		t.Errorf("unique values %s, want %s", got, want)
+	}
+	for _, n := range []int{1, 2, 4} {
+		var a agg
+		for i := range n {
+			a.addFreq(numVal(float64(i)), uint32(i+1), int64(i))
+		}
+		a.Key = unique.Make("freq:x")
+		var back agg
+		if err := json.Unmarshal(a.appendJSON(nil), &back); err != nil || !slices.Equal(back.freqs(), a.freqs()) || fmt.Sprintf("%T", back.st) != fmt.Sprintf("%T", a.st) {
+			t.Errorf("%d values read back as %T %v (%v), want %T %v", n, back.st, back.freqs(), err, a.st, a.freqs())
+		}
+	}
+}
+
+// TestRareFieldsOnlyWhenUsed: a profile whose ids are its key keeps no strings for them and
+// allocates no holder of rare fields; merged ids and kept events allocate it, and it goes
+// when they do; ids other than the key are kept and written as they were
+// (docs/audiences.md#memory).
+func TestRareFieldsOnlyWhenUsed(t *testing.T) {
+	u, a := newUserProfile("u1"), newAnonProfile("a1")
+	if u.rare != nil || a.rare != nil || u.userID() != "u1" || u.anonymousID() != "" || a.anonymousID() != "a1" || a.userID() != "" {
+		t.Fatalf("new profiles: %+v %+v", u, a)
+	}
+	u.absorb(a, testNow)
+	if u.rare == nil || !slices.Equal(u.merged(), []string{"a1"}) || u.anonymousID() != "" {
+		t.Errorf("after a merge: rare %+v, merged %q, anonymousId %q", u.rare, u.merged(), u.anonymousID())
+	}
+	v := newUserProfile("u2")
+	v.setTracks([]tracked{{At: 1, MessageID: "m"}})
+	if v.rare == nil || len(v.tracks()) != 1 {
+		t.Errorf("a kept event: rare %+v", v.rare)
+	}
+	v.setTracks(nil)
+	if v.rare != nil {
+		t.Errorf("no kept events left, the holder stays: %+v", v.rare)
+	}
+	var back profile
+	w := &profile{ID: "k"}
+	w.setIDs("other-user", "other-anon")
+	if err := json.Unmarshal(w.appendJSON(nil), &back); err != nil || back.userID() != "other-user" || back.anonymousID() != "other-anon" || back.ids != 0 {
+		t.Errorf("ids other than the key read back as %q %q (flags %b, %v)", back.userID(), back.anonymousID(), back.ids, err)
+	}
+	if r := newRedirect("a9", "u9"); r.mergedInto() != "u9" || r.active() || u.mergedInto() != "" || !u.active() {
+		t.Errorf("redirect: %q active %v; profile: %q active %v", r.mergedInto(), r.active(), u.mergedInto(), u.active())
+	}
+}
+
+// TestFirstLastOneValueWhileSame: a first/last aggregate keeps one value while its first and
+// last are the same (docs/audiences.md#memory), both once they differ, and is read back from
+// the changelog in the form it was written; -0 and 0 are not the same value as written.
+func TestFirstLastOneValueWhileSame(t *testing.T) {
+	a := agg{Key: unique.Make("firstlast:x")}
+	a.setFL(stamped{V: strVal("a"), At: 5}, stamped{V: strVal("a"), At: 5})
+	if _, ok := a.st.(*stamped); !ok {
+		t.Fatalf("one value: state %T, want *stamped", a.st)
+	}
+	roundTrip := func(what string) {
+		t.Helper()
+		var back agg
+		if err := json.Unmarshal(a.appendJSON(nil), &back); err != nil || string(back.appendJSON(nil)) != string(a.appendJSON(nil)) || fmt.Sprintf("%T", back.st) != fmt.Sprintf("%T", a.st) {
+			t.Errorf("%s: read back as %s (%T), written %s (%T): %v", what, back.appendJSON(nil), back.st, a.appendJSON(nil), a.st, err)
+		}
+	}
+	roundTrip("one value")
+	first, _, _ := a.fl()
+	a.setFL(first, stamped{V: strVal("b"), At: 9})
+	if f, l, ok := a.fl(); !ok || f.V.s != "a" || l.V.s != "b" || f.At != 5 || l.At != 9 {
+		t.Errorf("two values: %+v %+v %v", f, l, ok)
+	}
+	if _, ok := a.st.(*firstLast); !ok {
+		t.Errorf("two values: state %T, want *firstLast", a.st)
+	}
+	roundTrip("two values")
+	a.setFL(stamped{V: numVal(math.Copysign(0, -1)), At: 1}, stamped{V: numVal(0), At: 1})
+	if _, ok := a.st.(*firstLast); !ok {
+		t.Errorf("-0 and 0: state %T, want *firstLast", a.st)
+	}
+	roundTrip("-0 and 0")
 }

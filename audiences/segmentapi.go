@@ -121,9 +121,9 @@ type segmentRender func(req *segmentRequest, prof *profile) (answer any, status 
 func externalKey(typ, value string, types map[string]bool) (key string, has func(*profile) bool, ok bool) {
 	switch typ {
 	case "user_id":
-		return value, func(p *profile) bool { return !p.active() || p.UserID == value }, true
+		return value, func(p *profile) bool { return !p.active() || p.userID() == value }, true
 	case "anonymous_id":
-		return value, func(p *profile) bool { return !p.active() || p.UserID == "" }, true
+		return value, func(p *profile) bool { return !p.active() || p.userID() == "" }, true
 	}
 	if !types[typ] {
 		return "", nil, false
@@ -187,8 +187,8 @@ func (s *Service) segmentProfile(render segmentRender) http.HandlerFunc {
 				s.mu.RUnlock()
 				writeSegmentError(w, http.StatusNotFound, errNotFound, "Profile was not found.")
 				return
-			case prof.MergedInto != "":
-				key = prof.MergedInto
+			case prof.mergedInto() != "":
+				key = prof.mergedInto()
 				s.mu.RUnlock()
 				continue
 			}
@@ -348,17 +348,17 @@ func externalIDs(prof *profile) []externalID {
 	if prof.FirstSeen != 0 {
 		created = recordTime(prof.FirstSeen)
 	}
-	if prof.UserID != "" {
-		out = append(out, externalID{ID: prof.UserID, Type: "user_id", Collection: "users", CreatedAt: created, Encoding: "none"})
+	if prof.userID() != "" {
+		out = append(out, externalID{ID: prof.userID(), Type: "user_id", Collection: "users", CreatedAt: created, Encoding: "none"})
 	}
-	anon := prof.AnonymousID
-	if prof.UserID == "" {
+	anon := prof.anonymousID()
+	if prof.userID() == "" {
 		anon = prof.ID
 	}
 	if anon != "" {
 		out = append(out, externalID{ID: anon, Type: "anonymous_id", Collection: "users", CreatedAt: created, Encoding: "none"})
 	}
-	for _, m := range prof.Merged {
+	for _, m := range prof.merged() {
 		if m != anon {
 			out = append(out, externalID{ID: m, Type: "anonymous_id", Collection: "users", Encoding: "none"})
 		}

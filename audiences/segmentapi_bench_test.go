@@ -57,7 +57,7 @@ func keptEventBytes(tb testing.TB) float64 {
 	kept := 0
 	for _, p := range s.parts[0].profiles {
 		kept += len(p.tracks())
-		p.Tracks = nil
+		p.setTracks(nil)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&without)

@@ -144,20 +144,20 @@ func (s *Service) syncAudience(out []*kgo.Record, part *partition, prof *profile
 	if member {
 		cc.member(d.sid)
 	}
-	e := prof.synced(d.sid)
-	has := e != nil && e.version() == d.version
+	e, synced := prof.synced(d.sid)
+	has := synced && e.version() == d.version
 	switch {
 	case member && !has:
 		// A member of an audience whose name or source changed: false under the old
 		// key or source first, so that no destination keeps the old trait true.
-		if md, ok := part.meta.Defs[d.sid]; ok && e != nil && (md.Key != d.key || md.Source != d.source) {
+		if md, ok := part.meta.Defs[d.sid]; ok && synced && (md.Key != d.key || md.Source != d.source) {
 			out = s.membership(out, prof, md.out(), d.id, false, now)
 		}
 		out = s.membership(out, prof, d.out(), d.id, true, now)
 		prof.setSynced(d.sid, d.version, 0, true)
 		cc.join(d.sid)
 		return out, true
-	case !member && e != nil:
+	case !member && synced:
 		// Left, or the rule changed and the user is not in the new audience.
 		o := d.out()
 		if md, ok := part.meta.Defs[d.sid]; ok && !has {
@@ -182,7 +182,7 @@ func (s *Service) syncTraits(out []*kgo.Record, part *partition, prof *profile, 
 		h, prev := valueHash(v), d.emptyHash
 		// A changed definition (name, source or aggregate) is a new computed trait: its
 		// value is sent again under its trait key.
-		if e := prof.synced(d.sid); e != nil && e.version() == d.version {
+		if e, ok := prof.synced(d.sid); ok && e.version() == d.version {
 			prev = e.H
 		}
 		if h != prev {
@@ -213,19 +213,22 @@ func (m *model) dropUnreadAggs(prof *profile) bool {
 // of a removed audience get false once (under the trait key and source kept in the
 // partition's metadata). changed tells whether anything was forgotten.
 func (s *Service) syncRemoved(out []*kgo.Record, part *partition, prof *profile, now int64, cc *changeCounter) (_ []*kgo.Record, changed bool) {
-	for i := 0; i < len(prof.Synced); i++ {
-		e := prof.Synced[i]
+	var removed []sent // (rare: only after definitions left the config)
+	for e := range prof.Synced.all() {
 		sid := e.id()
 		kind, id := sid[:1], sid[2:]
 		if (kind == "a" && s.model.audienceByID(id) != nil) || (kind == "t" && s.model.traitByID[id] != nil) {
 			continue // still in the config
 		}
-		if md, ok := part.meta.Defs[sid]; ok && kind == "a" {
-			out = s.membership(out, prof, md.out(), id, false, now)
+		removed = append(removed, e)
+	}
+	for _, e := range removed {
+		sid := e.id()
+		if md, ok := part.meta.Defs[sid]; ok && sid[:1] == "a" {
+			out = s.membership(out, prof, md.out(), sid[2:], false, now)
 			cc.leave(sid)
 		}
-		prof.Synced = slices.Delete(prof.Synced, i, i+1)
-		i--
+		prof.setSynced(sid, "", 0, false)
 		changed = true
 	}
 	return out, changed

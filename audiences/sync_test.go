@@ -168,7 +168,7 @@ audiences:
 		t.Error("sync after the config change: the profile's changelog record is not written")
 	}
 	var ids []string
-	for _, e := range part.profiles["u1"].Synced {
+	for e := range part.profiles["u1"].Synced.all() {
 		ids = append(ids, e.id())
 	}
 	if !slices.Equal(ids, []string{"a/rt"}) {

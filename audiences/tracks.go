@@ -62,22 +62,22 @@ func (s *Service) keepTrack(b *batch, prof *profile, m *schemas.Message, at int6
 
 // tracks are the profile's kept events (nil: none).
 func (p *profile) tracks() []tracked {
-	if p.Tracks == nil {
+	if p.rare == nil {
 		return nil
 	}
-	return *p.Tracks
+	return p.rare.Tracks
 }
 
 // setTracks keeps ts as the profile's events (none: nil).
 func (p *profile) setTracks(ts []tracked) {
-	switch {
-	case len(ts) == 0:
-		p.Tracks = nil
-	case p.Tracks == nil:
-		p.Tracks = &ts
-	default:
-		*p.Tracks = ts
+	if len(ts) == 0 {
+		if p.rare != nil {
+			p.rare.Tracks = nil
+			p.tidy()
+		}
+		return
 	}
+	p.more().Tracks = ts
 }
 
 // addTrack adds t in the order of time, keeping at most keep events, none before cutoff (ms).

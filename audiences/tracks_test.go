@@ -38,12 +38,12 @@ func TestProfileEventsBound(t *testing.T) {
 		t.Fatalf("setting lowered: %v", got)
 	}
 	p.pruneTracks(1000)
-	if p.Tracks != nil {
-		t.Fatalf("all too old: %v", p.Tracks)
+	if p.tracks() != nil || p.rare != nil {
+		t.Fatalf("all too old: %v", p.tracks())
 	}
 
-	u := &profile{ID: "u1", Tracks: &[]tracked{{At: 10, MessageID: "x"}, {At: 30, MessageID: "y"}}}
-	a := &profile{ID: "a1", Tracks: &[]tracked{{At: 20, MessageID: "z"}, {At: 30, MessageID: "y"}, {At: 40, MessageID: "w"}}}
+	u := &profile{ID: "u1", rare: &profileRare{Tracks: []tracked{{At: 10, MessageID: "x"}, {At: 30, MessageID: "y"}}}}
+	a := &profile{ID: "a1", rare: &profileRare{Tracks: []tracked{{At: 20, MessageID: "z"}, {At: 30, MessageID: "y"}, {At: 40, MessageID: "w"}}}}
 	u.absorb(a, 50)
 	if got := trackIDs(u); !slices.Equal(got, []string{"z", "y", "w"}) { // 3 newest of x z y w
 		t.Fatalf("absorbed: %v", got)

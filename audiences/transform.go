@@ -145,12 +145,12 @@ func (s *Service) sealSubject(r *kgo.Record) []byte {
 			return nil
 		}
 		if part := s.parts[r.Partition]; part != nil {
-			if prof := part.profiles[string(r.Key)]; prof != nil && prof.UserID != "" {
-				return []byte(prof.UserID)
-			} else if prof != nil && prof.MergedInto != "" && strings.HasPrefix(prof.ID, extPrefix) {
+			if prof := part.profiles[string(r.Key)]; prof != nil && prof.userID() != "" {
+				return []byte(prof.userID())
+			} else if prof != nil && prof.mergedInto() != "" && strings.HasPrefix(prof.ID, extPrefix) {
 				// An external id's entry: the key of the profile that claimed it, not a
 				// key of its own per id (docs/audiences.md#identity-resolution).
-				return []byte(prof.MergedInto)
+				return []byte(prof.mergedInto())
 			}
 		}
 		return r.Key
@@ -294,17 +294,16 @@ func (s *Service) messageProfile(b *batch, part *partition, id string, m *schema
 	switch {
 	case prof != nil && prof.Suppressed:
 		return nil
-	case prof != nil && prof.MergedInto != "":
+	case prof != nil && prof.mergedInto() != "":
 		// An id merged into another profile: its events count there.
-		b.out = append(b.out, s.handOff(prof.MergedInto, op{Op: opEvent, Into: prof.MergedInto, Message: raw}))
+		b.out = append(b.out, s.handOff(prof.mergedInto(), op{Op: opEvent, Into: prof.mergedInto(), Message: raw}))
 		return nil
 	case prof == nil:
-		prof = &profile{ID: id}
 		// A message handed on by a merged id (into) goes to an identified profile.
 		if into != "" || m.UserID == id {
-			prof.UserID = id
+			prof = newUserProfile(id)
 		} else {
-			prof.AnonymousID = id
+			prof = newAnonProfile(id)
 		}
 		if part.profiles == nil {
 			part.profiles = map[string]*profile{}
@@ -335,11 +334,11 @@ func (s *Service) countMessage(prof *profile, m *schemas.Message, at, now int64)
 // profile into this one, through a merge hand-off to the id's partition
 // (docs/audiences.md#merging-profiles).
 func (s *Service) mergeOtherIDs(b *batch, p int32, part *partition, prof *profile, m *schemas.Message) {
-	if prof.UserID == "" {
+	if prof.userID() == "" {
 		return
 	}
 	for i, other := range []string{m.AnonymousID, m.PreviousID} {
-		if other != "" && other != prof.ID && !slices.Contains(prof.Merged, other) {
+		if other != "" && other != prof.ID && !slices.Contains(prof.merged(), other) {
 			typ := idAnonymousID
 			if i == 1 {
 				typ = "previous_id"
