@@ -54,12 +54,18 @@ const (
 )
 
 func opRecord(o op) []byte {
+	if o.Op == opLink { // one per new external id: written without reflection (identity.go)
+		return o.appendLinkJSON(make([]byte, 0, 192))
+	}
 	b, _ := json.Marshal(o)
 	return b
 }
 
 // decodeOp decodes an audiences.repartition record's value (opened).
 func decodeOp(value []byte) (op, error) {
+	if o, ok := decodeLinkOp(value); ok {
+		return o, nil
+	}
 	var o op
 	err := json.Unmarshal(value, &o)
 	return o, err

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -168,7 +169,7 @@ const (
 // IdentityRules are the identity resolution rules (AUDIENCES_IDENTITY_*,
 // docs/audiences.md#identity-resolution), compiled by compileRules.
 type identityRules struct {
-	blocked   *regexp.Regexp
+	blocked   func(value string) bool // AUDIENCES_IDENTITY_BLOCKED (compileBlocked)
 	limits    map[string]int // by type; "*": every other type
 	window    int64          // ms; 0: ever
 	priority  map[string]int // by type: lower is higher priority; unlisted: after every listed
@@ -186,7 +187,7 @@ var defaultIDTypes = []string{idEmail, "android.id", "android.idfa", "android.pu
 func compileRules(c *Config) (*identityRules, error) {
 	r := &identityRules{limits: map[string]int{}, priority: map[string]int{}, window: c.IdentityWindow.Milliseconds(), maxMerges: c.IdentityMaxMerges}
 	var err error
-	if r.blocked, err = regexp.Compile(c.IdentityBlocked); err != nil {
+	if r.blocked, err = compileBlocked(c.IdentityBlocked); err != nil {
 		return nil, fmt.Errorf("AUDIENCES_IDENTITY_BLOCKED: %w", err)
 	}
 	for _, kv := range strings.Split(c.IdentityLimits, ",") {
@@ -231,6 +232,41 @@ func compileRules(c *Config) (*identityRules, error) {
 		return nil, fmt.Errorf("AUDIENCES_IDENTITY_WINDOW: must be 0 (ever) or more, got %s", c.IdentityWindow)
 	}
 	return r, nil
+}
+
+// compileBlocked is the test of AUDIENCES_IDENTITY_BLOCKED: for the default expression a
+// comparison with its few values (it runs on every new id: a regular expression costs more than
+// the rest of the check), else the expression, compiled once.
+func compileBlocked(expr string) (func(value string) bool, error) {
+	if expr == DefaultIdentityBlocked {
+		return defaultBlocked, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	return re.MatchString, nil
+}
+
+// defaultBlockedWords are DefaultIdentityBlocked's words, matched in any case.
+var defaultBlockedWords = []string{"null", "nil", "none", "undefined", "anonymous", "unknown"}
+
+// defaultBlocked is DefaultIdentityBlocked's match without the regular expression
+// (TestDefaultBlocked keeps the two equal): empty, only zeroes and dashes, -1, or one of its
+// words in any case (Unicode simple folding, as (?i): the Kelvin sign is a k).
+func defaultBlocked(v string) bool {
+	if strings.Trim(v, "0-") == "" || v == "-1" {
+		return true
+	}
+	if len(v) > 3*len("anonymous") || strings.IndexByte(v, '@') >= 0 { // an email is never one
+		return false
+	}
+	for _, w := range defaultBlockedWords {
+		if strings.EqualFold(v, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // limit is the limit of typ; 0: none.
@@ -320,7 +356,7 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 		value := string(raw)
 		r := s.rules
 		switch {
-		case r.blocked.MatchString(value):
+		case r.blocked(value):
 			s.refuse(b, p, part, prof, idEvent{Type: typ, Value: value, Rule: ruleBlocked, Detail: "the value is blocked (AUDIENCES_IDENTITY_BLOCKED)"})
 			return
 		case r.limit(typ) > 0 && prof.countIDs(typ, r.since(b.now)) >= r.limit(typ):
@@ -331,7 +367,13 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 		prof.ident().IDs = append(prof.ident().IDs, extID{Type: typ, Value: value, At: at})
 		b.touch(p, part, prof.ID)
 		key := extKey(typ, value)
-		b.out = append(b.out, s.handOff(key, op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof)}))
+		if s.partitionOf(key) == p {
+			// The id's entry is on the profile's own partition: claimed here, in this
+			// transaction, as its link would be when read back (no record).
+			s.claim(b, p, part, key, prof.ID, func() *idSummary { return summaryOf(prof, key) })
+			return
+		}
+		b.out = append(b.out, s.handOff(key, op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof, key)}))
 	})
 }
 
@@ -384,12 +426,18 @@ type sumID struct {
 	At   int64  `json:"at"`
 }
 
-func summaryOf(p *profile) *idSummary {
+// summaryOf is p's summary; last is the key of p's last id (its link's, hashed already).
+func summaryOf(p *profile, last string) *idSummary {
 	sm := &idSummary{UserID: p.UserID}
 	if p.Identity != nil {
 		sm.Merges = p.Identity.Merges
-		for _, e := range p.Identity.IDs {
-			sm.IDs = append(sm.IDs, sumID{Type: e.Type, Key: extKey(e.Type, e.Value), At: e.At})
+		sm.IDs = make([]sumID, 0, len(p.Identity.IDs))
+		for i, e := range p.Identity.IDs {
+			key := last
+			if i < len(p.Identity.IDs)-1 || last == "" {
+				key = extKey(e.Type, e.Value)
+			}
+			sm.IDs = append(sm.IDs, sumID{Type: e.Type, Key: key, At: e.At})
 		}
 	}
 	return sm
@@ -409,15 +457,22 @@ const (
 // applyLink claims the external id o.From for o.Into, or, when another profile claimed it
 // first, asks that profile to join o.Into (a join on its partition).
 func (s *Service) applyLink(b *batch, p int32, part *partition, o *op) {
-	entry := part.profiles[o.From]
+	s.claim(b, p, part, o.From, o.Into, func() *idSummary { return o.Summary })
+}
+
+// claim claims the external id whose key is key (on partition p) for the profile into, or,
+// when another profile claimed it first, asks that profile to join into (summary: into's, made
+// only then).
+func (s *Service) claim(b *batch, p int32, part *partition, key, into string, summary func() *idSummary) {
+	entry := part.profiles[key]
 	switch {
 	case entry == nil:
-		part.profiles[o.From] = &profile{ID: o.From, MergedInto: o.Into}
+		part.profiles[key] = &profile{ID: key, MergedInto: into}
 		s.metrics.profiles.Inc()
-		b.touch(p, part, o.From)
-	case entry.MergedInto == o.Into || entry.MergedInto == "":
+		b.touch(p, part, key)
+	case entry.MergedInto == into || entry.MergedInto == "":
 	default:
-		b.out = append(b.out, s.handOff(entry.MergedInto, op{Op: opJoin, From: o.Into, Into: entry.MergedInto, Via: o.From, Summary: o.Summary}))
+		b.out = append(b.out, s.handOff(entry.MergedInto, op{Op: opJoin, From: into, Into: entry.MergedInto, Via: key, Summary: summary()}))
 	}
 }
 
@@ -550,7 +605,7 @@ func (s *Service) applyNote(b *batch, p int32, part *partition, o *op) {
 // alias's previousId) into prof, recording a refusal.
 func (s *Service) mergeAllowed(b *batch, p int32, part *partition, prof *profile, typ, other string) bool {
 	switch {
-	case s.rules.blocked.MatchString(other):
+	case s.rules.blocked(other):
 		s.refuse(b, p, part, prof, idEvent{Type: typ, Value: other, Rule: ruleBlocked, Detail: "the value is blocked (AUDIENCES_IDENTITY_BLOCKED)"})
 		return false
 	case prof.Identity != nil && prof.Identity.Merges >= s.rules.maxMerges:
@@ -654,4 +709,129 @@ func (x *identity) appendJSON(b []byte) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendLinkJSON appends a link op's JSON, as encoding/json writes it from op's struct tags
+// (members op, from, into, via, summary; TestLinkOpJSON keeps the two equal): a link is
+// written for every new external id, reflection would be most of its cost.
+func (o *op) appendLinkJSON(b []byte) []byte {
+	b = append(b, `{"op":`...)
+	b = schemas.AppendJSONString(b, o.Op)
+	b = appendStringField(b, "from", o.From)
+	b = appendStringField(b, "into", o.Into)
+	b = appendStringField(b, "via", o.Via)
+	if sm := o.Summary; sm != nil {
+		b = append(b, `,"summary":{`...)
+		n := len(b)
+		if sm.UserID != "" {
+			b = append(b, `"userId":`...)
+			b = schemas.AppendJSONString(b, sm.UserID)
+		}
+		if len(sm.IDs) > 0 {
+			if len(b) > n {
+				b = append(b, ',')
+			}
+			b = append(b, `"ids":[`...)
+			for i, e := range sm.IDs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"t":`...)
+				b = schemas.AppendJSONString(b, e.Type)
+				b = append(b, `,"k":`...)
+				b = schemas.AppendJSONString(b, e.Key)
+				b = append(b, `,"at":`...)
+				b = strconv.AppendInt(b, e.At, 10)
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		if sm.Merges != 0 {
+			if len(b) > n {
+				b = append(b, ',')
+			}
+			b = append(b, `"merges":`...)
+			b = strconv.AppendInt(b, int64(sm.Merges), 10)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// errNotLink stops decodeLinkOp at what it leaves to encoding/json.
+var errNotLink = errors.New("not a plain link")
+
+// decodeLinkOp decodes a link op written by appendLinkJSON without reflection; ok is false for
+// any other record, or a link of another shape (a member it does not know, a null): those are
+// encoding/json's, which decodes them the same (TestLinkOpJSON).
+func decodeLinkOp(value []byte) (o op, ok bool) {
+	if !bytes.HasPrefix(value, []byte(`{"op":"link",`)) {
+		return o, false
+	}
+	str := func(raw []byte, dst *string) error {
+		v, ok := schemas.JSONString(raw)
+		if !ok {
+			return errNotLink
+		}
+		*dst = string(v)
+		return nil
+	}
+	num := func(raw []byte, dst *int64) (err error) {
+		*dst, err = strconv.ParseInt(string(raw), 10, 64)
+		return err
+	}
+	err := schemas.EachMember(value, func(k, v []byte) error {
+		switch string(k) {
+		case "op":
+			return str(v, &o.Op)
+		case "from":
+			return str(v, &o.From)
+		case "into":
+			return str(v, &o.Into)
+		case "via":
+			return str(v, &o.Via)
+		case "summary":
+			sm, err := decodeSummary(v, str, num)
+			o.Summary = sm
+			return err
+		}
+		return errNotLink
+	})
+	return o, err == nil && o.Op == opLink
+}
+
+// decodeSummary is decodeLinkOp's decoding of a summary.
+func decodeSummary(v []byte, str func([]byte, *string) error, num func([]byte, *int64) error) (*idSummary, error) {
+	sm := &idSummary{}
+	err := schemas.EachMember(v, func(k, v []byte) error {
+		switch string(k) {
+		case "userId":
+			return str(v, &sm.UserID)
+		case "merges":
+			var n int64
+			err := num(v, &n)
+			sm.Merges = int(n)
+			return err
+		case "ids":
+			sm.IDs = make([]sumID, 0, 2) // [] is an empty list, as encoding/json decodes it
+			return schemas.EachElement(v, func(v []byte) error {
+				var e sumID
+				err := schemas.EachMember(v, func(k, v []byte) error {
+					switch string(k) {
+					case "t":
+						return str(v, &e.Type)
+					case "k":
+						return str(v, &e.Key)
+					case "at":
+						return num(v, &e.At)
+					}
+					return errNotLink
+				})
+				sm.IDs = append(sm.IDs, e)
+				return err
+			})
+		}
+		return errNotLink
+	})
+	return sm, err
 }

@@ -3,6 +3,7 @@ package audiences
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"testing"
 
 	"github.com/tributary-cdp/tributary/schemas"
@@ -55,5 +56,74 @@ func TestMessageIDs(t *testing.T) {
 	want := []string{"email:b@x", "email:c@x", "ios.idfa:d1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ids %q, want %q", got, want)
+	}
+}
+
+// TestLinkOpJSON: a link hand-off written without reflection reads back, through encoding/json,
+// as what encoding/json writes; decodeOp reads a link as encoding/json does, also one of a shape
+// appendLinkJSON never writes (left to encoding/json).
+func TestLinkOpJSON(t *testing.T) {
+	key := extKey(idEmail, "ada@example.com")
+	for name, o := range map[string]op{
+		"no summary":    {Op: opLink, From: key, Into: "u1"},
+		"empty summary": {Op: opLink, From: key, Into: "anon-1", Summary: &idSummary{}},
+		"summary": {Op: opLink, From: key, Into: `u"<é>\u2028`, Summary: &idSummary{UserID: "u<1>", Merges: 2,
+			IDs: []sumID{{Type: "ios.idfa", Key: extKey("ios.idfa", "x"), At: 1}, {Type: idEmail, Key: key, At: 1795599000000}}}},
+		"via": {Op: opLink, From: key, Into: "u1", Via: "email:x", Summary: &idSummary{UserID: "u1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := opRecord(o)
+			want, _ := json.Marshal(o)
+			var g, w op
+			if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) || !reflect.DeepEqual(g, o) {
+				t.Fatalf("appendLinkJSON\n%s\nencoding/json\n%s", got, want)
+			}
+			if _, ok := decodeLinkOp(got); !ok {
+				t.Fatalf("decodeLinkOp does not read %s", got)
+			}
+			if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(d, w) {
+				t.Fatalf("decodeOp(%s) = %+v, %v; want %+v", got, d, err, w)
+			}
+		})
+	}
+	for _, raw := range []string{
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[]}}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":null}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":null,"merges":1}}`,
+		`{"op":"link","from":"\u001fk","Into":"u1"}`,
+		`{"op":"link","from":"\u001fk","into":"u1","sync":true}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[{"t":"email","k":"\u001fk","at":1.5}]}}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[{"t":"email","k":"\u001fk","at":1}],"merges":"x"}}`,
+		`{"op":"link","from":"\u001fk","into":"u1"`,
+		`{"op":"link","from":"a\ud800b","into":7}`,
+	} {
+		var want op
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		got, err := decodeOp([]byte(raw))
+		if (err != nil) != (wantErr != nil) || (err == nil && !reflect.DeepEqual(got, want)) {
+			t.Errorf("decodeOp(%s) = %+v, %v; encoding/json %+v, %v", raw, got, err, want, wantErr)
+		}
+	}
+}
+
+// TestDefaultBlocked: the default blocked values are matched without the regular expression,
+// exactly as the expression matches them.
+func TestDefaultBlocked(t *testing.T) {
+	re := regexp.MustCompile(DefaultIdentityBlocked)
+	for _, v := range []string{"", "0", "000", "-", "--0-", "-1", "-2", "1", "01", "null", "NULL", "Nil", "none", "None ",
+		"undefined", "UNDEFINED", "anonymous", "anonymouS", "anonymou\u017f", "unknown", "un\u212anown", "unknowns", " null",
+		"null\n", "ada@example.com", "null@example.com", "0@0", "nill", "anonymousanonymousanonymousanonymous", "\xff"} {
+		if got, want := defaultBlocked(v), re.MatchString(v); got != want {
+			t.Errorf("defaultBlocked(%q) = %v, the expression %v", v, got, want)
+		}
+	}
+	for _, expr := range []string{DefaultIdentityBlocked, `^test-`} {
+		f, err := compileBlocked(expr)
+		if err != nil || !f("null") == (expr == DefaultIdentityBlocked) || f("test-1") == (expr == DefaultIdentityBlocked) {
+			t.Errorf("compileBlocked(%q): %v; null %v, test-1 %v", expr, err, f("null"), f("test-1"))
+		}
+	}
+	if _, err := compileBlocked(`(`); err == nil {
+		t.Error("compileBlocked((): no error")
 	}
 }
