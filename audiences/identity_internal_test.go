@@ -127,3 +127,22 @@ func TestDefaultBlocked(t *testing.T) {
 		t.Error("compileBlocked((): no error")
 	}
 }
+
+// TestKnownIDAllocs: a message carrying an external id its profile holds already (every
+// identify of a known user) costs no allocation in identity resolution.
+func TestKnownIDAllocs(t *testing.T) {
+	rules, err := compileRules(func() *Config { c := DefaultConfig(); return &c }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{rules: rules}
+	prof := &profile{ID: "u1", UserID: "u1", Identity: &identity{IDs: []extID{{Type: idEmail, Value: "ada@example.com", At: 1}}}}
+	m, err := schemas.DecodeMessage([]byte(`{"type":"identify","userId":"u1","traits":{"plan":"pro","email":"ada@example.com"},"context":{"ip":"203.0.113.9"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, part := &batch{touched: map[int32]*partition{}}, &partition{profiles: map[string]*profile{"u1": prof}}
+	if n := testing.AllocsPerRun(100, func() { s.linkExternalIDs(b, 0, part, prof, m, 2) }); n != 0 || len(b.out) != 0 {
+		t.Fatalf("%v allocations, %d records for a known email; want none", n, len(b.out))
+	}
+}
