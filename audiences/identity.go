@@ -170,9 +170,9 @@ const (
 // docs/audiences.md#identity-resolution), compiled by compileRules.
 type identityRules struct {
 	blocked   func(value string) bool // AUDIENCES_IDENTITY_BLOCKED (compileBlocked)
-	limits    map[string]int // by type; "*": every other type
-	window    int64          // ms; 0: ever
-	priority  map[string]int // by type: lower is higher priority; unlisted: after every listed
+	limits    map[string]int          // by type; "*": every other type
+	window    int64                   // ms; 0: ever
+	priority  map[string]int          // by type: lower is higher priority; unlisted: after every listed
 	maxMerges int
 	// types are the external id types that identify: Segment's default identifiers and the
 	// types named in the priority or the limits.
