@@ -373,8 +373,59 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 			s.claim(b, p, part, key, prof.ID, func() *idSummary { return summaryOf(prof, key) })
 			return
 		}
-		b.out = append(b.out, s.handOff(key, op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof, key)}))
+		s.addLink(b, key, op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof, key)})
 	})
+}
+
+// linkGroup is one audiences.repartition record of a batch carrying its links for one
+// partition: rec is in b.out, its value written by encodeLinks; seen is how much of b.out was
+// checked for other records to the partition.
+type linkGroup struct {
+	rec  *kgo.Record
+	ops  []op
+	seen int
+}
+
+// addLink hands o (a link of the id key) to the id's partition: in the record of this batch's
+// links for that partition when no other record for it was written since, else in a record of
+// its own, so that a partition reads its hand-offs in the order they were made. A poll's new
+// ids make a few records rather than one each (docs/topics.md#audiencesrepartition).
+func (s *Service) addLink(b *batch, key string, o op) {
+	q := s.partitionOf(key)
+	if g := b.links[q]; g != nil {
+		open := true
+		for _, r := range b.out[min(g.seen, len(b.out)):] {
+			if r != g.rec && r.Partition == q && r.Topic == s.cfg.RepartitionTopic {
+				open = false
+				break
+			}
+		}
+		if open {
+			g.ops, g.seen = append(g.ops, o), len(b.out)
+			return
+		}
+	}
+	g := &linkGroup{rec: &kgo.Record{Topic: s.cfg.RepartitionTopic, Partition: q, Key: []byte(key)}, ops: []op{o}}
+	b.out = append(b.out, g.rec)
+	g.seen = len(b.out)
+	if b.links == nil {
+		b.links = map[int32]*linkGroup{}
+	}
+	b.links[q] = g
+	b.groups = append(b.groups, g)
+}
+
+// encodeLinks writes the values of the batch's link records: one link as a link op (as
+// before), more as a links op.
+func (b *batch) encodeLinks() {
+	for _, g := range b.groups {
+		if len(g.ops) == 1 {
+			g.rec.Value = opRecord(g.ops[0])
+		} else {
+			g.rec.Value = opRecord(op{Op: opLinks, Links: g.ops})
+		}
+	}
+	b.links, b.groups = nil, nil
 }
 
 // hasIDBytes is hasID of a value not yet a string.
@@ -452,6 +503,8 @@ const (
 	opJoin = "join"
 	// note: record Note on the profile Into and drop from it the external id whose key is Via.
 	opNote = "note"
+	// links: several links for one partition, in order (Links).
+	opLinks = "links"
 )
 
 // applyLink claims the external id o.From for o.Into, or, when another profile claimed it
@@ -834,4 +887,47 @@ func decodeSummary(v []byte, str func([]byte, *string) error, num func([]byte, *
 		return errNotLink
 	})
 	return sm, err
+}
+
+// appendLinksJSON appends a links op's JSON, as encoding/json writes it: {"op":"links",
+// "links":[link, ...]}.
+func appendLinksJSON(b []byte, links []op) []byte {
+	b = append(b, `{"op":"links","links":[`...)
+	for i := range links {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = links[i].appendLinkJSON(b)
+	}
+	return append(b, "]}"...)
+}
+
+// decodeLinksOp decodes a links op written by appendLinksJSON without reflection; ok false as
+// decodeLinkOp's.
+func decodeLinksOp(value []byte) (o op, ok bool) {
+	if !bytes.HasPrefix(value, []byte(`{"op":"links",`)) {
+		return o, false
+	}
+	err := schemas.EachMember(value, func(k, v []byte) error {
+		switch string(k) {
+		case "op":
+			if string(v) != `"links"` {
+				return errNotLink
+			}
+			o.Op = opLinks
+			return nil
+		case "links":
+			o.Links = make([]op, 0, 8)
+			return schemas.EachElement(v, func(v []byte) error {
+				l, ok := decodeLinkOp(v)
+				if !ok {
+					return errNotLink
+				}
+				o.Links = append(o.Links, l)
+				return nil
+			})
+		}
+		return errNotLink
+	})
+	return o, err == nil
 }

@@ -2,9 +2,12 @@ package audiences
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"regexp"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -86,7 +89,25 @@ func TestLinkOpJSON(t *testing.T) {
 			}
 		})
 	}
+	links := op{Op: opLinks, Links: []op{{Op: opLink, From: key, Into: "u1", Summary: &idSummary{UserID: "u1", IDs: []sumID{{Type: idEmail, Key: key, At: 3}}}},
+		{Op: opLink, From: extKey(idEmail, "b@x"), Into: "anon-<2>", Summary: &idSummary{}}}}
+	got, want := opRecord(links), func() []byte { b, _ := json.Marshal(links); return b }()
+	var g, w op
+	if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) || !reflect.DeepEqual(g, links) {
+		t.Fatalf("appendLinksJSON\n%s\nencoding/json\n%s", got, want)
+	}
+	if _, ok := decodeLinksOp(got); !ok {
+		t.Fatalf("decodeLinksOp does not read %s", got)
+	}
+	if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(d, w) {
+		t.Fatalf("decodeOp(%s) = %+v, %v; want %+v", got, d, err, w)
+	}
 	for _, raw := range []string{
+		`{"op":"links","links":[]}`,
+		`{"op":"links","links":[{"op":"link","from":"\u001fk","into":"u1"},{"op":"join","from":"a","into":"b"}]}`,
+		`{"op":"links","links":[{"into":"u1","op":"link"}]}`,
+		`{"op":"links","links":null}`,
+		`{"op":"links","links":[1]}`,
 		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[]}}`,
 		`{"op":"link","from":"\u001fk","into":"u1","summary":null}`,
 		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":null,"merges":1}}`,
@@ -144,5 +165,59 @@ func TestKnownIDAllocs(t *testing.T) {
 	b, part := &batch{touched: map[int32]*partition{}}, &partition{profiles: map[string]*profile{"u1": prof}}
 	if n := testing.AllocsPerRun(100, func() { s.linkExternalIDs(b, 0, part, prof, m, 2) }); n != 0 || len(b.out) != 0 {
 		t.Fatalf("%v allocations, %d records for a known email; want none", n, len(b.out))
+	}
+}
+
+// TestAddLinkOrder: a batch's links for one partition share a record until another record for
+// that partition is written after it; the next ones then start a record of their own, so the
+// partition reads every hand-off in the order it was made. One link is written as a link op,
+// more as a links op.
+func TestAddLinkOrder(t *testing.T) {
+	s := &Service{cfg: Config{RepartitionTopic: "r"}, nparts: 3, keyPart: kgo.StickyKeyPartitioner(nil).ForTopic("t")}
+	on := map[int32][]string{}
+	for i := 0; len(on[0]) < 4 || len(on[1]) < 1; i++ {
+		k := extKey(idEmail, fmt.Sprintf("u%d@example.com", i))
+		on[s.partitionOf(k)] = append(on[s.partitionOf(k)], k)
+	}
+	link := func(k string) op { return op{Op: opLink, From: k, Into: "p-" + k[len(k)-4:]} }
+	b := &batch{}
+	s.addLink(b, on[0][0], link(on[0][0]))
+	s.addLink(b, on[1][0], link(on[1][0]))
+	s.addLink(b, on[0][1], link(on[0][1]))
+	b.out = append(b.out, &kgo.Record{Topic: "state", Partition: 0}) // another topic: no matter
+	s.addLink(b, on[0][2], link(on[0][2]))
+	b.out = append(b.out, s.handOff(on[0][0], op{Op: opForget, From: on[0][0], Into: "gone"}))
+	s.addLink(b, on[0][3], link(on[0][3]))
+	b.encodeLinks()
+	var got [][]string
+	for _, r := range b.out {
+		if r.Topic != "r" {
+			continue
+		}
+		o, err := decodeOp(r.Value)
+		if err != nil || (o.Op != opLinks && r.Partition != s.partitionOf(o.From)) {
+			t.Fatalf("record %s on %d: %v", r.Value, r.Partition, err)
+		}
+		var froms []string
+		if o.Op == opLinks {
+			for _, l := range o.Links {
+				if !reflect.DeepEqual(l, link(l.From)) || s.partitionOf(l.From) != r.Partition {
+					t.Fatalf("link %+v in a record of partition %d", l, r.Partition)
+				}
+				froms = append(froms, o.Op+" "+l.From)
+			}
+		} else {
+			froms = append(froms, o.Op+" "+o.From)
+		}
+		got = append(got, froms)
+	}
+	want := [][]string{
+		{"links " + on[0][0], "links " + on[0][1], "links " + on[0][2]},
+		{"link " + on[1][0]},
+		{"forget " + on[0][0]},
+		{"link " + on[0][3]},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("records %q, want %q", got, want)
 	}
 }

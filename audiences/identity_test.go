@@ -349,3 +349,40 @@ func testIdentityClaimInPlace(t *testing.T) {
 		t.Fatalf("link hand-offs %q, want only the second profile's", links)
 	}
 }
+
+// TestIdentityLinksBatched: the new emails of one poll are handed to their partitions in a few
+// links records, not one record each, and every one of them is claimed: each email finds its
+// profile.
+func TestIdentityLinksBatched(t *testing.T) { synctest.Test(t, testIdentityLinksBatched) }
+
+func testIdentityLinksBatched(t *testing.T) {
+	h := newHarness(t, sources)
+	const n = 30
+	for i := range n { // sent before the service starts: read in one poll
+		h.send(fmt.Sprintf(`{"type":"identify","anonymousId":"batched-%d","traits":{"email":"batched-%d@example.com","n":%d}}`, i, i, i))
+	}
+	svc, _, _ := h.run("aud-identity-batched", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	h.advance(5 * time.Second)
+	for i := range n {
+		if code, a := segmentGet(h, svc, fmt.Sprintf("email:batched-%d@example.com/traits", i)); code != http.StatusOK || string(a.Traits["n"]) != fmt.Sprint(i) {
+			t.Fatalf("email %d: %d %+v", i, code, a)
+		}
+	}
+	r := h.Reader(schemas.TopicAudiencesRepartition)
+	r.Settle = time.Second
+	records, links := 0, 0
+	for _, rec := range r.WaitFor(1, 5*time.Second) {
+		switch v := string(rec.Value); {
+		case strings.HasPrefix(v, `{"op":"links"`):
+			records++
+			links += strings.Count(v, `{"op":"link",`)
+		case strings.HasPrefix(v, `{"op":"link"`):
+			records++
+			links++
+		}
+	}
+	// About a third of the emails are on their profile's own partition: claimed in place.
+	if links < n/6 || links > n || records > 6 {
+		t.Fatalf("%d links in %d records, want up to %d links in at most 6 records (2 other partitions)", links, records, n)
+	}
+}
