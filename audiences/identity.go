@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -49,7 +50,9 @@ const extPrefix = "\x1f"
 // in clear.
 func extKey(typ, value string) string {
 	sum := sha256.Sum256([]byte(value))
-	return extPrefix + typ + ":" + base64.RawURLEncoding.EncodeToString(sum[:16])
+	var buf [64]byte
+	k := append(append(append(buf[:0], extPrefix...), typ...), ':')
+	return string(base64.RawURLEncoding.AppendEncode(k, sum[:16]))
 }
 
 // identity is what a profile knows of its external ids: nil until it has one or has merged.
@@ -367,31 +370,32 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 		prof.ident().IDs = append(prof.ident().IDs, extID{Type: typ, Value: value, At: at})
 		b.touch(p, part, prof.ID)
 		key := extKey(typ, value)
-		if s.partitionOf(key) == p {
+		q := s.partitionOf(key)
+		if q == p {
 			// The id's entry is on the profile's own partition: claimed here, in this
 			// transaction, as its link would be when read back (no record).
 			s.claim(b, p, part, key, prof.ID, func() *idSummary { return summaryOf(prof, key) })
 			return
 		}
-		s.addLink(b, key, op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof, key)})
+		s.addLink(b, q, key, &op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof, key)})
 	})
 }
 
 // linkGroup is one audiences.repartition record of a batch carrying its links for one
-// partition: rec is in b.out, its value written by encodeLinks; seen is how much of b.out was
-// checked for other records to the partition.
+// partition: rec is in b.out, its value written by encodeLinks from links (n link objects,
+// comma-separated); seen is how much of b.out was checked for other records to the partition.
 type linkGroup struct {
-	rec  *kgo.Record
-	ops  []op
-	seen int
+	rec   *kgo.Record
+	links []byte
+	n     int
+	seen  int
 }
 
 // addLink hands o (a link of the id key) to the id's partition: in the record of this batch's
 // links for that partition when no other record for it was written since, else in a record of
 // its own, so that a partition reads its hand-offs in the order they were made. A poll's new
 // ids make a few records rather than one each (docs/topics.md#audiencesrepartition).
-func (s *Service) addLink(b *batch, key string, o op) {
-	q := s.partitionOf(key)
+func (s *Service) addLink(b *batch, q int32, key string, o *op) {
 	if g := b.links[q]; g != nil {
 		open := true
 		for _, r := range b.out[min(g.seen, len(b.out)):] {
@@ -401,11 +405,12 @@ func (s *Service) addLink(b *batch, key string, o op) {
 			}
 		}
 		if open {
-			g.ops, g.seen = append(g.ops, o), len(b.out)
+			g.links, g.n, g.seen = o.appendLinkJSON(append(g.links, ',')), g.n+1, len(b.out)
 			return
 		}
 	}
-	g := &linkGroup{rec: &kgo.Record{Topic: s.cfg.RepartitionTopic, Partition: q, Key: []byte(key)}, ops: []op{o}}
+	g := &linkGroup{rec: &kgo.Record{Topic: s.cfg.RepartitionTopic, Partition: q, Key: []byte(key)}, n: 1,
+		links: o.appendLinkJSON(make([]byte, 0, 1024))}
 	b.out = append(b.out, g.rec)
 	g.seen = len(b.out)
 	if b.links == nil {
@@ -418,12 +423,14 @@ func (s *Service) addLink(b *batch, key string, o op) {
 // encodeLinks writes the values of the batch's link records: one link as a link op (as
 // before), more as a links op.
 func (b *batch) encodeLinks() {
+	const head, tail = `{"op":"links","links":[`, "]}"
 	for _, g := range b.groups {
-		if len(g.ops) == 1 {
-			g.rec.Value = opRecord(g.ops[0])
-		} else {
-			g.rec.Value = opRecord(op{Op: opLinks, Links: g.ops})
+		if g.n == 1 {
+			g.rec.Value = g.links
+			continue
 		}
+		v := make([]byte, 0, len(head)+len(g.links)+len(tail))
+		g.rec.Value = append(append(append(v, head...), g.links...), tail...)
 	}
 	b.links, b.groups = nil, nil
 }
@@ -829,6 +836,7 @@ func decodeLinkOp(value []byte) (o op, ok bool) {
 		*dst = string(v)
 		return nil
 	}
+	str = keyString(str)
 	num := func(raw []byte, dst *int64) (err error) {
 		*dst, err = strconv.ParseInt(string(raw), 10, 64)
 		return err
@@ -851,6 +859,31 @@ func decodeLinkOp(value []byte) (o op, ok bool) {
 		return errNotLink
 	})
 	return o, err == nil && o.Op == opLink
+}
+
+// keyString is str for a key of an external id ("\u001f" then no escape, valid UTF-8) without
+// encoding/json: the escape makes schemas.JSONString decode it with encoding/json.
+func keyString(str func([]byte, *string) error) func([]byte, *string) error {
+	const esc = `"\u001f`
+	return func(raw []byte, dst *string) error {
+		if len(raw) > len(esc) && string(raw[:len(esc)]) == esc && raw[len(raw)-1] == '"' {
+			if rest := raw[len(esc) : len(raw)-1]; bytes.IndexByte(rest, '\\') < 0 && bytes.IndexByte(rest, '"') < 0 && utf8.Valid(rest) && !hasControl(rest) {
+				*dst = extPrefix + string(rest)
+				return nil
+			}
+		}
+		return str(raw, dst)
+	}
+}
+
+// hasControl reports whether b holds a byte JSON must escape (then raw was not valid JSON).
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeSummary is decodeLinkOp's decoding of a summary.
@@ -917,7 +950,7 @@ func decodeLinksOp(value []byte) (o op, ok bool) {
 			o.Op = opLinks
 			return nil
 		case "links":
-			o.Links = make([]op, 0, 8)
+			o.Links = make([]op, 0, bytes.Count(v, []byte(`{"op":"link",`)))
 			return schemas.EachElement(v, func(v []byte) error {
 				l, ok := decodeLinkOp(v)
 				if !ok {

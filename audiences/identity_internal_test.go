@@ -109,6 +109,9 @@ func TestLinkOpJSON(t *testing.T) {
 		`{"op":"links","links":null}`,
 		`{"op":"links","links":[1]}`,
 		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[]}}`,
+		`{"op":"link","from":"\u001fe\u0041:\"x","into":"u1","summary":{"ids":[{"t":"email","k":"\u001f\u001f","at":1}]}}`,
+		"{\"op\":\"link\",\"from\":\"\\u001fe:\xff\",\"into\":\"u1\"}",
+		`{"op":"link","from":"\u001f","into":"\u001fé"}`,
 		`{"op":"link","from":"\u001fk","into":"u1","summary":null}`,
 		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":null,"merges":1}}`,
 		`{"op":"link","from":"\u001fk","Into":"u1"}`,
@@ -180,14 +183,15 @@ func TestAddLinkOrder(t *testing.T) {
 		on[s.partitionOf(k)] = append(on[s.partitionOf(k)], k)
 	}
 	link := func(k string) op { return op{Op: opLink, From: k, Into: "p-" + k[len(k)-4:]} }
+	ptr := func(o op) *op { return &o }
 	b := &batch{}
-	s.addLink(b, on[0][0], link(on[0][0]))
-	s.addLink(b, on[1][0], link(on[1][0]))
-	s.addLink(b, on[0][1], link(on[0][1]))
+	s.addLink(b, s.partitionOf(on[0][0]), on[0][0], ptr(link(on[0][0])))
+	s.addLink(b, s.partitionOf(on[1][0]), on[1][0], ptr(link(on[1][0])))
+	s.addLink(b, s.partitionOf(on[0][1]), on[0][1], ptr(link(on[0][1])))
 	b.out = append(b.out, &kgo.Record{Topic: "state", Partition: 0}) // another topic: no matter
-	s.addLink(b, on[0][2], link(on[0][2]))
+	s.addLink(b, s.partitionOf(on[0][2]), on[0][2], ptr(link(on[0][2])))
 	b.out = append(b.out, s.handOff(on[0][0], op{Op: opForget, From: on[0][0], Into: "gone"}))
-	s.addLink(b, on[0][3], link(on[0][3]))
+	s.addLink(b, s.partitionOf(on[0][3]), on[0][3], ptr(link(on[0][3])))
 	b.encodeLinks()
 	var got [][]string
 	for _, r := range b.out {

@@ -211,7 +211,14 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 		if id == metaKey {
 			r.Value, _ = json.Marshal(part.meta)
 		} else if prof := part.profiles[id]; prof != nil {
-			r.Value = prof.changelogValue(make([]byte, 0, 512))
+			size := 512
+			switch {
+			case prof.MergedInto != "": // a redirect (a merged id, an external id's entry)
+				size = len(`{"mergedInto":""}`) + len(prof.MergedInto) + 8
+			case prof.Identity != nil: // its external ids and history (identity.go)
+				size += 96 + 96*len(prof.Identity.IDs) + 192*len(prof.Identity.Log)
+			}
+			r.Value = prof.changelogValue(make([]byte, 0, size))
 		}
 		out = append(out, r)
 	}
