@@ -17,7 +17,7 @@ import (
 // as the next transaction would. It isolates what identity resolution costs the event path
 // from the broker's share (docs/benchmarks.md#audiences).
 //
-//	go test -run '^$' -bench EventPath -count 4 ./audiences
+//	go test -run '^$' -bench EventPath -benchtime 300000x ./audiences
 func BenchmarkEventPath(b *testing.B) {
 	const users, poll, nparts = 100_000, 4_500, 3
 	r := rand.New(rand.NewPCG(1, 2))
@@ -50,7 +50,7 @@ func BenchmarkEventPath(b *testing.B) {
 					p := s.partitionOf(m.Key())
 					s.handleMessage(bt, p, parts[p], m, nil, "", now)
 				}
-				finishBench(bt)
+				bt.encodeLinks() // as transform before producing
 				handOffs := bt.out
 				bt.out = nil
 				for _, rec := range handOffs { // the next transaction reads the hand-offs
