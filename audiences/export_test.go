@@ -12,3 +12,6 @@ func (s *Service) ServeOn(ln net.Listener, peers http.RoundTripper) {
 	s.server.UseListener(ln)
 	s.peers.Transport = peers
 }
+
+// ExtKey is the key of an external id's entry (its partition is the partition of this key).
+var ExtKey = extKey

@@ -42,6 +42,8 @@ type op struct {
 	Note    *idEvent   `json:"note,omitempty"`
 	// tick: Sync runs a sync (false: only restores the partition).
 	Sync bool `json:"sync,omitempty"`
+	// links: the link ops of one transaction for one partition, in order (identity.go).
+	Links []op `json:"links,omitempty"`
 }
 
 const (
@@ -54,12 +56,24 @@ const (
 )
 
 func opRecord(o op) []byte {
+	switch o.Op { // one link per new external id: written without reflection (identity.go)
+	case opLink:
+		return o.appendLinkJSON(make([]byte, 0, 192))
+	case opLinks:
+		return appendLinksJSON(make([]byte, 0, 192*len(o.Links)), o.Links)
+	}
 	b, _ := json.Marshal(o)
 	return b
 }
 
 // decodeOp decodes an audiences.repartition record's value (opened).
 func decodeOp(value []byte) (op, error) {
+	if o, ok := decodeLinkOp(value); ok {
+		return o, nil
+	}
+	if o, ok := decodeLinksOp(value); ok {
+		return o, nil
+	}
 	var o op
 	err := json.Unmarshal(value, &o)
 	return o, err
@@ -160,6 +174,12 @@ func (s *Service) handleOp(b *batch, p int32, part *partition, o *op, recTime ti
 		s.applyTick(b, p, part, o)
 	case opLink:
 		s.applyLink(b, p, part, o)
+	case opLinks:
+		for i := range o.Links {
+			if o.Links[i].Op == opLink {
+				s.applyLink(b, p, part, &o.Links[i])
+			}
+		}
 	case opJoin:
 		s.applyJoin(b, p, part, o)
 	case opNote:
@@ -238,6 +258,7 @@ func (s *Service) applyDelete(b *batch, p int32, part *partition, req *schemas.D
 		b.out = slices.DeleteFunc(b.out, func(r *kgo.Record) bool {
 			return r.Topic == s.cfg.EventsTopic && string(r.Key) == req.UserID
 		})
+		b.links = nil // b.out moved: later links start records of their own
 	}
 	if req.Deletes() {
 		if part.deletedAt == nil {

@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -48,7 +50,9 @@ const extPrefix = "\x1f"
 // in clear.
 func extKey(typ, value string) string {
 	sum := sha256.Sum256([]byte(value))
-	return extPrefix + typ + ":" + base64.RawURLEncoding.EncodeToString(sum[:16])
+	var buf [64]byte
+	k := append(append(append(buf[:0], extPrefix...), typ...), ':')
+	return string(base64.RawURLEncoding.AppendEncode(k, sum[:16]))
 }
 
 // identity is what a profile knows of its external ids: nil until it has one or has merged.
@@ -168,10 +172,10 @@ const (
 // IdentityRules are the identity resolution rules (AUDIENCES_IDENTITY_*,
 // docs/audiences.md#identity-resolution), compiled by compileRules.
 type identityRules struct {
-	blocked   *regexp.Regexp
-	limits    map[string]int // by type; "*": every other type
-	window    int64          // ms; 0: ever
-	priority  map[string]int // by type: lower is higher priority; unlisted: after every listed
+	blocked   func(value string) bool // AUDIENCES_IDENTITY_BLOCKED (compileBlocked)
+	limits    map[string]int          // by type; "*": every other type
+	window    int64                   // ms; 0: ever
+	priority  map[string]int          // by type: lower is higher priority; unlisted: after every listed
 	maxMerges int
 	// types are the external id types that identify: Segment's default identifiers and the
 	// types named in the priority or the limits.
@@ -186,7 +190,7 @@ var defaultIDTypes = []string{idEmail, "android.id", "android.idfa", "android.pu
 func compileRules(c *Config) (*identityRules, error) {
 	r := &identityRules{limits: map[string]int{}, priority: map[string]int{}, window: c.IdentityWindow.Milliseconds(), maxMerges: c.IdentityMaxMerges}
 	var err error
-	if r.blocked, err = regexp.Compile(c.IdentityBlocked); err != nil {
+	if r.blocked, err = compileBlocked(c.IdentityBlocked); err != nil {
 		return nil, fmt.Errorf("AUDIENCES_IDENTITY_BLOCKED: %w", err)
 	}
 	for _, kv := range strings.Split(c.IdentityLimits, ",") {
@@ -231,6 +235,41 @@ func compileRules(c *Config) (*identityRules, error) {
 		return nil, fmt.Errorf("AUDIENCES_IDENTITY_WINDOW: must be 0 (ever) or more, got %s", c.IdentityWindow)
 	}
 	return r, nil
+}
+
+// compileBlocked is the test of AUDIENCES_IDENTITY_BLOCKED: for the default expression a
+// comparison with its few values (it runs on every new id: a regular expression costs more than
+// the rest of the check), else the expression, compiled once.
+func compileBlocked(expr string) (func(value string) bool, error) {
+	if expr == DefaultIdentityBlocked {
+		return defaultBlocked, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	return re.MatchString, nil
+}
+
+// defaultBlockedWords are DefaultIdentityBlocked's words, matched in any case.
+var defaultBlockedWords = []string{"null", "nil", "none", "undefined", "anonymous", "unknown"}
+
+// defaultBlocked is DefaultIdentityBlocked's match without the regular expression
+// (TestDefaultBlocked keeps the two equal): empty, only zeroes and dashes, -1, or one of its
+// words in any case (Unicode simple folding, as (?i): the Kelvin sign is a k).
+func defaultBlocked(v string) bool {
+	if strings.Trim(v, "0-") == "" || v == "-1" {
+		return true
+	}
+	if len(v) > 3*len("anonymous") || strings.IndexByte(v, '@') >= 0 { // an email is never one
+		return false
+	}
+	for _, w := range defaultBlockedWords {
+		if strings.EqualFold(v, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // limit is the limit of typ; 0: none.
@@ -320,7 +359,7 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 		value := string(raw)
 		r := s.rules
 		switch {
-		case r.blocked.MatchString(value):
+		case r.blocked(value):
 			s.refuse(b, p, part, prof, idEvent{Type: typ, Value: value, Rule: ruleBlocked, Detail: "the value is blocked (AUDIENCES_IDENTITY_BLOCKED)"})
 			return
 		case r.limit(typ) > 0 && prof.countIDs(typ, r.since(b.now)) >= r.limit(typ):
@@ -331,8 +370,69 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 		prof.ident().IDs = append(prof.ident().IDs, extID{Type: typ, Value: value, At: at})
 		b.touch(p, part, prof.ID)
 		key := extKey(typ, value)
-		b.out = append(b.out, s.handOff(key, op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof)}))
+		q := s.partitionOf(key)
+		if q == p {
+			// The id's entry is on the profile's own partition: claimed here, in this
+			// transaction, as its link would be when read back (no record).
+			s.claim(b, p, part, key, prof.ID, func() *idSummary { return summaryOf(prof, key) })
+			return
+		}
+		s.addLink(b, q, key, &op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof, key)})
 	})
+}
+
+// linkGroup is one audiences.repartition record of a batch carrying its links for one
+// partition: rec is in b.out, its value written by encodeLinks from links (n link objects,
+// comma-separated); seen is how much of b.out was checked for other records to the partition.
+type linkGroup struct {
+	rec   *kgo.Record
+	links []byte
+	n     int
+	seen  int
+}
+
+// addLink hands o (a link of the id key) to the id's partition: in the record of this batch's
+// links for that partition when no other record for it was written since, else in a record of
+// its own, so that a partition reads its hand-offs in the order they were made. A poll's new
+// ids make a few records rather than one each (docs/topics.md#audiencesrepartition).
+func (s *Service) addLink(b *batch, q int32, key string, o *op) {
+	if g := b.links[q]; g != nil {
+		open := true
+		for _, r := range b.out[min(g.seen, len(b.out)):] {
+			if r != g.rec && r.Partition == q && r.Topic == s.cfg.RepartitionTopic {
+				open = false
+				break
+			}
+		}
+		if open {
+			g.links, g.n, g.seen = o.appendLinkJSON(append(g.links, ',')), g.n+1, len(b.out)
+			return
+		}
+	}
+	g := &linkGroup{rec: &kgo.Record{Topic: s.cfg.RepartitionTopic, Partition: q, Key: []byte(key)}, n: 1,
+		links: o.appendLinkJSON(make([]byte, 0, 1024))}
+	b.out = append(b.out, g.rec)
+	g.seen = len(b.out)
+	if b.links == nil {
+		b.links = map[int32]*linkGroup{}
+	}
+	b.links[q] = g
+	b.groups = append(b.groups, g)
+}
+
+// encodeLinks writes the values of the batch's link records: one link as a link op (as
+// before), more as a links op.
+func (b *batch) encodeLinks() {
+	const head, tail = `{"op":"links","links":[`, "]}"
+	for _, g := range b.groups {
+		if g.n == 1 {
+			g.rec.Value = g.links
+			continue
+		}
+		v := make([]byte, 0, len(head)+len(g.links)+len(tail))
+		g.rec.Value = append(append(append(v, head...), g.links...), tail...)
+	}
+	b.links, b.groups = nil, nil
 }
 
 // hasIDBytes is hasID of a value not yet a string.
@@ -384,12 +484,18 @@ type sumID struct {
 	At   int64  `json:"at"`
 }
 
-func summaryOf(p *profile) *idSummary {
+// summaryOf is p's summary; last is the key of p's last id (its link's, hashed already).
+func summaryOf(p *profile, last string) *idSummary {
 	sm := &idSummary{UserID: p.userID()}
 	if p.Identity != nil {
 		sm.Merges = p.Identity.Merges
-		for _, e := range p.Identity.IDs {
-			sm.IDs = append(sm.IDs, sumID{Type: e.Type, Key: extKey(e.Type, e.Value), At: e.At})
+		sm.IDs = make([]sumID, 0, len(p.Identity.IDs))
+		for i, e := range p.Identity.IDs {
+			key := last
+			if i < len(p.Identity.IDs)-1 || last == "" {
+				key = extKey(e.Type, e.Value)
+			}
+			sm.IDs = append(sm.IDs, sumID{Type: e.Type, Key: key, At: e.At})
 		}
 	}
 	return sm
@@ -404,20 +510,29 @@ const (
 	opJoin = "join"
 	// note: record Note on the profile Into and drop from it the external id whose key is Via.
 	opNote = "note"
+	// links: several links for one partition, in order (Links).
+	opLinks = "links"
 )
 
 // applyLink claims the external id o.From for o.Into, or, when another profile claimed it
 // first, asks that profile to join o.Into (a join on its partition).
 func (s *Service) applyLink(b *batch, p int32, part *partition, o *op) {
-	entry := part.profiles[o.From]
+	s.claim(b, p, part, o.From, o.Into, func() *idSummary { return o.Summary })
+}
+
+// claim claims the external id whose key is key (on partition p) for the profile into, or,
+// when another profile claimed it first, asks that profile to join into (summary: into's, made
+// only then).
+func (s *Service) claim(b *batch, p int32, part *partition, key, into string, summary func() *idSummary) {
+	entry := part.profiles[key]
 	switch {
 	case entry == nil:
-		part.profiles[o.From] = newRedirect(o.From, o.Into)
+		part.profiles[key] = newRedirect(key, into)
 		s.metrics.profiles.Inc()
-		b.touch(p, part, o.From)
-	case entry.mergedInto() == o.Into || entry.mergedInto() == "":
+		b.touch(p, part, key)
+	case entry.mergedInto() == into || entry.mergedInto() == "":
 	default:
-		b.out = append(b.out, s.handOff(entry.mergedInto(), op{Op: opJoin, From: o.Into, Into: entry.mergedInto(), Via: o.From, Summary: o.Summary}))
+		b.out = append(b.out, s.handOff(entry.mergedInto(), op{Op: opJoin, From: into, Into: entry.mergedInto(), Via: key, Summary: summary()}))
 	}
 }
 
@@ -550,7 +665,7 @@ func (s *Service) applyNote(b *batch, p int32, part *partition, o *op) {
 // alias's previousId) into prof, recording a refusal.
 func (s *Service) mergeAllowed(b *batch, p int32, part *partition, prof *profile, typ, other string) bool {
 	switch {
-	case s.rules.blocked.MatchString(other):
+	case s.rules.blocked(other):
 		s.refuse(b, p, part, prof, idEvent{Type: typ, Value: other, Rule: ruleBlocked, Detail: "the value is blocked (AUDIENCES_IDENTITY_BLOCKED)"})
 		return false
 	case prof.Identity != nil && prof.Identity.Merges >= s.rules.maxMerges:
@@ -654,4 +769,198 @@ func (x *identity) appendJSON(b []byte) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendLinkJSON appends a link op's JSON, as encoding/json writes it from op's struct tags
+// (members op, from, into, via, summary; TestLinkOpJSON keeps the two equal): a link is
+// written for every new external id, reflection would be most of its cost.
+func (o *op) appendLinkJSON(b []byte) []byte {
+	b = append(b, `{"op":`...)
+	b = schemas.AppendJSONString(b, o.Op)
+	b = appendStringField(b, "from", o.From)
+	b = appendStringField(b, "into", o.Into)
+	b = appendStringField(b, "via", o.Via)
+	if sm := o.Summary; sm != nil {
+		b = append(b, `,"summary":{`...)
+		n := len(b)
+		if sm.UserID != "" {
+			b = append(b, `"userId":`...)
+			b = schemas.AppendJSONString(b, sm.UserID)
+		}
+		if len(sm.IDs) > 0 {
+			if len(b) > n {
+				b = append(b, ',')
+			}
+			b = append(b, `"ids":[`...)
+			for i, e := range sm.IDs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"t":`...)
+				b = schemas.AppendJSONString(b, e.Type)
+				b = append(b, `,"k":`...)
+				b = schemas.AppendJSONString(b, e.Key)
+				b = append(b, `,"at":`...)
+				b = strconv.AppendInt(b, e.At, 10)
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		if sm.Merges != 0 {
+			if len(b) > n {
+				b = append(b, ',')
+			}
+			b = append(b, `"merges":`...)
+			b = strconv.AppendInt(b, int64(sm.Merges), 10)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// errNotLink stops decodeLinkOp at what it leaves to encoding/json.
+var errNotLink = errors.New("not a plain link")
+
+// decodeLinkOp decodes a link op written by appendLinkJSON without reflection; ok is false for
+// any other record, or a link of another shape (a member it does not know, a null): those are
+// encoding/json's, which decodes them the same (TestLinkOpJSON).
+func decodeLinkOp(value []byte) (o op, ok bool) {
+	if !bytes.HasPrefix(value, []byte(`{"op":"link",`)) {
+		return o, false
+	}
+	str := func(raw []byte, dst *string) error {
+		v, ok := schemas.JSONString(raw)
+		if !ok {
+			return errNotLink
+		}
+		*dst = string(v)
+		return nil
+	}
+	str = keyString(str)
+	num := func(raw []byte, dst *int64) (err error) {
+		*dst, err = strconv.ParseInt(string(raw), 10, 64)
+		return err
+	}
+	err := schemas.EachMember(value, func(k, v []byte) error {
+		switch string(k) {
+		case "op":
+			return str(v, &o.Op)
+		case "from":
+			return str(v, &o.From)
+		case "into":
+			return str(v, &o.Into)
+		case "via":
+			return str(v, &o.Via)
+		case "summary":
+			sm, err := decodeSummary(v, str, num)
+			o.Summary = sm
+			return err
+		}
+		return errNotLink
+	})
+	return o, err == nil && o.Op == opLink
+}
+
+// keyString is str for a key of an external id ("\u001f" then no escape, valid UTF-8) without
+// encoding/json: the escape makes schemas.JSONString decode it with encoding/json.
+func keyString(str func([]byte, *string) error) func([]byte, *string) error {
+	const esc = `"\u001f`
+	return func(raw []byte, dst *string) error {
+		if len(raw) > len(esc) && string(raw[:len(esc)]) == esc && raw[len(raw)-1] == '"' {
+			if rest := raw[len(esc) : len(raw)-1]; bytes.IndexByte(rest, '\\') < 0 && bytes.IndexByte(rest, '"') < 0 && utf8.Valid(rest) && !hasControl(rest) {
+				*dst = extPrefix + string(rest)
+				return nil
+			}
+		}
+		return str(raw, dst)
+	}
+}
+
+// hasControl reports whether b holds a byte JSON must escape (then raw was not valid JSON).
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeSummary is decodeLinkOp's decoding of a summary.
+func decodeSummary(v []byte, str func([]byte, *string) error, num func([]byte, *int64) error) (*idSummary, error) {
+	sm := &idSummary{}
+	err := schemas.EachMember(v, func(k, v []byte) error {
+		switch string(k) {
+		case "userId":
+			return str(v, &sm.UserID)
+		case "merges":
+			var n int64
+			err := num(v, &n)
+			sm.Merges = int(n)
+			return err
+		case "ids":
+			sm.IDs = make([]sumID, 0, 2) // [] is an empty list, as encoding/json decodes it
+			return schemas.EachElement(v, func(v []byte) error {
+				var e sumID
+				err := schemas.EachMember(v, func(k, v []byte) error {
+					switch string(k) {
+					case "t":
+						return str(v, &e.Type)
+					case "k":
+						return str(v, &e.Key)
+					case "at":
+						return num(v, &e.At)
+					}
+					return errNotLink
+				})
+				sm.IDs = append(sm.IDs, e)
+				return err
+			})
+		}
+		return errNotLink
+	})
+	return sm, err
+}
+
+// appendLinksJSON appends a links op's JSON, as encoding/json writes it: {"op":"links",
+// "links":[link, ...]}.
+func appendLinksJSON(b []byte, links []op) []byte {
+	b = append(b, `{"op":"links","links":[`...)
+	for i := range links {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = links[i].appendLinkJSON(b)
+	}
+	return append(b, "]}"...)
+}
+
+// decodeLinksOp decodes a links op written by appendLinksJSON without reflection; ok false as
+// decodeLinkOp's.
+func decodeLinksOp(value []byte) (o op, ok bool) {
+	if !bytes.HasPrefix(value, []byte(`{"op":"links",`)) {
+		return o, false
+	}
+	err := schemas.EachMember(value, func(k, v []byte) error {
+		switch string(k) {
+		case "op":
+			if string(v) != `"links"` {
+				return errNotLink
+			}
+			o.Op = opLinks
+			return nil
+		case "links":
+			o.Links = make([]op, 0, bytes.Count(v, []byte(`{"op":"link",`)))
+			return schemas.EachElement(v, func(v []byte) error {
+				l, ok := decodeLinkOp(v)
+				if !ok {
+					return errNotLink
+				}
+				o.Links = append(o.Links, l)
+				return nil
+			})
+		}
+		return errNotLink
+	})
+	return o, err == nil
 }

@@ -2,8 +2,12 @@ package audiences
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"regexp"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -55,5 +59,170 @@ func TestMessageIDs(t *testing.T) {
 	want := []string{"email:b@x", "email:c@x", "ios.idfa:d1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ids %q, want %q", got, want)
+	}
+}
+
+// TestLinkOpJSON: a link hand-off written without reflection reads back, through encoding/json,
+// as what encoding/json writes; decodeOp reads a link as encoding/json does, also one of a shape
+// appendLinkJSON never writes (left to encoding/json).
+func TestLinkOpJSON(t *testing.T) {
+	key := extKey(idEmail, "ada@example.com")
+	for name, o := range map[string]op{
+		"no summary":    {Op: opLink, From: key, Into: "u1"},
+		"empty summary": {Op: opLink, From: key, Into: "anon-1", Summary: &idSummary{}},
+		"summary": {Op: opLink, From: key, Into: `u"<é>\u2028`, Summary: &idSummary{UserID: "u<1>", Merges: 2,
+			IDs: []sumID{{Type: "ios.idfa", Key: extKey("ios.idfa", "x"), At: 1}, {Type: idEmail, Key: key, At: 1795599000000}}}},
+		"via": {Op: opLink, From: key, Into: "u1", Via: "email:x", Summary: &idSummary{UserID: "u1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := opRecord(o)
+			want, _ := json.Marshal(o)
+			var g, w op
+			if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) || !reflect.DeepEqual(g, o) {
+				t.Fatalf("appendLinkJSON\n%s\nencoding/json\n%s", got, want)
+			}
+			if _, ok := decodeLinkOp(got); !ok {
+				t.Fatalf("decodeLinkOp does not read %s", got)
+			}
+			if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(d, w) {
+				t.Fatalf("decodeOp(%s) = %+v, %v; want %+v", got, d, err, w)
+			}
+		})
+	}
+	links := op{Op: opLinks, Links: []op{{Op: opLink, From: key, Into: "u1", Summary: &idSummary{UserID: "u1", IDs: []sumID{{Type: idEmail, Key: key, At: 3}}}},
+		{Op: opLink, From: extKey(idEmail, "b@x"), Into: "anon-<2>", Summary: &idSummary{}}}}
+	got, want := opRecord(links), func() []byte { b, _ := json.Marshal(links); return b }()
+	var g, w op
+	if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) || !reflect.DeepEqual(g, links) {
+		t.Fatalf("appendLinksJSON\n%s\nencoding/json\n%s", got, want)
+	}
+	if _, ok := decodeLinksOp(got); !ok {
+		t.Fatalf("decodeLinksOp does not read %s", got)
+	}
+	if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(d, w) {
+		t.Fatalf("decodeOp(%s) = %+v, %v; want %+v", got, d, err, w)
+	}
+	for _, raw := range []string{
+		`{"op":"links","links":[]}`,
+		`{"op":"links","links":[{"op":"link","from":"\u001fk","into":"u1"},{"op":"join","from":"a","into":"b"}]}`,
+		`{"op":"links","links":[{"into":"u1","op":"link"}]}`,
+		`{"op":"links","links":null}`,
+		`{"op":"links","links":[1]}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[]}}`,
+		`{"op":"link","from":"\u001fe\u0041:\"x","into":"u1","summary":{"ids":[{"t":"email","k":"\u001f\u001f","at":1}]}}`,
+		"{\"op\":\"link\",\"from\":\"\\u001fe:\xff\",\"into\":\"u1\"}",
+		`{"op":"link","from":"\u001f","into":"\u001fé"}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":null}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":null,"merges":1}}`,
+		`{"op":"link","from":"\u001fk","Into":"u1"}`,
+		`{"op":"link","from":"\u001fk","into":"u1","sync":true}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[{"t":"email","k":"\u001fk","at":1.5}]}}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"ids":[{"t":"email","k":"\u001fk","at":1}],"merges":"x"}}`,
+		`{"op":"link","from":"\u001fk","into":"u1"`,
+		`{"op":"link","from":"a\ud800b","into":7}`,
+	} {
+		var want op
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		got, err := decodeOp([]byte(raw))
+		if (err != nil) != (wantErr != nil) || (err == nil && !reflect.DeepEqual(got, want)) {
+			t.Errorf("decodeOp(%s) = %+v, %v; encoding/json %+v, %v", raw, got, err, want, wantErr)
+		}
+	}
+}
+
+// TestDefaultBlocked: the default blocked values are matched without the regular expression,
+// exactly as the expression matches them.
+func TestDefaultBlocked(t *testing.T) {
+	re := regexp.MustCompile(DefaultIdentityBlocked)
+	for _, v := range []string{"", "0", "000", "-", "--0-", "-1", "-2", "1", "01", "null", "NULL", "Nil", "none", "None ",
+		"undefined", "UNDEFINED", "anonymous", "anonymouS", "anonymou\u017f", "unknown", "un\u212anown", "unknowns", " null",
+		"null\n", "ada@example.com", "null@example.com", "0@0", "nill", "anonymousanonymousanonymousanonymous", "\xff"} {
+		if got, want := defaultBlocked(v), re.MatchString(v); got != want {
+			t.Errorf("defaultBlocked(%q) = %v, the expression %v", v, got, want)
+		}
+	}
+	for _, expr := range []string{DefaultIdentityBlocked, `^test-`} {
+		f, err := compileBlocked(expr)
+		if err != nil || !f("null") == (expr == DefaultIdentityBlocked) || f("test-1") == (expr == DefaultIdentityBlocked) {
+			t.Errorf("compileBlocked(%q): %v; null %v, test-1 %v", expr, err, f("null"), f("test-1"))
+		}
+	}
+	if _, err := compileBlocked(`(`); err == nil {
+		t.Error("compileBlocked((): no error")
+	}
+}
+
+// TestKnownIDAllocs: a message carrying an external id its profile holds already (every
+// identify of a known user) costs no allocation in identity resolution.
+func TestKnownIDAllocs(t *testing.T) {
+	rules, err := compileRules(func() *Config { c := DefaultConfig(); return &c }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{rules: rules}
+	prof := newUserProfile("u1")
+	prof.Identity = &identity{IDs: []extID{{Type: idEmail, Value: "ada@example.com", At: 1}}}
+	m, err := schemas.DecodeMessage([]byte(`{"type":"identify","userId":"u1","traits":{"plan":"pro","email":"ada@example.com"},"context":{"ip":"203.0.113.9"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, part := &batch{touched: map[int32]*partition{}}, &partition{profiles: map[string]*profile{"u1": prof}}
+	if n := testing.AllocsPerRun(100, func() { s.linkExternalIDs(b, 0, part, prof, m, 2) }); n != 0 || len(b.out) != 0 {
+		t.Fatalf("%v allocations, %d records for a known email; want none", n, len(b.out))
+	}
+}
+
+// TestAddLinkOrder: a batch's links for one partition share a record until another record for
+// that partition is written after it; the next ones then start a record of their own, so the
+// partition reads every hand-off in the order it was made. One link is written as a link op,
+// more as a links op.
+func TestAddLinkOrder(t *testing.T) {
+	s := &Service{cfg: Config{RepartitionTopic: "r"}, nparts: 3, keyPart: kgo.StickyKeyPartitioner(nil).ForTopic("t")}
+	on := map[int32][]string{}
+	for i := 0; len(on[0]) < 4 || len(on[1]) < 1; i++ {
+		k := extKey(idEmail, fmt.Sprintf("u%d@example.com", i))
+		on[s.partitionOf(k)] = append(on[s.partitionOf(k)], k)
+	}
+	link := func(k string) op { return op{Op: opLink, From: k, Into: "p-" + k[len(k)-4:]} }
+	ptr := func(o op) *op { return &o }
+	b := &batch{}
+	s.addLink(b, s.partitionOf(on[0][0]), on[0][0], ptr(link(on[0][0])))
+	s.addLink(b, s.partitionOf(on[1][0]), on[1][0], ptr(link(on[1][0])))
+	s.addLink(b, s.partitionOf(on[0][1]), on[0][1], ptr(link(on[0][1])))
+	b.out = append(b.out, &kgo.Record{Topic: "state", Partition: 0}) // another topic: no matter
+	s.addLink(b, s.partitionOf(on[0][2]), on[0][2], ptr(link(on[0][2])))
+	b.out = append(b.out, s.handOff(on[0][0], op{Op: opForget, From: on[0][0], Into: "gone"}))
+	s.addLink(b, s.partitionOf(on[0][3]), on[0][3], ptr(link(on[0][3])))
+	b.encodeLinks()
+	var got [][]string
+	for _, r := range b.out {
+		if r.Topic != "r" {
+			continue
+		}
+		o, err := decodeOp(r.Value)
+		if err != nil || (o.Op != opLinks && r.Partition != s.partitionOf(o.From)) {
+			t.Fatalf("record %s on %d: %v", r.Value, r.Partition, err)
+		}
+		var froms []string
+		if o.Op == opLinks {
+			for _, l := range o.Links {
+				if !reflect.DeepEqual(l, link(l.From)) || s.partitionOf(l.From) != r.Partition {
+					t.Fatalf("link %+v in a record of partition %d", l, r.Partition)
+				}
+				froms = append(froms, o.Op+" "+l.From)
+			}
+		} else {
+			froms = append(froms, o.Op+" "+o.From)
+		}
+		got = append(got, froms)
+	}
+	want := [][]string{
+		{"links " + on[0][0], "links " + on[0][1], "links " + on[0][2]},
+		{"link " + on[1][0]},
+		{"forget " + on[0][0]},
+		{"link " + on[0][3]},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("records %q, want %q", got, want)
 	}
 }

@@ -9,8 +9,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tributary-cdp/tributary/audiences"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // identityEvents renders a profile's merge history for comparisons: "kind rule type:id".
@@ -295,5 +298,91 @@ func testIdentityLimitWindow(t *testing.T) {
 	}
 	if got, want := identityEvents(p), []string{"refusal limit email:second@example.com"}; !slices.Equal(got, want) {
 		t.Fatalf("history %q, want %q", got, want)
+	}
+}
+
+// TestIdentityClaimInPlace: an external id whose entry lives on its profile's own partition is
+// claimed in the profile's transaction, without a link hand-off; another profile carrying it
+// later still joins the first (docs/audiences.md#identity-resolution).
+func TestIdentityClaimInPlace(t *testing.T) { synctest.Test(t, testIdentityClaimInPlace) }
+
+func testIdentityClaimInPlace(t *testing.T) {
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(schemas.TopicEvents)
+	of := func(id string) int { return part.Partition(&kgo.Record{Key: []byte(id)}, 3) }
+	var first, second, email string
+	for i := 0; email == "" && i < 1000; i++ {
+		e := fmt.Sprintf("in-place-%d@example.com", i)
+		if a, b := fmt.Sprintf("anon-%d", i), fmt.Sprintf("other-%d", i); of(a) == of(audiences.ExtKey("email", e)) && of(b) != of(a) {
+			first, second, email = a, b, e
+		}
+	}
+	if email == "" {
+		t.Fatal("no email on its profile's partition")
+	}
+	h := newHarness(t, sources)
+	svc, reg, _ := h.run("aud-identity-in-place", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	h.send(fmt.Sprintf(`{"type":"identify","anonymousId":%q,"traits":{"email":%q}}`, first, email))
+	h.advance(2 * time.Second)
+	h.send(fmt.Sprintf(`{"type":"track","anonymousId":%q,"event":"Viewed","context":{"traits":{"email":%q}}}`, second, email))
+	h.advance(5 * time.Second)
+	var p audiences.ProfileView
+	if code := h.Get(api(svc)+"/v1/profiles/"+first, testToken, &p); code != http.StatusOK || !slices.Contains(p.MergedIDs, second) {
+		t.Fatalf("profile of %s: %d %+v, want %s merged into it", first, code, p, second)
+	}
+	if got, want := identityEvents(p), []string{"merge email:" + email}; !slices.Equal(got, want) {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+	if got := servicetest.Counter(t, reg, "tributary_audiences_identity_merges_total"); got != 1 {
+		t.Fatalf("merges: %v, want 1", got)
+	}
+	// One link hand-off: the second profile's (its partition is not the email's); the first
+	// profile claimed the email in place.
+	r := h.Reader(schemas.TopicAudiencesRepartition)
+	r.Settle = time.Second
+	var links []string
+	for _, rec := range r.WaitFor(1, 5*time.Second) {
+		if strings.HasPrefix(string(rec.Value), `{"op":"link"`) {
+			links = append(links, string(rec.Value))
+		}
+	}
+	if len(links) != 1 || !strings.Contains(links[0], `"into":"`+second+`"`) {
+		t.Fatalf("link hand-offs %q, want only the second profile's", links)
+	}
+}
+
+// TestIdentityLinksBatched: the new emails of one poll are handed to their partitions in a few
+// links records, not one record each, and every one of them is claimed: each email finds its
+// profile.
+func TestIdentityLinksBatched(t *testing.T) { synctest.Test(t, testIdentityLinksBatched) }
+
+func testIdentityLinksBatched(t *testing.T) {
+	h := newHarness(t, sources)
+	const n = 30
+	for i := range n { // sent before the service starts: read in one poll
+		h.send(fmt.Sprintf(`{"type":"identify","anonymousId":"batched-%d","traits":{"email":"batched-%d@example.com","n":%d}}`, i, i, i))
+	}
+	svc, _, _ := h.run("aud-identity-batched", func(c *audiences.Config) { c.SyncInterval = time.Hour })
+	h.advance(5 * time.Second)
+	for i := range n {
+		if code, a := segmentGet(h, svc, fmt.Sprintf("email:batched-%d@example.com/traits", i)); code != http.StatusOK || string(a.Traits["n"]) != fmt.Sprint(i) {
+			t.Fatalf("email %d: %d %+v", i, code, a)
+		}
+	}
+	r := h.Reader(schemas.TopicAudiencesRepartition)
+	r.Settle = time.Second
+	records, links := 0, 0
+	for _, rec := range r.WaitFor(1, 5*time.Second) {
+		switch v := string(rec.Value); {
+		case strings.HasPrefix(v, `{"op":"links"`):
+			records++
+			links += strings.Count(v, `{"op":"link",`)
+		case strings.HasPrefix(v, `{"op":"link"`):
+			records++
+			links++
+		}
+	}
+	// About a third of the emails are on their profile's own partition: claimed in place.
+	if links < n/6 || links > n || records > 6 {
+		t.Fatalf("%d links in %d records, want up to %d links in at most 6 records (2 other partitions)", links, records, n)
 	}
 }

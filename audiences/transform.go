@@ -30,6 +30,10 @@ type batch struct {
 	// message handed on): the identify calls a realtime join sends continue it
 	// (docs/operations.md#tracing).
 	trace platform.TraceContext
+	// links are the link hand-offs of this batch still open to more links, by partition
+	// (identity.go, addLink).
+	links  map[int32]*linkGroup
+	groups []*linkGroup // every link record of the batch, to encode
 }
 
 // transform processes one poll of tracking.events and audiences.repartition in one
@@ -56,6 +60,7 @@ func (s *Service) transform(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record,
 		return nil, fmt.Errorf("opening a sealed record: %w", unavailable)
 	}
 	s.metrics.events.Add(float64(b.events))
+	b.encodeLinks()
 	for p, part := range b.touched {
 		b.out = s.changelog(b.out, p, part)
 	}
@@ -206,7 +211,14 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 		if id == metaKey {
 			r.Value, _ = json.Marshal(part.meta)
 		} else if prof := part.profiles[id]; prof != nil {
-			r.Value = prof.changelogValue(make([]byte, 0, 512))
+			size := 512
+			switch {
+			case prof.mergedInto() != "": // a redirect (a merged id, an external id's entry)
+				size = len(`{"mergedInto":""}`) + len(prof.mergedInto()) + 8
+			case prof.Identity != nil: // its external ids and history (identity.go)
+				size += 96 + 96*len(prof.Identity.IDs) + 192*len(prof.Identity.Log)
+			}
+			r.Value = prof.changelogValue(make([]byte, 0, size))
 		}
 		out = append(out, r)
 	}

@@ -267,6 +267,42 @@ func EachMember(b []byte, fn func(key, value []byte) error) error {
 	return eachMember(b, func(k []byte, esc bool, v []byte) error { return fn(keyBytes(k, esc), v) })
 }
 
+// EachElement validates that b is exactly one JSON array, as strictly as EachMember, and calls
+// fn with each element's raw bytes, in order; it stops at fn's first error and returns it.
+// value aliases b. With EachMember it lets a hot reader decode an array of objects without
+// encoding/json's reflection (audiences' hand-offs, docs/benchmarks.md#audiences).
+func EachElement(b []byte, fn func(value []byte) error) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return &syntaxError{"expected an array", i}
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return checkTrailing(b, i+1)
+	}
+	for {
+		start := i
+		var err error
+		if i, err = skipValue(b, i, 1); err != nil {
+			return err
+		}
+		if err := fn(b[start:i]); err != nil {
+			return err
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return &syntaxError{"unexpected end of input in an array", i}
+		}
+		if b[i] == ']' {
+			return checkTrailing(b, i+1)
+		}
+		if b[i] != ',' {
+			return &syntaxError{"expected ',' or ']' in an array", i}
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
 // JSONString returns the text of the JSON string raw (quotes included; a value EachMember gave)
 // exactly as encoding/json decodes it: escapes resolved, every byte of invalid UTF-8 replaced by
 // U+FFFD. It aliases raw when raw holds neither (the common case). ok is false when raw is not a

@@ -70,3 +70,30 @@ func TestEachMember(t *testing.T) {
 		t.Errorf("EachMember with fn failing: %v after %d members, want stop after 1", err, n)
 	}
 }
+
+// EachElement gives each element's raw bytes in order; it refuses what is not one valid array,
+// and stops at fn's error.
+func TestEachElement(t *testing.T) {
+	var got []string
+	err := EachElement([]byte(` [1, "a\"]" ,{"n":[null]}, [] ] `), func(v []byte) error {
+		got = append(got, string(v))
+		return nil
+	})
+	want := []string{"1", `"a\"]"`, `{"n":[null]}`, "[]"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("EachElement = %q, %v; want %q", got, err, want)
+	}
+	if err := EachElement([]byte(" [ ] "), func([]byte) error { t.Error("fn called for an empty array"); return nil }); err != nil {
+		t.Errorf("EachElement([]): %v", err)
+	}
+	for _, bad := range []string{``, `null`, `{}`, `[1`, `[1,]`, `[1 2]`, `[1]x`, `[01]`, "[\"\x01\"]", `[{a:1}]`} {
+		if err := EachElement([]byte(bad), func([]byte) error { return nil }); err == nil {
+			t.Errorf("EachElement(%q): no error", bad)
+		}
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := EachElement([]byte(`[1,2]`), func([]byte) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+		t.Errorf("EachElement with fn failing: %v after %d elements, want stop after 1", err, n)
+	}
+}
