@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -65,6 +67,10 @@ type ConfigTx struct {
 	ends  map[int32]int64
 	n     int  // records produced
 	done  bool // committed
+	// last is, by partition, the offset of the last record produced; pid the producer id that
+	// wrote them (confirmCommitted looks for its marker after them).
+	last map[int32]int64
+	pid  int64
 }
 
 // Ends returns, by partition, the config topic's last stable offsets once this write had
@@ -90,6 +96,13 @@ func (tx *ConfigTx) Produce(ctx context.Context, recs ...schemas.ConfigRecord) (
 	offsets := make([]int64, len(krs))
 	for i, r := range krs {
 		offsets[i] = r.Offset
+		if tx.last == nil {
+			tx.last = map[int32]int64{}
+		}
+		if last, ok := tx.last[r.Partition]; !ok || r.Offset > last {
+			tx.last[r.Partition] = r.Offset
+		}
+		tx.pid = r.ProducerID
 	}
 	return offsets, nil
 }
@@ -135,7 +148,12 @@ func (tx *ConfigTx) Object(ctx context.Context, key string) (schemas.ConfigObjec
 // Commit commits the records produced so far, once: write may call it to know, before it
 // returns, that its records are committed (the console waits for its store to apply them);
 // otherwise Write commits after write returns. An error that IsFenced says another writer
-// fenced this one: returned by write, it makes Write run write again.
+// fenced this one, or that the transaction ended aborted: returned by write, it makes Write
+// run write again.
+//
+// Commit returns once the transaction's marker in the config topic says it committed
+// (confirmCommitted): franz-go's EndTransaction(TryCommit) can end a transaction with an abort
+// and still return nil (docs/console.md#more-than-one-console).
 func (tx *ConfigTx) Commit(ctx context.Context) error {
 	if tx.done || tx.n == 0 {
 		return nil
@@ -143,7 +161,72 @@ func (tx *ConfigTx) Commit(ctx context.Context) error {
 	if err := tx.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("writing %s: committing: %w", tx.topic, err)
 	}
+	if err := tx.confirmCommitted(ctx); err != nil {
+		return fmt.Errorf("writing %s: %w", tx.topic, err)
+	}
 	tx.done = true
+	return nil
+}
+
+// errAbortedAtCommit says that a transaction EndTransaction(TryCommit) had ended without an
+// error was aborted: its records are not applied anywhere, and the write may run again.
+//
+// franz-go (v1.22) does that when the client does not yet list the partition its records went
+// to: a client's first records for a topic wait until its metadata arrives, and
+// Client.storePartitionsUpdate (pkg/kgo/topics_and_partitions.go) hands them to the broker
+// before it stores the topic's partitions; if the broker acknowledges them and the transaction
+// ends before that store, EndTransaction finds no partition in the transaction, concludes that
+// no produce succeeded, and ends it with an abort (KIP-890) instead of the commit, returning nil.
+// Each config write has a client of its own, so each write's records are such first records.
+var errAbortedAtCommit = errors.New("the transaction ended aborted although its commit was acknowledged")
+
+// confirmCommitted reads the config topic after the last record this transaction produced in
+// each partition, up to the transaction's marker (the first control record of its producer
+// id; Kafka writes it once the transaction ends), and returns errAbortedAtCommit if a marker
+// says abort. It waits at most ConfigTxTimeout for the markers.
+func (tx *ConfigTx) confirmCommitted(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ConfigTxTimeout)
+	defer cancel()
+	from := make(map[int32]kgo.Offset, len(tx.last))
+	for p, last := range tx.last {
+		from[p] = kgo.NewOffset().At(last + 1)
+	}
+	// read_uncommitted, with control records: the marker itself is what is read.
+	opts := append([]kgo.Opt{
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tx.topic: from}), kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(ConfigFetchMaxWait),
+	}, tx.w.Opts...)
+	cl, err := NewKafkaClient(tx.w.Kafka, tx.w.Logger, opts...)
+	if err != nil {
+		return fmt.Errorf("confirming the commit: %w", err)
+	}
+	defer cl.Close()
+	pending := maps.Clone(tx.last)
+	for len(pending) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("confirming the commit: no marker of the transaction after offsets %v: %w", pending, err)
+		}
+		var aborted error
+		fs.EachError(func(_ string, p int32, err error) {
+			tx.w.Logger.Warn().Err(err).Str("topic", tx.topic).Int32("partition", p).Msg("confirming a config write's commit: fetch error; retrying")
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			if _, ok := pending[r.Partition]; !ok || !r.Attrs.IsControl() || r.ProducerID != tx.pid {
+				return
+			}
+			delete(pending, r.Partition)
+			var key kmsg.ControlRecordKey
+			if err := key.ReadFrom(r.Key); err != nil {
+				aborted = fmt.Errorf("confirming the commit: the marker at offset %d of partition %d does not decode: %w", r.Offset, r.Partition, err)
+			} else if key.Type != kmsg.ControlRecordKeyTypeCommit && aborted == nil {
+				aborted = fmt.Errorf("%w (its marker at offset %d of partition %d is an abort)", errAbortedAtCommit, r.Offset, r.Partition)
+			}
+		})
+		if aborted != nil {
+			return aborted
+		}
+	}
 	return nil
 }
 
@@ -187,16 +270,16 @@ func (w ConfigWriter) Write(ctx context.Context, write func(ctx context.Context,
 		return err
 	}, backoff.WithContext(b, ctx), func(err error, next time.Duration) {
 		w.Logger.Info().Err(err).Str("topic", w.Topic).Int("try", tries).Dur("retry_in", next).
-			Msg("a config write was fenced by another writer; reading the config again")
+			Msg("a config write did not commit (another writer fenced it, or it ended aborted); reading the config again")
 	})
 	return err
 }
 
-// IsFenced reports whether err says that another producer took the transactional id (or the
-// broker aborted the transaction): the write did not commit and may be tried again with a new
-// producer.
+// IsFenced reports whether err says that another producer took the transactional id, that the
+// broker aborted the transaction, or that it ended aborted although its commit returned no
+// error (ConfigTx.Commit): the write did not commit and may be tried again with a new producer.
 func IsFenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+	return errors.Is(err, errAbortedAtCommit) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.InvalidProducerIDMapping) || errors.Is(err, kerr.TransactionAbortable) ||
 		errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.ConcurrentTransactions)
 }

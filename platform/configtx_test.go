@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tributary-cdp/tributary/platform"
+	"github.com/tributary-cdp/tributary/platform/embedded"
 	"github.com/tributary-cdp/tributary/platform/kafkatest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -198,5 +201,49 @@ func TestConfigStoreReadThrough(t *testing.T) {
 	}
 	if _, ok := snap.SourceByID("a"); !ok {
 		t.Error("a snapshot that reads through the write does not hold it")
+	}
+}
+
+// TestConfigCommitEndedAborted: a transaction whose commit returned no error but that ended
+// aborted (franz-go's EndTransaction(TryCommit) can end one so, ConfigTx.Commit) is not a
+// write that succeeded: Write finds its abort marker, runs the write again, and returns once a
+// commit is in the topic. Here the broker turns the first commit into an abort, which the
+// client acknowledges as it acknowledges the commit.
+func TestConfigCommitEndedAborted(t *testing.T) {
+	b, err := embedded.Start(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	s := platform.KafkaSettings{Brokers: b.Addrs(), ReplicationFactor: -1, Partitions: 1}
+	ctx := testCtx(t, 30*time.Second)
+	topic := configTopic(t, ctx, s)
+	var turned atomic.Bool
+	b.Cluster().ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if end := req.(*kmsg.EndTxnRequest); end.Commit && !turned.Swap(true) {
+			end.Commit = false
+			b.Cluster().DropControl()
+		}
+		return nil, nil, false // the broker handles the request (aborts the first commit)
+	})
+	w := platform.ConfigWriter{Kafka: s, Topic: topic, Logger: zerolog.Nop()}
+	runs := 0
+	if err := w.Write(ctx, func(ctx context.Context, tx *platform.ConfigTx) error {
+		runs++
+		if _, err := tx.Produce(ctx, sourceRecord(t, "a", fmt.Sprintf("a%d", runs))); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if !turned.Load() {
+		t.Fatal("no commit reached the broker")
+	}
+	if runs != 2 {
+		t.Errorf("the write ran %d times, want 2 (once more after the commit that ended aborted)", runs)
+	}
+	if got, want := committedNames(t, ctx, s, topic), []string{"source/a=a2"}; !slices.Equal(got, want) {
+		t.Errorf("committed records = %v, want %v", got, want)
 	}
 }
