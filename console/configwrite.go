@@ -97,9 +97,9 @@ func (s *Service) configTx(ctx context.Context, fn func(snap *platform.Snapshot)
 }
 
 // writeObjects writes records to tributary.config in the current transaction (configTx; one
-// of its own when called outside one), commits, then waits until the console's own config
-// store has applied them (so the answer, and the next read, show the change). Call it with
-// writeMu held.
+// of its own when called outside one), commits, and waits until the console's own config
+// store has applied them (so the answer, and the next read, show the change) while the commit
+// is confirmed (platform.ConfigTx.CommitWaiting). Call it with writeMu held.
 func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject) (*platform.Snapshot, error) {
 	before := s.deps.Store.Snapshot() // for the audit trail: the config the write changes
 	recs := make([]schemas.ConfigRecord, 0, len(objs))
@@ -113,13 +113,32 @@ func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject
 		}
 		recs = append(recs, rec)
 	}
-	var offsets []int64
+	var (
+		snap    *platform.Snapshot
+		waitErr error
+	)
 	produce := func(ctx context.Context, tx *platform.ConfigTx) error {
-		var err error
-		if offsets, err = tx.Produce(ctx, recs...); err != nil {
+		offsets, err := tx.Produce(ctx, recs...)
+		if err != nil {
 			return err
 		}
-		return tx.Commit(ctx)
+		// The answer is the store's first snapshot that holds the write, waited for while the
+		// commit is confirmed (its marker read back), not after: another writer's next write
+		// does not get into it.
+		return tx.CommitWaiting(ctx, func(ctx context.Context) {
+			wctx, cancel := context.WithTimeout(ctx, applyWait)
+			defer cancel()
+			snap, waitErr = s.deps.Store.WaitFor(wctx, func(sn *platform.Snapshot) bool {
+				for i, o := range objs {
+					rev := sn.Revision(o.Kind, o.ID)
+					want := offsets[i] + 1
+					if o.Deleted() && rev != 0 && rev <= want || !o.Deleted() && rev < want {
+						return false
+					}
+				}
+				return true
+			})
+		})
 	}
 	var err error
 	if s.tx != nil {
@@ -135,21 +154,9 @@ func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject
 		s.metrics.configWrites.WithLabelValues(string(o.Kind)).Inc()
 		s.logger.Info().Str("key", o.Key()).Bool("deleted", o.Deleted()).Msg("config object written")
 	}
-	wctx, cancel := context.WithTimeout(ctx, applyWait)
-	defer cancel()
-	snap, err := s.deps.Store.WaitFor(wctx, func(sn *platform.Snapshot) bool {
-		for i, o := range objs {
-			rev := sn.Revision(o.Kind, o.ID)
-			want := offsets[i] + 1
-			if o.Deleted() && rev != 0 && rev <= want || !o.Deleted() && rev < want {
-				return false
-			}
-		}
-		return true
-	})
-	if err != nil {
-		// Written and acknowledged: it will apply; answer from the current view.
-		s.logger.Warn().Err(err).Msg("a config write is not visible in the console's store yet")
+	if waitErr != nil {
+		// Committed: it will apply; answer from the current view.
+		s.logger.Warn().Err(waitErr).Msg("a config write is not visible in the console's store yet")
 		return s.deps.Store.Snapshot(), nil
 	}
 	return snap, nil

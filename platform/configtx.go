@@ -154,14 +154,41 @@ func (tx *ConfigTx) Object(ctx context.Context, key string) (schemas.ConfigObjec
 // Commit returns once the transaction's marker in the config topic says it committed
 // (confirmCommitted): franz-go's EndTransaction(TryCommit) can end a transaction with an abort
 // and still return nil (docs/console.md#more-than-one-console).
-func (tx *ConfigTx) Commit(ctx context.Context) error {
+func (tx *ConfigTx) Commit(ctx context.Context) error { return tx.CommitWaiting(ctx, nil) }
+
+// CommitWaiting is Commit that runs wait (when not nil) while it reads the transaction's
+// marker back, and returns once both are done: the console waits there for its config store to
+// apply the write, so that its answer is the first snapshot that holds it, as soon as it does.
+// wait's context is cancelled once the marker says abort (CommitWaiting then returns an error
+// that IsFenced). With nothing produced, or once committed, it only runs wait.
+func (tx *ConfigTx) CommitWaiting(ctx context.Context, wait func(ctx context.Context)) error {
 	if tx.done || tx.n == 0 {
+		if wait != nil {
+			wait(ctx)
+		}
 		return nil
 	}
 	if err := tx.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("writing %s: committing: %w", tx.topic, err)
 	}
-	if err := tx.confirmCommitted(ctx); err != nil {
+	var err error
+	if wait == nil {
+		err = tx.confirmCommitted(ctx)
+	} else {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		confirmed := make(chan error, 1)
+		go func() {
+			err := tx.confirmCommitted(ctx)
+			if err != nil {
+				cancel()
+			}
+			confirmed <- err
+		}()
+		wait(wctx)
+		err = <-confirmed
+	}
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", tx.topic, err)
 	}
 	tx.done = true

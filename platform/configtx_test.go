@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -210,6 +211,13 @@ func TestConfigStoreReadThrough(t *testing.T) {
 // commit is in the topic. Here the broker turns the first commit into an abort, which the
 // client acknowledges as it acknowledges the commit.
 func TestConfigCommitEndedAborted(t *testing.T) {
+	t.Run("Commit", func(t *testing.T) { testConfigCommitEndedAborted(t, false) })
+	t.Run("CommitWaiting", func(t *testing.T) { testConfigCommitEndedAborted(t, true) })
+}
+
+// testConfigCommitEndedAborted is TestConfigCommitEndedAborted through Commit, or through
+// CommitWaiting (waiting: the wait of the aborted attempt is cancelled, the other's runs).
+func testConfigCommitEndedAborted(t *testing.T, waiting bool) {
 	b, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -227,15 +235,33 @@ func TestConfigCommitEndedAborted(t *testing.T) {
 		return nil, nil, false // the broker handles the request (aborts the first commit)
 	})
 	w := platform.ConfigWriter{Kafka: s, Topic: topic, Logger: zerolog.Nop()}
-	runs := 0
+	runs, waited := 0, map[int]string{}
 	if err := w.Write(ctx, func(ctx context.Context, tx *platform.ConfigTx) error {
 		runs++
 		if _, err := tx.Produce(ctx, sourceRecord(t, "a", fmt.Sprintf("a%d", runs))); err != nil {
 			return err
 		}
-		return tx.Commit(ctx)
+		if !waiting {
+			return tx.Commit(ctx)
+		}
+		run := runs
+		return tx.CommitWaiting(ctx, func(ctx context.Context) {
+			if run > 1 {
+				waited[run] = "ran"
+				return
+			}
+			select { // the aborted attempt: until its wait is cancelled
+			case <-ctx.Done():
+				waited[run] = "cancelled"
+			case <-time.After(10 * time.Second):
+				waited[run] = "not cancelled"
+			}
+		})
 	}); err != nil {
 		t.Fatalf("Write: %v", err)
+	}
+	if want := map[int]string{1: "cancelled", 2: "ran"}; waiting && !maps.Equal(waited, want) {
+		t.Errorf("waits: %v, want %v", waited, want)
 	}
 	if !turned.Load() {
 		t.Fatal("no commit reached the broker")
