@@ -190,14 +190,26 @@ func (s *Service) importConfig(w http.ResponseWriter, r *http.Request) error {
 // order they are written; with dryRun it writes nothing.
 func (s *Service) applyConfig(ctx context.Context, body []byte, format string, dryRun, takeOver bool) ([]change, error) {
 	ctx = withAuditAction(ctx, actionImport)
+	if _, err := schemas.ParseConfig(body, format); err != nil {
+		return nil, fileErrors(err) // before taking the config writers' transactional id
+	}
+	if dryRun {
+		return s.applyConfigIn(ctx, s.deps.Store.Snapshot(), body, format, true, takeOver)
+	}
+	var changes []change
+	err := s.configTx(ctx, func(snap *platform.Snapshot) (err error) {
+		changes, err = s.applyConfigIn(ctx, snap, body, format, false, takeOver)
+		return err
+	})
+	return changes, err
+}
+
+// applyConfigIn is applyConfig's check and write against snap (configTx's).
+func (s *Service) applyConfigIn(ctx context.Context, snap *platform.Snapshot, body []byte, format string, dryRun, takeOver bool) ([]change, error) {
 	cfg, err := schemas.ParseConfig(body, format)
 	if err != nil {
 		return nil, fileErrors(err)
 	}
-
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	snap := s.deps.Store.Snapshot()
 	if err := s.keepSecrets(cfg, func(id string) *schemas.Destination { d, _ := snap.DestinationByID(id); return d }); err != nil {
 		return nil, err
 	}

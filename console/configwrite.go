@@ -5,14 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
@@ -23,8 +22,16 @@ import (
 // and writeOptions, never an HTTP request or response; they return the snapshot that holds
 // the change, or an *apiError whose code and status the front ends show (the API as its JSON
 // error body, the UI next to the form's fields): not_found, version_mismatch (If-Match),
-// managed_by_file, conflict (an id taken), in_use and invalid (configobject.go). Writes are
-// serialized by writeMu, so a check and the write it allows see the same config.
+// managed_by_file, conflict (an id taken), in_use and invalid (configobject.go).
+//
+// Writes are serialized across every console and tributary-init (docs/console.md#more-than-one-console):
+// each is a transaction of the config writers' transactional id (platform.ConfigWriter). It
+// takes the id, which fences every other writer; waits until the console's config store (read
+// committed) has read tributary.config up to the ends the transaction listed, so that the
+// snapshot holds every committed write; runs the checks (If-Match, origin, validation)
+// against that snapshot; writes and commits. A write another writer fenced before it committed
+// runs again from the checks, which then see the other write: a stale If-Match is then 409
+// version_mismatch. Within one console, writeMu keeps its own writes from fencing each other.
 
 // record is the object's tributary.config record, sealed with CONFIG_ENCRYPTION_KEY.
 func (s *Service) record(o schemas.ConfigObject) (schemas.ConfigRecord, error) {
@@ -54,15 +61,48 @@ func (s *Service) record(o schemas.ConfigObject) (schemas.ConfigRecord, error) {
 	return schemas.SealConfigRecord(rec, s.keys)
 }
 
-// applyWait bounds how long a write waits to see itself in the config store.
+// applyWait bounds how long a write waits to see itself in the config store, and how long a
+// write's checks wait for the store to read every committed write.
 const applyWait = 10 * time.Second
 
-// writeObjects writes records to tributary.config, waits for Kafka's acknowledgement, then
-// until the console's own config store has applied them (so the answer, and the next read,
-// show the change). Call it with writeMu held.
+// configTx runs check-and-write in a transaction of the config writers
+// (platform.ConfigWriter), with writeMu held: fn gets the snapshot that holds every write
+// committed before the transaction fenced the other writers, checks against it, and writes
+// with writeObjects. If another writer fenced this one before it committed, fn runs again on a
+// newer snapshot (its checks see that writer's change). Other writers fencing every attempt,
+// or a store that does not catch up, are 503 unavailable.
+func (s *Service) configTx(ctx context.Context, fn func(snap *platform.Snapshot) error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	err := s.writer.Write(ctx, func(ctx context.Context, tx *platform.ConfigTx) error {
+		wctx, cancel := context.WithTimeout(ctx, applyWait)
+		defer cancel()
+		snap, err := s.deps.Store.WaitFor(wctx, func(sn *platform.Snapshot) bool { return sn.ReadThrough(tx.Ends()) })
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable,
+				Message: fmt.Sprintf("the console has not read %s up to its last committed write yet: try again", s.cfg.ConfigTopic)}
+		}
+		s.tx = tx
+		defer func() { s.tx = nil }()
+		return fn(snap)
+	})
+	if errors.Is(err, platform.ErrConfigWriteContended) {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable,
+			Message: "other consoles or tributary-init kept writing the config at the same time: try again"}
+	}
+	return err
+}
+
+// writeObjects writes records to tributary.config in the current transaction (configTx; one
+// of its own when called outside one), commits, and waits until the console's own config
+// store has applied them (so the answer, and the next read, show the change) while the commit
+// is confirmed (platform.ConfigTx.CommitWaiting). Call it with writeMu held.
 func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject) (*platform.Snapshot, error) {
 	before := s.deps.Store.Snapshot() // for the audit trail: the config the write changes
-	recs := make([]*kgo.Record, 0, len(objs))
+	recs := make([]schemas.ConfigRecord, 0, len(objs))
 	for _, o := range objs {
 		rec, err := s.record(o)
 		if err != nil {
@@ -71,31 +111,52 @@ func (s *Service) writeObjects(ctx context.Context, objs ...schemas.ConfigObject
 		if n := len(rec.Key) + len(rec.Value); n > maxRecordBytes {
 			return nil, errTooLarge("%s %s is %d bytes as stored in %s, more than the %d bytes of a record: make it smaller", o.Kind, o.ID, n, s.cfg.ConfigTopic, maxRecordBytes)
 		}
-		recs = append(recs, &kgo.Record{Topic: s.cfg.ConfigTopic, Key: []byte(rec.Key), Value: rec.Value})
+		recs = append(recs, rec)
 	}
-	if err := s.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", s.cfg.ConfigTopic, err)
+	var (
+		snap    *platform.Snapshot
+		waitErr error
+	)
+	produce := func(ctx context.Context, tx *platform.ConfigTx) error {
+		offsets, err := tx.Produce(ctx, recs...)
+		if err != nil {
+			return err
+		}
+		// The answer is the store's first snapshot that holds the write, waited for while the
+		// commit is confirmed (its marker read back), not after: another writer's next write
+		// does not get into it.
+		return tx.CommitWaiting(ctx, func(ctx context.Context) {
+			wctx, cancel := context.WithTimeout(ctx, applyWait)
+			defer cancel()
+			snap, waitErr = s.deps.Store.WaitFor(wctx, func(sn *platform.Snapshot) bool {
+				for i, o := range objs {
+					rev := sn.Revision(o.Kind, o.ID)
+					want := offsets[i] + 1
+					if o.Deleted() && rev != 0 && rev <= want || !o.Deleted() && rev < want {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+	var err error
+	if s.tx != nil {
+		err = produce(ctx, s.tx)
+	} else {
+		err = s.writer.Write(ctx, produce)
+	}
+	if err != nil {
+		return nil, err
 	}
 	s.auditWrites(ctx, before, objs)
 	for _, o := range objs {
 		s.metrics.configWrites.WithLabelValues(string(o.Kind)).Inc()
 		s.logger.Info().Str("key", o.Key()).Bool("deleted", o.Deleted()).Msg("config object written")
 	}
-	wctx, cancel := context.WithTimeout(ctx, applyWait)
-	defer cancel()
-	snap, err := s.deps.Store.WaitFor(wctx, func(sn *platform.Snapshot) bool {
-		for i, o := range objs {
-			rev := sn.Revision(o.Kind, o.ID)
-			want := recs[i].Offset + 1
-			if o.Deleted() && rev != 0 && rev <= want || !o.Deleted() && rev < want {
-				return false
-			}
-		}
-		return true
-	})
-	if err != nil {
-		// Written and acknowledged: it will apply; answer from the current view.
-		s.logger.Warn().Err(err).Msg("a config write is not visible in the console's store yet")
+	if waitErr != nil {
+		// Committed: it will apply; answer from the current view.
+		s.logger.Warn().Err(waitErr).Msg("a config write is not visible in the console's store yet")
 		return s.deps.Store.Snapshot(), nil
 	}
 	return snap, nil
@@ -148,9 +209,20 @@ func manageable(takeOver bool, o schemas.ConfigObject) error {
 // snapshot that holds the change.
 func (s *Service) updateObject(ctx context.Context, kind schemas.ConfigKind, id string, patch map[string]any, opts writeOptions,
 	prepare func(cur schemas.ConfigObject, merged map[string]any) error) (*platform.Snapshot, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	snap := s.deps.Store.Snapshot()
+	if opts.DryRun { // checks only: no transaction
+		return s.updateIn(ctx, s.deps.Store.Snapshot(), kind, id, patch, opts, prepare)
+	}
+	var out *platform.Snapshot
+	err := s.configTx(ctx, func(snap *platform.Snapshot) (err error) {
+		out, err = s.updateIn(ctx, snap, kind, id, patch, opts, prepare)
+		return err
+	})
+	return out, err
+}
+
+// updateIn is updateObject's check and write against snap (configTx's).
+func (s *Service) updateIn(ctx context.Context, snap *platform.Snapshot, kind schemas.ConfigKind, id string, patch map[string]any, opts writeOptions,
+	prepare func(cur schemas.ConfigObject, merged map[string]any) error) (*platform.Snapshot, error) {
 	cur, ok := lookup(snap, kind, id)
 	if !ok {
 		return nil, errNotFound("no %s %q", nouns[kind], id)
@@ -201,12 +273,16 @@ func (s *Service) updateObject(ctx context.Context, kind schemas.ConfigKind, id 
 // checkNew validates a new object against the current config without writing it (409 when its
 // id is taken): the UI's step-by-step validation. A new destination may hold no masked value.
 func (s *Service) checkNew(o schemas.ConfigObject) error {
+	return s.checkNewIn(s.deps.Store.Snapshot(), o)
+}
+
+// checkNewIn is checkNew against snap.
+func (s *Service) checkNewIn(snap *platform.Snapshot, o schemas.ConfigObject) error {
 	if o.Destination != nil {
 		if err := unmaskSecrets(nil, o.Destination, ""); err != nil {
 			return err
 		}
 	}
-	snap := s.deps.Store.Snapshot()
 	if _, exists := lookup(snap, o.Kind, o.ID); exists && o.ID != "" {
 		return &apiError{Status: http.StatusConflict, Code: codeConflict, Field: "id",
 			Message: fmt.Sprintf("id: a %s with id %q exists already", nouns[o.Kind], o.ID)}
@@ -232,21 +308,26 @@ func validateIn(snap *platform.Snapshot, o schemas.ConfigObject) error {
 
 // createObject validates a new object and writes it; an existing id is 409.
 func (s *Service) createObject(ctx context.Context, o schemas.ConfigObject) (*platform.Snapshot, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.checkNew(o); err != nil {
-		return nil, err
-	}
-	o.SetOrigin(schemas.OriginConsole)
-	return s.writeObjects(ctx, o)
+	var out *platform.Snapshot
+	err := s.configTx(ctx, func(snap *platform.Snapshot) (err error) {
+		if err := s.checkNewIn(snap, o); err != nil {
+			return err
+		}
+		o.SetOrigin(schemas.OriginConsole)
+		out, err = s.writeObjects(ctx, o)
+		return err
+	})
+	return out, err
 }
 
 // removeObject deletes the object of kind and id (a tombstone); an object others depend on is
 // 409.
 func (s *Service) removeObject(ctx context.Context, kind schemas.ConfigKind, id string, opts writeOptions) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	snap := s.deps.Store.Snapshot()
+	return s.configTx(ctx, func(snap *platform.Snapshot) error { return s.removeIn(ctx, snap, kind, id, opts) })
+}
+
+// removeIn is removeObject's check and write against snap (configTx's).
+func (s *Service) removeIn(ctx context.Context, snap *platform.Snapshot, kind schemas.ConfigKind, id string, opts writeOptions) error {
 	cur, ok := lookup(snap, kind, id)
 	if !ok {
 		return errNotFound("no %s %q", nouns[kind], id)

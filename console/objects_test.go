@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -309,8 +310,10 @@ func TestRevisionsAndRotationInTheStore(t *testing.T) {
 		t.Fatalf("revision %d", v)
 	}
 	expect(t, h.do(http.MethodPatch, "/v1/sources/web?takeOver=true", map[string]any{"name": "Renamed"}), http.StatusOK)
-	snap, _ = h.env.Store.WaitFor(h.env.Ctx, func(s *platform.Snapshot) bool { return s.Revision(schemas.ConfigKindSource, "web") > v })
-	if got := snap.Revision(schemas.ConfigKindSource, "web"); got <= v {
-		t.Fatalf("revision %d after an update, was %d", got, v)
+	// Bounded: a write that is never applied fails the test instead of hanging the package.
+	ctx, cancel := context.WithTimeout(h.env.Ctx, 10*time.Second)
+	defer cancel()
+	if _, err := h.env.Store.WaitFor(ctx, func(s *platform.Snapshot) bool { return s.Revision(schemas.ConfigKindSource, "web") > v }); err != nil {
+		t.Fatalf("revision %d after an update, was %d", h.env.Store.Snapshot().Revision(schemas.ConfigKindSource, "web"), v)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -229,21 +230,26 @@ func (s *Service) reencryptObjects(ctx context.Context) (reencryptResult, error)
 		return reencryptResult{}, &apiError{Status: http.StatusConflict, Code: codeConflict,
 			Message: "CONFIG_ENCRYPTION_KEY is not set for the console: set it in every service first (docs/configuration.md#secrets-at-rest)"}
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	snap := s.deps.Store.Snapshot()
-	res := reencryptResult{KeyID: s.keys.KeyIDs()[0], Reencrypted: []string{}}
+	var res reencryptResult
 	var objs []schemas.ConfigObject
-	for _, o := range objectsOf(snap) {
-		if snap.NeedsSealing(o.Kind, o.ID) {
-			objs = append(objs, o)
-			res.Reencrypted = append(res.Reencrypted, o.Key())
+	err := s.configTx(ctx, func(snap *platform.Snapshot) error {
+		res = reencryptResult{KeyID: s.keys.KeyIDs()[0], Reencrypted: []string{}}
+		objs = nil
+		for _, o := range objectsOf(snap) {
+			if snap.NeedsSealing(o.Kind, o.ID) {
+				objs = append(objs, o)
+				res.Reencrypted = append(res.Reencrypted, o.Key())
+			}
 		}
-	}
-	if len(objs) > 0 {
-		if _, err := s.writeObjects(ctx, objs...); err != nil {
-			return reencryptResult{}, err
+		if len(objs) > 0 {
+			if _, err := s.writeObjects(ctx, objs...); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return reencryptResult{}, err
 	}
 	s.logger.Info().Str("key_id", res.KeyID).Int("objects", len(objs)).Msg("config re-encrypted")
 	return res, nil

@@ -66,7 +66,11 @@ type Service struct {
 	server   *platform.HTTPServer
 	handler  http.Handler
 
-	writeMu sync.Mutex // serialises config writes: check the version, write, see it applied
+	writeMu sync.Mutex // serialises this console's config writes: check the version, write, see it applied
+	// writer writes tributary.config in transactions that fence the other writers (configTx);
+	// tx is the transaction of the write in progress (nil between writes), under writeMu.
+	writer platform.ConfigWriter
+	tx     *platform.ConfigTx
 
 	// stopping is closed when Run's context ends: open streams end then.
 	stopping     chan struct{}
@@ -126,6 +130,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("console: kafka client: %w", err)
 	}
 	s.adm = kadm.NewClient(s.producer)
+	s.writer = platform.ConfigWriter{Kafka: deps.Kafka, Topic: cfg.ConfigTopic, Logger: s.logger, Opts: deps.KafkaOpts}
 	reg := deps.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()

@@ -327,30 +327,42 @@ func (s *Service) notice(ctx context.Context, id string, n dueNotice, now time.T
 
 // disable writes destination id to the config topic with enabled: false and autoDisabled set,
 // unless it is disabled already (another deliverer did it, or an operator), and says whether
-// it wrote it.
+// it wrote it. The write is a transaction of the config writers (platform.ConfigWriter,
+// docs/console.md#more-than-one-console): it disables the destination as the last committed
+// write left it, so a console's change made meanwhile is kept, not replaced.
 func (s *Service) disable(ctx context.Context, id string, n dueNotice, now time.Time) (bool, error) {
-	cur, ok := s.deps.Config().DestinationByID(id)
-	if !ok || !cur.IsEnabled() {
+	if cur, ok := s.deps.Config().DestinationByID(id); !ok || !cur.IsEnabled() {
 		return false, nil
-	}
-	d := *cur
-	off := false
-	d.Enabled = &off
-	d.AutoDisabled = &schemas.AutoDisabled{At: schemas.FormatTimestamp(now), FailingSince: schemas.FormatTimestamp(n.since), After: schemas.Duration(n.budget)}
-	rec, err := d.Record()
-	if err != nil {
-		return false, err
 	}
 	keys, err := s.deps.Kafka.ConfigKeyring()
 	if err != nil {
 		return false, err
 	}
-	if rec, err = schemas.SealConfigRecord(rec, keys); err != nil {
-		return false, err
-	}
 	wctx, cancel := context.WithTimeout(ctx, handOffTimeout)
 	defer cancel()
-	return true, platform.ProduceConfigRecords(wctx, s.cl, s.cfg.AutoDisable.ConfigTopic, rec)
+	w := platform.ConfigWriter{Kafka: s.deps.Kafka, Topic: s.cfg.AutoDisable.ConfigTopic, Logger: s.logger, Opts: s.deps.KafkaOpts}
+	wrote := false
+	err = w.Write(wctx, func(ctx context.Context, tx *platform.ConfigTx) error {
+		wrote = false
+		o, ok, err := tx.Object(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindDestination, ID: id}.Key())
+		if err != nil || !ok || o.Destination == nil || !o.Destination.IsEnabled() {
+			return err // deleted or disabled meanwhile: nothing to write
+		}
+		d := *o.Destination
+		off := false
+		d.Enabled = &off
+		d.AutoDisabled = &schemas.AutoDisabled{At: schemas.FormatTimestamp(now), FailingSince: schemas.FormatTimestamp(n.since), After: schemas.Duration(n.budget)}
+		rec, err := d.Record()
+		if err == nil {
+			rec, err = schemas.SealConfigRecord(rec, keys)
+		}
+		if err == nil {
+			_, err = tx.Produce(ctx, rec)
+		}
+		wrote = err == nil
+		return err
+	})
+	return wrote && err == nil, err
 }
 
 // postNotice POSTs a notice to OPERATOR_WEBHOOK_URL, signed with OPERATOR_WEBHOOK_SECRET, a few

@@ -343,3 +343,37 @@ func fmtInts(v []int) string {
 	}
 	return b.String()
 }
+
+// TestAutoDisableKeepsAConcurrentEdit (docs/console.md#more-than-one-console): a deliverer whose
+// config is behind (it has not seen an edit of the destination made while it was failing)
+// disables the destination as the last committed write left it: the edit is kept, not
+// replaced by the deliverer's older copy.
+func TestAutoDisableKeepsAConcurrentEdit(t *testing.T) {
+	hook := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+	yaml := destYAML(dest("crm", []string{hook.URL + "/hook"}, ", autoDisable: {after: 3s}"))
+	h := newHarness(t, "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s", yaml)
+	cfg := h.config()
+	cfg.RetryWindow = time.Hour
+	cfg.BreakerFailures = 1000
+	stale := h.store.Snapshot() // the deliverer never sees the edit below
+	svc, err := deliverer.New(cfg, deliverer.Deps{
+		Deps:   platform.Deps{Kafka: h.kafka, KafkaOpts: h.env.KafkaOpts, Logger: zerolog.Nop(), Registerer: prometheus.NewRegistry()},
+		Config: func() deliverer.Destinations { return stale }, ConfigReady: h.store.Ready(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.env.Start("deliverer", svc.Run)
+	h.env.Produce(userRecords("crm", "u1", "m0")...)
+	h.reader(schemas.TopicNotices).waitFor(1, 10*time.Second) // failing: the first notice
+	h.apply(strings.Replace(yaml, "X-Team: growth", "X-Team: edited", 1))
+
+	snap, err := h.store.WaitFor(h.ctx, func(s *platform.Snapshot) bool { d, ok := s.DestinationByID("crm"); return ok && d.IsAutoDisabled() })
+	if err != nil {
+		t.Fatal("crm was never auto-disabled")
+	}
+	d, _ := snap.DestinationByID("crm")
+	if got := d.Settings.Webhooks[0].Headers["X-Team"]; got != "edited" || d.IsEnabled() {
+		t.Errorf("crm after the auto-disable: X-Team %q, enabled %v; want the edit kept (edited), disabled", got, d.IsEnabled())
+	}
+}

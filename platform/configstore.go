@@ -21,7 +21,9 @@ import (
 // upsert: objects that exist in the topic but not in cfg stay. cfg is validated first
 // (cfg.Records), and sources are written with their write-key hash, never the key itself.
 // With keys (KafkaSettings.ConfigKeyring; nil: none), the destinations' secrets are written
-// encrypted (schemas.SealConfigRecord).
+// encrypted (schemas.SealConfigRecord). It writes without the config writers' transaction
+// (ConfigWriter): it checks nothing against the topic, so nothing serializes it with the
+// console's conditional writes; tests use it to seed a config.
 func ApplyConfig(ctx context.Context, cl *kgo.Client, topic string, cfg *schemas.Config, keys *schemas.Keyring) error {
 	recs, err := cfg.Records()
 	if err != nil {
@@ -38,7 +40,9 @@ func ApplyConfig(ctx context.Context, cl *kgo.Client, topic string, cfg *schemas
 // ProduceConfigRecords writes config records to the config topic, in order, and waits for
 // their acknowledgement. A record with a nil Value is a tombstone: it deletes the object.
 // The records are written as they are: seal them first (schemas.SealConfigRecord).
-// The console uses it to upsert or delete single objects.
+// It writes outside the config writers' transaction (ConfigWriter): a write that depends on
+// what the topic holds (a version check) goes through ConfigWriter.Write instead, or it is not
+// serialized with the console's and tributary-init's writes (docs/topics.md#tributaryconfig).
 func ProduceConfigRecords(ctx context.Context, cl *kgo.Client, topic string, recs ...schemas.ConfigRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -77,6 +81,7 @@ type Snapshot struct {
 	byTokenHash  map[string]*schemas.APIToken
 	revisions    map[string]int64
 	unsealed     map[string]bool
+	positions    map[int32]int64 // by partition: the offset of the next record to read
 	stale        chan struct{}
 }
 
@@ -122,6 +127,20 @@ func (s *Snapshot) SourceByKeyHash(hash string) (*schemas.Source, bool) {
 // the object does not exist. The console answers it as the object's "version".
 func (s *Snapshot) Revision(kind schemas.ConfigKind, id string) int64 {
 	return s.revisions[schemas.ConfigObject{Kind: kind, ID: id}.Key()]
+}
+
+// ReadThrough reports whether this snapshot holds every record of the config topic before
+// ends (by partition; ConfigTx.Ends): the console checks a write's versions against a
+// snapshot that read through the ends its transaction listed
+// (docs/console.md#more-than-one-console). A partition the store has not seen yet counts as
+// read only if its end is 0.
+func (s *Snapshot) ReadThrough(ends map[int32]int64) bool {
+	for p, end := range ends {
+		if next, ok := s.positions[p]; ok && next < end || !ok && end > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // NeedsSealing reports whether the record of one object holds a secret in clear, or encrypted
@@ -225,6 +244,7 @@ type configState struct {
 	tokens       map[string]*schemas.APIToken
 	revisions    map[string]int64 // object key → 1 + offset of its record
 	unsealed     map[string]bool  // object keys whose record needs sealing (Snapshot.NeedsSealing)
+	positions    map[int32]int64  // partition → offset of the next record to read
 }
 
 func (st *configState) apply(o schemas.ConfigObject) {
@@ -318,6 +338,7 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 		tokens:       maps.Clone(st.tokens),
 		revisions:    maps.Clone(st.revisions),
 		unsealed:     maps.Clone(st.unsealed),
+		positions:    maps.Clone(st.positions),
 		stale:        make(chan struct{}),
 	}
 	for _, src := range sortedValues(st.sources) {
@@ -355,7 +376,8 @@ const ConfigFetchMaxWait = 250 * time.Millisecond
 
 // ConfigStore materialises the compacted config topic in memory: every record upserts its
 // object, a tombstone deletes it, and each batch of changes is published as a new immutable
-// Snapshot. It reads every partition directly from the start, without a consumer group (a
+// Snapshot. It reads committed records only (read_committed): the writes of a transaction
+// that was aborted, or whose writer was fenced or died, are never applied. It reads every partition directly from the start, without a consumer group (a
 // TopicReader), so every replica of every service holds the whole config.
 //
 // Snapshot, Ready, Changes and WaitFor are safe for concurrent use; Run is called once.
@@ -401,16 +423,21 @@ func NewConfigStore(s KafkaSettings, topic string, logger zerolog.Logger, opts .
 			plans:        map[string]*schemas.Plan{},
 			revisions:    map[string]int64{},
 			unsealed:     map[string]bool{},
+			positions:    map[int32]int64{},
 		},
 	}
 	cs.reader, err = NewTopicReader(TopicReaderConfig{
-		Kafka:  s,
-		Topic:  topic,
-		Apply:  cs.apply,
-		Polled: cs.polled,
-		Follow: true,
-		Opts:   append([]kgo.Opt{kgo.FetchMaxWait(ConfigFetchMaxWait)}, opts...),
-		Logger: logger,
+		Kafka: s,
+		Topic: topic,
+		// Committed writes only: a writer fenced or killed mid-transaction, or that aborted,
+		// leaves nothing applied (docs/console.md#more-than-one-console).
+		ReadCommitted: true,
+		Apply:         cs.apply,
+		Position:      cs.position,
+		Polled:        cs.polled,
+		Follow:        true,
+		Opts:          append([]kgo.Opt{kgo.FetchMaxWait(ConfigFetchMaxWait)}, opts...),
+		Logger:        logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("config store: %w", err)
@@ -456,6 +483,15 @@ func (cs *ConfigStore) Run(ctx context.Context) error {
 		return fmt.Errorf("config store: %w", err)
 	}
 	return nil
+}
+
+// position notes how far the store has read a partition (published with the next snapshot,
+// for Snapshot.ReadThrough): a transaction's marker, which Apply does not see, moves it too.
+func (cs *ConfigStore) position(_ string, partition int32, next int64) {
+	if next > cs.state.positions[partition] {
+		cs.state.positions[partition] = next
+		cs.changed = true
+	}
 }
 
 // apply applies one record to the state (not yet published).

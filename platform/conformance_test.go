@@ -30,6 +30,8 @@ func TestKafkaConformance(t *testing.T) {
 		t.Run("config store", func(t *testing.T) { testConfigStore(t, settings) })
 		t.Run("config store on an empty topic", func(t *testing.T) { testConfigStoreEmpty(t, settings) })
 		t.Run("config secrets at rest", func(t *testing.T) { testConfigSecretsAtRest(t, settings) })
+		t.Run("config writers fence each other", func(t *testing.T) { testConfigWriterFences(t, settings) })
+		t.Run("a killed config write is never applied", func(t *testing.T) { testConfigWriteKilled(t, settings) })
 	})
 }
 

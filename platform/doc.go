@@ -15,7 +15,10 @@
 //     retention and cleanup policy; [EnsureTopics] creates what is missing, idempotently.
 //   - The config store: [ApplyConfigFile] makes tributary.config hold what a file declares for
 //     the objects it manages (declarative; [ApplyConfig] upserts); [ConfigStore] materialises that topic into an
-//     immutable [Snapshot] that every service reads without locks.
+//     immutable [Snapshot] that every service reads without locks, committed records only.
+//     Every writer of the topic that checks before it writes goes through [ConfigWriter]: one
+//     transactional id, so that each write fences the others before it reads and checks
+//     (docs/console.md#more-than-one-console).
 //   - Kafka loops: [Pipe] is the one consume → transform → produce → commit loop over a
 //     consumer group (exactly once in transactions, or at least once: commit only after every
 //     acknowledgement), with a bounded stop; [TopicReader] is the one read-to-the-end loop

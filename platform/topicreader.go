@@ -52,6 +52,13 @@ type TopicReaderConfig struct {
 	// once everything written before Run started was applied (also on an empty topic, with no
 	// records), and before Ready is closed. An error stops Run, which returns it.
 	Polled func(caughtUp bool) error
+	// Position, when set, is called from Run's goroutine with how far the reader has read each
+	// partition: next is the offset of the next record to read (every record before it was
+	// read or is gone). It is called once per partition it reads when Run starts (with where
+	// it starts), then after each record, control records included (with its offset + 1),
+	// before Apply. The config store uses it to tell when it has read a writer's ends
+	// (ConfigTx.Ends).
+	Position func(topic string, partition int32, next int64)
 	// Follow keeps reading after the reader caught up, until Run's context is done. False:
 	// Run returns once caught up, and records written after Run started are not applied.
 	Follow bool
@@ -153,9 +160,12 @@ func (tr *TopicReader) Run(ctx context.Context) error {
 		return fmt.Errorf("reading %s: Run called twice", tr.name())
 	}
 	logger := tr.cfg.Logger
-	opts := []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	// Control records are fetched (and never applied) at either isolation level: a partition
+	// whose last record is a transaction's marker is read to its end once the marker is seen
+	// (tributary.config is written in transactions, docs/console.md#more-than-one-console).
+	opts := []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
 	if tr.cfg.ReadCommitted {
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	cl, err := NewKafkaClient(tr.cfg.Kafka, logger, append(opts, tr.cfg.Opts...)...)
 	if err != nil {
@@ -189,6 +199,9 @@ func (tr *TopicReader) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if tr.cfg.Position != nil {
+		consume.Each(func(o kadm.Offset) { tr.cfg.Position(o.Topic, o.Partition, o.At) })
+	}
 	if tr.cfg.Start.after.IsZero() && !tr.cfg.Start.tail && len(tr.cfg.Partitions) == 0 {
 		// Whole topics from their start: by topic, so that partitions added later (EnsureTopics
 		// raises the counts) are read too, from their start.
@@ -217,6 +230,9 @@ func (tr *TopicReader) Run(ctx context.Context) error {
 			end, reading := remaining.Lookup(r.Topic, r.Partition)
 			if reading && r.Offset+1 >= end.At {
 				remaining.Delete(r.Topic, r.Partition)
+			}
+			if tr.cfg.Position != nil {
+				tr.cfg.Position(r.Topic, r.Partition, r.Offset+1)
 			}
 			if r.Attrs.IsControl() || !tr.cfg.Follow && (!reading || r.Offset >= end.At) {
 				return // a transaction's marker, or written after Run started

@@ -32,7 +32,7 @@
 //     ci/external-kafka-values.yaml; every rendered object decodes strictly into its Kubernetes
 //     API type and refers correctly to the others (deploy/helm/tools/cmd/kubecheck); the
 //     audiences StatefulSet's identity, peer URL, Services and token, and the console
-//     Deployment's single replica and Recreate strategy, addresses (the UI and API on port
+//     Deployment's replicas (console.replicas, 2 as well) and rolling strategy, addresses (the UI and API on port
 //     http, /metrics on port metrics), token Secret (the chart's or an existing one), links to
 //     the audiences API and ingest, Service, ServiceMonitor and Ingress (/ of port http) are
 //     wired as docs/operations.md says; the profile API's token is generated into a Secret of
@@ -42,7 +42,7 @@
 //     NetworkPolicies let only the console and the audiences replicas reach the profile API,
 //     only networkPolicy.metricsFrom the metrics ports; the install notes name them, the
 //     chart refuses a console without a token, a short audiences.token.value,
-//     console.replicas other than 1 and console.autoscaling, and no ServiceMonitor selects two
+//     console.replicas below 1 and console.autoscaling, and no ServiceMonitor selects two
 //     Services.
 //
 // How the topology test maps a container to a process: a compose service name in any variable

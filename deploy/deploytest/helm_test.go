@@ -246,7 +246,7 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		checkAudiences(t, r.yaml, "tributary", "tr-tributary-audiences-token/token")
-		// Only the console is recreated: ingest rolls without losing capacity.
+		// Ingest rolls without losing capacity.
 		if s := findManifest(t, decodeManifests(t, r.yaml), "Deployment", "tr-tributary-ingest").Spec.Strategy; s.Type != "RollingUpdate" || s.RollingUpdate["maxUnavailable"] != 0 {
 			t.Errorf("ingest Deployment: strategy %+v, want RollingUpdate with maxUnavailable 0", s)
 		}
@@ -271,6 +271,17 @@ func TestHelmChart(t *testing.T) {
 			t.Errorf("console.ingress.enabled=true: %d Ingresses, want 1", got)
 		}
 		checkIngress(t, ing.yaml, "tr-tributary-console", "console.tributary.example.com", "/", "")
+		// More than one console (docs/operations.md#two-consoles): the replicas asked for, rolled
+		// one at a time, wired as one.
+		two := render(t, "", append([]string{"--set", "console.replicas=2"}, consoleToken...)...)
+		if d := findManifest(t, decodeManifests(t, two.yaml), "Deployment", "tr-tributary-console"); d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+			t.Errorf("console.replicas=2: console Deployment replicas %v, want 2", d.Spec.Replicas)
+		}
+		checkConsole(t, two.yaml, "tr-tributary-secrets", "console-token", map[string]string{
+			"CONSOLE_INGEST_URL":    "http://tr-tributary-ingest:8080",
+			"CONSOLE_AUDIENCES_URL": "http://tr-tributary-audiences-api:8091",
+			"AUDIENCES_TOKEN":       "secret:tr-tributary-audiences-token/token",
+		})
 		// A new console.token rolls the console's pods (the Secret's checksum in their template).
 		again := render(t, "", "--set", "console.token=another-console-token")
 		if a, b := podAnnotation(t, r.yaml, "Deployment", "tr-tributary-console", "checksum/secret"), podAnnotation(t, again.yaml, "Deployment", "tr-tributary-console", "checksum/secret"); a == "" || a == b {
@@ -590,11 +601,10 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "console.token="}, "console.token or console.existingSecret is required"},
 			{[]string{"--set", "console.token=short"}, "console.token must be at least 16 characters (CONSOLE_TOKEN), got 5"},
 			{[]string{"--set", "audiences.token.value=short-token"}, "audiences.token.value must be at least 16 characters (AUDIENCES_TOKEN), got 11"},
-			// One console: its config writes are checked and serialised in its process.
-			{[]string{"--set", "console.replicas=2"}, "console.replicas must be 1: config writes are checked and serialised in one console process (docs/console.md#one-console)"},
-			{[]string{"--set", "console.replicas=0"}, "console.replicas must be 1"},
-			{[]string{"--set", "console.autoscaling.enabled=true"}, "console.autoscaling must not be enabled: config writes are checked and serialised in one console process (docs/console.md#one-console)"},
-			{[]string{"--set", "console.autoscaling.enabled=true", "--set", "console.autoscaling.minReplicas=1", "--set", "console.autoscaling.maxReplicas=1"}, "console.autoscaling must not be enabled"},
+			// Any fixed number of consoles (docs/operations.md#two-consoles).
+			{[]string{"--set", "console.replicas=0"}, "console.replicas must be at least 1 (console.enabled=false renders no console)"},
+			{[]string{"--set", "console.autoscaling.enabled=true"}, "console.autoscaling is not supported: set console.replicas (2 or more for a console that stays up through a pod's restart, docs/operations.md#two-consoles)"},
+			{[]string{"--set", "console.autoscaling.enabled=true", "--set", "console.autoscaling.minReplicas=1", "--set", "console.autoscaling.maxReplicas=1"}, "console.autoscaling is not supported"},
 		} {
 			// consoleToken first: a case's own --set console.token= overrides it.
 			out, err := helm(append(append([]string{"template", "tr", chart}, consoleToken...), c.args...)...)
@@ -983,8 +993,9 @@ func checkServiceMonitorsSelectOneService(t *testing.T, manifests string) {
 	}
 }
 
-// checkConsole checks the console's Deployment and Service (release "tr"): exactly one replica
-// and strategy Recreate (never two consoles, not even during an upgrade), CONSOLE_ADDR
+// checkConsole checks the console's Deployment and Service (release "tr"): strategy
+// RollingUpdate, one pod at a time and none unavailable (consoles may run side by side,
+// docs/operations.md#two-consoles), CONSOLE_ADDR
 // on 0.0.0.0:8090 (port http: the UI and the API, which an Ingress may route) and METRICS_ADDR on
 // 0.0.0.0:9100 (port metrics: /metrics, which none routes), CONSOLE_TOKEN from the key of the
 // Secret given, exactly the UI's other variables of want (CONSOLE_INGEST_URL,
@@ -995,11 +1006,11 @@ func checkConsole(t *testing.T, manifests string, tokenSecret, tokenKey string, 
 	t.Helper()
 	objs := decodeManifests(t, manifests)
 	d := findManifest(t, objs, "Deployment", "tr-tributary-console")
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("console Deployment: replicas %v, want 1", d.Spec.Replicas)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas < 1 {
+		t.Errorf("console Deployment: replicas %v, want at least 1", d.Spec.Replicas)
 	}
-	if d.Spec.Strategy.Type != "Recreate" || d.Spec.Strategy.RollingUpdate != nil {
-		t.Errorf("console Deployment: strategy %+v, want Recreate (an upgrade must not run two consoles at once)", d.Spec.Strategy)
+	if s := d.Spec.Strategy; s.Type != "RollingUpdate" || s.RollingUpdate["maxUnavailable"] != 0 {
+		t.Errorf("console Deployment: strategy %+v, want RollingUpdate with maxUnavailable 0 (an upgrade keeps a console up)", s)
 	}
 	if len(d.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("console Deployment: %d containers, want 1", len(d.Spec.Template.Spec.Containers))

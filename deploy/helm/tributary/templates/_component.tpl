@@ -20,8 +20,8 @@ and ServiceMonitor. Called as:
                                   pod's DNS name, ready or not (peers that reach each other
                                   by pod name: audiences' AUDIENCES_PEER_URL)
     "recreate" true               optional, Deployment: strategy Recreate (the old pods are gone
-                                  before a new one starts; the console, which must never run
-                                  twice) instead of RollingUpdate with maxSurge 1
+                                  before a new one starts) instead of RollingUpdate with
+                                  maxSurge 1
     "values" .Values.router)      the component's values
 
 Adding a component is one more templates/<name>.yaml with this call and one more block in

@@ -209,19 +209,18 @@ the names comma-separated, without repeats; "*" when extra holds it. */}}
 {{- if and .Values.console.enabled .Values.console.token (not .Values.console.existingSecret) (lt (len .Values.console.token) 16) }}
 {{- fail (printf "console.token must be at least 16 characters (CONSOLE_TOKEN), got %d: e.g. --set console.token=$(openssl rand -hex 32)" (len .Values.console.token)) }}
 {{- end }}
-{{- /* One console: its config writes are checked (If-Match versions, cross-object rules) and
-serialised inside its process; Kafka has no compare-and-set, so two consoles writing at the
-same moment could both pass their checks. */}}
 {{- with .Values.audiences.token.value }}
 {{- if and $.Values.audiences.enabled (not $.Values.audiences.token.existingSecret) (lt (len .) 16) }}
 {{- fail (printf "audiences.token.value must be at least 16 characters (AUDIENCES_TOKEN), got %d: e.g. --set audiences.token.value=$(openssl rand -hex 32), or leave it empty and the chart generates one" (len .)) }}
 {{- end }}
 {{- end }}
-{{- if and .Values.console.enabled (ne (int .Values.console.replicas) 1) }}
-{{- fail "console.replicas must be 1: config writes are checked and serialised in one console process (docs/console.md#one-console)" }}
+{{- /* Any number of consoles (docs/console.md#more-than-one-console), but a fixed one: the
+console's load is people and automation, not traffic, so it has no autoscaling block. */}}
+{{- if and .Values.console.enabled (lt (int .Values.console.replicas) 1) }}
+{{- fail "console.replicas must be at least 1 (console.enabled=false renders no console)" }}
 {{- end }}
 {{- if and .Values.console.enabled (dig "autoscaling" "enabled" false .Values.console) }}
-{{- fail "console.autoscaling must not be enabled: config writes are checked and serialised in one console process (docs/console.md#one-console)" }}
+{{- fail "console.autoscaling is not supported: set console.replicas (2 or more for a console that stays up through a pod's restart, docs/operations.md#two-consoles)" }}
 {{- end }}
 {{- if gt (len (compact (list .Values.tenantConfig.content .Values.tenantConfig.existingConfigMap .Values.tenantConfig.existingSecret))) 1 }}
 {{- fail "tenantConfig: give one of content, existingConfigMap and existingSecret" }}
