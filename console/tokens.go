@@ -142,13 +142,13 @@ func (s *Service) revokeToken(w http.ResponseWriter, r *http.Request) error {
 // revokeAPIToken writes the tombstone of the token id, and returns once this console refuses
 // it: the tokens API's DELETE and the Team page.
 func (s *Service) revokeAPIToken(ctx context.Context, id string) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if _, ok := s.deps.Store.Snapshot().APITokenByID(id); !ok {
-		return errNotFound("no API token %q", id)
-	}
-	_, err := s.writeObjects(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindAPIToken, ID: id})
-	return err
+	return s.configTx(ctx, func(snap *platform.Snapshot) error {
+		if _, ok := snap.APITokenByID(id); !ok {
+			return errNotFound("no API token %q", id)
+		}
+		_, err := s.writeObjects(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindAPIToken, ID: id})
+		return err
+	})
 }
 
 func isControl(c rune) bool { return c < 0x20 || c == 0x7f }

@@ -259,3 +259,71 @@ func TestTwoConsolesAndApplyRace(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoConsolesUserRace: two consoles change one user's role with If-Match, each from the
+// version it just read: no two writes succeed from the same version, each success starts from
+// the version the one before it made, and every refusal is 409 version_mismatch (or 503 when
+// fenced at every try).
+func TestTwoConsolesUserRace(t *testing.T) {
+	env := servicetest.New(t, servicetest.Options{})
+	consoles := []*harness{startConsoleWithStore(t, env), startConsoleWithStore(t, env)}
+	const email = "ada@example.com"
+	expect(t, consoles[0].do(http.MethodPut, "/v1/users/"+email, `{"role":"viewer"}`), http.StatusCreated)
+	writes := 15
+	if testing.Short() {
+		writes = 6
+	}
+	var (
+		mu        sync.Mutex
+		successes []conditionalWrite
+		failures  []string
+		wg        sync.WaitGroup
+	)
+	for i, h := range consoles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := string(rune('A' + i))
+			for n := range writes {
+				got := h.do(http.MethodGet, "/v1/users/"+email, nil)
+				if got.Status != http.StatusOK {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("console %s GET: %d %s", name, got.Status, got.Body))
+					mu.Unlock()
+					return
+				}
+				from := got.Header.Get("ETag")
+				role := []string{"viewer", "editor"}[n%2]
+				put := h.do(http.MethodPut, "/v1/users/"+email, `{"role":"`+role+`"}`, "If-Match", from)
+				mu.Lock()
+				switch {
+				case put.Status == http.StatusOK:
+					f, _ := strconv.ParseInt(strings.Trim(from, `"`), 10, 64)
+					to, _ := strconv.ParseInt(strings.Trim(put.Header.Get("ETag"), `"`), 10, 64)
+					successes = append(successes, conditionalWrite{console: name, from: f, to: to, name: role})
+				case put.Status == http.StatusConflict && bytes.Contains(put.Body, []byte(`"version_mismatch"`)),
+					put.Status == http.StatusServiceUnavailable && bytes.Contains(put.Body, []byte(`"unavailable"`)):
+				default:
+					failures = append(failures, fmt.Sprintf("console %s PUT from %s: %d %s", name, from, put.Status, put.Body))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("unexpected answers:\n%s", strings.Join(failures, "\n"))
+	}
+	if len(successes) == 0 {
+		t.Fatal("no conditional write succeeded")
+	}
+	slices.SortFunc(successes, func(a, b conditionalWrite) int { return int(a.from - b.from) })
+	for i, w := range successes {
+		if i > 0 && w.from == successes[i-1].from {
+			t.Errorf("two writes succeeded from version %d: %+v and %+v (a lost update)", w.from, successes[i-1], w)
+		}
+		if i > 0 && w.from != successes[i-1].to {
+			t.Errorf("a write succeeded from version %d, but the write before it made %d: %+v", w.from, successes[i-1].to, w)
+		}
+	}
+}

@@ -130,23 +130,31 @@ func (s *Service) setUser(ctx context.Context, email, role string, pii bool, opt
 		}
 		return nil, nil, false, errInvalid("", "%s", err.Error())
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	snap := s.deps.Store.Snapshot()
-	cur, exists := lookup(snap, schemas.ConfigKindConsoleUser, email)
-	if err := ifMatch(opts.IfMatch, "user", email, snap.Revision(schemas.ConfigKindConsoleUser, email)); err != nil {
-		return nil, nil, false, err
-	}
-	if exists {
-		if err := manageable(opts.TakeOver, cur); err != nil {
-			return nil, nil, false, err
+	var (
+		written *platform.Snapshot
+		created bool
+	)
+	// Checked and written in one config transaction: another console's write of the user
+	// lands before the check or fails it (docs/console.md#more-than-one-console).
+	err := s.configTx(ctx, func(snap *platform.Snapshot) error {
+		cur, exists := lookup(snap, schemas.ConfigKindConsoleUser, email)
+		if err := ifMatch(opts.IfMatch, "user", email, snap.Revision(schemas.ConfigKindConsoleUser, email)); err != nil {
+			return err
 		}
-	}
-	snap, err := s.writeObjects(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindConsoleUser, ID: email, ConsoleUser: next})
+		if exists {
+			if err := manageable(opts.TakeOver, cur); err != nil {
+				return err
+			}
+		}
+		var err error
+		written, err = s.writeObjects(ctx, schemas.ConfigObject{Kind: schemas.ConfigKindConsoleUser, ID: email, ConsoleUser: next})
+		created = !exists
+		return err
+	})
 	if err != nil {
 		return nil, nil, false, err
 	}
-	return snap, next, !exists, nil
+	return written, next, created, nil
 }
 
 // deleteUser answers DELETE /v1/users/{email}: the user may no longer sign in (sessions end
