@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform/servicetest"
+	"github.com/tributary-cdp/tributary/platform/shred"
 	"github.com/tributary-cdp/tributary/schemas"
 )
 
@@ -36,8 +37,8 @@ func sameTime(a, b string) bool {
 // first answering 200 and the second refusing connections, the message is delivered with both
 // URLs' attempts under it; a 500's answer (body and headers) is shown in its attempt, and the
 // message moves from retrying (with its next attempt time) to delivered; messages are found by
-// user and by event; sealed records are read opened, and a deleted user's (its key shredded)
-// are not shown.
+// user and by event; sealed records are read opened, plain ones naming their user's key are
+// read as they are, and a deleted user's of either kind (its key shredded) are not shown.
 func TestMessagesAPI(t *testing.T) { synctest.Test(t, testMessagesAPI) }
 
 func testMessagesAPI(t *testing.T) {
@@ -93,16 +94,31 @@ func testMessagesAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := keys.Shred(h.env.Ctx, "jane"); err != nil || n != 1 {
-		t.Fatalf("Shred = %d, %v", n, err)
+	// Plain records naming their user's key (an attempt of a sealed delivery without an
+	// answer): carol's key lives, dan's is shredded.
+	carol, dan := msg("m-carol", "carol", "Signed Up", 3*time.Second), msg("m-dan", "dan", "Signed Up", 3*time.Second)
+	carol.URL, carol.Status, carol.ErrorClass = "https://a.example.com/in", 200, schemas.ClassOK
+	dan.URL, dan.Status, dan.ErrorClass = "https://a.example.com/in", 200, schemas.ClassOK
+	carolRec, danRec := attemptRecord(t, carol), attemptRecord(t, dan)
+	for user, rec := range map[string]*kgo.Record{"carol": carolRec, "dan": danRec} {
+		probe := &kgo.Record{Value: []byte("{}")}
+		if err := keys.SealRecords(h.env.Ctx, []*kgo.Record{probe}, func(*kgo.Record) []byte { return []byte(user) }); err != nil {
+			t.Fatal(err)
+		}
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: schemas.HeaderUserKey, Value: shred.KeyOf(probe)})
+	}
+	for _, user := range []string{"jane", "dan"} {
+		if n, err := keys.Shred(h.env.Ctx, user); err != nil || n != 1 {
+			t.Fatalf("Shred(%s) = %d, %v", user, n, err)
+		}
 	}
 	// The console's keyring reads the shred before the attempts' reader gets jane's record (a
 	// deletion's regulation makes the console forget what it opened before: TestForget*).
 	synctest.Wait()
-	h.env.Produce(attemptRecord(t, retried), bobRec, janeRec)
+	h.env.Produce(attemptRecord(t, retried), bobRec, janeRec, danRec, carolRec)
 	servicetest.Eventually(t, 10*time.Second, "the retry and the sealed records", func() string {
 		got := get("/v1/destinations/file-hooks/messages?event=Signed+Up")
-		if len(got) != 1 || got[0]["messageId"] != "m-bob" || get("/v1/messages/m-500")[0]["status"] != "delivered" {
+		if len(got) != 2 || got[0]["messageId"] != "m-carol" || got[1]["messageId"] != "m-bob" || get("/v1/messages/m-500")[0]["status"] != "delivered" {
 			return fmt.Sprint(got)
 		}
 		return ""
@@ -117,8 +133,10 @@ func testMessagesAPI(t *testing.T) {
 	if strings.Join(ids, " ") != "m-500 m-two" {
 		t.Fatalf("user-5's messages: %v, want m-500 m-two (newest first)", ids)
 	}
-	if r := h.do("GET", "/v1/messages/m-jane", nil); r.Status != 404 {
-		t.Fatalf("a deleted user's message: %d %s", r.Status, r.Body)
+	for _, id := range []string{"m-jane", "m-dan"} {
+		if r := h.do("GET", "/v1/messages/"+id, nil); r.Status != 404 {
+			t.Fatalf("a deleted user's message %s: %d %s", id, r.Status, r.Body)
+		}
 	}
 	r := h.do("GET", "/v1/destinations/file-hooks/messages?status=lost", nil)
 	expectError(t, r, 400, "invalid", "status: must be one of delivered, retrying, dead_lettered, filtered, got \"lost\"", "status")

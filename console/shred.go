@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/platform/shred"
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // opener opens the sealed records of one batch of a view's reader into buffers it reuses for
@@ -21,9 +22,18 @@ type opener struct {
 // it is plain, a copy with the opened value when it is sealed (valid until o.reset), nil when
 // it does not open — sealed with a shredded key (its user was deleted: the view never shows
 // it), damaged, or its key not readable now (logged; the view goes without it).
+//
+// A plain record that names its user's key (header tributary-user-key: an attempt record of a
+// sealed delivery without an answer) is returned as it is while that key lives, and dropped as
+// a sealed one is once it was shredded.
 func (o *opener) open(s *Service, r *kgo.Record) *kgo.Record {
 	hexID := shred.KeyOf(r)
 	if hexID == nil {
+		if userKey := userKeyOf(r); userKey != nil {
+			if _, ok := s.liveKey(r, userKey); !ok {
+				return nil
+			}
+		}
 		return r
 	}
 	key, err := s.dataKeys.Key(hexID)
@@ -55,6 +65,12 @@ func (s *Service) sealedWith(r *kgo.Record) (*shred.Key, bool) {
 	if hexID == nil {
 		return nil, true
 	}
+	return s.liveKey(r, hexID)
+}
+
+// liveKey is the data key hexID names, false when it was shredded or cannot be read now
+// (logged).
+func (s *Service) liveKey(r *kgo.Record, hexID []byte) (*shred.Key, bool) {
 	key, err := s.dataKeys.Key(hexID)
 	if err != nil {
 		if !errors.Is(err, shred.ErrShredded) {
@@ -63,6 +79,16 @@ func (s *Service) sealedWith(r *kgo.Record) (*shred.Key, bool) {
 		return nil, false
 	}
 	return key, true
+}
+
+// userKeyOf is the value of r's tributary-user-key header, nil without one.
+func userKeyOf(r *kgo.Record) []byte {
+	for i := range r.Headers {
+		if r.Headers[i].Key == schemas.HeaderUserKey {
+			return r.Headers[i].Value
+		}
+	}
+	return nil
 }
 
 // openerKeep bounds the buffer an opener keeps between batches: a backfill's first batches

@@ -135,7 +135,7 @@ func emptySuccess(status, length int) bool { return status >= 200 && status < 30
 // appendTo appends the answer's members of an attempt record (responseHeaders, responseBody),
 // those it has; nothing for an empty 2xx (emptySuccess).
 func (a *answer) appendTo(b []byte, status int) []byte {
-	if a == nil || emptySuccess(status, len(a.body)) {
+	if !a.kept(status) {
 		return b
 	}
 	if len(a.headers) > 0 {
@@ -147,6 +147,12 @@ func (a *answer) appendTo(b []byte, status int) []byte {
 		b = schemas.AppendJSONString(b, text(trimRune(a.body)))
 	}
 	return b
+}
+
+// kept reports whether an attempt record of this answer (with its status) holds any of it
+// (appendTo): not for an empty 2xx, nor for an answer with neither headers nor body.
+func (a *answer) kept(status int) bool {
+	return a != nil && !emptySuccess(status, len(a.body)) && (len(a.headers) > 0 || len(a.body) > 0)
 }
 
 // trimRune drops an incomplete UTF-8 sequence a truncation left at the end of b, so the text

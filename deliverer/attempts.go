@@ -142,13 +142,17 @@ func appendMember(b []byte, name string, raw []byte) []byte {
 	return b[:n]
 }
 
-// attemptRecord is the webhooks.attempts record of one POST of d (appendAttemptRecord): sealed
-// with d's data key when its body was sealed (docs/security.md#crypto-shredding: the record
-// names the message's user and holds the endpoint's answer, which may repeat the body), with
-// the tributary-key header; plain otherwise.
+// attemptRecord is the webhooks.attempts record of one POST of d (appendAttemptRecord). For a
+// delivery whose body was sealed (docs/security.md#crypto-shredding), a record that holds the
+// endpoint's answer (which may repeat the body) is sealed with d's data key, with the
+// tributary-key header; one without an answer (an empty 2xx: most POSTs) holds nothing the
+// message's record keys and headers do not already carry in clear (its ids, type and event
+// name) and stays plain, with the tributary-user-key header naming the key, so that readers
+// drop it once the user is deleted as they drop sealed records. Plain otherwise.
 func (s *Service) attemptRecord(d *delivery, res *urlResult, lim hostLimit, out outcome, now time.Time) *kgo.Record {
+	seal := d.key != nil && res.answer.kept(res.Status)
 	head := 0
-	if d.key != nil {
+	if seal {
 		head = shred.Headroom
 	}
 	size := head + 288 + shred.TagSize
@@ -158,9 +162,14 @@ func (s *Service) attemptRecord(d *delivery, res *urlResult, lim hostLimit, out 
 	rec := attemptRecords.get(size)
 	b := appendAttemptRecord(rec.Value[:head], d, res, lim, out, now)
 	rec.Topic, rec.Key, rec.Value = s.cfg.AttemptsTopic, append(rec.Key[:0], d.destID...), b
-	if d.key != nil {
+	switch {
+	case seal:
 		rec.Value = d.key.SealReserved(b)
 		rec.Headers = append(rec.Headers[:0], kgo.RecordHeader{Key: schemas.HeaderDataKey, Value: d.key.ID()})
+	case d.key != nil:
+		rec.Headers = append(rec.Headers[:0], kgo.RecordHeader{Key: schemas.HeaderUserKey, Value: d.key.ID()})
+	default:
+		rec.Headers = rec.Headers[:0]
 	}
 	return rec
 }

@@ -201,6 +201,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		kgo.RecordDeliveryTimeout(handOffTimeout),
 		kgo.WithContext(s.grace),
 		kgo.WithHooks(s.recovery.Hook()),
+		// Compressed even with sealing on (platform.SealedCompression is for the other
+		// services): most of what the deliverer writes is attempt records, plain unless they
+		// hold an answer (attemptRecord), and they compress well; sealed records go to the
+		// retry tiers and the DLQ only on failures.
+		kgo.ProducerBatchCompression(kgo.SnappyCompression()),
 	}
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))

@@ -52,8 +52,8 @@ func TestSealedDeliveries(t *testing.T) {
 			t.Fatalf("%s record not sealed as it was: %v %q", r.Topic, r.Headers, r.Value)
 		}
 	}
-	// The attempt records of a sealed delivery are sealed with its key: they name the user and
-	// hold the endpoint's answer.
+	// The attempt records of a sealed delivery that hold the endpoint's answer (here a 503's
+	// and a 400's headers) are sealed with its key.
 	for _, r := range h.reader(schemas.TopicAttempts).waitFor(2, 10*time.Second) {
 		if !bytes.Equal(shred.KeyOf(r), shred.KeyOf(recs[0])) || bytes.Contains(r.Value, []byte("u-m")) {
 			t.Fatalf("attempt record not sealed: %v %q", r.Headers, r.Value)
@@ -129,5 +129,48 @@ func TestDeletedWhileWaiting(t *testing.T) {
 	}
 	if !bytes.Contains(first.body, []byte(`"messageId":"m1"`)) && !bytes.Contains(first.body, []byte(`"messageId":"m2"`)) {
 		t.Fatalf("the first request was not opened: %q", first.body)
+	}
+}
+
+// TestSealedDeliveryEmptyAnswer: the attempt record of a sealed delivery whose endpoint answered
+// an empty 2xx holds no answer, and nothing of the body: it is plain (its ids, type and event
+// name are what the record keys and headers carry in clear) and names the user's key in the
+// tributary-user-key header, for readers to drop once the user is deleted.
+func TestSealedDeliveryEmptyAnswer(t *testing.T) {
+	rc := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) })
+	h := newHarness(t, "2s", destYAML(dest("ok", []string{rc.URL + "/in"}, "")))
+	keys := h.env.Keyring()
+	h.run(h.config())
+	recs := deliveryRecords("ok", "m1")
+	for _, r := range recs {
+		r.Value = bytes.ReplaceAll(r.Value, []byte(`"total":`), []byte(`"email":"planted@example.com","total":`))
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) []byte { return []byte("jane") }); err != nil {
+		t.Fatal(err)
+	}
+	h.env.Produce(recs...)
+	rc.waitRequests(t, 1, 10*time.Second)
+	got := h.reader(schemas.TopicAttempts).waitFor(1, 10*time.Second)
+	if len(got) != 1 {
+		t.Fatalf("%d attempt records, want 1", len(got))
+	}
+	r := got[0]
+	if shred.KeyOf(r) != nil || bytes.Contains(r.Value, []byte("planted")) {
+		t.Fatalf("the record of an empty 2xx: %v %q, want plain and without the body", r.Headers, r.Value)
+	}
+	var userKey []byte
+	for _, h := range r.Headers {
+		if h.Key == schemas.HeaderUserKey {
+			userKey = h.Value
+		}
+	}
+	if !bytes.Equal(userKey, shred.KeyOf(recs[0])) {
+		t.Fatalf("header %s = %q, want the delivery's key %q", schemas.HeaderUserKey, userKey, shred.KeyOf(recs[0]))
+	}
+	a, err := schemas.DecodeAttemptRecord(r.Value)
+	if err != nil || a.UserID != "u-m1" || a.Status != http.StatusNoContent || a.ResponseBody != "" || a.ResponseHeaders != nil {
+		t.Fatalf("attempt record %s: %v", r.Value, err)
 	}
 }

@@ -99,6 +99,11 @@ const (
 	// docs/topics.md#sealed-values): the value is then a sealed value, not the topic's plain
 	// format. A record without it is plain.
 	HeaderDataKey = "tributary-key"
+	// HeaderUserKey names the data key of the user a plain record is about (a
+	// webhooks.attempts record of a sealed delivery that holds no answer of the endpoint:
+	// docs/topics.md#sealed-values). The value is plain; a reader drops the record when that
+	// key was shredded, as it drops a sealed one.
+	HeaderUserKey = "tributary-user-key"
 	// HeaderReplay, on a webhooks.deliveries record, names the replay that produced it (the
 	// console's replays, docs/delivery.md#replay): the deliverer sends it as the
 	// X-Tributary-Replay header of every POST (HeaderXTributaryReplay) and writes it as the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -129,13 +131,38 @@ func (dk *dataKey) seal(plain []byte, reuse bool) []byte {
 	return dk.sealAt(make([]byte, Headroom, n+Overhead), plain)
 }
 
-// sealAt writes the version and a random nonce into head (Headroom bytes) and appends the
-// ciphertext of plain and its tag to it: in place when plain starts right after head in the
-// same buffer (GCM allows the exact overlap).
+// sealAt writes the version and a fresh nonce (nextNonce) into head (Headroom bytes) and
+// appends the ciphertext of plain and its tag to it: in place when plain starts right after
+// head in the same buffer (GCM allows the exact overlap).
 func (dk *dataKey) sealAt(head, plain []byte) []byte {
 	head[0] = sealedVersion
-	rand.Read(head[1:Headroom]) // never fails (crypto/rand)
+	nextNonce(head[1:Headroom])
 	return dk.aead.Seal(head, head[1:Headroom], plain, dk.hexID)
+}
+
+// The process's nonces: a random 96-bit start, then a counter in its low 64 bits. AES-GCM
+// needs a nonce used once per key; keys are shared by every process that seals for a user
+// (ingest, the router, the deliverer, audiences), so a nonce must be unique across processes:
+// two processes' sequences meet only if their random 32-bit prefixes are equal and their random
+// 64-bit counters come within the number of values sealed of each other, which is less likely
+// than two random 96-bit nonces colliding. A counter costs an atomic add where a random nonce
+// cost a read of the kernel's generator (about 90 ns, 30 % of sealing a 300-byte record).
+var (
+	noncePrefix  uint32
+	nonceCounter atomic.Uint64
+)
+
+func init() {
+	var seed [12]byte
+	rand.Read(seed[:]) // never fails (crypto/rand)
+	noncePrefix = binary.BigEndian.Uint32(seed[:4])
+	nonceCounter.Store(binary.BigEndian.Uint64(seed[4:]))
+}
+
+// nextNonce writes the process's next nonce into dst (nonceSize bytes).
+func nextNonce(dst []byte) {
+	binary.BigEndian.PutUint32(dst[:4], noncePrefix)
+	binary.BigEndian.PutUint64(dst[4:nonceSize], nonceCounter.Add(1))
 }
 
 // Seal seals plain with subject's newest live key, creating (and writing) one first if it has
