@@ -29,16 +29,9 @@ func TestSealedDeliveries(t *testing.T) {
 	h := newHarness(t, "2s", destYAML(dest("retry", []string{rc.URL + "/fail"}, ""), dest("dead", []string{rc.URL + "/bad"}, "")))
 	keys := h.env.Keyring()
 	reg, _ := h.run(h.config())
-	recs := append(deliveryRecords("retry", "m1"), deliveryRecords("dead", "m2")...)
-	for _, r := range recs {
-		r.Value = bytes.ReplaceAll(r.Value, []byte(`"total":`), []byte(`"email":"planted@example.com","total":`))
-	}
+	recs := produceSealed(t, h, "jane", append(deliveryRecords("retry", "m1"), deliveryRecords("dead", "m2")...))
 	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 	defer cancel()
-	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) []byte { return []byte("jane") }); err != nil {
-		t.Fatal(err)
-	}
-	h.env.Produce(recs...)
 	got := rc.waitRequests(t, 2, 10*time.Second)
 	for _, r := range got {
 		if !bytes.Contains(r.body, []byte(`"email":"planted@example.com"`)) {
@@ -139,18 +132,8 @@ func TestDeletedWhileWaiting(t *testing.T) {
 func TestSealedDeliveryEmptyAnswer(t *testing.T) {
 	rc := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) })
 	h := newHarness(t, "2s", destYAML(dest("ok", []string{rc.URL + "/in"}, "")))
-	keys := h.env.Keyring()
 	h.run(h.config())
-	recs := deliveryRecords("ok", "m1")
-	for _, r := range recs {
-		r.Value = bytes.ReplaceAll(r.Value, []byte(`"total":`), []byte(`"email":"planted@example.com","total":`))
-	}
-	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
-	defer cancel()
-	if err := keys.SealRecords(ctx, recs, func(*kgo.Record) []byte { return []byte("jane") }); err != nil {
-		t.Fatal(err)
-	}
-	h.env.Produce(recs...)
+	recs := produceSealed(t, h, "jane", deliveryRecords("ok", "m1"))
 	rc.waitRequests(t, 1, 10*time.Second)
 	got := h.reader(schemas.TopicAttempts).waitFor(1, 10*time.Second)
 	if len(got) != 1 {
@@ -173,4 +156,20 @@ func TestSealedDeliveryEmptyAnswer(t *testing.T) {
 	if err != nil || a.UserID != "u-m1" || a.Status != http.StatusNoContent || a.ResponseBody != "" || a.ResponseHeaders != nil {
 		t.Fatalf("attempt record %s: %v", r.Value, err)
 	}
+}
+
+// produceSealed plants an email in the delivery records, seals them with user's key and
+// produces them; it returns them sealed.
+func produceSealed(t *testing.T, h *harness, user string, recs []*kgo.Record) []*kgo.Record {
+	t.Helper()
+	for _, r := range recs {
+		r.Value = bytes.ReplaceAll(r.Value, []byte(`"total":`), []byte(`"email":"planted@example.com","total":`))
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	if err := h.env.Keyring().SealRecords(ctx, recs, func(*kgo.Record) []byte { return []byte(user) }); err != nil {
+		t.Fatal(err)
+	}
+	h.env.Produce(recs...)
+	return recs
 }
