@@ -90,7 +90,8 @@ func (s *Service) noteAggs(b *batch, p int32, part *partition) {
 			// State a profile kept of an aggregate removed and added again before a sync
 			// dropped it: the backfill rebuilds it.
 			for id, prof := range part.profiles {
-				if len(prof.Aggs) > 0 && slices.ContainsFunc(prof.Aggs, func(a agg) bool { return slices.Contains(fresh, a.Key.Value()) }) {
+				if prof.anyAgg(func(key sym) bool { return slices.Contains(fresh, key.Value()) }) {
+					prof.unpack()
 					prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return slices.Contains(fresh, a.Key.Value()) })
 					b.touch(p, part, id)
 				}

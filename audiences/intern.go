@@ -43,6 +43,7 @@ func (in *interner) profile(p *profile) {
 	if in == nil {
 		return
 	}
+	p.unpack()
 	for i := range p.Traits {
 		p.Traits[i].K, p.Traits[i].V = in.str(p.Traits[i].K), in.val(p.Traits[i].V)
 	}

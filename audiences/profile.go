@@ -34,8 +34,13 @@ type profile struct {
 	Traits    traits
 	FirstSeen int64      // ms
 	LastSeen  int64      // ms
-	Events    []named    // per track event name
-	Aggs      []agg      // per config aggregate (docs/audiences.md)
+	// Events and Aggs: the counter of each track event name and the state of each config
+	// aggregate (docs/audiences.md), while the profile is unpacked; once its changelog
+	// record is written they are packed into packed (packed.go, docs/audiences.md#memory).
+	// Code that changes them calls unpack first; rules read either form (aggView).
+	Events []named
+	Aggs   []agg
+	packed string
 	Synced    syncedList // what the last sync sent
 	// Identity holds the profile's external ids and its merges and refusals
 	// (docs/audiences.md#identity-resolution); nil until it has any.
@@ -609,7 +614,10 @@ func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 	}
 }
 
+// eventSeries is the counter of the event name, to change (the profile unpacked); nil: none,
+// and not made (!create, or maxEventNames reached).
 func (p *profile) eventSeries(name string, create bool) *counter {
+	p.unpack()
 	for i := range p.Events {
 		if p.Events[i].Name.Value() == name {
 			return &p.Events[i].counter
@@ -622,7 +630,9 @@ func (p *profile) eventSeries(name string, create bool) *counter {
 	return &p.Events[len(p.Events)-1].counter
 }
 
+// agg is the aggregate of key, to change (the profile unpacked); nil: none, and not made.
 func (p *profile) agg(key sym, create bool) *agg {
+	p.unpack()
 	for i := range p.Aggs {
 		if p.Aggs[i].Key == key {
 			return &p.Aggs[i]
@@ -648,6 +658,8 @@ func (p *profile) seen(ms int64) {
 // into p: p's traits win over o's, counts and buckets add up, first/last keep the earliest and
 // the latest, frequencies add up. o's synced state is not taken: o's own identify calls stop.
 func (p *profile) absorb(o *profile, now int64) {
+	p.unpack()
+	oEvents, oAggs := o.unpacked()
 	for _, kv := range o.Traits {
 		if p.Traits.get(kv.K).isNull() {
 			p.Traits.set(kv.K, kv.V)
@@ -659,13 +671,13 @@ func (p *profile) absorb(o *profile, now int64) {
 	if o.LastSeen != 0 {
 		p.seen(o.LastSeen) // (0 would become p's FirstSeen)
 	}
-	for i := range o.Events {
-		if s := p.eventSeries(o.Events[i].Name.Value(), true); s != nil {
-			s.merge(&o.Events[i].counter, now)
+	for i := range oEvents {
+		if s := p.eventSeries(oEvents[i].Name.Value(), true); s != nil {
+			s.merge(&oEvents[i].counter, now)
 		}
 	}
-	for i := range o.Aggs {
-		oa := &o.Aggs[i]
+	for i := range oAggs {
+		oa := &oAggs[i]
 		a := p.agg(oa.Key, true)
 		if s := oa.ser(); s != nil {
 			a.serRW().merge(s, now)

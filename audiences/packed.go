@@ -1,0 +1,657 @@
+package audiences
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unique"
+)
+
+// The packed form of a profile's event counters and aggregates (docs/audiences.md#memory).
+//
+// Unpacked, a profile's counters (Events) and aggregates (Aggs) are lists of typed entries,
+// each state and each list of buckets or values an allocation of its own: about 370 bytes in
+// 8 allocations for a profile of the benchmark's shape, each rounded to its size class. Once
+// the batch that changed a profile has written it to the changelog, they are packed into one
+// string (profile.packed), about 90 bytes: entries one after the other, each
+//
+//	tag (1 byte) | name | body length (uvarint) | body
+//
+// where name is the uvarint of the name's number + 1 (names: event names and aggregate keys,
+// numbered once per process), or 0 followed by the uvarint length and the bytes of a name
+// that has no number (the table is full). The bodies, by tag:
+//
+//	packedCounter   total, then per bucket: minute, count
+//	packedSeries    total, then per bucket: minute, count, stats (a byte: 0 none, 1 one value
+//	                that is the sum, min and max, 2 three values), the values (float64 bits,
+//	                8 bytes each, little-endian)
+//	packedOne       one value: the first and the last of a first/last aggregate (stamped)
+//	packedTwo       the first and the last value (stamped, stamped)
+//	packedFreq      per value: val, count (uvarint), first seen (varint)
+//	packedList      per value: val
+//	packedEmpty     nothing (an aggregate without state)
+//
+// A bucket's minute is a varint for the first bucket, then the uvarint of its distance from
+// the one before (buckets ascend); totals and counts are uvarints; a stamped is a val and its
+// time (varint ms); a val is its kind (a byte), then for a number its float64 bits (8 bytes),
+// for a bool one byte, for a string or JSON its uvarint length and bytes.
+//
+// Rules read the packed form as it is (the sync reads every profile; packedSeries and the
+// readers of aggView); what changes a profile's counters or aggregates unpacks it first
+// (profile.unpack: the typed lists again, read from the string), and the changelog packs it
+// again once written (profile.pack). A profile whose packed form would be longer than
+// maxPacked (a heavy user's thousands of buckets) stays unpacked: rewriting it on each of its
+// events would cost more than the memory it saves.
+
+// maxPacked is the longest packed form kept; a profile whose form is longer stays unpacked.
+const maxPacked = 1024
+
+// Tags of packed entries.
+const (
+	packedCounter byte = iota + 1
+	packedSeries
+	packedOne
+	packedTwo
+	packedFreq
+	packedList
+	packedEmpty
+)
+
+// maxNames bounds the names numbered for packed entries; a name beyond is written out in
+// each entry (event names come from clients: the table must not grow without bound).
+const maxNames = 1 << 16
+
+// packedNames numbers the names of packed entries (event names and aggregate keys), once per
+// process: an entry holds its name's number (one to three bytes) instead of the name. A number
+// is never reused and a name never forgotten; numbers are read without a lock (syms is
+// replaced, never changed, when a name is added), as syncKeys.
+var packedNames = struct {
+	mu      sync.Mutex
+	numbers map[sym]uint32
+	syms    atomic.Pointer[[]sym]
+}{numbers: map[sym]uint32{}}
+
+// nameNumber is the number of name (given one when it has none and the table has room); ok
+// false: it has none.
+func nameNumber(name sym) (uint32, bool) {
+	packedNames.mu.Lock()
+	defer packedNames.mu.Unlock()
+	if n, ok := packedNames.numbers[name]; ok {
+		return n, true
+	}
+	var syms []sym
+	if old := packedNames.syms.Load(); old != nil {
+		if len(*old) >= maxNames {
+			return 0, false
+		}
+		syms = append(syms, *old...)
+	}
+	n := uint32(len(syms))
+	syms = append(syms, name)
+	packedNames.syms.Store(&syms)
+	packedNames.numbers[name] = n
+	return n, true
+}
+
+// nameOf is the name numbered n.
+func nameOf(n uint32) sym { return (*packedNames.syms.Load())[n] }
+
+// packer appends the packed form of entries to b.
+type packer struct{ b []byte }
+
+func (w *packer) uvarint(x uint64) { w.b = binary.AppendUvarint(w.b, x) }
+func (w *packer) varint(x int64)   { w.b = binary.AppendVarint(w.b, x) }
+func (w *packer) float(f float64) {
+	w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
+}
+
+func (w *packer) str(s string) {
+	w.uvarint(uint64(len(s)))
+	w.b = append(w.b, s...)
+}
+
+func (w *packer) val(v val) {
+	w.b = append(w.b, byte(v.k))
+	switch v.k {
+	case kNumber:
+		w.float(v.f)
+	case kBool:
+		w.b = append(w.b, byte(b2f(v.f != 0)))
+	case kString, kRaw:
+		w.str(v.s)
+	}
+}
+
+func (w *packer) stamped(s stamped) {
+	w.val(s.V)
+	w.varint(s.At)
+}
+
+// entry appends an entry's tag and name, then its body (written by body), then sets the
+// body's length before it.
+func (w *packer) entry(tag byte, name sym, body func()) {
+	w.b = append(w.b, tag)
+	if n, ok := nameNumber(name); ok {
+		w.uvarint(uint64(n) + 1)
+	} else {
+		w.uvarint(0)
+		w.str(name.Value())
+	}
+	at := len(w.b)
+	body()
+	// The body's length goes before the body: it is moved by the length's size.
+	var lb [binary.MaxVarintLen64]byte
+	l := binary.PutUvarint(lb[:], uint64(len(w.b)-at))
+	w.b = append(w.b, lb[:l]...)
+	copy(w.b[at+l:], w.b[at:len(w.b)-l])
+	copy(w.b[at:], lb[:l])
+}
+
+// counter appends an event counter's body.
+func (w *packer) counter(c *counter) {
+	w.uvarint(c.Total)
+	for i, k := range c.Buckets {
+		w.minute(i, k.At, c.Buckets)
+		w.uvarint(uint64(k.N))
+	}
+}
+
+// minute appends the minute of the i-th bucket: itself for the first, else its distance from
+// the one before.
+func (w *packer) minute(i int, at int32, buckets any) {
+	if i == 0 {
+		w.varint(int64(at))
+		return
+	}
+	var prev int32
+	switch bs := buckets.(type) {
+	case []count:
+		prev = bs[i-1].At
+	case []bucket:
+		prev = bs[i-1].At
+	}
+	w.uvarint(uint64(int64(at) - int64(prev)))
+}
+
+// series appends an aggregate series' body.
+func (w *packer) series(s *series) {
+	w.uvarint(s.Total)
+	for i, k := range s.Buckets {
+		w.minute(i, k.At, s.Buckets)
+		w.uvarint(uint64(k.N))
+		sum, lo, hi := math.Float64bits(k.Sum), math.Float64bits(k.Min), math.Float64bits(k.Max)
+		switch {
+		case sum == 0 && lo == 0 && hi == 0:
+			w.b = append(w.b, 0)
+		case sum == lo && lo == hi:
+			w.b = append(w.b, 1)
+			w.float(k.Sum)
+		default:
+			w.b = append(w.b, 2)
+			w.float(k.Sum)
+			w.float(k.Min)
+			w.float(k.Max)
+		}
+	}
+}
+
+// agg appends an aggregate's entry.
+func (w *packer) agg(a *agg) {
+	switch x := a.st.(type) {
+	case *series:
+		w.entry(packedSeries, a.Key, func() { w.series(x) })
+	case *stamped:
+		w.entry(packedOne, a.Key, func() { w.stamped(*x) })
+	case *firstLast:
+		w.entry(packedTwo, a.Key, func() { w.stamped(x.First); w.stamped(x.Last) })
+	case nil:
+		w.entry(packedEmpty, a.Key, func() {})
+	default:
+		if fs := a.freqs(); fs != nil {
+			w.entry(packedFreq, a.Key, func() {
+				for _, f := range fs {
+					w.val(f.V)
+					w.uvarint(uint64(f.N))
+					w.varint(f.First)
+				}
+			})
+		} else {
+			w.entry(packedList, a.Key, func() {
+				for _, v := range a.uniques() {
+					w.val(v)
+				}
+			})
+		}
+	}
+}
+
+// packEntries is the packed form of events and aggs, appended to b.
+func packEntries(b []byte, events []named, aggs []agg) []byte {
+	w := packer{b: b}
+	for i := range events {
+		w.entry(packedCounter, events[i].Name, func() { w.counter(&events[i].counter) })
+	}
+	for i := range aggs {
+		w.agg(&aggs[i])
+	}
+	return w.b
+}
+
+// pack packs the profile's counters and aggregates (see above), unless their packed form is
+// longer than maxPacked.
+func (p *profile) pack() {
+	if len(p.Events) == 0 && len(p.Aggs) == 0 {
+		return
+	}
+	var buf [256]byte
+	b := packEntries(buf[:0], p.Events, p.Aggs)
+	if len(b) > maxPacked {
+		return
+	}
+	p.packed, p.Events, p.Aggs = string(b), nil, nil
+}
+
+// unpack makes the profile's counters and aggregates typed lists again (Events, Aggs), to be
+// changed; the changelog packs them again.
+func (p *profile) unpack() {
+	if p.packed == "" {
+		return
+	}
+	p.Events, p.Aggs = unpackEntries(p.packed)
+	p.packed = ""
+}
+
+// unpacked are the profile's counters and aggregates as typed lists, without unpacking the
+// profile (for reading).
+func (p *profile) unpacked() ([]named, []agg) {
+	if p.packed == "" {
+		return p.Events, p.Aggs
+	}
+	return unpackEntries(p.packed)
+}
+
+// unpackEntries reads a packed form. Its strings (values) are copied, so that the typed lists
+// do not hold the packed string.
+func unpackEntries(s string) (events []named, aggs []agg) {
+	r := reader{s: s}
+	nev, nagg := 0, 0
+	for r.more() {
+		if tag, _, _ := r.entry(); tag == packedCounter {
+			nev++
+		} else {
+			nagg++
+		}
+	}
+	if nev > 0 {
+		events = make([]named, 0, nev)
+	}
+	if nagg > 0 {
+		aggs = make([]agg, 0, nagg)
+	}
+	r = reader{s: s, copy: true}
+	for r.more() {
+		tag, name, body := r.entry()
+		br := reader{s: body, copy: true}
+		switch tag {
+		case packedCounter:
+			c := counter{Total: br.uvarint()}
+			for it := (bucketIter{r: br}); it.next(false); {
+				c.Buckets = append(c.Buckets, count{At: it.b.At, N: it.b.N})
+			}
+			events = append(events, named{Name: name, counter: c})
+			continue
+		}
+		a := agg{Key: name}
+		switch tag {
+		case packedSeries:
+			s := &series{Total: br.uvarint()}
+			for it := (bucketIter{r: br}); it.next(true); {
+				s.Buckets = append(s.Buckets, it.b)
+			}
+			a.st = s
+		case packedOne:
+			st := br.stamped()
+			a.st = &st
+		case packedTwo:
+			first := br.stamped()
+			a.st = &firstLast{First: first, Last: br.stamped()}
+		case packedFreq:
+			var fs []freq
+			for br.more() {
+				fs = append(fs, br.freq())
+			}
+			a.st = listState[freq, freqList](fs)
+		case packedList:
+			var vs []val
+			for br.more() {
+				vs = append(vs, br.val())
+			}
+			a.st = listState[val, valList](vs)
+		}
+		aggs = append(aggs, a)
+	}
+	return events, aggs
+}
+
+// reader reads a packed form (a valid one: only pack writes them).
+type reader struct {
+	s    string
+	copy bool // copy the strings read, rather than share the packed string's bytes
+}
+
+func (r *reader) more() bool { return len(r.s) > 0 }
+
+func (r *reader) uvarint() uint64 {
+	var x uint64
+	for shift := 0; ; shift += 7 {
+		c := r.s[0]
+		r.s = r.s[1:]
+		x |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return x
+		}
+	}
+}
+
+// varint reads a zig-zag varint (binary.AppendVarint).
+func (r *reader) varint() int64 {
+	u := r.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (r *reader) byte() byte {
+	c := r.s[0]
+	r.s = r.s[1:]
+	return c
+}
+
+func (r *reader) float() float64 {
+	var u uint64
+	for i := 7; i >= 0; i-- {
+		u = u<<8 | uint64(r.s[i])
+	}
+	r.s = r.s[8:]
+	return math.Float64frombits(u)
+}
+
+func (r *reader) str() string {
+	n := int(r.uvarint())
+	s := r.s[:n]
+	r.s = r.s[n:]
+	if r.copy {
+		return string([]byte(s))
+	}
+	return s
+}
+
+func (r *reader) val() val {
+	v := val{k: kind(r.byte())}
+	switch v.k {
+	case kNumber:
+		v.f = r.float()
+	case kBool:
+		v.f = float64(r.byte())
+	case kString, kRaw:
+		v.s = r.str()
+	}
+	return v
+}
+
+func (r *reader) stamped() stamped {
+	v := r.val()
+	return stamped{V: v, At: r.varint()}
+}
+
+func (r *reader) freq() freq {
+	v := r.val()
+	n := uint32(r.uvarint())
+	return freq{V: v, N: n, First: r.varint()}
+}
+
+// entry reads the next entry: its tag, name and body.
+func (r *reader) entry() (tag byte, name sym, body string) {
+	tag = r.byte()
+	if n := r.uvarint(); n > 0 {
+		name = nameOf(uint32(n - 1))
+	} else {
+		name = unique.Make(r.str())
+	}
+	l := int(r.uvarint())
+	body, r.s = r.s[:l], r.s[l:]
+	return tag, name, body
+}
+
+// findPacked is the entry of the aggregate key in the packed form s: its tag and body.
+func findPacked(s string, key sym) (tag byte, body string, ok bool) {
+	r := reader{s: s}
+	for r.more() {
+		t, n, b := r.entry()
+		if t != packedCounter && n == key {
+			return t, b, true
+		}
+	}
+	return 0, "", false
+}
+
+// findPackedCounter is the body of the counter of the event name in the packed form s.
+func findPackedCounter(s string, name string) (body string, ok bool) {
+	r := reader{s: s}
+	for r.more() {
+		t, n, b := r.entry()
+		if t == packedCounter && n.Value() == name {
+			return b, true
+		}
+	}
+	return "", false
+}
+
+// bucketIter reads the buckets of a counter's or a series' body, after its total.
+type bucketIter struct {
+	r     reader
+	b     bucket
+	begun bool
+}
+
+// next reads the next bucket into it.b (with its stats for a series); false at the end.
+func (it *bucketIter) next(stats bool) bool {
+	if !it.r.more() {
+		return false
+	}
+	if it.begun {
+		it.b.At += int32(it.r.uvarint())
+	} else {
+		it.b.At, it.begun = int32(it.r.varint()), true
+	}
+	it.b.N = uint32(it.r.uvarint())
+	if stats {
+		switch it.r.byte() {
+		case 0:
+			it.b.Sum, it.b.Min, it.b.Max = 0, 0, 0
+		case 1:
+			f := it.r.float()
+			it.b.Sum, it.b.Min, it.b.Max = f, f, f
+		default:
+			it.b.Sum, it.b.Min, it.b.Max = it.r.float(), it.r.float(), it.r.float()
+		}
+	}
+	return true
+}
+
+// packedSeriesOf is a packed counter's or series' body, for reading as rules do (node.count).
+type packedSeriesOf struct {
+	body  string
+	stats bool // a series (its buckets have stats), not a counter
+}
+
+// window counts the events of the buckets of the minutes [from, to), and sums their stats.
+func (s packedSeriesOf) window(from, to int32) (total, n uint64, agg bucket) {
+	it := bucketIter{r: reader{s: s.body}}
+	total = it.r.uvarint()
+	for it.next(s.stats) {
+		if it.b.At >= to {
+			break
+		}
+		if it.b.At >= from {
+			n += uint64(it.b.N)
+			mergeBucket(&agg, it.b)
+		}
+	}
+	return total, n, agg
+}
+
+func (s packedSeriesOf) total(withinMs, now int64) uint64 {
+	if withinMs == 0 {
+		r := reader{s: s.body}
+		return r.uvarint()
+	}
+	_, n, _ := s.window(minuteOf(now-withinMs), math.MaxInt32)
+	return n
+}
+
+func (s packedSeriesOf) between(olderMs, newerMs, now int64) uint64 {
+	_, n, _ := s.window(minuteOf(now-olderMs), minuteOf(now-newerMs))
+	return n
+}
+
+// aggView is one aggregate of a profile, for reading: the typed one (a) of an unpacked
+// profile, or the entry of a packed one (tag and body).
+type aggView struct {
+	a    *agg
+	tag  byte
+	body string
+}
+
+// aggView is the aggregate of key, for reading; ok false: the profile has none.
+func (p *profile) aggView(key sym) (v aggView, ok bool) {
+	if p.packed == "" {
+		for i := range p.Aggs {
+			if p.Aggs[i].Key == key {
+				return aggView{a: &p.Aggs[i]}, true
+			}
+		}
+		return aggView{}, false
+	}
+	tag, body, ok := findPacked(p.packed, key)
+	return aggView{tag: tag, body: body}, ok
+}
+
+// counterView is the counter of the event name, for reading (nil: none).
+func (p *profile) counterView(name string) interface {
+	between(olderMs, newerMs, now int64) uint64
+	total(withinMs, now int64) uint64
+} {
+	if p.packed == "" {
+		for i := range p.Events {
+			if p.Events[i].Name.Value() == name {
+				return &p.Events[i].counter
+			}
+		}
+		return nil
+	}
+	if body, ok := findPackedCounter(p.packed, name); ok {
+		return packedSeriesOf{body: body}
+	}
+	return nil
+}
+
+// hasSeries reports whether the aggregate has a series (count, sum, avg, min, max).
+func (v aggView) hasSeries() bool {
+	if v.a != nil {
+		return v.a.ser() != nil
+	}
+	return v.tag == packedSeries
+}
+
+// series is the aggregate's series, for node.count (hasSeries first).
+func (v aggView) series() interface {
+	between(olderMs, newerMs, now int64) uint64
+	total(withinMs, now int64) uint64
+} {
+	if v.a != nil {
+		return v.a.ser()
+	}
+	return packedSeriesOf{body: v.body, stats: true}
+}
+
+// window is windowOf of the aggregate's series (hasSeries first).
+func (v aggView) window(withinMs, now int64) (n uint64, agg bucket) {
+	if v.a != nil {
+		return windowOf(v.a.ser(), withinMs, now)
+	}
+	from := int32(math.MinInt32)
+	if withinMs > 0 {
+		from = minuteOf(now - withinMs)
+	}
+	total, n, agg := packedSeriesOf{body: v.body, stats: true}.window(from, math.MaxInt32)
+	if withinMs == 0 {
+		n = total
+	}
+	return n, agg
+}
+
+// fl is the aggregate's first and last value (ok false: none).
+func (v aggView) fl() (first, last stamped, ok bool) {
+	if v.a != nil {
+		return v.a.fl()
+	}
+	r := reader{s: v.body}
+	switch v.tag {
+	case packedOne:
+		first = r.stamped()
+		return first, first, true
+	case packedTwo:
+		first = r.stamped()
+		return first, r.stamped(), true
+	}
+	return stamped{}, stamped{}, false
+}
+
+// eachFreq calls f with each value frequency of a mostFrequent aggregate, in their order.
+func (v aggView) eachFreq(f func(freq)) {
+	if v.a != nil {
+		for _, x := range v.a.freqs() {
+			f(x)
+		}
+		return
+	}
+	if v.tag == packedFreq {
+		for r := (reader{s: v.body}); r.more(); {
+			f(r.freq())
+		}
+	}
+}
+
+// eachUnique calls f with each value of a uniqueList aggregate, in their order.
+func (v aggView) eachUnique(f func(val)) {
+	if v.a != nil {
+		for _, x := range v.a.uniques() {
+			f(x)
+		}
+		return
+	}
+	if v.tag == packedList {
+		for r := (reader{s: v.body}); r.more(); {
+			f(r.val())
+		}
+	}
+}
+
+// anyAgg reports whether the profile has an aggregate whose key satisfies f, without
+// unpacking it.
+func (p *profile) anyAgg(f func(key sym) bool) bool {
+	if p.packed == "" {
+		return slices.ContainsFunc(p.Aggs, func(a agg) bool { return f(a.Key) })
+	}
+	for r := (reader{s: p.packed}); r.more(); {
+		if tag, key, _ := r.entry(); tag != packedCounter && f(key) {
+			return true
+		}
+	}
+	return false
+}
