@@ -60,8 +60,9 @@ const (
 )
 
 // maxNames bounds the names numbered for packed entries; a name beyond is written out in
-// each entry (event names come from clients: the table must not grow without bound).
-const maxNames = 1 << 16
+// each entry (event names come from clients: the table must not grow without bound). Guarded
+// by packedNames.mu.
+var maxNames = 1 << 16
 
 // packedNames numbers the names of packed entries (event names and aggregate keys), once per
 // process: an entry holds its name's number (one to three bytes) instead of the name. A number
@@ -83,10 +84,10 @@ func nameNumber(name sym) (uint32, bool) {
 	}
 	var syms []sym
 	if old := packedNames.syms.Load(); old != nil {
-		if len(*old) >= maxNames {
-			return 0, false
-		}
 		syms = append(syms, *old...)
+	}
+	if len(syms) >= maxNames {
+		return 0, false
 	}
 	n := uint32(len(syms))
 	syms = append(syms, name)
