@@ -243,15 +243,16 @@ func packEntries(b []byte, events []named, aggs []agg) []byte {
 // pack packs the profile's counters and aggregates (see above), unless their packed form is
 // longer than maxPacked.
 func (p *profile) pack() {
-	if len(p.Events) == 0 && len(p.Aggs) == 0 {
+	if len(p.events()) == 0 && len(p.aggs()) == 0 {
+		p.l = nil
 		return
 	}
 	var buf [256]byte
-	b := packEntries(buf[:0], p.Events, p.Aggs)
+	b := packEntries(buf[:0], p.events(), p.aggs())
 	if len(b) > maxPacked {
 		return
 	}
-	p.packed, p.Events, p.Aggs = string(b), nil, nil
+	p.packed, p.l = string(b), nil
 }
 
 // unpack makes the profile's counters and aggregates typed lists again (Events, Aggs), to be
@@ -260,15 +261,15 @@ func (p *profile) unpack() {
 	if p.packed == "" {
 		return
 	}
-	p.Events, p.Aggs = unpackEntries(p.packed)
-	p.packed = ""
+	events, aggs := unpackEntries(p.packed)
+	p.l, p.packed = &lists{Events: events, Aggs: aggs}, ""
 }
 
 // unpacked are the profile's counters and aggregates as typed lists, without unpacking the
 // profile (for reading).
 func (p *profile) unpacked() ([]named, []agg) {
 	if p.packed == "" {
-		return p.Events, p.Aggs
+		return p.events(), p.aggs()
 	}
 	return unpackEntries(p.packed)
 }
@@ -531,9 +532,10 @@ type aggView struct {
 // aggView is the aggregate of key, for reading; ok false: the profile has none.
 func (p *profile) aggView(key sym) (v aggView, ok bool) {
 	if p.packed == "" {
-		for i := range p.Aggs {
-			if p.Aggs[i].Key == key {
-				return aggView{a: &p.Aggs[i]}, true
+		aggs := p.aggs()
+		for i := range aggs {
+			if aggs[i].Key == key {
+				return aggView{a: &aggs[i]}, true
 			}
 		}
 		return aggView{}, false
@@ -548,9 +550,10 @@ func (p *profile) counterView(name string) interface {
 	total(withinMs, now int64) uint64
 } {
 	if p.packed == "" {
-		for i := range p.Events {
-			if p.Events[i].Name.Value() == name {
-				return &p.Events[i].counter
+		events := p.events()
+		for i := range events {
+			if events[i].Name.Value() == name {
+				return &events[i].counter
 			}
 		}
 		return nil
@@ -647,7 +650,7 @@ func (v aggView) eachUnique(f func(val)) {
 // unpacking it.
 func (p *profile) anyAgg(f func(key sym) bool) bool {
 	if p.packed == "" {
-		return slices.ContainsFunc(p.Aggs, func(a agg) bool { return f(a.Key) })
+		return slices.ContainsFunc(p.aggs(), func(a agg) bool { return f(a.Key) })
 	}
 	for r := (reader{s: p.packed}); r.more(); {
 		if tag, key, _ := r.entry(); tag != packedCounter && f(key) {

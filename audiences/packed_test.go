@@ -18,12 +18,12 @@ func packedCopy(t *testing.T, p *profile) *profile {
 	if err := json.Unmarshal(p.appendJSON(nil), &q); err != nil {
 		t.Fatal(err)
 	}
-	if len(q.Events) == 0 && len(q.Aggs) == 0 {
+	if len(q.events()) == 0 && len(q.aggs()) == 0 {
 		return &q
 	}
 	q.pack()
-	if q.packed == "" || q.Events != nil || q.Aggs != nil {
-		t.Fatalf("not packed: %d bytes, %d events, %d aggregates", len(q.packed), len(q.Events), len(q.Aggs))
+	if q.packed == "" || q.l != nil {
+		t.Fatalf("not packed: %d bytes, %d events, %d aggregates", len(q.packed), len(q.events()), len(q.aggs()))
 	}
 	return &q
 }
@@ -35,7 +35,7 @@ func packedCopy(t *testing.T, p *profile) *profile {
 // number, string and JSON values, an aggregate without state, a counter without buckets.
 func TestPackedProfileIsTheSame(t *testing.T) {
 	negZero := math.Copysign(0, -1)
-	p := &profile{ID: "u1", ids: userIsID,
+	p := &profile{ID: "u1", ids: userIsID, l: &lists{
 		Events: []named{
 			{Name: unique.Make("E"), counter: counter{Total: 1 << 40, Buckets: []count{{At: -5, N: 2}, {At: 11, N: 1}, {At: 29_000_000, N: math.MaxUint32}}}},
 			{Name: unique.Make("Empty")},
@@ -59,11 +59,11 @@ func TestPackedProfileIsTheSame(t *testing.T) {
 			{Key: unique.Make("list:3"), st: &valList{strVal("x"), numVal(2), val{k: kRaw, s: `["y"]`}}},
 			{Key: unique.Make("empty")},
 		},
-	}
+	}}
 	want := string(p.appendJSON(nil))
-	q := &profile{ID: p.ID, ids: p.ids, Events: p.Events, Aggs: p.Aggs}
+	q := &profile{ID: p.ID, ids: p.ids, l: &lists{Events: p.events(), Aggs: p.aggs()}}
 	q.pack()
-	if q.packed == "" || q.Events != nil || q.Aggs != nil {
+	if q.packed == "" || q.l != nil {
 		t.Fatalf("not packed: %d bytes", len(q.packed))
 	}
 	if got := string(q.appendJSON(nil)); got != want {
@@ -74,17 +74,17 @@ func TestPackedProfileIsTheSame(t *testing.T) {
 	}
 	// What is read from the packed form: every aggregate and counter as the typed one.
 	events, aggs := q.unpacked()
-	if fmt.Sprintf("%v", events) != fmt.Sprintf("%v", p.Events) {
-		t.Errorf("counters unpacked:\n%v\nwant\n%v", events, p.Events)
+	if fmt.Sprintf("%v", events) != fmt.Sprintf("%v", p.events()) {
+		t.Errorf("counters unpacked:\n%v\nwant\n%v", events, p.events())
 	}
-	if len(aggs) != len(p.Aggs) {
-		t.Fatalf("%d aggregates unpacked, want %d", len(aggs), len(p.Aggs))
+	if len(aggs) != len(p.aggs()) {
+		t.Fatalf("%d aggregates unpacked, want %d", len(aggs), len(p.aggs()))
 	}
 	for i := range aggs {
-		if got, want := string(aggs[i].appendJSON(nil)), string(p.Aggs[i].appendJSON(nil)); got != want {
+		if got, want := string(aggs[i].appendJSON(nil)), string(p.aggs()[i].appendJSON(nil)); got != want {
 			t.Errorf("aggregate %d unpacked: %s, want %s", i, got, want)
 		}
-		if got, want := fmt.Sprintf("%T", aggs[i].st), fmt.Sprintf("%T", p.Aggs[i].st); got != want && p.Aggs[i].st != nil {
+		if got, want := fmt.Sprintf("%T", aggs[i].st), fmt.Sprintf("%T", p.aggs()[i].st); got != want && p.aggs()[i].st != nil {
 			t.Errorf("aggregate %d unpacked as %s, want %s", i, got, want)
 		}
 	}
@@ -92,7 +92,7 @@ func TestPackedProfileIsTheSame(t *testing.T) {
 		return [3]uint64{math.Float64bits(b.Sum), math.Float64bits(b.Min), math.Float64bits(b.Max)}
 	}
 	for i, b := range aggs[0].ser().Buckets {
-		if w := p.Aggs[0].ser().Buckets[i]; b.At != w.At || b.N != w.N || bits(b) != bits(w) {
+		if w := p.aggs()[0].ser().Buckets[i]; b.At != w.At || b.N != w.N || bits(b) != bits(w) {
 			t.Errorf("bucket %d unpacked %+v, want %+v (the same bits)", i, b, w)
 		}
 	}
@@ -164,7 +164,7 @@ computedTraits:
 				}
 			}
 		}
-		if q.packed == "" && (len(p.Events) > 0 || len(p.Aggs) > 0) {
+		if q.packed == "" && (len(p.events()) > 0 || len(p.aggs()) > 0) {
 			t.Fatal("reading unpacked the profile")
 		}
 	}
@@ -181,7 +181,7 @@ func TestPackedLimits(t *testing.T) {
 		track(m, heavy, "Viewed", `{}`, now-int64(i)*minute, now)
 	}
 	heavy.pack()
-	if heavy.packed != "" || len(heavy.Events) != 1 {
+	if heavy.packed != "" || len(heavy.events()) != 1 {
 		t.Errorf("a profile of 1,440 buckets packed (%d bytes)", len(heavy.packed))
 	}
 	bare := newUserProfile("bare")
@@ -204,9 +204,9 @@ func TestPackedLimits(t *testing.T) {
 		t.Fatal("a name numbered beyond the table")
 	}
 	p := newUserProfile("u")
-	p.Events = []named{{Name: name, counter: counter{Total: 2, Buckets: []count{{At: 3, N: 2}}}}}
+	p.lists().Events = []named{{Name: name, counter: counter{Total: 2, Buckets: []count{{At: 3, N: 2}}}}}
 	want := string(p.appendJSON(nil))
-	w.b = packEntries(nil, p.Events, nil)
+	w.b = packEntries(nil, p.events(), nil)
 	if !strings.Contains(string(w.b), name.Value()) {
 		t.Fatalf("the name is not written out: %q", w.b)
 	}

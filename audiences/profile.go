@@ -32,16 +32,16 @@ type profile struct {
 	// ID is the key: the userId, or the anonymousId of an anonymous profile.
 	ID        string
 	Traits    traits
-	FirstSeen int64      // ms
-	LastSeen  int64      // ms
-	// Events and Aggs: the counter of each track event name and the state of each config
-	// aggregate (docs/audiences.md), while the profile is unpacked; once its changelog
-	// record is written they are packed into packed (packed.go, docs/audiences.md#memory).
-	// Code that changes them calls unpack first; rules read either form (aggView).
-	Events []named
-	Aggs   []agg
+	FirstSeen int64 // ms
+	LastSeen  int64 // ms
+	// l holds the counter of each track event name and the state of each config aggregate
+	// (docs/audiences.md) while the profile is unpacked (nil: none, or packed); once its
+	// changelog record is written they are packed into packed (packed.go,
+	// docs/audiences.md#memory). Code that changes them unpacks the profile first (agg,
+	// eventSeries); rules read either form (aggView, counterView).
+	l      *lists
 	packed string
-	Synced    syncedList // what the last sync sent
+	Synced syncedList // what the last sync sent
 	// Identity holds the profile's external ids and its merges and refusals
 	// (docs/audiences.md#identity-resolution); nil until it has any.
 	Identity *identity
@@ -60,6 +60,38 @@ type profile struct {
 	// ids says which of the user id and the anonymous id are the ID (the usual case, which
 	// keeps no other string); another value is in rare.
 	ids idKinds
+}
+
+// lists are a profile's counters and aggregates, unpacked.
+type lists struct {
+	Events []named // per track event name
+	Aggs   []agg   // per config aggregate
+}
+
+// lists is p.l, allocated when p has none.
+func (p *profile) lists() *lists {
+	if p.l == nil {
+		p.l = &lists{}
+	}
+	return p.l
+}
+
+// events are the counters of an unpacked profile (unpack first to change them; none while it
+// is packed).
+func (p *profile) events() []named {
+	if p.l == nil {
+		return nil
+	}
+	return p.l.Events
+}
+
+// aggs are the aggregates of an unpacked profile (unpack first to change them; none while it
+// is packed).
+func (p *profile) aggs() []agg {
+	if p.l == nil {
+		return nil
+	}
+	return p.l.Aggs
 }
 
 // idKinds says which ids of a profile are its ID.
@@ -209,15 +241,17 @@ func (p *profile) UnmarshalJSON(b []byte) error {
 		p.more().Tracks = j.Tracks
 	}
 	if len(j.Events) > 0 {
-		p.Events = make([]named, len(j.Events))
+		l := p.lists()
+		l.Events = make([]named, len(j.Events))
 		for i, e := range j.Events {
-			p.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
+			l.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
 		}
 	}
 	if len(j.Aggs) > 0 {
-		p.Aggs = make([]agg, len(j.Aggs))
+		l := p.lists()
+		l.Aggs = make([]agg, len(j.Aggs))
 		for i := range j.Aggs {
-			p.Aggs[i].fromJSON(&j.Aggs[i])
+			l.Aggs[i].fromJSON(&j.Aggs[i])
 		}
 	}
 	if len(j.Synced) > 0 {
@@ -618,31 +652,35 @@ func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 // and not made (!create, or maxEventNames reached).
 func (p *profile) eventSeries(name string, create bool) *counter {
 	p.unpack()
-	for i := range p.Events {
-		if p.Events[i].Name.Value() == name {
-			return &p.Events[i].counter
+	events := p.events()
+	for i := range events {
+		if events[i].Name.Value() == name {
+			return &events[i].counter
 		}
 	}
-	if !create || len(p.Events) >= maxEventNames {
+	if !create || len(events) >= maxEventNames {
 		return nil
 	}
-	p.Events = appendOne(p.Events, named{Name: unique.Make(name)})
-	return &p.Events[len(p.Events)-1].counter
+	l := p.lists()
+	l.Events = appendOne(l.Events, named{Name: unique.Make(name)})
+	return &l.Events[len(l.Events)-1].counter
 }
 
 // agg is the aggregate of key, to change (the profile unpacked); nil: none, and not made.
 func (p *profile) agg(key sym, create bool) *agg {
 	p.unpack()
-	for i := range p.Aggs {
-		if p.Aggs[i].Key == key {
-			return &p.Aggs[i]
+	aggs := p.aggs()
+	for i := range aggs {
+		if aggs[i].Key == key {
+			return &aggs[i]
 		}
 	}
 	if !create {
 		return nil
 	}
-	p.Aggs = appendOne(p.Aggs, agg{Key: key})
-	return &p.Aggs[len(p.Aggs)-1]
+	l := p.lists()
+	l.Aggs = appendOne(l.Aggs, agg{Key: key})
+	return &l.Aggs[len(l.Aggs)-1]
 }
 
 func (p *profile) seen(ms int64) {

@@ -205,9 +205,9 @@ func (m *model) dropUnreadAggs(prof *profile) bool {
 		return false
 	}
 	prof.unpack()
-	n := len(prof.Aggs)
-	prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return !m.aggKeys[a.Key.Value()] })
-	return len(prof.Aggs) != n
+	n := len(prof.aggs())
+	prof.l.Aggs = slices.DeleteFunc(prof.l.Aggs, func(a agg) bool { return !m.aggKeys[a.Key.Value()] })
+	return len(prof.aggs()) != n
 }
 
 // syncRemoved forgets what was sent of the definitions removed from the config: the members
