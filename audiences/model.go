@@ -229,10 +229,7 @@ func (m *model) compileNode(c *schemas.Condition) *node {
 }
 
 // count is what an event condition counts in a series: the events of its window.
-func (n *node) count(s interface {
-	between(olderMs, newerMs, now int64) uint64
-	total(withinMs, now int64) uint64
-}, now int64) uint64 {
+func (n *node) count(s seriesView, now int64) uint64 {
 	if n.newer > 0 {
 		return s.between(n.within, n.newer, now)
 	}
@@ -264,7 +261,7 @@ func (n *node) eval(p *profile, now int64) bool {
 			if a, ok := p.aggView(n.agg.sym); ok && a.hasSeries() {
 				count = n.count(a.series(), now)
 			}
-		} else if c := p.counterView(n.event); c != nil {
+		} else if c, ok := p.counterView(n.event); ok {
 			count = n.count(c, now)
 		}
 		return count >= n.min && (!n.hasMax || count <= n.max)
@@ -299,7 +296,7 @@ func (d *traitDef) empty() val {
 func (d *traitDef) value(p *profile, now int64) val {
 	if d.agg == nil { // a plain count
 		var n uint64
-		if s := p.counterView(d.event); s != nil {
+		if s, ok := p.counterView(d.event); ok {
 			n = s.total(d.within, now)
 		}
 		return numVal(float64(n))

@@ -247,13 +247,17 @@ func (p *profile) pack() {
 		p.l = nil
 		return
 	}
-	var buf [256]byte
-	b := packEntries(buf[:0], p.events(), p.aggs())
-	if len(b) > maxPacked {
-		return
+	buf := packBufs.Get().(*[]byte)
+	b := packEntries((*buf)[:0], p.events(), p.aggs())
+	if len(b) <= maxPacked {
+		p.packed, p.l = string(b), nil
 	}
-	p.packed, p.l = string(b), nil
+	*buf = b
+	packBufs.Put(buf)
 }
+
+// packBufs are scratch buffers of pack.
+var packBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // unpack makes the profile's counters and aggregates typed lists again (Events, Aggs), to be
 // changed; the changelog packs them again.
@@ -274,33 +278,47 @@ func (p *profile) unpacked() ([]named, []agg) {
 	return unpackEntries(p.packed)
 }
 
-// unpackEntries reads a packed form. Its strings (values) are copied, so that the typed lists
-// do not hold the packed string.
+// unpackEntries reads a packed form. It allocates what a profile's entries hold together (the
+// buckets of all counters in one array, those of all series in another, the series and the
+// first/last values likewise), each entry's part of it with no spare room, so that it costs
+// a few allocations rather than several per entry. The strings of values share the packed
+// string's bytes: the typed lists are short-lived (packed again once written), and a
+// profile that stays unpacked keeps at most its old packed form (maxPacked) with them.
 func unpackEntries(s string) (events []named, aggs []agg) {
-	r := reader{s: s}
-	nev, nagg := 0, 0
-	for r.more() {
-		if tag, _, _ := r.entry(); tag == packedCounter {
+	var nev, nagg, ncounts, nbuckets, nseries, nstamped int
+	for r := (reader{s: s}); r.more(); {
+		tag, _, body := r.entry()
+		switch tag {
+		case packedCounter:
 			nev++
-		} else {
-			nagg++
+			ncounts += countBuckets(body, false)
+			continue
+		case packedSeries:
+			nseries++
+			nbuckets += countBuckets(body, true)
+		case packedOne:
+			nstamped++
 		}
+		nagg++
 	}
-	if nev > 0 {
-		events = make([]named, 0, nev)
-	}
-	if nagg > 0 {
-		aggs = make([]agg, 0, nagg)
-	}
-	r = reader{s: s, copy: true}
-	for r.more() {
+	events = make([]named, 0, nev)
+	aggs = make([]agg, 0, nagg)
+	counts := make([]count, ncounts)
+	buckets := make([]bucket, nbuckets)
+	sers := make([]series, nseries)
+	stamps := make([]stamped, nstamped)
+	for r := (reader{s: s}); r.more(); {
 		tag, name, body := r.entry()
-		br := reader{s: body, copy: true}
+		br := reader{s: body}
 		switch tag {
 		case packedCounter:
 			c := counter{Total: br.uvarint()}
-			for it := (bucketIter{r: br}); it.next(false); {
-				c.Buckets = append(c.Buckets, count{At: it.b.At, N: it.b.N})
+			n := 0
+			for it := (bucketIter{r: br}); it.next(false); n++ {
+				counts[n] = count{At: it.b.At, N: it.b.N}
+			}
+			if n > 0 {
+				c.Buckets, counts = counts[:n:n], counts[n:]
 			}
 			events = append(events, named{Name: name, counter: c})
 			continue
@@ -308,40 +326,83 @@ func unpackEntries(s string) (events []named, aggs []agg) {
 		a := agg{Key: name}
 		switch tag {
 		case packedSeries:
-			s := &series{Total: br.uvarint()}
-			for it := (bucketIter{r: br}); it.next(true); {
-				s.Buckets = append(s.Buckets, it.b)
+			s := &sers[0]
+			sers = sers[1:]
+			s.Total = br.uvarint()
+			n := 0
+			for it := (bucketIter{r: br}); it.next(true); n++ {
+				buckets[n] = it.b
+			}
+			if n > 0 {
+				s.Buckets, buckets = buckets[:n:n], buckets[n:]
 			}
 			a.st = s
 		case packedOne:
-			st := br.stamped()
-			a.st = &st
+			stamps[0] = br.stamped()
+			a.st, stamps = &stamps[0], stamps[1:]
 		case packedTwo:
 			first := br.stamped()
 			a.st = &firstLast{First: first, Last: br.stamped()}
 		case packedFreq:
-			var fs []freq
-			for br.more() {
-				fs = append(fs, br.freq())
-			}
-			a.st = listState[freq, freqList](fs)
+			a.st = unpackList[freq, freqList](br)
 		case packedList:
-			var vs []val
-			for br.more() {
-				vs = append(vs, br.val())
-			}
-			a.st = listState[val, valList](vs)
+			a.st = unpackList[val, valList](br)
 		}
 		aggs = append(aggs, a)
+	}
+	if nev == 0 {
+		events = nil
+	}
+	if nagg == 0 {
+		aggs = nil
 	}
 	return events, aggs
 }
 
-// reader reads a packed form (a valid one: only pack writes them).
-type reader struct {
-	s    string
-	copy bool // copy the strings read, rather than share the packed string's bytes
+// countBuckets is the number of buckets in a counter's or series' body.
+func countBuckets(body string, stats bool) (n int) {
+	it := bucketIter{r: reader{s: body}}
+	it.r.uvarint() // the total
+	for it.next(stats) {
+		n++
+	}
+	return n
 }
+
+// unpackList is the state (listState) of the list of values (freq or val) that r reads.
+func unpackList[T freq | val, L ~[]T](r reader) any {
+	read := func(r *reader) (x T) {
+		switch p := any(&x).(type) {
+		case *freq:
+			*p = r.freq()
+		case *val:
+			*p = r.val()
+		}
+		return x
+	}
+	n := 0
+	for c := r; c.more(); n++ {
+		read(&c)
+	}
+	switch n {
+	case 0:
+		return nil
+	case 1:
+		return &[1]T{read(&r)}
+	case 2:
+		first := read(&r)
+		return &[2]T{first, read(&r)}
+	}
+	l := make(L, n)
+	for i := range l {
+		l[i] = read(&r)
+	}
+	return &l
+}
+
+// reader reads a packed form (a valid one: only pack writes them). The strings it reads share
+// the packed string's bytes.
+type reader struct{ s string }
 
 func (r *reader) more() bool { return len(r.s) > 0 }
 
@@ -386,9 +447,6 @@ func (r *reader) str() string {
 	n := int(r.uvarint())
 	s := r.s[:n]
 	r.s = r.s[n:]
-	if r.copy {
-		return string([]byte(s))
-	}
 	return s
 }
 
@@ -544,24 +602,49 @@ func (p *profile) aggView(key sym) (v aggView, ok bool) {
 	return aggView{tag: tag, body: body}, ok
 }
 
-// counterView is the counter of the event name, for reading (nil: none).
-func (p *profile) counterView(name string) interface {
-	between(olderMs, newerMs, now int64) uint64
-	total(withinMs, now int64) uint64
-} {
+// seriesView is an event counter or an aggregate's series, for reading as rules do
+// (node.count): a typed one (c or s) or a packed one.
+type seriesView struct {
+	c      *counter
+	s      *series
+	packed packedSeriesOf
+}
+
+func (v seriesView) total(withinMs, now int64) uint64 {
+	switch {
+	case v.c != nil:
+		return v.c.total(withinMs, now)
+	case v.s != nil:
+		return v.s.total(withinMs, now)
+	}
+	return v.packed.total(withinMs, now)
+}
+
+func (v seriesView) between(olderMs, newerMs, now int64) uint64 {
+	switch {
+	case v.c != nil:
+		return v.c.between(olderMs, newerMs, now)
+	case v.s != nil:
+		return v.s.between(olderMs, newerMs, now)
+	}
+	return v.packed.between(olderMs, newerMs, now)
+}
+
+// counterView is the counter of the event name, for reading; ok false: none.
+func (p *profile) counterView(name string) (v seriesView, ok bool) {
 	if p.packed == "" {
 		events := p.events()
 		for i := range events {
 			if events[i].Name.Value() == name {
-				return &events[i].counter
+				return seriesView{c: &events[i].counter}, true
 			}
 		}
-		return nil
+		return seriesView{}, false
 	}
 	if body, ok := findPackedCounter(p.packed, name); ok {
-		return packedSeriesOf{body: body}
+		return seriesView{packed: packedSeriesOf{body: body}}, true
 	}
-	return nil
+	return seriesView{}, false
 }
 
 // hasSeries reports whether the aggregate has a series (count, sum, avg, min, max).
@@ -573,14 +656,11 @@ func (v aggView) hasSeries() bool {
 }
 
 // series is the aggregate's series, for node.count (hasSeries first).
-func (v aggView) series() interface {
-	between(olderMs, newerMs, now int64) uint64
-	total(withinMs, now int64) uint64
-} {
+func (v aggView) series() seriesView {
 	if v.a != nil {
-		return v.a.ser()
+		return seriesView{s: v.a.ser()}
 	}
-	return packedSeriesOf{body: v.body, stats: true}
+	return seriesView{packed: packedSeriesOf{body: v.body, stats: true}}
 }
 
 // window is windowOf of the aggregate's series (hasSeries first).

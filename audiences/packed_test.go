@@ -214,7 +214,7 @@ func TestPackedLimits(t *testing.T) {
 	if got := string(p.appendJSON(nil)); got != want {
 		t.Errorf("packed with its name written out:\n%s\nwant\n%s", got, want)
 	}
-	if c := p.counterView(name.Value()); c == nil || c.total(0, now) != 2 {
+	if c, ok := p.counterView(name.Value()); !ok || c.total(0, now) != 2 {
 		t.Errorf("counter of a name written out: %v", c)
 	}
 }
