@@ -115,8 +115,9 @@ func BenchmarkProfileEncode(b *testing.B) {
 // TestStateRecordsBeforeCompactLayout: audiences.state profile records written before the
 // compact layout (testdata/state_profiles_v1.jsonl: what the service wrote for the benchmark
 // config, with every kind of aggregate, synced entries and merged ids) still decode, are
-// written back byte for byte, and a sync of the restored profiles at the moment they were
-// written sends nothing: they compute what was synced (docs/audiences.md#memory).
+// written back byte for byte, also once packed as a restore packs them, and a sync of the
+// restored (packed) profiles at the moment they were written sends nothing: they compute
+// what was synced (docs/audiences.md#memory).
 func TestStateRecordsBeforeCompactLayout(t *testing.T) {
 	raw, err := os.ReadFile("testdata/state_profiles_v1.jsonl")
 	if err != nil {
@@ -132,6 +133,13 @@ func TestStateRecordsBeforeCompactLayout(t *testing.T) {
 		}
 		if again := p.appendJSON(nil); !bytes.Equal(again, line) {
 			t.Errorf("written back differently:\nold %s\nnew %s", line, again)
+		}
+		p.pack() // as a restore does (packed.go)
+		if p.l != nil {
+			t.Errorf("profile %s not packed", p.ID)
+		}
+		if again := p.appendJSON(nil); !bytes.Equal(again, line) {
+			t.Errorf("packed, written back differently:\nold %s\nnew %s", line, again)
 		}
 		part.profiles[p.ID] = &p
 	}

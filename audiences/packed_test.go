@@ -7,7 +7,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 	"unique"
+
+	"github.com/tributary-cdp/tributary/schemas"
 )
 
 // packedCopy is a copy of p (read back from its changelog JSON) packed, failing when it has
@@ -216,5 +219,52 @@ func TestPackedLimits(t *testing.T) {
 	}
 	if c, ok := p.counterView(name.Value()); !ok || c.total(0, now) != 2 {
 		t.Errorf("counter of a name written out: %v", c)
+	}
+}
+
+// TestChangelogPacksProfiles: the profiles a batch changed are packed once their changelog
+// records are written; an event unpacks its profile, which the next changelog packs again;
+// the record and the rules' answers are the same packed or not.
+func TestChangelogPacksProfiles(t *testing.T) {
+	s, part, bt := newBenchService(t)
+	now := time.Now()
+	send := func(raw string) {
+		m, err := schemas.DecodeMessage([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.handleMessage(bt, 0, part, m, nil, "", now)
+	}
+	order := func(id string, revenue int) string {
+		return fmt.Sprintf(`{"type":"track","userId":"u1","messageId":%q,"event":"Order Completed","properties":{"revenue":%d},"timestamp":%q}`,
+			id, revenue, now.UTC().Format(time.RFC3339Nano))
+	}
+	spend := s.model.traitByID["spend"]
+	send(order("m1", 120))
+	prof := part.profiles["u1"]
+	if prof == nil || prof.l == nil || prof.packed != "" {
+		t.Fatalf("after an event, before its changelog: %+v", prof)
+	}
+	recs := s.changelog(nil, 0, part)
+	if prof.packed == "" || prof.l != nil {
+		t.Fatalf("not packed once written (%d records)", len(recs))
+	}
+	var back profile
+	if err := json.Unmarshal(recs[0].Value, &back); err != nil || string(back.appendJSON(nil)) != string(prof.appendJSON(nil)) {
+		t.Fatalf("the record %s is not the packed profile %s (%v)", recs[0].Value, prof.appendJSON(nil), err)
+	}
+	if got := spend.value(prof, now.UnixMilli()); !got.equal(numVal(120)) {
+		t.Errorf("spend read packed = %s, want 120", got.appendJSON(nil))
+	}
+	send(order("m2", 30))
+	if prof.packed != "" || prof.l == nil {
+		t.Fatal("an event did not unpack its profile")
+	}
+	s.changelog(nil, 0, part)
+	if prof.packed == "" {
+		t.Fatal("not packed again once written")
+	}
+	if got := spend.value(prof, now.UnixMilli()); !got.equal(numVal(150)) {
+		t.Errorf("spend after two orders = %s, want 150", got.appendJSON(nil))
 	}
 }
