@@ -11,11 +11,11 @@ import (
 
 // The packed form of a profile's event counters and aggregates (docs/audiences.md#memory).
 //
-// Unpacked, a profile's counters (Events) and aggregates (Aggs) are lists of typed entries,
-// each state and each list of buckets or values an allocation of its own: about 370 bytes in
-// 8 allocations for a profile of the benchmark's shape, each rounded to its size class. Once
-// the batch that changed a profile has written it to the changelog, they are packed into one
-// string (profile.packed), about 90 bytes: entries one after the other, each
+// Unpacked, a profile's counters and aggregates (lists: Events, Aggs) are lists of typed
+// entries, each state and each list of buckets or values an allocation of its own: about 370
+// bytes in 8 allocations for a profile of the benchmark's shape, each rounded to its size
+// class. Once the batch that changed a profile has written it to the changelog, they are
+// packed into one string (profile.packed), about 75 bytes: entries one after the other, each
 //
 //	tag (1 byte) | name | body length (uvarint) | body
 //
@@ -42,8 +42,9 @@ import (
 // readers of aggView); what changes a profile's counters or aggregates unpacks it first
 // (profile.unpack: the typed lists again, read from the string), and the changelog packs it
 // again once written (profile.pack). A profile whose packed form would be longer than
-// maxPacked (a heavy user's thousands of buckets) stays unpacked: rewriting it on each of its
-// events would cost more than the memory it saves.
+// maxPacked (a heavy user's hundreds or thousands of buckets) stays unpacked: rewriting it on
+// each of its events would cost more than the memory it saves. Packing a packed profile does
+// nothing; the changelog record is the same JSON either way (docs/topics.md#audiencesstate).
 
 // maxPacked is the longest packed form kept; a profile whose form is longer stays unpacked.
 const maxPacked = 1024
@@ -259,8 +260,8 @@ func (p *profile) pack() {
 // packBufs are scratch buffers of pack.
 var packBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// unpack makes the profile's counters and aggregates typed lists again (Events, Aggs), to be
-// changed; the changelog packs them again.
+// unpack makes the profile's counters and aggregates typed lists again (p.l), to be changed;
+// the changelog packs them again.
 func (p *profile) unpack() {
 	if p.packed == "" {
 		return
