@@ -90,8 +90,9 @@ func (s *Service) noteAggs(b *batch, p int32, part *partition) {
 			// State a profile kept of an aggregate removed and added again before a sync
 			// dropped it: the backfill rebuilds it.
 			for id, prof := range part.profiles {
-				if len(prof.Aggs) > 0 && slices.ContainsFunc(prof.Aggs, func(a agg) bool { return slices.Contains(fresh, a.Key.Value()) }) {
-					prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return slices.Contains(fresh, a.Key.Value()) })
+				if prof.anyAgg(func(key sym) bool { return slices.Contains(fresh, key.Value()) }) {
+					prof.unpack()
+					prof.l.Aggs = slices.DeleteFunc(prof.l.Aggs, func(a agg) bool { return slices.Contains(fresh, a.Key.Value()) })
 					b.touch(p, part, id)
 				}
 			}
@@ -298,7 +299,7 @@ func (s *Service) backfill(ctx context.Context, job *backfillJob) error {
 		return err
 	}
 	for id, prof := range job.profiles {
-		if len(prof.Aggs) == 0 {
+		if len(prof.aggs()) == 0 {
 			delete(job.profiles, id)
 		}
 	}
@@ -378,10 +379,10 @@ func (s *Service) mergeBackfill(b *batch, p int32, part *partition) {
 			// deleted or suppressed: its history is not brought back
 		case prof.mergedInto() != "":
 			// an id merged into another profile: its history counts there
-			b.out = append(b.out, s.handOff(prof.mergedInto(), op{Op: opAbsorb, Into: prof.mergedInto(), Profile: &profile{ID: id, Aggs: src.Aggs}}))
+			b.out = append(b.out, s.handOff(prof.mergedInto(), op{Op: opAbsorb, Into: prof.mergedInto(), Profile: &profile{ID: id, l: &lists{Aggs: src.aggs()}}}))
 		default:
-			for j := range src.Aggs {
-				prof.agg(src.Aggs[j].Key, true).mergeOlder(&src.Aggs[j], b.now)
+			for j, aggs := 0, src.aggs(); j < len(aggs); j++ {
+				prof.agg(aggs[j].Key, true).mergeOlder(&aggs[j], b.now)
 			}
 			b.touch(p, part, id)
 		}

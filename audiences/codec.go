@@ -44,26 +44,27 @@ func (p *profile) appendJSON(b []byte) []byte {
 	}
 	b = appendIntField(b, "firstSeen", p.FirstSeen)
 	b = appendIntField(b, "lastSeen", p.LastSeen)
-	if len(p.Events) > 0 {
+	events, aggs := p.unpacked()
+	if len(events) > 0 {
 		b = append(b, `,"events":[`...)
-		for i := range p.Events {
+		for i := range events {
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b = schemas.AppendJSONString(b, p.Events[i].Name.Value())
-			b = p.Events[i].counter.appendFields(append(b, ','))
+			b = schemas.AppendJSONString(b, events[i].Name.Value())
+			b = events[i].counter.appendFields(append(b, ','))
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
-	if len(p.Aggs) > 0 {
+	if len(aggs) > 0 {
 		b = append(b, `,"aggs":[`...)
-		for i := range p.Aggs {
+		for i := range aggs {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = p.Aggs[i].appendJSON(b)
+			b = aggs[i].appendJSON(b)
 		}
 		b = append(b, ']')
 	}

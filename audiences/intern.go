@@ -43,11 +43,13 @@ func (in *interner) profile(p *profile) {
 	if in == nil {
 		return
 	}
+	p.unpack()
 	for i := range p.Traits {
 		p.Traits[i].K, p.Traits[i].V = in.str(p.Traits[i].K), in.val(p.Traits[i].V)
 	}
-	for i := range p.Aggs {
-		a := &p.Aggs[i]
+	aggs := p.aggs()
+	for i := range aggs {
+		a := &aggs[i]
 		if first, last, ok := a.fl(); ok {
 			first.V, last.V = in.val(first.V), in.val(last.V)
 			a.setFL(first, last)

@@ -229,10 +229,7 @@ func (m *model) compileNode(c *schemas.Condition) *node {
 }
 
 // count is what an event condition counts in a series: the events of its window.
-func (n *node) count(s interface {
-	between(olderMs, newerMs, now int64) uint64
-	total(withinMs, now int64) uint64
-}, now int64) uint64 {
+func (n *node) count(s seriesView, now int64) uint64 {
 	if n.newer > 0 {
 		return s.between(n.within, n.newer, now)
 	}
@@ -261,10 +258,10 @@ func (n *node) eval(p *profile, now int64) bool {
 	case "event":
 		var count uint64
 		if n.agg != nil {
-			if a := p.agg(n.agg.sym, false); a != nil && a.ser() != nil {
-				count = n.count(a.ser(), now)
+			if a, ok := p.aggView(n.agg.sym); ok && a.hasSeries() {
+				count = n.count(a.series(), now)
 			}
-		} else if c := p.eventSeries(n.event, false); c != nil {
+		} else if c, ok := p.counterView(n.event); ok {
 			count = n.count(c, now)
 		}
 		return count >= n.min && (!n.hasMax || count <= n.max)
@@ -299,27 +296,27 @@ func (d *traitDef) empty() val {
 func (d *traitDef) value(p *profile, now int64) val {
 	if d.agg == nil { // a plain count
 		var n uint64
-		if s := p.eventSeries(d.event, false); s != nil {
+		if s, ok := p.counterView(d.event); ok {
 			n = s.total(d.within, now)
 		}
 		return numVal(float64(n))
 	}
-	a := p.agg(d.agg.sym, false)
+	a, ok := p.aggView(d.agg.sym)
 	switch d.kind {
 	case schemas.AggCount, schemas.AggSum:
-		if a == nil || a.ser() == nil {
+		if !ok || !a.hasSeries() {
 			return numVal(0)
 		}
-		n, b := windowOf(a.ser(), d.within, now)
+		n, b := a.window(d.within, now)
 		if d.kind == schemas.AggCount {
 			return numVal(float64(n))
 		}
 		return numVal(b.Sum)
 	case schemas.AggAvg, schemas.AggMin, schemas.AggMax:
-		if a == nil || a.ser() == nil {
+		if !ok || !a.hasSeries() {
 			return null
 		}
-		_, b := windowOf(a.ser(), d.within, now)
+		_, b := a.window(d.within, now)
 		if b.N == 0 {
 			return null
 		}
@@ -332,41 +329,40 @@ func (d *traitDef) value(p *profile, now int64) val {
 			return numVal(b.Max)
 		}
 	case schemas.AggFirst:
-		if a == nil {
+		if !ok {
 			return null
 		}
 		first, _, _ := a.fl()
 		return first.V
 	case schemas.AggLast:
-		if a == nil {
+		if !ok {
 			return null
 		}
 		_, last, _ := a.fl()
 		return last.V
 	case schemas.AggMostFrequent:
-		var fs []freq
-		if a != nil {
-			fs = a.freqs()
-		}
-		if len(fs) == 0 {
+		if !ok {
 			return null
 		}
-		best := fs[0]
-		for _, f := range fs[1:] {
-			if f.N > best.N || (f.N == best.N && f.First < best.First) {
-				best = f
+		var best freq
+		seen := false
+		a.eachFreq(func(f freq) {
+			if !seen || f.N > best.N || (f.N == best.N && f.First < best.First) {
+				best, seen = f, true
 			}
-		}
-		return best.V
+		})
+		return best.V // (null when none)
 	case schemas.AggUniqueList:
 		b := []byte{'['}
-		if a != nil {
-			for i, v := range a.uniques() {
-				if i > 0 {
+		if ok {
+			first := true
+			a.eachUnique(func(v val) {
+				if !first {
 					b = append(b, ',')
 				}
+				first = false
 				b = v.appendJSON(b)
-			}
+			})
 		}
 		// In the changelog's form (rawVal), so that it equals the value synced before a restart.
 		return rawVal(append(b, ']'))

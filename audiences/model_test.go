@@ -306,14 +306,14 @@ func TestWithinEdges(t *testing.T) {
 			track(m, p, "Order Completed", `{}`, at, at)
 			track(m, p, "Order Completed", `{}`, tt.now, tt.now)
 			if got := m.audiences[0].root.eval(p, tt.now); got != tt.want {
-				t.Errorf("event at now%+dms, within %s: counted = %v, want %v (buckets %+v)", tt.at, tt.within, got, tt.want, p.Events[0].Buckets)
+				t.Errorf("event at now%+dms, within %s: counted = %v, want %v (buckets %+v)", tt.at, tt.within, got, tt.want, p.events()[0].Buckets)
 			}
 			// The same holds when the old event arrives late (processed now).
 			q := newProfile()
 			track(m, q, "Order Completed", `{}`, tt.now, tt.now)
 			track(m, q, "Order Completed", `{}`, at, tt.now)
 			if got := m.audiences[0].root.eval(q, tt.now); got != tt.want {
-				t.Errorf("late event at now%+dms, within %s: counted = %v, want %v (buckets %+v)", tt.at, tt.within, got, tt.want, q.Events[0].Buckets)
+				t.Errorf("late event at now%+dms, within %s: counted = %v, want %v (buckets %+v)", tt.at, tt.within, got, tt.want, q.events()[0].Buckets)
 			}
 		})
 	}
@@ -501,8 +501,8 @@ func TestApplySkipsNonNumbers(t *testing.T) {
 	m := compileYAML(t, "computedTraits: [{id: t, name: T, source: engage, sum: {event: Order Completed, property: revenue}}]\n")
 	p := newProfile()
 	track(m, p, "Order Completed", `{"revenue":"12"}`, testNow, testNow)
-	if len(p.Aggs) != 0 {
-		t.Errorf("aggregates after a non-numeric revenue = %+v, want none", p.Aggs)
+	if len(p.aggs()) != 0 {
+		t.Errorf("aggregates after a non-numeric revenue = %+v, want none", p.aggs())
 	}
 }
 

@@ -234,6 +234,7 @@ func (s *Service) restore(ctx context.Context, partitions []int32) (map[int32]*p
 					prof.ID = key
 				}
 				s.intern.profile(&prof)
+				prof.pack()
 				part.profiles[key] = &prof
 			}
 		})

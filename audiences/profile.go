@@ -32,11 +32,16 @@ type profile struct {
 	// ID is the key: the userId, or the anonymousId of an anonymous profile.
 	ID        string
 	Traits    traits
-	FirstSeen int64      // ms
-	LastSeen  int64      // ms
-	Events    []named    // per track event name
-	Aggs      []agg      // per config aggregate (docs/audiences.md)
-	Synced    syncedList // what the last sync sent
+	FirstSeen int64 // ms
+	LastSeen  int64 // ms
+	// l holds the counter of each track event name and the state of each config aggregate
+	// (docs/audiences.md) while the profile is unpacked (nil: none, or packed); once its
+	// changelog record is written they are packed into packed (packed.go,
+	// docs/audiences.md#memory). Code that changes them unpacks the profile first (agg,
+	// eventSeries); rules read either form (aggView, counterView).
+	l      *lists
+	packed string
+	Synced syncedList // what the last sync sent
 	// Identity holds the profile's external ids and its merges and refusals
 	// (docs/audiences.md#identity-resolution); nil until it has any.
 	Identity *identity
@@ -55,6 +60,38 @@ type profile struct {
 	// ids says which of the user id and the anonymous id are the ID (the usual case, which
 	// keeps no other string); another value is in rare.
 	ids idKinds
+}
+
+// lists are a profile's counters and aggregates, unpacked.
+type lists struct {
+	Events []named // per track event name
+	Aggs   []agg   // per config aggregate
+}
+
+// lists is p.l, allocated when p has none.
+func (p *profile) lists() *lists {
+	if p.l == nil {
+		p.l = &lists{}
+	}
+	return p.l
+}
+
+// events are the counters of an unpacked profile (unpack first to change them; none while it
+// is packed).
+func (p *profile) events() []named {
+	if p.l == nil {
+		return nil
+	}
+	return p.l.Events
+}
+
+// aggs are the aggregates of an unpacked profile (unpack first to change them; none while it
+// is packed).
+func (p *profile) aggs() []agg {
+	if p.l == nil {
+		return nil
+	}
+	return p.l.Aggs
 }
 
 // idKinds says which ids of a profile are its ID.
@@ -204,15 +241,17 @@ func (p *profile) UnmarshalJSON(b []byte) error {
 		p.more().Tracks = j.Tracks
 	}
 	if len(j.Events) > 0 {
-		p.Events = make([]named, len(j.Events))
+		l := p.lists()
+		l.Events = make([]named, len(j.Events))
 		for i, e := range j.Events {
-			p.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
+			l.Events[i] = named{Name: unique.Make(e.Name), counter: e.counter}
 		}
 	}
 	if len(j.Aggs) > 0 {
-		p.Aggs = make([]agg, len(j.Aggs))
+		l := p.lists()
+		l.Aggs = make([]agg, len(j.Aggs))
 		for i := range j.Aggs {
-			p.Aggs[i].fromJSON(&j.Aggs[i])
+			l.Aggs[i].fromJSON(&j.Aggs[i])
 		}
 	}
 	if len(j.Synced) > 0 {
@@ -609,30 +648,39 @@ func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 	}
 }
 
+// eventSeries is the counter of the event name, to change (the profile unpacked); nil: none,
+// and not made (!create, or maxEventNames reached).
 func (p *profile) eventSeries(name string, create bool) *counter {
-	for i := range p.Events {
-		if p.Events[i].Name.Value() == name {
-			return &p.Events[i].counter
+	p.unpack()
+	events := p.events()
+	for i := range events {
+		if events[i].Name.Value() == name {
+			return &events[i].counter
 		}
 	}
-	if !create || len(p.Events) >= maxEventNames {
+	if !create || len(events) >= maxEventNames {
 		return nil
 	}
-	p.Events = appendOne(p.Events, named{Name: unique.Make(name)})
-	return &p.Events[len(p.Events)-1].counter
+	l := p.lists()
+	l.Events = appendOne(l.Events, named{Name: unique.Make(name)})
+	return &l.Events[len(l.Events)-1].counter
 }
 
+// agg is the aggregate of key, to change (the profile unpacked); nil: none, and not made.
 func (p *profile) agg(key sym, create bool) *agg {
-	for i := range p.Aggs {
-		if p.Aggs[i].Key == key {
-			return &p.Aggs[i]
+	p.unpack()
+	aggs := p.aggs()
+	for i := range aggs {
+		if aggs[i].Key == key {
+			return &aggs[i]
 		}
 	}
 	if !create {
 		return nil
 	}
-	p.Aggs = appendOne(p.Aggs, agg{Key: key})
-	return &p.Aggs[len(p.Aggs)-1]
+	l := p.lists()
+	l.Aggs = appendOne(l.Aggs, agg{Key: key})
+	return &l.Aggs[len(l.Aggs)-1]
 }
 
 func (p *profile) seen(ms int64) {
@@ -648,6 +696,8 @@ func (p *profile) seen(ms int64) {
 // into p: p's traits win over o's, counts and buckets add up, first/last keep the earliest and
 // the latest, frequencies add up. o's synced state is not taken: o's own identify calls stop.
 func (p *profile) absorb(o *profile, now int64) {
+	p.unpack()
+	oEvents, oAggs := o.unpacked()
 	for _, kv := range o.Traits {
 		if p.Traits.get(kv.K).isNull() {
 			p.Traits.set(kv.K, kv.V)
@@ -659,13 +709,13 @@ func (p *profile) absorb(o *profile, now int64) {
 	if o.LastSeen != 0 {
 		p.seen(o.LastSeen) // (0 would become p's FirstSeen)
 	}
-	for i := range o.Events {
-		if s := p.eventSeries(o.Events[i].Name.Value(), true); s != nil {
-			s.merge(&o.Events[i].counter, now)
+	for i := range oEvents {
+		if s := p.eventSeries(oEvents[i].Name.Value(), true); s != nil {
+			s.merge(&oEvents[i].counter, now)
 		}
 	}
-	for i := range o.Aggs {
-		oa := &o.Aggs[i]
+	for i := range oAggs {
+		oa := &oAggs[i]
 		a := p.agg(oa.Key, true)
 		if s := oa.ser(); s != nil {
 			a.serRW().merge(s, now)

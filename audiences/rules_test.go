@@ -76,7 +76,7 @@ func TestBetweenEdges(t *testing.T) {
 			track(m, p, "Order Completed", `{}`, at, at)
 			track(m, p, "Order Completed", `{}`, tt.now, tt.now)
 			if got := m.audiences[0].root.eval(p, tt.now); got != tt.want {
-				t.Errorf("event at now%+dms, between %s (atLeast %d): counted = %v, want %v (buckets %+v)", tt.at, tt.between, atLeast, got, tt.want, p.Events[0].Buckets)
+				t.Errorf("event at now%+dms, between %s (atLeast %d): counted = %v, want %v (buckets %+v)", tt.at, tt.between, atLeast, got, tt.want, p.events()[0].Buckets)
 			}
 			// The same with a where filter, which reads an aggregate's series.
 			mw := ruleModel(t, "{event: Order Completed, atLeast: "+strconv.Itoa(atLeast)+", between: "+tt.between+", where: [{property: total, gt: 10}]}", "")

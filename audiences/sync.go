@@ -201,12 +201,13 @@ func (s *Service) syncTraits(out []*kgo.Record, part *partition, prof *profile, 
 // dropUnreadAggs drops the profile's aggregates no definition reads any more (removed or
 // changed): their memory goes. It tells whether it dropped any.
 func (m *model) dropUnreadAggs(prof *profile) bool {
-	n := len(prof.Aggs)
-	if n == 0 {
+	if !prof.anyAgg(func(key sym) bool { return !m.aggKeys[key.Value()] }) {
 		return false
 	}
-	prof.Aggs = slices.DeleteFunc(prof.Aggs, func(a agg) bool { return !m.aggKeys[a.Key.Value()] })
-	return len(prof.Aggs) != n
+	prof.unpack()
+	n := len(prof.aggs())
+	prof.l.Aggs = slices.DeleteFunc(prof.l.Aggs, func(a agg) bool { return !m.aggKeys[a.Key.Value()] })
+	return len(prof.aggs()) != n
 }
 
 // syncRemoved forgets what was sent of the definitions removed from the config: the members

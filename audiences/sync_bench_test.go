@@ -178,10 +178,14 @@ func buildBenchProfiles(tb testing.TB, n int, before *runtime.MemStats) (*Servic
 		}
 		s.handleMessage(bt, 0, part, m, nil, "", time.UnixMilli(now))
 		if i%100_000 == 0 {
-			part.dirty, bt.out = nil, nil // the hand-offs as if produced
+			// The batch written to the changelog (which packs its profiles, packed.go), and
+			// its records and hand-offs as if produced.
+			s.changelog(nil, 0, part)
+			bt.out = nil
 		}
 	}
-	part.dirty, bt.touched = nil, map[int32]*partition{}
+	s.changelog(nil, 0, part)
+	bt.out, bt.touched = nil, map[int32]*partition{}
 	return s, part, bt
 }
 

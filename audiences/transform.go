@@ -219,6 +219,7 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 				size += 96 + 96*len(prof.Identity.IDs) + 192*len(prof.Identity.Log)
 			}
 			r.Value = prof.changelogValue(make([]byte, 0, size))
+			prof.pack() // written: its counters and aggregates packed until changed again
 		}
 		out = append(out, r)
 	}
