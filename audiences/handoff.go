@@ -321,7 +321,12 @@ func (s *Service) regulateProfile(b *batch, p int32, part *partition, req *schem
 func (s *Service) applyForget(b *batch, p int32, part *partition, o *op, recTime time.Time) {
 	// A redirect of an id merged into a deleted profile: it goes (a tombstone), unless the
 	// id was merged into another profile (the first identified user keeps it).
-	if prof := part.profiles[o.From]; prof != nil && prof.mergedInto() == o.Into && o.Into != "" {
+	if into, ok := part.entries[o.From]; ok && into == o.Into && o.Into != "" {
+		// An external id's entry (identity.go): it goes, not counted in the report below.
+		delete(part.entries, o.From)
+		s.metrics.profiles.Dec()
+		b.touch(p, part, o.From)
+	} else if prof := part.profiles[o.From]; prof != nil && prof.mergedInto() == o.Into && o.Into != "" {
 		delete(part.profiles, o.From)
 		s.metrics.profiles.Dec()
 		b.touch(p, part, o.From)

@@ -55,6 +55,28 @@ func extKey(typ, value string) string {
 	return string(base64.RawURLEncoding.AppendEncode(k, sum[:16]))
 }
 
+// entryValue is the profile an external id's entry leads to, from its audiences.state value
+// (opened): {"mergedInto":<id>} (earlier versions also wrote "id" and "recent"); ok is false
+// for any other key or value.
+func entryValue(key string, value []byte) (into string, ok bool) {
+	if !strings.HasPrefix(key, extPrefix) {
+		return "", false
+	}
+	const head, tail = `{"mergedInto":"`, `"}`
+	if bytes.HasPrefix(value, []byte(head)) && bytes.HasSuffix(value, []byte(tail)) {
+		if v := value[len(head) : len(value)-len(tail)]; bytes.IndexByte(v, '\\') < 0 && bytes.IndexByte(v, '"') < 0 && utf8.Valid(v) && !hasControl(v) && len(v) > 0 {
+			return string(v), true
+		}
+	}
+	var r struct {
+		MergedInto string `json:"mergedInto"`
+	}
+	if json.Unmarshal(value, &r) != nil || r.MergedInto == "" {
+		return "", false
+	}
+	return r.MergedInto, true
+}
+
 // identity is what a profile knows of its external ids: nil until it has one or has merged.
 type identity struct {
 	// IDs are the external ids the profile claimed (email, custom types), oldest first.
@@ -524,15 +546,15 @@ func (s *Service) applyLink(b *batch, p int32, part *partition, o *op) {
 // when another profile claimed it first, asks that profile to join into (summary: into's, made
 // only then).
 func (s *Service) claim(b *batch, p int32, part *partition, key, into string, summary func() *idSummary) {
-	entry := part.profiles[key]
+	claimer, ok := part.entries[key]
 	switch {
-	case entry == nil:
-		part.profiles[key] = newRedirect(key, into)
+	case !ok:
+		part.setEntry(key, into)
 		s.metrics.profiles.Inc()
 		b.touch(p, part, key)
-	case entry.mergedInto() == into || entry.mergedInto() == "":
+	case claimer == into:
 	default:
-		b.out = append(b.out, s.handOff(entry.mergedInto(), op{Op: opJoin, From: into, Into: entry.mergedInto(), Via: key, Summary: summary()}))
+		b.out = append(b.out, s.handOff(claimer, op{Op: opJoin, From: into, Into: claimer, Via: key, Summary: summary()}))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"runtime"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -225,4 +226,56 @@ func TestAddLinkOrder(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("records %q, want %q", got, want)
 	}
+}
+
+// TestEntryValue: an external id's entry is read back from each form audiences.state holds it
+// in (this version's, and earlier versions' redirects with "id" and "recent"), and nothing
+// else is taken for one.
+func TestEntryValue(t *testing.T) {
+	key := extKey(idEmail, "ada@example.com")
+	for _, tt := range []struct {
+		key, value, into string
+		ok               bool
+	}{
+		{key, `{"mergedInto":"u1"}`, "u1", true},
+		{key, `{"mergedInto":"u\"1é"}`, "u\"1é", true},
+		{key, `{"id":"` + `\u001femail:x","mergedInto":"anon-1","recent":["","","",""]}`, "anon-1", true},
+		{key, `{"mergedInto":""}`, "", false},
+		{key, `{"suppressed":true}`, "", false},
+		{key, `{"mergedInto":"u1"`, "", false},
+		{"u1", `{"mergedInto":"u2"}`, "", false}, // a merged user id: a profile's redirect
+	} {
+		if into, ok := entryValue(tt.key, []byte(tt.value)); into != tt.into || ok != tt.ok {
+			t.Errorf("entryValue(%q, %s) = %q, %v; want %q, %v", tt.key, tt.value, into, ok, tt.into, tt.ok)
+		}
+	}
+}
+
+// TestEntryHeap: an external id's entry costs its key, the claiming profile's id it shares
+// and a map slot: well under the ~250 bytes of a redirect profile with its slot
+// (docs/audiences.md#what-it-costs-and-privacy).
+func TestEntryHeap(t *testing.T) {
+	const n = 20_000
+	s, part, b := newBenchService(t)
+	profs := make([]*profile, n)
+	for i := range profs {
+		profs[i] = newUserProfile(fmt.Sprintf("user-%d", i))
+		part.profiles[profs[i].ID] = profs[i]
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i, prof := range profs {
+		key := extKey(idEmail, fmt.Sprintf("user-%d@example.com", i))
+		s.claim(b, 0, part, key, prof.ID, func() *idSummary { return nil })
+	}
+	part.dirty = nil
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%.0f heap bytes an entry", per)
+	if part.held() != 2*n || per > 120 {
+		t.Fatalf("%d held, %.0f heap bytes an entry; want %d and at most 120", part.held(), per, 2*n)
+	}
+	runtime.KeepAlive(profs)
 }
