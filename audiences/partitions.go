@@ -25,9 +25,9 @@ type partition struct {
 	// less an id, and nothing for the garbage collector to visit but the two strings); on
 	// audiences.state an entry is a redirect as before (docs/audiences.md#identity-resolution).
 	entries map[string]string
-	meta     partMeta
-	dirty    map[string]bool // profiles changed in the batch being processed (metaKey: meta)
-	synced   time.Time
+	meta    partMeta
+	dirty   map[string]bool // profiles changed in the batch being processed (metaKey: meta)
+	synced  time.Time
 	// pending are the profiles the sync in progress has still to go through (a sync that
 	// sends more than MaxChangesPerTransaction identify calls goes on in the next
 	// transactions), and pass counts what it sent so far; nil: no sync in progress.
