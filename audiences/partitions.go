@@ -20,14 +20,9 @@ const metaKey = "\x00meta"
 type partition struct {
 	restored bool
 	profiles map[string]*profile
-	// entries are the external ids' entries claimed on this partition, by key (extKey): the
-	// profile that claimed the id. A string each rather than a redirect profile (~200 bytes
-	// less an id, and nothing for the garbage collector to visit but the two strings); on
-	// audiences.state an entry is a redirect as before (docs/audiences.md#identity-resolution).
-	entries map[string]string
-	meta    partMeta
-	dirty   map[string]bool // profiles changed in the batch being processed (metaKey: meta)
-	synced  time.Time
+	meta     partMeta
+	dirty    map[string]bool // profiles changed in the batch being processed (metaKey: meta)
+	synced   time.Time
 	// pending are the profiles the sync in progress has still to go through (a sync that
 	// sends more than MaxChangesPerTransaction identify calls goes on in the next
 	// transactions), and pass counts what it sent so far; nil: no sync in progress.
@@ -44,6 +39,12 @@ type partition struct {
 	next      int64
 	aggsModel *model
 	unfilled  map[string]bool
+
+	// entries are the external ids' entries claimed on this partition, by key (extKey): the
+	// profile that claimed the id. A string each rather than a redirect profile (~200 bytes
+	// less an id, and nothing for the garbage collector to visit but the two strings); on
+	// audiences.state an entry is a redirect as before (docs/audiences.md#identity-resolution).
+	entries map[string]string
 }
 
 // markDirty notes that the changelog is to get the profile id's new version (metaKey: the
