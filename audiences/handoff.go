@@ -44,6 +44,12 @@ type op struct {
 	Sync bool `json:"sync,omitempty"`
 	// links: the link ops of one transaction for one partition, in order (identity.go).
 	Links []op `json:"links,omitempty"`
+
+	// A link read by decodeLinkOp keeps its summary as JSON (sumRaw) until a join needs it
+	// (summary); a link written for a profile's new id writes the profile's summary (sumOf,
+	// as summaryOf(sumOf, From)) without building it. Neither is on the wire.
+	sumRaw []byte
+	sumOf  *profile
 }
 
 const (

@@ -100,7 +100,16 @@ type metaDef struct {
 
 // partitionOf is the tracking.events partition of a user id.
 func (s *Service) partitionOf(id string) int32 {
-	return int32(s.keyPart.Partition(&kgo.Record{Key: []byte(id)}, int(s.nparts)))
+	// A record and its key made for each id hashed would be most of what a new external id
+	// allocates: reused (the partitioner keeps nothing of a keyed record).
+	r, _ := s.keyRecs.Get().(*kgo.Record)
+	if r == nil {
+		r = &kgo.Record{Key: make([]byte, 0, 64)}
+	}
+	r.Key = append(r.Key[:0], id...)
+	p := int32(s.keyPart.Partition(r, int(s.nparts)))
+	s.keyRecs.Put(r)
+	return p
 }
 
 // apiPartitionOf is partitionOf for the API's goroutines; ok is false until the partition

@@ -218,8 +218,11 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 			switch {
 			case prof.mergedInto() != "": // a redirect (a merged id)
 				size = len(`{"mergedInto":""}`) + len(prof.mergedInto()) + 8
-			case prof.Identity != nil: // its external ids and history (identity.go)
-				size += 96 + 96*len(prof.Identity.IDs) + 192*len(prof.Identity.Log)
+			case prof.Identity != nil: // its external ids and history (identity.go, appendJSON)
+				size += 24 + 192*len(prof.Identity.Log)
+				for _, e := range prof.Identity.IDs {
+					size += 36 + len(e.Type) + len(e.Value)
+				}
 			}
 			r.Value = prof.changelogValue(make([]byte, 0, size))
 		}
