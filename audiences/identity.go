@@ -925,7 +925,7 @@ func decodeLinkInto(value []byte, o *op) bool {
 }
 
 // linkString reads a string member of a link or its summary: a key of an external id
-// without encoding/json (plainKey), the usual type without allocating.
+// without encoding/json (plainKey), the op and the usual type without allocating.
 func linkString(raw []byte, dst *string) error {
 	if rest, ok := plainKey(raw); ok {
 		*dst = extPrefix + string(rest)
@@ -938,6 +938,8 @@ func linkString(raw []byte, dst *string) error {
 	switch string(v) {
 	case idEmail:
 		*dst = idEmail
+	case opLink:
+		*dst = opLink
 	default:
 		*dst = string(v)
 	}
