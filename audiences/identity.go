@@ -444,8 +444,8 @@ func (s *Service) addLink(b *batch, q int32, key string, o *op) {
 }
 
 // encodeLinks writes the values of the batch's link records: one link as a link op (as
-// before), more as a links op.
-// (linksHead is written first, in the same buffer: no copy either way).
+// before), more as a links op, in the buffer the links were written to (linksHead first: no
+// copy either way).
 func (b *batch) encodeLinks() {
 	for _, g := range b.groups {
 		if g.n == 1 {
