@@ -44,6 +44,12 @@ type op struct {
 	Sync bool `json:"sync,omitempty"`
 	// links: the link ops of one transaction for one partition, in order (identity.go).
 	Links []op `json:"links,omitempty"`
+
+	// A link read by decodeLinkOp keeps its summary as JSON (sumRaw) until a join needs it
+	// (summary); a link written for a profile's new id writes the profile's summary (sumOf,
+	// as summaryOf(sumOf, From)) without building it. Neither is on the wire.
+	sumRaw []byte
+	sumOf  *profile
 }
 
 const (
@@ -321,7 +327,12 @@ func (s *Service) regulateProfile(b *batch, p int32, part *partition, req *schem
 func (s *Service) applyForget(b *batch, p int32, part *partition, o *op, recTime time.Time) {
 	// A redirect of an id merged into a deleted profile: it goes (a tombstone), unless the
 	// id was merged into another profile (the first identified user keeps it).
-	if prof := part.profiles[o.From]; prof != nil && prof.mergedInto() == o.Into && o.Into != "" {
+	if into, ok := part.entries[o.From]; ok && into == o.Into && o.Into != "" {
+		// An external id's entry (identity.go): it goes, not counted in the report below.
+		delete(part.entries, o.From)
+		s.metrics.profiles.Dec()
+		b.touch(p, part, o.From)
+	} else if prof := part.profiles[o.From]; prof != nil && prof.mergedInto() == o.Into && o.Into != "" {
 		delete(part.profiles, o.From)
 		s.metrics.profiles.Dec()
 		b.touch(p, part, o.From)

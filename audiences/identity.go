@@ -55,6 +55,28 @@ func extKey(typ, value string) string {
 	return string(base64.RawURLEncoding.AppendEncode(k, sum[:16]))
 }
 
+// entryValue is the profile an external id's entry leads to, from its audiences.state value
+// (opened): {"mergedInto":<id>} (earlier versions also wrote "id" and "recent"); ok is false
+// for any other key or value.
+func entryValue(key string, value []byte) (into string, ok bool) {
+	if !strings.HasPrefix(key, extPrefix) {
+		return "", false
+	}
+	const head, tail = `{"mergedInto":"`, `"}`
+	if bytes.HasPrefix(value, []byte(head)) && bytes.HasSuffix(value, []byte(tail)) {
+		if v := value[len(head) : len(value)-len(tail)]; bytes.IndexByte(v, '\\') < 0 && bytes.IndexByte(v, '"') < 0 && utf8.Valid(v) && !hasControl(v) && len(v) > 0 {
+			return string(v), true
+		}
+	}
+	var r struct {
+		MergedInto string `json:"mergedInto"`
+	}
+	if json.Unmarshal(value, &r) != nil || r.MergedInto == "" {
+		return "", false
+	}
+	return r.MergedInto, true
+}
+
 // identity is what a profile knows of its external ids: nil until it has one or has merged.
 type identity struct {
 	// IDs are the external ids the profile claimed (email, custom types), oldest first.
@@ -377,13 +399,14 @@ func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *prof
 			s.claim(b, p, part, key, prof.ID, func() *idSummary { return summaryOf(prof, key) })
 			return
 		}
-		s.addLink(b, q, key, &op{Op: opLink, From: key, Into: prof.ID, Summary: summaryOf(prof, key)})
+		s.addLink(b, q, key, &op{Op: opLink, From: key, Into: prof.ID, sumOf: prof})
 	})
 }
 
 // linkGroup is one audiences.repartition record of a batch carrying its links for one
-// partition: rec is in b.out, its value written by encodeLinks from links (n link objects,
-// comma-separated); seen is how much of b.out was checked for other records to the partition.
+// partition: rec is in b.out, its value written by encodeLinks from links (linksHead, then n
+// link objects, comma-separated); seen is how much of b.out was checked for other records to
+// the partition.
 type linkGroup struct {
 	rec   *kgo.Record
 	links []byte
@@ -410,7 +433,7 @@ func (s *Service) addLink(b *batch, q int32, key string, o *op) {
 		}
 	}
 	g := &linkGroup{rec: &kgo.Record{Topic: s.cfg.RepartitionTopic, Partition: q, Key: []byte(key)}, n: 1,
-		links: o.appendLinkJSON(make([]byte, 0, 1024))}
+		links: o.appendLinkJSON(append(make([]byte, 0, 1024), linksHead...))}
 	b.out = append(b.out, g.rec)
 	g.seen = len(b.out)
 	if b.links == nil {
@@ -421,19 +444,21 @@ func (s *Service) addLink(b *batch, q int32, key string, o *op) {
 }
 
 // encodeLinks writes the values of the batch's link records: one link as a link op (as
-// before), more as a links op.
+// before), more as a links op, in the buffer the links were written to (linksHead first: no
+// copy either way).
 func (b *batch) encodeLinks() {
-	const head, tail = `{"op":"links","links":[`, "]}"
 	for _, g := range b.groups {
 		if g.n == 1 {
-			g.rec.Value = g.links
+			g.rec.Value = g.links[len(linksHead):]
 			continue
 		}
-		v := make([]byte, 0, len(head)+len(g.links)+len(tail))
-		g.rec.Value = append(append(append(v, head...), g.links...), tail...)
+		g.rec.Value = append(g.links, "]}"...)
 	}
 	b.links, b.groups = nil, nil
 }
+
+// linksHead starts a links op (appendLinksJSON).
+const linksHead = `{"op":"links","links":[`
 
 // hasIDBytes is hasID of a value not yet a string.
 func (p *profile) hasIDBytes(typ string, value []byte) bool {
@@ -517,22 +542,36 @@ const (
 // applyLink claims the external id o.From for o.Into, or, when another profile claimed it
 // first, asks that profile to join o.Into (a join on its partition).
 func (s *Service) applyLink(b *batch, p int32, part *partition, o *op) {
-	s.claim(b, p, part, o.From, o.Into, func() *idSummary { return o.Summary })
+	s.claim(b, p, part, o.From, o.Into, o.summary)
+}
+
+// summary is o's Summary, decoded from sumRaw the first time it is asked for (a link's summary
+// is read only when its id was claimed by another profile: a join).
+func (o *op) summary() *idSummary {
+	if o.Summary == nil && o.sumRaw != nil {
+		sm, err := decodeSummary(o.sumRaw, linkString, linkInt)
+		if err != nil { // a shape decodeSummary leaves to encoding/json
+			sm = &idSummary{}
+			_ = json.Unmarshal(o.sumRaw, sm)
+		}
+		o.Summary, o.sumRaw = sm, nil
+	}
+	return o.Summary
 }
 
 // claim claims the external id whose key is key (on partition p) for the profile into, or,
 // when another profile claimed it first, asks that profile to join into (summary: into's, made
 // only then).
 func (s *Service) claim(b *batch, p int32, part *partition, key, into string, summary func() *idSummary) {
-	entry := part.profiles[key]
+	claimer, ok := part.entries[key]
 	switch {
-	case entry == nil:
-		part.profiles[key] = newRedirect(key, into)
+	case !ok:
+		part.setEntry(key, into)
 		s.metrics.profiles.Inc()
 		b.touch(p, part, key)
-	case entry.mergedInto() == into || entry.mergedInto() == "":
+	case claimer == into:
 	default:
-		b.out = append(b.out, s.handOff(entry.mergedInto(), op{Op: opJoin, From: into, Into: entry.mergedInto(), Via: key, Summary: summary()}))
+		b.out = append(b.out, s.handOff(claimer, op{Op: opJoin, From: into, Into: claimer, Via: key, Summary: summary()}))
 	}
 }
 
@@ -780,41 +819,69 @@ func (o *op) appendLinkJSON(b []byte) []byte {
 	b = appendStringField(b, "from", o.From)
 	b = appendStringField(b, "into", o.Into)
 	b = appendStringField(b, "via", o.Via)
-	if sm := o.Summary; sm != nil {
-		b = append(b, `,"summary":{`...)
-		n := len(b)
-		if sm.UserID != "" {
-			b = append(b, `"userId":`...)
-			b = schemas.AppendJSONString(b, sm.UserID)
+	switch {
+	case o.sumOf != nil: // summaryOf(o.sumOf, o.From), written from the profile
+		p := o.sumOf
+		var ids []extID
+		merges := 0
+		if p.Identity != nil {
+			ids, merges = p.Identity.IDs, p.Identity.Merges
 		}
-		if len(sm.IDs) > 0 {
-			if len(b) > n {
-				b = append(b, ',')
+		b = appendSummaryJSON(b, p.userID(), merges, len(ids), func(b []byte, i int) []byte {
+			key := o.From
+			if i < len(ids)-1 || o.From == "" {
+				key = extKey(ids[i].Type, ids[i].Value)
 			}
-			b = append(b, `"ids":[`...)
-			for i, e := range sm.IDs {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, `{"t":`...)
-				b = schemas.AppendJSONString(b, e.Type)
-				b = append(b, `,"k":`...)
-				b = schemas.AppendJSONString(b, e.Key)
-				b = append(b, `,"at":`...)
-				b = strconv.AppendInt(b, e.At, 10)
-				b = append(b, '}')
-			}
-			b = append(b, ']')
-		}
-		if sm.Merges != 0 {
-			if len(b) > n {
-				b = append(b, ',')
-			}
-			b = append(b, `"merges":`...)
-			b = strconv.AppendInt(b, int64(sm.Merges), 10)
-		}
-		b = append(b, '}')
+			return appendSumIDJSON(b, ids[i].Type, key, ids[i].At)
+		})
+	case o.Summary != nil:
+		sm := o.Summary
+		b = appendSummaryJSON(b, sm.UserID, sm.Merges, len(sm.IDs), func(b []byte, i int) []byte {
+			return appendSumIDJSON(b, sm.IDs[i].Type, sm.IDs[i].Key, sm.IDs[i].At)
+		})
 	}
+	return append(b, '}')
+}
+
+// appendSummaryJSON appends ,"summary":{…} of a summary with n ids, each appended by id.
+func appendSummaryJSON(b []byte, userID string, merges, n int, id func(b []byte, i int) []byte) []byte {
+	b = append(b, `,"summary":{`...)
+	start := len(b)
+	if userID != "" {
+		b = append(b, `"userId":`...)
+		b = schemas.AppendJSONString(b, userID)
+	}
+	if n > 0 {
+		if len(b) > start {
+			b = append(b, ',')
+		}
+		b = append(b, `"ids":[`...)
+		for i := range n {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = id(b, i)
+		}
+		b = append(b, ']')
+	}
+	if merges != 0 {
+		if len(b) > start {
+			b = append(b, ',')
+		}
+		b = append(b, `"merges":`...)
+		b = strconv.AppendInt(b, int64(merges), 10)
+	}
+	return append(b, '}')
+}
+
+// appendSumIDJSON appends one id of a summary: {"t":…,"k":…,"at":…}.
+func appendSumIDJSON(b []byte, typ, key string, at int64) []byte {
+	b = append(b, `{"t":`...)
+	b = schemas.AppendJSONString(b, typ)
+	b = append(b, `,"k":`...)
+	b = schemas.AppendJSONString(b, key)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, at, 10)
 	return append(b, '}')
 }
 
@@ -825,22 +892,16 @@ var errNotLink = errors.New("not a plain link")
 // any other record, or a link of another shape (a member it does not know, a null): those are
 // encoding/json's, which decodes them the same (TestLinkOpJSON).
 func decodeLinkOp(value []byte) (o op, ok bool) {
+	return o, decodeLinkInto(value, &o)
+}
+
+// decodeLinkInto is decodeLinkOp into *o (an element of a links op's list: nothing else is
+// allocated for it).
+func decodeLinkInto(value []byte, o *op) bool {
 	if !bytes.HasPrefix(value, []byte(`{"op":"link",`)) {
-		return o, false
+		return false
 	}
-	str := func(raw []byte, dst *string) error {
-		v, ok := schemas.JSONString(raw)
-		if !ok {
-			return errNotLink
-		}
-		*dst = string(v)
-		return nil
-	}
-	str = keyString(str)
-	num := func(raw []byte, dst *int64) (err error) {
-		*dst, err = strconv.ParseInt(string(raw), 10, 64)
-		return err
-	}
+	str := linkString
 	err := schemas.EachMember(value, func(k, v []byte) error {
 		switch string(k) {
 		case "op":
@@ -852,28 +913,56 @@ func decodeLinkOp(value []byte) (o op, ok bool) {
 		case "via":
 			return str(v, &o.Via)
 		case "summary":
-			sm, err := decodeSummary(v, str, num)
-			o.Summary = sm
-			return err
+			if !checkSummary(v) {
+				return errNotLink // a shape decodeSummary does not read: encoding/json's
+			}
+			o.sumRaw = v // decoded when needed (summary)
+			return nil
 		}
 		return errNotLink
 	})
-	return o, err == nil && o.Op == opLink
+	return err == nil && o.Op == opLink
 }
 
-// keyString is str for a key of an external id ("\u001f" then no escape, valid UTF-8) without
-// encoding/json: the escape makes schemas.JSONString decode it with encoding/json.
-func keyString(str func([]byte, *string) error) func([]byte, *string) error {
-	const esc = `"\u001f`
-	return func(raw []byte, dst *string) error {
-		if len(raw) > len(esc) && string(raw[:len(esc)]) == esc && raw[len(raw)-1] == '"' {
-			if rest := raw[len(esc) : len(raw)-1]; bytes.IndexByte(rest, '\\') < 0 && bytes.IndexByte(rest, '"') < 0 && utf8.Valid(rest) && !hasControl(rest) {
-				*dst = extPrefix + string(rest)
-				return nil
-			}
-		}
-		return str(raw, dst)
+// linkString reads a string member of a link or its summary: a key of an external id
+// without encoding/json (plainKey), the op and the usual type without allocating.
+func linkString(raw []byte, dst *string) error {
+	if rest, ok := plainKey(raw); ok {
+		*dst = extPrefix + string(rest)
+		return nil
 	}
+	v, ok := schemas.JSONString(raw)
+	if !ok {
+		return errNotLink
+	}
+	switch string(v) {
+	case idEmail:
+		*dst = idEmail
+	case opLink:
+		*dst = opLink
+	default:
+		*dst = string(v)
+	}
+	return nil
+}
+
+// linkInt reads an integer member of a link's summary.
+func linkInt(raw []byte, dst *int64) (err error) {
+	*dst, err = strconv.ParseInt(string(raw), 10, 64)
+	return err
+}
+
+// plainKey is the text after "\u001f" of a JSON string that is a key of an external id
+// written as appendLinkJSON writes it ("\u001f" then no escape, valid UTF-8); ok is false for
+// any other string (schemas.JSONString's: the escape makes it decode with encoding/json).
+func plainKey(raw []byte) (rest []byte, ok bool) {
+	const esc = `"\u001f`
+	if len(raw) > len(esc) && string(raw[:len(esc)]) == esc && raw[len(raw)-1] == '"' {
+		if rest := raw[len(esc) : len(raw)-1]; bytes.IndexByte(rest, '\\') < 0 && bytes.IndexByte(rest, '"') < 0 && utf8.Valid(rest) && !hasControl(rest) {
+			return rest, true
+		}
+	}
+	return nil, false
 }
 
 // hasControl reports whether b holds a byte JSON must escape (then raw was not valid JSON).
@@ -884,6 +973,48 @@ func hasControl(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// checkSummary reports whether decodeSummary reads v, without allocating what it would (a
+// link's summary is decoded only when a join needs it, op.summary).
+func checkSummary(v []byte) bool {
+	str := func(raw []byte) error {
+		if _, ok := plainKey(raw); ok {
+			return nil
+		}
+		if _, ok := schemas.JSONString(raw); !ok {
+			return errNotLink
+		}
+		return nil
+	}
+	num := func(raw []byte) error {
+		_, err := strconv.ParseInt(string(raw), 10, 64)
+		return err
+	}
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	return schemas.EachMember(v, func(k, v []byte) error {
+		switch string(k) {
+		case "userId":
+			return str(v)
+		case "merges":
+			return num(v)
+		case "ids":
+			return schemas.EachElement(v, func(v []byte) error {
+				return schemas.EachMember(v, func(k, v []byte) error {
+					switch string(k) {
+					case "t", "k":
+						return str(v)
+					case "at":
+						return num(v)
+					}
+					return errNotLink
+				})
+			})
+		}
+		return errNotLink
+	}) == nil
 }
 
 // decodeSummary is decodeLinkOp's decoding of a summary.
@@ -952,11 +1083,10 @@ func decodeLinksOp(value []byte) (o op, ok bool) {
 		case "links":
 			o.Links = make([]op, 0, bytes.Count(v, []byte(`{"op":"link",`)))
 			return schemas.EachElement(v, func(v []byte) error {
-				l, ok := decodeLinkOp(v)
-				if !ok {
+				o.Links = append(o.Links, op{})
+				if !decodeLinkInto(v, &o.Links[len(o.Links)-1]) {
 					return errNotLink
 				}
-				o.Links = append(o.Links, l)
 				return nil
 			})
 		}

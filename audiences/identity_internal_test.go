@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"runtime"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -84,7 +85,7 @@ func TestLinkOpJSON(t *testing.T) {
 			if _, ok := decodeLinkOp(got); !ok {
 				t.Fatalf("decodeLinkOp does not read %s", got)
 			}
-			if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(d, w) {
+			if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(resolved(d), w) {
 				t.Fatalf("decodeOp(%s) = %+v, %v; want %+v", got, d, err, w)
 			}
 		})
@@ -99,10 +100,13 @@ func TestLinkOpJSON(t *testing.T) {
 	if _, ok := decodeLinksOp(got); !ok {
 		t.Fatalf("decodeLinksOp does not read %s", got)
 	}
-	if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(d, w) {
+	if d, err := decodeOp(got); err != nil || !reflect.DeepEqual(resolved(d), w) {
 		t.Fatalf("decodeOp(%s) = %+v, %v; want %+v", got, d, err, w)
 	}
 	for _, raw := range []string{
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"userId":"u1","extra":1}}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":{"userId":"u\u00e9","ids":[{"t":"ios.idfa","k":"\u001fk2","at":-1}]}}`,
+		`{"op":"link","from":"\u001fk","into":"u1","summary":[]}`,
 		`{"op":"links","links":[]}`,
 		`{"op":"links","links":[{"op":"link","from":"\u001fk","into":"u1"},{"op":"join","from":"a","into":"b"}]}`,
 		`{"op":"links","links":[{"into":"u1","op":"link"}]}`,
@@ -124,9 +128,42 @@ func TestLinkOpJSON(t *testing.T) {
 		var want op
 		wantErr := json.Unmarshal([]byte(raw), &want)
 		got, err := decodeOp([]byte(raw))
-		if (err != nil) != (wantErr != nil) || (err == nil && !reflect.DeepEqual(got, want)) {
+		if (err != nil) != (wantErr != nil) || (err == nil && !reflect.DeepEqual(resolved(got), want)) {
 			t.Errorf("decodeOp(%s) = %+v, %v; encoding/json %+v, %v", raw, got, err, want, wantErr)
 		}
+	}
+}
+
+// resolved is o, and its links, with their summaries decoded (op.summary), as encoding/json
+// decodes them at once.
+func resolved(o op) op {
+	o.summary()
+	for i := range o.Links {
+		o.Links[i] = resolved(o.Links[i])
+	}
+	return o
+}
+
+// TestLinkSummaryOfProfile: a link written for a profile's new id (its summary written from
+// the profile) is byte for byte the link of summaryOf the profile.
+func TestLinkSummaryOfProfile(t *testing.T) {
+	key := extKey(idEmail, "ada@example.com")
+	for name, p := range map[string]*profile{
+		"anonymous, no identity": newAnonProfile("anon-1"),
+		"user, one id":           {ID: "u1", ids: userIsID, Identity: &identity{IDs: []extID{{Type: idEmail, Value: "ada@example.com", At: 7}}}},
+		"user, ids and merges": {ID: "u<2>", ids: userIsID, Identity: &identity{Merges: 3, IDs: []extID{{Type: "ios.idfa", Value: "x\u2028", At: 1},
+			{Type: idEmail, Value: "ada@example.com", At: 1795599000000}}}},
+		"identity without ids": {ID: "u3", ids: userIsID, Identity: &identity{Merges: 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, from := range []string{key, ""} {
+				got := (&op{Op: opLink, From: from, Into: p.ID, sumOf: p}).appendLinkJSON(nil)
+				want := (&op{Op: opLink, From: from, Into: p.ID, Summary: summaryOf(p, from)}).appendLinkJSON(nil)
+				if string(got) != string(want) {
+					t.Fatalf("from the profile\n%s\nfrom summaryOf\n%s", got, want)
+				}
+			}
+		})
 	}
 }
 
@@ -225,4 +262,56 @@ func TestAddLinkOrder(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("records %q, want %q", got, want)
 	}
+}
+
+// TestEntryValue: an external id's entry is read back from each form audiences.state holds it
+// in (this version's, and earlier versions' redirects with "id" and "recent"), and nothing
+// else is taken for one.
+func TestEntryValue(t *testing.T) {
+	key := extKey(idEmail, "ada@example.com")
+	for _, tt := range []struct {
+		key, value, into string
+		ok               bool
+	}{
+		{key, `{"mergedInto":"u1"}`, "u1", true},
+		{key, `{"mergedInto":"u\"1é"}`, "u\"1é", true},
+		{key, `{"id":"` + `\u001femail:x","mergedInto":"anon-1","recent":["","","",""]}`, "anon-1", true},
+		{key, `{"mergedInto":""}`, "", false},
+		{key, `{"suppressed":true}`, "", false},
+		{key, `{"mergedInto":"u1"`, "", false},
+		{"u1", `{"mergedInto":"u2"}`, "", false}, // a merged user id: a profile's redirect
+	} {
+		if into, ok := entryValue(tt.key, []byte(tt.value)); into != tt.into || ok != tt.ok {
+			t.Errorf("entryValue(%q, %s) = %q, %v; want %q, %v", tt.key, tt.value, into, ok, tt.into, tt.ok)
+		}
+	}
+}
+
+// TestEntryHeap: an external id's entry costs its key, the claiming profile's id it shares
+// and a map slot: well under the ~250 bytes of a redirect profile with its slot
+// (docs/audiences.md#what-it-costs-and-privacy).
+func TestEntryHeap(t *testing.T) {
+	const n = 20_000
+	s, part, b := newBenchService(t)
+	profs := make([]*profile, n)
+	for i := range profs {
+		profs[i] = newUserProfile(fmt.Sprintf("user-%d", i))
+		part.profiles[profs[i].ID] = profs[i]
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i, prof := range profs {
+		key := extKey(idEmail, fmt.Sprintf("user-%d@example.com", i))
+		s.claim(b, 0, part, key, prof.ID, func() *idSummary { return nil })
+	}
+	part.dirty = nil
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%.0f heap bytes an entry", per)
+	if part.held() != 2*n || per > 120 {
+		t.Fatalf("%d held, %.0f heap bytes an entry; want %d and at most 120", part.held(), per, 2*n)
+	}
+	runtime.KeepAlive(profs)
 }

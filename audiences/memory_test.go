@@ -88,13 +88,13 @@ func measureProfiles(t *testing.T, n int) (perProfile, perSynced float64, rss in
 	s, part, bt := buildBenchProfiles(t, n, &before)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	perProfile = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(part.profiles))
+	perProfile = float64(after.HeapAlloc-before.HeapAlloc) / float64(part.held())
 	if sent := syncAllProfiles(s, part, bt); sent == 0 {
 		t.Fatal("the first sync sent nothing")
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	perSynced = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(part.profiles))
+	perSynced = float64(after.HeapAlloc-before.HeapAlloc) / float64(part.held())
 	debug.FreeOSMemory()
 	rss = residentBytes()
 	runtime.KeepAlive(part)

@@ -181,7 +181,7 @@ func (s *Service) segmentProfile(render segmentRender) http.HandlerFunc {
 				s.forward(w, r, p, target)
 				return
 			}
-			prof := part.profiles[key]
+			prof := part.lookup(key) // an external id's entry as a redirect
 			switch {
 			case prof == nil || prof.Suppressed || (hops == 0 && !has(prof)):
 				s.mu.RUnlock()

@@ -78,6 +78,7 @@ type Service struct {
 	intern   *interner                 // used under mu
 
 	keyPart kgo.TopicPartitioner // the pipe goroutine's
+	keyRecs gosync.Pool          // partitionOf's records
 	apiPart gosync.Mutex         // guards apiKey
 	apiKey  kgo.TopicPartitioner
 

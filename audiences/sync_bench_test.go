@@ -53,7 +53,7 @@ func BenchmarkSync(b *testing.B) {
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	perProfile := float64(after.HeapAlloc-before.HeapAlloc) / float64(len(part.profiles))
+	perProfile := float64(after.HeapAlloc-before.HeapAlloc) / float64(part.held())
 	if f := os.Getenv("BENCH_HEAPPROFILE"); f != "" {
 		w, err := os.Create(f)
 		if err != nil {
@@ -91,7 +91,7 @@ func BenchmarkSync(b *testing.B) {
 		first = time.Since(start)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		perSynced = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(part.profiles))
+		perSynced = float64(after.HeapAlloc-before.HeapAlloc) / float64(part.held())
 		if f := os.Getenv("BENCH_HEAPPROFILE_SYNCED"); f != "" {
 			w, err := os.Create(f)
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -150,12 +149,13 @@ func (s *Service) sealSubject(r *kgo.Record) []byte {
 			return nil
 		}
 		if part := s.parts[r.Partition]; part != nil {
-			if prof := part.profiles[string(r.Key)]; prof != nil && prof.userID() != "" {
-				return []byte(prof.userID())
-			} else if prof != nil && prof.mergedInto() != "" && strings.HasPrefix(prof.ID, extPrefix) {
+			if into, ok := part.entries[string(r.Key)]; ok {
 				// An external id's entry: the key of the profile that claimed it, not a
 				// key of its own per id (docs/audiences.md#identity-resolution).
-				return []byte(prof.mergedInto())
+				return []byte(into)
+			}
+			if prof := part.profiles[string(r.Key)]; prof != nil && prof.userID() != "" {
+				return []byte(prof.userID())
 			}
 		}
 		return r.Key
@@ -210,13 +210,19 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 		r := &kgo.Record{Topic: s.cfg.StateTopic, Partition: p, Key: []byte(id)}
 		if id == metaKey {
 			r.Value, _ = json.Marshal(part.meta)
+		} else if into, ok := part.entries[id]; ok { // an external id's entry: a redirect
+			r.Value = schemas.AppendJSONString(append(make([]byte, 0, len(`{"mergedInto":""}`)+len(into)+8), `{"mergedInto":`...), into)
+			r.Value = append(r.Value, '}')
 		} else if prof := part.profiles[id]; prof != nil {
 			size := 512
 			switch {
-			case prof.mergedInto() != "": // a redirect (a merged id, an external id's entry)
+			case prof.mergedInto() != "": // a redirect (a merged id)
 				size = len(`{"mergedInto":""}`) + len(prof.mergedInto()) + 8
-			case prof.Identity != nil: // its external ids and history (identity.go)
-				size += 96 + 96*len(prof.Identity.IDs) + 192*len(prof.Identity.Log)
+			case prof.Identity != nil: // its external ids and history (identity.go, appendJSON)
+				size += 24 + 192*len(prof.Identity.Log)
+				for _, e := range prof.Identity.IDs {
+					size += 36 + len(e.Type) + len(e.Value)
+				}
 			}
 			r.Value = prof.changelogValue(make([]byte, 0, size))
 			prof.pack() // written: its counters and aggregates packed until changed again
