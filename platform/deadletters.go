@@ -187,8 +187,6 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 		}
 		defer producer.Close()
 	}
-	now := time.Now()
-	nowText := schemas.FormatTimestamp(now)
 	var done, batch []DeadLetter
 	apply := func(r *kgo.Record) {
 		d := deadLetter(r)
@@ -219,6 +217,10 @@ func ReplayDeadLetters(ctx context.Context, kafka KafkaSettings, logger zerolog.
 			done, batch = append(done, batch...), batch[:0]
 			return nil
 		}
+		// A replayed message's retry window starts as it is re-enqueued, not when the replay
+		// began: reading the DLQ again may take a while.
+		now := time.Now()
+		nowText := schemas.FormatTimestamp(now)
 		out := make([]*kgo.Record, 0, len(batch))
 		marks := make([]*kgo.Record, 0, len(batch))
 		mark := func(key string, d DeadLetter, supersededBy string) {
