@@ -133,3 +133,29 @@ func BenchmarkEventsApply(b *testing.B) {
 		})
 	}
 }
+
+// benchSummarizedRecords are benchAttemptRecords with what the deliverer writes of the message
+// after "at" (deliverer/attempts.go appendSummary): type, event, userId, anonymousId and
+// receivedAt, as on every POST of a message since they were added.
+func benchSummarizedRecords(n int) []*kgo.Record {
+	recs := benchAttemptRecords(n)
+	for i, r := range recs {
+		v := r.Value[:len(r.Value)-1]
+		v = fmt.Appendf(v, `,"type":"track","event":"Order Completed","userId":"user-%d","anonymousId":"6f1c2b9e-0d4a-4c1f-8d2e-%012d","receivedAt":"2026-11-27T03:00:00.012Z"}`, i%5000, i)
+		r.Value = v
+	}
+	return recs
+}
+
+// BenchmarkAttemptDecode: one webhooks.attempts record of a message decoded, as the console's
+// reader does before any view takes it.
+func BenchmarkAttemptDecode(b *testing.B) {
+	recs := benchSummarizedRecords(1000)
+	dec := newAttemptDecoder()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := dec.attempt(recs[i%len(recs)]); !ok {
+			b.Fatal("skipped")
+		}
+	}
+}

@@ -91,8 +91,12 @@ type attemptFields struct {
 // (json.Unmarshal) reads them (console/decode.go); errUnsure for a record it leaves to
 // json.Unmarshal.
 func decodeAttemptFields(b []byte, f *attemptFields) error {
+	next := 0 // the deliverer writes them in attemptNames' order
 	err := schemas.EachMember(b, func(key, v []byte) error {
-		i, err := fieldIndex(key, attemptNames)
+		i, err := fieldIndexFrom(key, attemptNames, next)
+		if i >= 0 {
+			next = i + 1
+		}
 		switch i {
 		case 0:
 			return decodeString(v, &f.destinationID)
