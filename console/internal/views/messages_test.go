@@ -344,3 +344,41 @@ func BenchmarkMessagesAdd(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/record")
 }
+
+// BenchmarkMessagesFilled: a full collection while the messages view holds its default bound
+// for two destinations (10,000 messages each, past it), each message of one of 5,000 users with
+// its own anonymous id and one 2xx without an answer, 1 in 10 after a 503 with its answer;
+// ns/op is one runtime.GC() (reportGC).
+func BenchmarkMessagesFilled(b *testing.B) {
+	const perDest = 10_000
+	v := NewMessages(perDest, 32<<20)
+	batch := make([]DeliveryAttempt, 0, 1000)
+	for i := range 3 * perDest {
+		for _, dest := range []string{"d1", "d2"} {
+			at := t0.Add(time.Duration(i) * time.Millisecond)
+			id := fmt.Sprintf("%08x-7c1e-4c3b-9f2a-%012d", i, i)
+			a := DeliveryAttempt{At: at, DestinationID: dest, MessageID: id, URL: "https://hooks.example.com/in", Attempt: 1, Status: 200,
+				LatencyMs: 3, ErrorClass: SuccessClass, MessageFacts: MessageFacts{Type: "track", Event: "Event " + strconv.Itoa(i%20),
+					UserID: "user-" + strconv.Itoa(i%5000), AnonymousID: fmt.Sprintf("anon-%012d", i), ReceivedAt: at.Add(-time.Second)}}
+			if i%10 == 0 {
+				fail := a
+				fail.Status, fail.ErrorClass, fail.Error = 503, "status_5xx", "status_5xx: 503"
+				fail.NextAttemptAt = at.Add(10 * time.Second)
+				fail.ResponseHeaders = map[string]string{"Content-Type": "application/json"}
+				fail.ResponseBody = `{"ok":false,"error":"temporarily unavailable"}`
+				batch = append(batch, fail)
+				a.Attempt, a.At = 2, at.Add(10*time.Second)
+			}
+			batch = append(batch, a)
+		}
+		if len(batch) >= 998 {
+			v.Add(batch, nil)
+			batch = batch[:0]
+		}
+	}
+	v.Add(batch, nil)
+	if n, _ := v.Len("d1"); n != perDest {
+		b.Fatalf("%d messages", n)
+	}
+	reportGC(b, v)
+}
