@@ -211,6 +211,37 @@ func TestHealthForgottenSkipped(t *testing.T) {
 	}
 }
 
+// TestHealthStatesReused: the slots of forgotten states and the numbers of pruned destinations
+// are used again without mixing messages up: one message id in two destinations has a state
+// in each; a destination made after a prune (taking the pruned one's number) starts empty;
+// and a message retried then delivered in a reused slot is delivered after retries.
+func TestHealthStatesReused(t *testing.T) {
+	h := NewHealth(time.Hour, 4)
+	in := func(dest string, e HealthEvent) HealthEvent { e.DestinationID = dest; return e }
+	h.Add([]HealthEvent{in("a", post("m", url1, 1, "timeout", t0)), in("b", post("m", url1, 1, SuccessClass, t0))}, nil)
+	if st := h.Stats("a", t0, time.Hour); st.Messages.Retrying != 1 || st.Messages.Delivered != 0 {
+		t.Fatalf("a: %+v", st.Messages)
+	}
+	h.Prune(func(dest string) bool { return dest != "a" })
+	if n := h.Tracked(); n != 1 {
+		t.Fatalf("%d states after the prune, want b's 1", n)
+	}
+	// c takes a's number: m is new there (delivered on its first attempt, not after a's retry).
+	h.Add([]HealthEvent{in("c", post("m", url1, 1, SuccessClass, t0))}, nil)
+	if st := h.Stats("c", t0, time.Hour); st.DeliveredFirstAttempt != 1 || st.DeliveredAfterRetries != 0 {
+		t.Fatalf("c: %+v", st)
+	}
+	for i := range 10 { // through the bound: slots freed and taken again
+		h.Add([]HealthEvent{in("b", post(fmt.Sprint("x", i), url1, 1, "timeout", t0))}, nil)
+	}
+	h.Forget([]string{"x9"})
+	h.Add([]HealthEvent{in("b", post("x8", url1, 2, SuccessClass, t0.Add(time.Second))), in("b", post("x9", url1, 1, SuccessClass, t0.Add(time.Second)))}, nil)
+	st := h.Stats("b", t0, time.Hour)
+	if h.Tracked() != 4 || st.Messages.Delivered != 3 || st.DeliveredAfterRetries != 1 || st.Messages.Retrying != 9 {
+		t.Errorf("%d states; b: %+v (first %d, after retries %d)", h.Tracked(), st.Messages, st.DeliveredFirstAttempt, st.DeliveredAfterRetries)
+	}
+}
+
 // reportGC times full collections of a heap that holds view (filled by the caller), and
 // reports the heap bytes the last one scanned and the live heap's objects and bytes after one: what the garbage collector marks on
 // every cycle while the view is kept (docs/benchmarks.md#the-views-and-the-garbage-collector).
