@@ -242,6 +242,78 @@ func TestMessagesBounded(t *testing.T) {
 	}
 }
 
+// TestMessagesKeptLayout: what the view keeps of a message comes back whole — the newest
+// MaxMessageAttempts attempts in order with the count of the dropped ones and the budget
+// counted for the kept only, times to the nanosecond (no receivedAt when unknown); a message
+// that learns its user on a later record is listed in its place among the user's messages;
+// and slots freed by eviction and Forget are used again without an index finding a message
+// gone or missing one kept.
+func TestMessagesKeptLayout(t *testing.T) {
+	v := NewMessages(100, 1<<20)
+	at := t0.Add(123456789 * time.Nanosecond)
+	for n := 1; n <= MaxMessageAttempts+8; n++ {
+		a := msgAttempt("d", "many", "https://a/", n, 500, "status_5xx", at.Add(time.Duration(n)*time.Second))
+		a.ReceivedAt = time.Time{}
+		v.Add([]DeliveryAttempt{a}, nil)
+	}
+	m := onlyMessage(t, v, "d")
+	if len(m.Attempts) != MaxMessageAttempts || m.AttemptsDropped != 8 || m.Attempts[0].Attempt != 9 || m.Attempts[MaxMessageAttempts-1].Attempt != MaxMessageAttempts+8 {
+		t.Fatalf("%d attempts (first %d), %d dropped", len(m.Attempts), m.Attempts[0].Attempt, m.AttemptsDropped)
+	}
+	if !m.FirstAttemptAt.Equal(at.Add(time.Second)) || !m.Attempts[0].At.Equal(at.Add(9*time.Second)) || m.ReceivedAt != nil || m.Attempts[0].At.Location() != time.UTC {
+		t.Fatalf("times: first %v, attempt %v, received %v", m.FirstAttemptAt, m.Attempts[0].At, m.ReceivedAt)
+	}
+	want := 0
+	for _, a := range m.Attempts {
+		want += attemptOverhead + len(a.ResponseBody) + len(a.Error) + len("Content-Type") + len("text/plain") + 32
+	}
+	if _, bytes := v.Len("d"); bytes != want {
+		t.Fatalf("budget counts %d bytes, want %d (the kept attempts)", bytes, want)
+	}
+
+	// "late" is seen first from a record without facts, then its user's newer messages, then a
+	// record of it that names the user.
+	u := NewMessages(100, 1<<20)
+	u.Add([]DeliveryAttempt{{At: t0, DestinationID: "d", MessageID: "late", URL: "https://a/", Attempt: 1, Status: 500, ErrorClass: "status_5xx"}}, nil)
+	for i := range 3 {
+		u.Add([]DeliveryAttempt{msgAttempt("d", "m"+strconv.Itoa(i), "https://a/", 1, 200, SuccessClass, t0)}, nil)
+	}
+	u.Add([]DeliveryAttempt{msgAttempt("d", "late", "https://a/", 2, 200, SuccessClass, t0.Add(time.Minute))}, nil)
+	ids := func(v *Messages, q MessageQuery) string {
+		page, _ := v.Page("d", q, 100)
+		var out []string
+		for _, m := range page {
+			out = append(out, m.MessageID)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := ids(u, MessageQuery{UserID: "user-5"}); got != "m2 m1 m0 late" {
+		t.Fatalf("user-5: %s, want m2 m1 m0 late", got)
+	}
+
+	// Through the bound, and Forget: slots taken again.
+	w := NewMessages(3, 1<<20)
+	for i := range 12 {
+		a := msgAttempt("d", "m"+strconv.Itoa(i), "https://a/", 1, 200, SuccessClass, t0.Add(time.Duration(i)*time.Second))
+		a.UserID = "user-" + strconv.Itoa(i%2)
+		w.Add([]DeliveryAttempt{a}, nil)
+		if i == 7 {
+			w.Forget([]string{"m6"})
+		}
+	}
+	if got := ids(w, MessageQuery{}); got != "m11 m10 m9" {
+		t.Fatalf("kept %s, want m11 m10 m9", got)
+	}
+	if got := ids(w, MessageQuery{UserID: "user-1"}) + " / " + ids(w, MessageQuery{UserID: "user-0"}); got != "m11 m9 / m10" {
+		t.Fatalf("by user: %s, want m11 m9 / m10", got)
+	}
+	for i := range 9 {
+		if got := w.Message("m" + strconv.Itoa(i)); len(got) != 0 {
+			t.Fatalf("m%d still found: %+v", i, got)
+		}
+	}
+}
+
 // benchMessages is a view of 100,000 attempts: 50,000 messages of 1,000 users and 20 event
 // names, each with a 500 then a 200.
 func benchMessages(b testing.TB) *Messages {
