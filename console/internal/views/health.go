@@ -27,8 +27,11 @@ import (
 // that have messages) and at most maxURLs URLs; and, across destinations, the state of at most
 // maxMessages messages (what they are now, to count a message once and move it when its
 // outcome changes), the finished ones (delivered, filtered) forgotten first, least recently
-// changed first. A message forgotten early and seen again counts again. Safe for concurrent
-// use.
+// changed first. A message forgotten early and seen again counts again. The states are laid
+// out for the garbage collector (docs/benchmarks.md#the-views-and-the-garbage-collector):
+// values in a slab, linked by slot numbers, found by a hash of the message id, counted under
+// reasons numbered once: nothing in them or in the maps that find them is a pointer to follow.
+// Safe for concurrent use.
 type Health struct {
 	mu          sync.RWMutex
 	window      time.Duration

@@ -17,8 +17,9 @@ import (
 // and replays, and its status; indexes by user id and anonymous id find a user's messages
 // without a scan (an event name or a type, a few values each, is found by scanning the
 // destination's messages newest first: a page fills long before the end, and a view of few
-// keys would cost every record two more index updates). Bounded: a new message beyond perDest, or an answer that takes the
-// destination's answers over bodyBudget bytes, drops the destination's oldest messages.
+// keys would cost every record two more index updates). Bounded: a new message beyond
+// perDest, or an answer that takes the destination's answers over bodyBudget bytes, drops the
+// destination's oldest messages.
 
 // MessageFacts is what an attempt record says of its message and of the endpoint's answer
 // (schemas.AttemptRecord's newer members; empty on a record of an older deliverer).
@@ -104,10 +105,13 @@ const MaxMessageAttempts = 32
 // attemptOverhead is what the view counts for one kept attempt besides its answer's bytes.
 const attemptOverhead = 160
 
-// The layout is for the garbage collector: a destination's messages are values in a slab of
-// chunks (grown with the messages, up to perDest), found by slot number; the id and index
-// maps are keyed by a hash of their value and hold slot numbers, links between messages are
-// slot numbers, and times are unix nanoseconds (0: none). What the collector follows is the
+// The layout is for the garbage collector
+// (docs/benchmarks.md#the-views-and-the-garbage-collector): a destination's messages are
+// values in a slab of chunks (grown with the messages, up to perDest), found by slot number;
+// the id and index maps are keyed by a hash of their value and hold slot numbers (an id's
+// hash leads to a chain of the messages of that hash, compared by id; an index list may hold
+// another key of the same hash, which a query's match leaves out); links between messages
+// are slot numbers, and times unix nanoseconds (0: none). What the collector follows is the
 // messages' strings and the answers kept, not a pointer per message, attempt and index entry.
 
 // keptAttempt is an attempt as the view keeps it (MessageAttempt built on demand).
