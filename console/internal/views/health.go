@@ -135,9 +135,9 @@ type counterKey uint32
 
 const reasonBits = 24
 
-func (k counterKey) stage() stage        { return stage(k >> reasonBits) }
-func (k counterKey) reason() uint32      { return uint32(k) & (1<<reasonBits - 1) }
-func keyOf(s stage, r uint32) counterKey { return counterKey(uint32(s)<<reasonBits | r) }
+func (k counterKey) stage() stage            { return stage(k >> reasonBits) }
+func (k counterKey) reason() uint32          { return uint32(k) & (1<<reasonBits - 1) }
+func counterOf(s stage, r uint32) counterKey { return counterKey(uint32(s)<<reasonBits | r) }
 
 // reasons numbers the reasons of the counters: a few per destination (the classes, the filter
 // reasons, the dead letters' reasons, one per destination filter), so that a counter's key
@@ -311,7 +311,7 @@ func (h *Health) dest(id string) *destHealth {
 	return d
 }
 
-// keyOf is the key of message id.
+// keyOf is the state key of message id.
 func (h *Health) keyOf(id string) stateKey {
 	return stateKey{maphash.String(h.seeds[0], id), maphash.String(h.seeds[1], id)}
 }
@@ -352,7 +352,7 @@ func (h *Health) add(e *HealthEvent) {
 	case e.Class == FilteredClass:
 		// The router writes one per message and destination: counted as it comes.
 		unix := minuteOf(e.At)
-		key := keyOf(stageDropped, h.reasons.id(dropKey(e.Reason, e.Filter)))
+		key := counterOf(stageDropped, h.reasons.id(dropKey(e.Reason, e.Filter)))
 		d.count(unix, key, 1)
 		d.sample(key, e.MessageID, e.At.UnixMilli())
 	case e.Class == string(schemas.ClassSuppressed) || e.Class == string(schemas.ClassDeleted):
@@ -409,7 +409,7 @@ func (h *Health) move(d *destHealth, e *HealthEvent, to stage, reason string) bo
 		if to == stageDeliveredFirst && e.Attempt > 1 {
 			to = stageDeliveredRetried
 		}
-		d.count(unix, keyOf(to, h.reasons.id(reason)), 1)
+		d.count(unix, counterOf(to, h.reasons.id(reason)), 1)
 		return true
 	}
 	id := h.keyOf(e.MessageID)
@@ -430,7 +430,7 @@ func (h *Health) move(d *destHealth, e *HealthEvent, to stage, reason string) bo
 	if to == stageDeliveredFirst && (e.Attempt > 1 || st.attempt > 1 || st.deadLettered) {
 		to = stageDeliveredRetried
 	}
-	key := keyOf(to, h.reasons.id(reason))
+	key := counterOf(to, h.reasons.id(reason))
 	st.counted, st.minute, st.at = key, unix, max(st.at, ms)
 	st.attempt = max(st.attempt, int32(min(e.Attempt, math.MaxInt32)))
 	st.deadLettered = st.deadLettered || to == stageDeadLettered
