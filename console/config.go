@@ -92,7 +92,7 @@ type Config struct {
 	// console reads webhooks.attempts when it starts).
 	StatsWindow time.Duration
 	// HealthMessages bounds the messages whose state the health view keeps, across
-	// destinations (about 250 bytes each; docs/console.md#views-and-their-limits).
+	// destinations (about 90 bytes each; docs/console.md#views-and-their-limits).
 	HealthMessages int
 	// RecentEvents is how many events (accepted or rejected) the debugger keeps per source.
 	RecentEvents int

@@ -2,6 +2,7 @@ package views
 
 import (
 	"cmp"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -26,15 +27,26 @@ import (
 // that have messages) and at most maxURLs URLs; and, across destinations, the state of at most
 // maxMessages messages (what they are now, to count a message once and move it when its
 // outcome changes), the finished ones (delivered, filtered) forgotten first, least recently
-// changed first. A message forgotten early and seen again counts again. Safe for concurrent
-// use.
+// changed first. A message forgotten early and seen again counts again. The states are laid
+// out for the garbage collector (docs/benchmarks.md#the-views-and-the-garbage-collector):
+// values in a slab, linked by slot numbers, found by a hash of the message id, counted under
+// reasons numbered once: nothing in them or in the maps that find them is a pointer to follow.
+// Safe for concurrent use.
 type Health struct {
 	mu          sync.RWMutex
 	window      time.Duration
 	maxMessages int
 	dests       map[string]*destHealth
-	// open holds the states of messages that may still change (retrying, dead-lettered),
-	// done those of the finished ones, least recently changed first: done is forgotten first.
+	// byNum is the destinations by number (nil: a number free again, in freeNums): a state
+	// names its destination so.
+	byNum    []*destHealth
+	freeNums []int32
+	seeds    [2]maphash.Seed // of stateKey
+	reasons  reasons
+	// states holds the message states; open links those of messages that may still change
+	// (retrying, dead-lettered), done those of the finished ones, least recently changed
+	// first: done is forgotten first.
+	states     slab
 	open, done msgList
 }
 
@@ -114,19 +126,62 @@ func (s stage) delivered() bool { return s == stageDeliveredFirst || s == stageD
 // finished: the message will not change any more (delivered, dropped).
 func (s stage) finished() bool { return s.delivered() || s == stageDropped }
 
-// stageReason is a counter's key: the stage, and the reason (a filter reason, the last
-// failure's class, the dead letter's reason; "" for the delivered). A message a destination
-// filter dropped has the reason dropKey: destination_filter and the filter's name, apart per
-// filter (the funnel splits them again: splitDropKey).
-type stageReason struct {
-	stage  stage
-	reason string
+// counterKey is a counter's key: the stage (the top 8 bits), and the reason (a filter reason,
+// the last failure's class, the dead letter's reason; "" for the delivered) as its number in
+// the view's reasons. A message a destination filter dropped has the reason dropKey:
+// destination_filter and the filter's name, apart per filter (the funnel splits them again:
+// splitDropKey).
+type counterKey uint32
+
+const reasonBits = 24
+
+func (k counterKey) stage() stage            { return stage(k >> reasonBits) }
+func (k counterKey) reason() uint32          { return uint32(k) & (1<<reasonBits - 1) }
+func counterOf(s stage, r uint32) counterKey { return counterKey(uint32(s)<<reasonBits | r) }
+
+// reasons numbers the reasons of the counters: a few per destination (the classes, the filter
+// reasons, the dead letters' reasons, one per destination filter), so that a counter's key
+// holds no string.
+type reasons struct {
+	ids   map[string]uint32
+	names []string
+}
+
+// maxReasons bounds the reasons a view numbers; the reasons of records beyond it (of a
+// deliverer or router sending ever new ones) count as otherClass.
+const maxReasons = 1 << 16
+
+// id is reason's number.
+func (r *reasons) id(reason string) uint32 {
+	if id, ok := r.ids[reason]; ok {
+		return id
+	}
+	if len(r.names) >= maxReasons {
+		reason = otherClass
+		if id, ok := r.ids[reason]; ok {
+			return id
+		}
+	}
+	if r.ids == nil {
+		r.ids = map[string]uint32{}
+	}
+	id := uint32(len(r.names))
+	r.ids[reason] = id
+	r.names = append(r.names, reason)
+	return id
+}
+
+// counter is one counter of a minute.
+type counter struct {
+	key counterKey
+	n   int32
 }
 
 // healthMinute is a destination's counters of one minute.
 type healthMinute struct {
 	at     int64 // unix minute
-	counts map[stageReason]int32
+	set    bool  // at is a minute the slot holds (else it never held one)
+	counts []counter
 	e2e    *[e2eBuckets]uint32 // end-to-end latencies of the messages delivered this minute
 }
 
@@ -145,20 +200,71 @@ type urlLog struct {
 	lastErrorAt time.Time
 }
 
-// msgState is what a message is now, and where it is counted.
+// stateKey is what the view knows a message by: a 128-bit hash of its id, seeded per view (two
+// of the 100,000 messages it keeps share one with a chance of about 1 in 10^28), so that a
+// state and the map that finds it hold no pointer for the garbage collector to follow.
+type stateKey [2]uint64
+
+// noSlot is no state: the end of a list.
+const noSlot = -1
+
+// msgState is what a message is now, and where it is counted: a value in the view's slab of
+// states, linked by slot numbers (no pointer).
 type msgState struct {
-	dest   *destHealth
-	id     string
-	stage  stage
-	reason string
-	minute int64 // the minute it is counted in
+	key    stateKey
 	at     int64 // unix ms of the latest event applied
+	minute int64 // the minute it is counted in
 	// attempt is the highest attempt number seen; deadLettered: it was dead-lettered once.
-	attempt      int
+	attempt      int32
+	dest         int32      // its destination's number (Health.byNum)
+	counted      counterKey // its stage and reason
+	prev, next   int32      // its neighbours in its list (noSlot at an end)
+	in           listID     // that list
 	deadLettered bool
-	// prev and next link it in its list (open or done); in is that list.
-	prev, next *msgState
-	in         *msgList
+}
+
+func (st *msgState) stage() stage { return st.counted.stage() }
+
+// listID names a list of states.
+type listID uint8
+
+const (
+	inNone listID = iota
+	inOpen
+	inDone
+)
+
+// stateChunk is how many states the slab allocates at once: it grows with the messages seen,
+// up to the view's bound, without copying what it holds.
+const stateChunk = 4096
+
+// slab holds the states, by slot number; freed slots are used again first.
+type slab struct {
+	chunks [][]msgState
+	used   int32   // slots handed out once
+	free   []int32 // slots freed since
+}
+
+func (s *slab) at(slot int32) *msgState { return &s.chunks[slot/stateChunk][slot%stateChunk] }
+
+// alloc is a free slot, zeroed.
+func (s *slab) alloc() int32 {
+	if n := len(s.free); n > 0 {
+		slot := s.free[n-1]
+		s.free = s.free[:n-1]
+		return slot
+	}
+	if int(s.used) == len(s.chunks)*stateChunk {
+		s.chunks = append(s.chunks, make([]msgState, stateChunk))
+	}
+	s.used++
+	return s.used - 1
+}
+
+// release frees slot.
+func (s *slab) release(slot int32) {
+	*s.at(slot) = msgState{}
+	s.free = append(s.free, slot)
 }
 
 // sample is a message id of the funnel, with when it got there.
@@ -170,16 +276,19 @@ type sample struct {
 // destHealth is one destination's part of the view.
 type destHealth struct {
 	id      string
-	minutes []*healthMinute // by unix minute modulo len
-	msgs    map[string]*msgState
+	num     int32          // its number: msgState.dest
+	minutes []healthMinute // by unix minute modulo len
+	msgs    map[stateKey]int32
 	urls    map[string]*urlLog
-	samples map[stageReason]*Ring[sample]
+	samples map[counterKey]*Ring[sample]
 }
 
 // NewHealth is an empty view counting over window, keeping the state of at most maxMessages
 // messages (at least 1).
 func NewHealth(window time.Duration, maxMessages int) *Health {
-	return &Health{window: window, maxMessages: max(maxMessages, 1), dests: map[string]*destHealth{}}
+	return &Health{window: window, maxMessages: max(maxMessages, 1), dests: map[string]*destHealth{},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		open:  msgList{head: noSlot, tail: noSlot}, done: msgList{head: noSlot, tail: noSlot}}
 }
 
 func (h *Health) minutes() int { return max(int(h.window/time.Minute), 1) }
@@ -187,11 +296,32 @@ func (h *Health) minutes() int { return max(int(h.window/time.Minute), 1) }
 func (h *Health) dest(id string) *destHealth {
 	d := h.dests[id]
 	if d == nil {
-		d = &destHealth{id: id, minutes: make([]*healthMinute, h.minutes()), msgs: map[string]*msgState{},
-			urls: map[string]*urlLog{}, samples: map[stageReason]*Ring[sample]{}}
+		d = &destHealth{id: id, minutes: make([]healthMinute, h.minutes()), msgs: map[stateKey]int32{},
+			urls: map[string]*urlLog{}, samples: map[counterKey]*Ring[sample]{}}
+		if n := len(h.freeNums); n > 0 {
+			d.num = h.freeNums[n-1]
+			h.freeNums = h.freeNums[:n-1]
+			h.byNum[d.num] = d
+		} else {
+			d.num = int32(len(h.byNum))
+			h.byNum = append(h.byNum, d)
+		}
 		h.dests[id] = d
 	}
 	return d
+}
+
+// keyOf is the state key of message id.
+func (h *Health) keyOf(id string) stateKey {
+	return stateKey{maphash.String(h.seeds[0], id), maphash.String(h.seeds[1], id)}
+}
+
+// stateOf is the state of the message of key at d, nil when the view holds none.
+func (h *Health) stateOf(d *destHealth, key stateKey) *msgState {
+	if slot, ok := d.msgs[key]; ok {
+		return h.states.at(slot)
+	}
+	return nil
 }
 
 // Add counts events, but those of a message forgotten reports (checked under the view's lock,
@@ -222,21 +352,14 @@ func (h *Health) add(e *HealthEvent) {
 	case e.Class == FilteredClass:
 		// The router writes one per message and destination: counted as it comes.
 		unix := minuteOf(e.At)
-		key := stageReason{stageDropped, dropKey(e.Reason, e.Filter)}
+		key := counterOf(stageDropped, h.reasons.id(dropKey(e.Reason, e.Filter)))
 		d.count(unix, key, 1)
 		d.sample(key, e.MessageID, e.At.UnixMilli())
 	case e.Class == string(schemas.ClassSuppressed) || e.Class == string(schemas.ClassDeleted):
 		h.move(d, e, stageDropped, e.Class) // dropped unsent by the deliverer
 	case e.Class == SuccessClass:
 		d.countURL(e)
-		// On its first attempt: attempt 1, and no earlier attempt failed (another URL's
-		// failure of the same attempt does not count) nor was it dead-lettered (a replay
-		// starts again at attempt 1).
-		to := stageDeliveredFirst
-		if st := d.msgs[e.MessageID]; e.Attempt > 1 || (st != nil && (st.attempt > 1 || st.deadLettered)) {
-			to = stageDeliveredRetried
-		}
-		if h.move(d, e, to, "") && !e.ReceivedAt.IsZero() {
+		if h.move(d, e, stageDeliveredFirst, "") && !e.ReceivedAt.IsZero() {
 			ms := max(float64(e.At.Sub(e.ReceivedAt).Microseconds())/1000, 0)
 			if m := d.minute(minuteOf(e.At), true); m != nil {
 				if m.e2e == nil {
@@ -276,41 +399,55 @@ func minuteOf(t time.Time) int64 { return int64(math.Floor(float64(t.Unix()) / 6
 // move puts the event's message in stage to (with reason), counted in the event's minute,
 // unless it was delivered already (a message is delivered once) or the event is older than
 // what the view knows of it (the attempts and the dead letters are read apart); a 2xx always
-// delivers it. It reports whether the message moved.
+// delivers it: on its first attempt (stageDeliveredFirst) when it is attempt 1 and no earlier
+// attempt failed (another URL's failure of the same attempt does not count) nor was it
+// dead-lettered (a replay starts again at attempt 1), else after retries. It reports whether
+// the message moved.
 func (h *Health) move(d *destHealth, e *HealthEvent, to stage, reason string) bool {
 	ms, unix := e.At.UnixMilli(), minuteOf(e.At)
-	key := stageReason{to, reason}
 	if e.MessageID == "" { // nothing to know it again by: counted as it comes
-		d.count(unix, key, 1)
+		if to == stageDeliveredFirst && e.Attempt > 1 {
+			to = stageDeliveredRetried
+		}
+		d.count(unix, counterOf(to, h.reasons.id(reason)), 1)
 		return true
 	}
-	st := d.msgs[e.MessageID]
-	if st != nil {
-		if st.stage.delivered() || (!to.delivered() && ms < st.at) {
+	id := h.keyOf(e.MessageID)
+	slot, known := d.msgs[id]
+	var st *msgState
+	if known {
+		st = h.states.at(slot)
+		if st.stage().delivered() || (!to.delivered() && ms < st.at) {
 			return false
 		}
-		d.count(st.minute, stageReason{st.stage, st.reason}, -1)
+		d.count(st.minute, st.counted, -1)
 	} else {
-		st = &msgState{dest: d, id: e.MessageID}
-		d.msgs[e.MessageID] = st
+		slot = h.states.alloc()
+		st = h.states.at(slot)
+		*st = msgState{key: id, dest: d.num, prev: noSlot, next: noSlot}
+		d.msgs[id] = slot
 	}
-	st.stage, st.reason, st.minute, st.at = to, reason, unix, max(st.at, ms)
-	st.attempt = max(st.attempt, e.Attempt)
+	if to == stageDeliveredFirst && (e.Attempt > 1 || st.attempt > 1 || st.deadLettered) {
+		to = stageDeliveredRetried
+	}
+	key := counterOf(to, h.reasons.id(reason))
+	st.counted, st.minute, st.at = key, unix, max(st.at, ms)
+	st.attempt = max(st.attempt, int32(min(e.Attempt, math.MaxInt32)))
 	st.deadLettered = st.deadLettered || to == stageDeadLettered
 	d.count(unix, key, 1)
-	if to != stageDeliveredFirst && to != stageDeliveredRetried {
+	if !to.delivered() {
 		d.sample(key, e.MessageID, ms)
 	}
 	// Least recently changed first, the finished apart: they are forgotten first.
-	l := &h.open
+	l := inOpen
 	if to.finished() {
-		l = &h.done
+		l = inDone
 	}
-	st.unlink()
-	l.pushBack(st)
+	h.unlink(slot)
+	h.pushBack(l, slot)
 	for h.open.n+h.done.n > h.maxMessages {
 		oldest := h.done.head
-		if oldest == nil {
+		if oldest == noSlot {
 			oldest = h.open.head
 		}
 		h.forgetState(oldest)
@@ -319,66 +456,73 @@ func (h *Health) move(d *destHealth, e *HealthEvent, to stage, reason string) bo
 }
 
 // forgetState drops a message's state (its counters stay); called with mu held.
-func (h *Health) forgetState(st *msgState) {
-	st.unlink()
-	delete(st.dest.msgs, st.id)
+func (h *Health) forgetState(slot int32) {
+	h.unlink(slot)
+	st := h.states.at(slot)
+	delete(h.byNum[st.dest].msgs, st.key)
+	h.states.release(slot)
 }
 
 // msgList is a list of message states, least recently changed first, linked through the
-// states themselves (container/list would allocate an element at every move).
+// states themselves by slot number.
 type msgList struct {
-	head, tail *msgState
+	head, tail int32
 	n          int
 }
 
-// pushBack links st, in no list, at the end of l.
-func (l *msgList) pushBack(st *msgState) {
-	st.in, st.prev, st.next = l, l.tail, nil
-	if l.tail != nil {
-		l.tail.next = st
-	} else {
-		l.head = st
+func (h *Health) list(l listID) *msgList {
+	if l == inOpen {
+		return &h.open
 	}
-	l.tail = st
-	l.n++
+	return &h.done
 }
 
-// unlink takes st out of its list, if it is in one.
-func (st *msgState) unlink() {
-	l := st.in
-	if l == nil {
+// pushBack links the state of slot, in no list, at the end of list l.
+func (h *Health) pushBack(l listID, slot int32) {
+	ls, st := h.list(l), h.states.at(slot)
+	st.in, st.prev, st.next = l, ls.tail, noSlot
+	if ls.tail != noSlot {
+		h.states.at(ls.tail).next = slot
+	} else {
+		ls.head = slot
+	}
+	ls.tail = slot
+	ls.n++
+}
+
+// unlink takes the state of slot out of its list, if it is in one.
+func (h *Health) unlink(slot int32) {
+	st := h.states.at(slot)
+	if st.in == inNone {
 		return
 	}
-	if st.prev != nil {
-		st.prev.next = st.next
+	ls := h.list(st.in)
+	if st.prev != noSlot {
+		h.states.at(st.prev).next = st.next
 	} else {
-		l.head = st.next
+		ls.head = st.next
 	}
-	if st.next != nil {
-		st.next.prev = st.prev
+	if st.next != noSlot {
+		h.states.at(st.next).prev = st.prev
 	} else {
-		l.tail = st.prev
+		ls.tail = st.prev
 	}
-	st.in, st.prev, st.next = nil, nil, nil
-	l.n--
+	st.in, st.prev, st.next = inNone, noSlot, noSlot
+	ls.n--
 }
 
 // minute is the destination's counters of unix minute, nil when its slot holds a later
 // minute (older than the window kept) or, unless create, another one.
 func (d *destHealth) minute(unix int64, create bool) *healthMinute {
 	slot := int(((unix % int64(len(d.minutes))) + int64(len(d.minutes))) % int64(len(d.minutes)))
-	m := d.minutes[slot]
-	if m != nil && m.at == unix {
+	m := &d.minutes[slot]
+	if m.set && m.at == unix {
 		return m
 	}
-	if !create || (m != nil && m.at > unix) {
+	if !create || (m.set && m.at > unix) {
 		return nil
 	}
-	if m == nil {
-		m = &healthMinute{}
-		d.minutes[slot] = m
-	}
-	*m = healthMinute{at: unix, counts: map[stageReason]int32{}, e2e: m.e2e}
+	m.at, m.set, m.counts = unix, true, m.counts[:0]
 	if m.e2e != nil {
 		clear(m.e2e[:])
 	}
@@ -387,18 +531,28 @@ func (d *destHealth) minute(unix int64, create bool) *healthMinute {
 
 // count adds delta to a counter of unix minute; a decrement of a minute no longer kept does
 // nothing.
-func (d *destHealth) count(unix int64, key stageReason, delta int32) {
+func (d *destHealth) count(unix int64, key counterKey, delta int32) {
 	m := d.minute(unix, delta > 0)
 	if m == nil {
 		return
 	}
-	if m.counts[key] += delta; m.counts[key] <= 0 {
-		delete(m.counts, key)
+	for i := range m.counts {
+		if c := &m.counts[i]; c.key == key {
+			if c.n += delta; c.n <= 0 {
+				last := len(m.counts) - 1
+				m.counts[i] = m.counts[last]
+				m.counts = m.counts[:last]
+			}
+			return
+		}
+	}
+	if delta > 0 {
+		m.counts = append(m.counts, counter{key: key, n: delta})
 	}
 }
 
 // sample remembers id as one of the last messages of a stage and reason.
-func (d *destHealth) sample(key stageReason, id string, at int64) {
+func (d *destHealth) sample(key counterKey, id string, at int64) {
 	if id == "" {
 		return
 	}
@@ -478,11 +632,15 @@ func (h *Health) Forget(ids []string) int {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	keys := make([]stateKey, 0, len(gone))
+	for id := range gone {
+		keys = append(keys, h.keyOf(id))
+	}
 	n := 0
 	for _, d := range h.dests {
-		for id := range gone {
-			if st := d.msgs[id]; st != nil {
-				h.forgetState(st)
+		for _, key := range keys {
+			if slot, ok := d.msgs[key]; ok {
+				h.forgetState(slot)
 				n++
 			}
 		}
@@ -501,10 +659,12 @@ func (h *Health) Prune(keep func(dest string) bool) {
 		if keep(id) {
 			continue
 		}
-		for _, st := range d.msgs {
-			h.forgetState(st)
+		for _, slot := range d.msgs {
+			h.forgetState(slot)
 		}
 		delete(h.dests, id)
+		h.byNum[d.num] = nil
+		h.freeNums = append(h.freeNums, d.num)
 	}
 }
 
@@ -580,18 +740,18 @@ func (h *Health) Stats(id string, now time.Time, window time.Duration) HealthSta
 	h.mu.RLock()
 	d := h.dests[id]
 	d.each(first, last, func(m *healthMinute) {
-		for k, c := range m.counts {
-			switch k.stage {
+		for _, c := range m.counts {
+			switch n := uint64(c.n); c.key.stage() {
 			case stageDeliveredFirst:
-				out.DeliveredFirstAttempt += uint64(c)
+				out.DeliveredFirstAttempt += n
 			case stageDeliveredRetried:
-				out.DeliveredAfterRetries += uint64(c)
+				out.DeliveredAfterRetries += n
 			case stageRetrying:
-				out.Messages.Retrying += uint64(c)
+				out.Messages.Retrying += n
 			case stageDeadLettered:
-				out.Messages.DeadLettered += uint64(c)
+				out.Messages.DeadLettered += n
 			case stageDropped:
-				out.Messages.Filtered += uint64(c)
+				out.Messages.Filtered += n
 			}
 		}
 		if m.e2e != nil {
@@ -686,30 +846,30 @@ type Funnel struct {
 // Funnel is the destination's funnel over the window before now.
 func (h *Health) Funnel(id string, now time.Time, window time.Duration) Funnel {
 	first, last := h.span(now, window)
-	counts := map[stageReason]uint64{}
+	counts := map[counterKey]uint64{}
 	out := Funnel{Window: schemas.ShortDuration(min(window, h.window))}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	d := h.dests[id]
 	d.each(first, last, func(m *healthMinute) {
-		for k, c := range m.counts {
-			counts[k] += uint64(c)
+		for _, c := range m.counts {
+			counts[c.key] += uint64(c.n)
 		}
 	})
 	stages := map[stage]*FunnelStage{stageDropped: &out.Dropped, stageDeliveredFirst: &out.DeliveredFirstAttempt,
 		stageDeliveredRetried: &out.DeliveredAfterRetries, stageRetrying: &out.Retrying, stageDeadLettered: &out.DeadLettered}
 	from := first * 60_000
 	for k, c := range counts {
-		st := stages[k.stage]
+		st := stages[k.stage()]
 		st.Count += c
 		out.Received += c
-		if k.stage.delivered() {
+		if k.stage().delivered() {
 			continue
 		}
 		r := FunnelReason{Count: c, Samples: []string{}}
-		r.Reason = k.reason
-		if k.stage == stageDropped {
-			r.Reason, r.Filter = splitDropKey(k.reason)
+		r.Reason = h.reasons.names[k.reason()]
+		if k.stage() == stageDropped {
+			r.Reason, r.Filter = splitDropKey(r.Reason)
 		}
 		if ring := d.samples[k]; ring != nil {
 			for s := range ring.Newest() {
@@ -717,7 +877,7 @@ func (h *Health) Funnel(id string, now time.Time, window time.Duration) Funnel {
 					continue
 				}
 				// Still there: a retrying message since delivered is no sample of retrying.
-				if cur := d.msgs[s.id]; k.stage != stageDropped && cur != nil && (cur.stage != k.stage || cur.reason != k.reason) {
+				if cur := h.stateOf(d, h.keyOf(s.id)); k.stage() != stageDropped && cur != nil && cur.counted != k {
 					continue
 				}
 				r.Samples = append(r.Samples, s.id)

@@ -2,7 +2,10 @@ package views
 
 import (
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -206,4 +209,93 @@ func TestHealthForgottenSkipped(t *testing.T) {
 	if st := h.Stats("d", t0, time.Hour); st.Messages.Delivered != 1 {
 		t.Errorf("delivered %d, want 1", st.Messages.Delivered)
 	}
+}
+
+// TestHealthStatesReused: the slots of forgotten states and the numbers of pruned destinations
+// are used again without mixing messages up: one message id in two destinations has a state
+// in each; a destination made after a prune (taking the pruned one's number) starts empty;
+// and a message retried then delivered in a reused slot is delivered after retries.
+func TestHealthStatesReused(t *testing.T) {
+	h := NewHealth(time.Hour, 4)
+	in := func(dest string, e HealthEvent) HealthEvent { e.DestinationID = dest; return e }
+	h.Add([]HealthEvent{in("a", post("m", url1, 1, "timeout", t0)), in("b", post("m", url1, 1, SuccessClass, t0))}, nil)
+	if st := h.Stats("a", t0, time.Hour); st.Messages.Retrying != 1 || st.Messages.Delivered != 0 {
+		t.Fatalf("a: %+v", st.Messages)
+	}
+	h.Prune(func(dest string) bool { return dest != "a" })
+	if n := h.Tracked(); n != 1 {
+		t.Fatalf("%d states after the prune, want b's 1", n)
+	}
+	// c takes a's number: m is new there (delivered on its first attempt, not after a's retry).
+	h.Add([]HealthEvent{in("c", post("m", url1, 1, SuccessClass, t0))}, nil)
+	if st := h.Stats("c", t0, time.Hour); st.DeliveredFirstAttempt != 1 || st.DeliveredAfterRetries != 0 {
+		t.Fatalf("c: %+v", st)
+	}
+	for i := range 10 { // through the bound: slots freed and taken again
+		h.Add([]HealthEvent{in("b", post(fmt.Sprint("x", i), url1, 1, "timeout", t0))}, nil)
+	}
+	h.Forget([]string{"x9"})
+	h.Add([]HealthEvent{in("b", post("x8", url1, 2, SuccessClass, t0.Add(time.Second))), in("b", post("x9", url1, 1, SuccessClass, t0.Add(time.Second)))}, nil)
+	st := h.Stats("b", t0, time.Hour)
+	if h.Tracked() != 4 || st.Messages.Delivered != 3 || st.DeliveredAfterRetries != 1 || st.Messages.Retrying != 9 {
+		t.Errorf("%d states; b: %+v (first %d, after retries %d)", h.Tracked(), st.Messages, st.DeliveredFirstAttempt, st.DeliveredAfterRetries)
+	}
+}
+
+// reportGC times full collections of a heap that holds view (filled by the caller), and
+// reports the heap bytes the last one scanned and the live heap's objects and bytes after one: what the garbage collector marks on
+// every cycle while the view is kept (docs/benchmarks.md#the-views-and-the-garbage-collector).
+func reportGC(b *testing.B, view any) {
+	runtime.GC()
+	runtime.GC()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		runtime.GC()
+	}
+	b.StopTimer()
+	scanned := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	metrics.Read(scanned)
+	b.ReportMetric(float64(scanned[0].Value.Uint64())/(1<<20), "scanned-MiB")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapObjects), "heap-objects")
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-MiB")
+	runtime.KeepAlive(view)
+}
+
+// BenchmarkHealthFilled: a full collection while the health view holds its default bound
+// (100,000 message states over 20 destinations, a day of minutes, two URLs each), 1 message
+// in 10 delivered after a retry and 1 in 20 still retrying; ns/op is one runtime.GC().
+//
+//	go test -run '^$' -bench 'HealthFilled|MessagesFilled' -benchtime 20x -count 3 ./console/internal/views/
+func BenchmarkHealthFilled(b *testing.B) {
+	const states, dests = 100_000, 20
+	h := NewHealth(24*time.Hour, states)
+	batch := make([]HealthEvent, 0, 1000)
+	for i := range states + states/2 { // past the bound: the steady state
+		at := t0.Add(time.Duration(i) * 576 * time.Millisecond) // a day
+		e := post(fmt.Sprintf("%08x-7c1e-4c3b-9f2a-%012d", i, i), url1, 1, SuccessClass, at)
+		e.DestinationID = "dest-" + strconv.Itoa(i%dests)
+		e.ReceivedAt = at.Add(-50 * time.Millisecond)
+		switch {
+		case i%20 == 0:
+			e.URL, e.Class, e.Error = url2, "timeout", "timeout: no answer"
+		case i%10 == 0:
+			fail := e
+			fail.URL, fail.Class, fail.Error = url2, "status_5xx", "status_5xx: 503"
+			batch = append(batch, fail)
+			e.Attempt = 2
+		}
+		batch = append(batch, e)
+		if len(batch) >= 999 {
+			h.Add(batch, nil)
+			batch = batch[:0]
+		}
+	}
+	h.Add(batch, nil)
+	if h.Tracked() != states {
+		b.Fatalf("%d states", h.Tracked())
+	}
+	reportGC(b, h)
 }

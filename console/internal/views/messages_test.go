@@ -242,6 +242,78 @@ func TestMessagesBounded(t *testing.T) {
 	}
 }
 
+// TestMessagesKeptLayout: what the view keeps of a message comes back whole — the newest
+// MaxMessageAttempts attempts in order with the count of the dropped ones and the budget
+// counted for the kept only, times to the nanosecond (no receivedAt when unknown); a message
+// that learns its user on a later record is listed in its place among the user's messages;
+// and slots freed by eviction and Forget are used again without an index finding a message
+// gone or missing one kept.
+func TestMessagesKeptLayout(t *testing.T) {
+	v := NewMessages(100, 1<<20)
+	at := t0.Add(123456789 * time.Nanosecond)
+	for n := 1; n <= MaxMessageAttempts+8; n++ {
+		a := msgAttempt("d", "many", "https://a/", n, 500, "status_5xx", at.Add(time.Duration(n)*time.Second))
+		a.ReceivedAt = time.Time{}
+		v.Add([]DeliveryAttempt{a}, nil)
+	}
+	m := onlyMessage(t, v, "d")
+	if len(m.Attempts) != MaxMessageAttempts || m.AttemptsDropped != 8 || m.Attempts[0].Attempt != 9 || m.Attempts[MaxMessageAttempts-1].Attempt != MaxMessageAttempts+8 {
+		t.Fatalf("%d attempts (first %d), %d dropped", len(m.Attempts), m.Attempts[0].Attempt, m.AttemptsDropped)
+	}
+	if !m.FirstAttemptAt.Equal(at.Add(time.Second)) || !m.Attempts[0].At.Equal(at.Add(9*time.Second)) || m.ReceivedAt != nil || m.Attempts[0].At.Location() != time.UTC {
+		t.Fatalf("times: first %v, attempt %v, received %v", m.FirstAttemptAt, m.Attempts[0].At, m.ReceivedAt)
+	}
+	want := 0
+	for _, a := range m.Attempts {
+		want += attemptOverhead + len(a.ResponseBody) + len(a.Error) + len("Content-Type") + len("text/plain") + 32
+	}
+	if _, bytes := v.Len("d"); bytes != want {
+		t.Fatalf("budget counts %d bytes, want %d (the kept attempts)", bytes, want)
+	}
+
+	// "late" is seen first from a record without facts, then its user's newer messages, then a
+	// record of it that names the user.
+	u := NewMessages(100, 1<<20)
+	u.Add([]DeliveryAttempt{{At: t0, DestinationID: "d", MessageID: "late", URL: "https://a/", Attempt: 1, Status: 500, ErrorClass: "status_5xx"}}, nil)
+	for i := range 3 {
+		u.Add([]DeliveryAttempt{msgAttempt("d", "m"+strconv.Itoa(i), "https://a/", 1, 200, SuccessClass, t0)}, nil)
+	}
+	u.Add([]DeliveryAttempt{msgAttempt("d", "late", "https://a/", 2, 200, SuccessClass, t0.Add(time.Minute))}, nil)
+	ids := func(v *Messages, q MessageQuery) string {
+		page, _ := v.Page("d", q, 100)
+		var out []string
+		for _, m := range page {
+			out = append(out, m.MessageID)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := ids(u, MessageQuery{UserID: "user-5"}); got != "m2 m1 m0 late" {
+		t.Fatalf("user-5: %s, want m2 m1 m0 late", got)
+	}
+
+	// Through the bound, and Forget: slots taken again.
+	w := NewMessages(3, 1<<20)
+	for i := range 12 {
+		a := msgAttempt("d", "m"+strconv.Itoa(i), "https://a/", 1, 200, SuccessClass, t0.Add(time.Duration(i)*time.Second))
+		a.UserID = "user-" + strconv.Itoa(i%2)
+		w.Add([]DeliveryAttempt{a}, nil)
+		if i == 7 {
+			w.Forget([]string{"m6"})
+		}
+	}
+	if got := ids(w, MessageQuery{}); got != "m11 m10 m9" {
+		t.Fatalf("kept %s, want m11 m10 m9", got)
+	}
+	if got := ids(w, MessageQuery{UserID: "user-1"}) + " / " + ids(w, MessageQuery{UserID: "user-0"}); got != "m11 m9 / m10" {
+		t.Fatalf("by user: %s, want m11 m9 / m10", got)
+	}
+	for i := range 9 {
+		if got := w.Message("m" + strconv.Itoa(i)); len(got) != 0 {
+			t.Fatalf("m%d still found: %+v", i, got)
+		}
+	}
+}
+
 // benchMessages is a view of 100,000 attempts: 50,000 messages of 1,000 users and 20 event
 // names, each with a 500 then a 200.
 func benchMessages(b testing.TB) *Messages {
@@ -343,4 +415,42 @@ func BenchmarkMessagesAdd(b *testing.B) {
 		v.Add(batch, nil)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/record")
+}
+
+// BenchmarkMessagesFilled: a full collection while the messages view holds its default bound
+// for two destinations (10,000 messages each, past it), each message of one of 5,000 users with
+// its own anonymous id and one 2xx without an answer, 1 in 10 after a 503 with its answer;
+// ns/op is one runtime.GC() (reportGC).
+func BenchmarkMessagesFilled(b *testing.B) {
+	const perDest = 10_000
+	v := NewMessages(perDest, 32<<20)
+	batch := make([]DeliveryAttempt, 0, 1000)
+	for i := range 3 * perDest {
+		for _, dest := range []string{"d1", "d2"} {
+			at := t0.Add(time.Duration(i) * time.Millisecond)
+			id := fmt.Sprintf("%08x-7c1e-4c3b-9f2a-%012d", i, i)
+			a := DeliveryAttempt{At: at, DestinationID: dest, MessageID: id, URL: "https://hooks.example.com/in", Attempt: 1, Status: 200,
+				LatencyMs: 3, ErrorClass: SuccessClass, MessageFacts: MessageFacts{Type: "track", Event: "Event " + strconv.Itoa(i%20),
+					UserID: "user-" + strconv.Itoa(i%5000), AnonymousID: fmt.Sprintf("anon-%012d", i), ReceivedAt: at.Add(-time.Second)}}
+			if i%10 == 0 {
+				fail := a
+				fail.Status, fail.ErrorClass, fail.Error = 503, "status_5xx", "status_5xx: 503"
+				fail.NextAttemptAt = at.Add(10 * time.Second)
+				fail.ResponseHeaders = map[string]string{"Content-Type": "application/json"}
+				fail.ResponseBody = `{"ok":false,"error":"temporarily unavailable"}`
+				batch = append(batch, fail)
+				a.Attempt, a.At = 2, at.Add(10*time.Second)
+			}
+			batch = append(batch, a)
+		}
+		if len(batch) >= 998 {
+			v.Add(batch, nil)
+			batch = batch[:0]
+		}
+	}
+	v.Add(batch, nil)
+	if n, _ := v.Len("d1"); n != perDest {
+		b.Fatalf("%d messages", n)
+	}
+	reportGC(b, v)
 }
