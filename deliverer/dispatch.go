@@ -186,10 +186,10 @@ func (s *Service) dispatch(ctx context.Context, r *kgo.Record, p *pending) {
 	}
 	if busy != "" {
 		w := waiter{
-			start: func() { // in its own goroutine (hosts.spawn), holding a slot on busy
+			start: func() task { // in a delivery goroutine (hosts.spawn, releaseInto), holding a slot on busy
 				more, _, _, _ := s.admit(dest, busy, s.now())
 				defer func() { <-s.sem }()
-				s.attempt(ctx, d, p, dest, append(more, webhooksOf(dest, busy)...))
+				return s.attempt(ctx, d, p, dest, append(more, webhooksOf(dest, busy)...))
 			},
 			refuse: refuse,
 		}
@@ -408,17 +408,18 @@ func webhooksOf(dest *schemas.Destination, host string) []schemas.Webhook {
 // launch runs one attempt in a goroutine Run waits for; the global token is released when it
 // ends.
 func (s *Service) launch(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) {
-	s.spawn(func() {
+	s.spawnTask(func() task {
 		defer func() { <-s.sem }()
-		s.attempt(ctx, d, p, dest, entries)
+		return s.attempt(ctx, d, p, dest, entries)
 	})
 }
 
 // attempt makes one delivery attempt and hands the record on according to its verdict. An
 // attempt that has not started its POST when ctx is done (it waited for a host slot or the
 // rate limit) does not start it: the record stays unfinished and is delivered again after a
-// restart.
-func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) {
+// restart. It returns the waiter its POST's end let in (hosts.releaseInto), for its goroutine to
+// run next.
+func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *schemas.Destination, entries []schemas.Webhook) (next task) {
 	var err error
 	if lim := s.limiter(dest); lim != nil {
 		err = lim.Wait(ctx)
@@ -427,7 +428,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 		for _, e := range entries {
 			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}
-		return // shutting down: not finished
+		return nil // shutting down: not finished
 	}
 	// A user deleted since the record was read (its key shredded while it waited for a slot or
 	// the rate limit) gets nothing: one flag read right before the POST.
@@ -436,14 +437,14 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}
 		s.dropDeleted(d, p)
-		return
+		return nil
 	}
 	if class := s.forgotten(&d); class != "" {
 		for _, e := range entries {
 			s.hosts.release(unitOf(dest, e.URL), hostUnknown, signalNone, 0, 0, s.now())
 		}
 		s.drop(&d, p, class)
-		return
+		return nil
 	}
 	// A POST in progress finishes even when shutdown starts: it is bounded by DELIVERY_TIMEOUT
 	// and by the shutdown deadline (s.grace).
@@ -484,7 +485,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 	for i := range results {
 		res := &results[i]
 		unit := unitOf(dest, res.URL)
-		lim := s.hosts.release(unit, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
+		lim := s.hosts.releaseInto(&next, unit, outcomeOf(res.Class), signalOf(res), res.Latency, res.RetryAfter, now)
 		s.logAttempt(&d, res, lim, out, now)
 		res.answer.release()
 	}
@@ -504,6 +505,7 @@ func (s *Service) attempt(ctx context.Context, d delivery, p *pending, dest *sch
 		s.streaks.failed(d.destID, now)
 		s.toDLQ(d, p, out.deadLettered, status, errText)
 	}
+	return next
 }
 
 type destLimiter struct {

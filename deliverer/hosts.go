@@ -16,9 +16,9 @@ type hosts struct {
 	failures    int
 	cooldown    time.Duration
 	maxCooldown time.Duration
-	// spawn runs a waiter's start in a goroutine its owner tracks (Service.spawn): hosts never
+	// spawn runs a waiter's start in a goroutine its owner tracks (Service.spawnTask): hosts never
 	// starts an untracked goroutine.
-	spawn func(func())
+	spawn func(task)
 	// onBreaker, when set, is told when a host's breaker opens (for period) or closes; it is
 	// called without the lock held.
 	onBreaker func(host string, open bool, period time.Duration)
@@ -44,15 +44,21 @@ type hostState struct {
 }
 
 // waiter is a request queued for a host at its in-flight bound: start runs (in a goroutine
-// started by spawn) once it holds a slot; refuse runs instead if the host's breaker opens first.
+// started by spawn, or in the goroutine of the request whose end freed its slot: releaseInto)
+// once it holds a slot; refuse runs instead if the host's breaker opens first.
 type waiter struct {
-	start  func()
+	start  task
 	refuse func(reason string, wait time.Duration)
 }
 
+// task is work of a delivery goroutine; it returns the task the same goroutine runs next (nil:
+// none). A request that ends hands the waiter its end let in to its own goroutine that way
+// (releaseInto): no new goroutine, no new stack to grow, for most requests of a busy host.
+type task func() task
+
 // newHosts returns the hosts state; spawn starts the goroutine of a waiter that got a slot. It
 // is called by enqueue and release, so from the goroutines that call those.
-func newHosts(maxPerHost, maxWaiting, failures int, cooldown, maxCooldown time.Duration, spawn func(func())) *hosts {
+func newHosts(maxPerHost, maxWaiting, failures int, cooldown, maxCooldown time.Duration, spawn func(task)) *hosts {
 	return &hosts{maxPerHost: maxPerHost, maxWaiting: maxWaiting, failures: failures, cooldown: cooldown,
 		maxCooldown: maxCooldown, spawn: spawn, m: map[string]*hostState{}}
 }
@@ -245,6 +251,13 @@ func outcomeOf(c Class) hostOutcome {
 // pauses the host. Freed slots go to the next waiters; if the breaker is now open or the host
 // paused, every waiter is refused.
 func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAfter time.Duration, now time.Time) hostLimit {
+	return h.releaseInto(nil, host, out, sig, took, retryAfter, now)
+}
+
+// releaseInto is release, handing the first waiter it starts to *next when next is not nil and
+// *next is empty, for the caller's goroutine to run once its own work is done, rather than to a
+// new goroutine.
+func (h *hosts) releaseInto(next *task, host string, out hostOutcome, sig signal, took, retryAfter time.Duration, now time.Time) hostLimit {
 	h.mu.Lock()
 	st := h.m[host]
 	st.lim.sample(sig, st.inFlight, took, st.latency, h.localRoundTrip(), now)
@@ -276,7 +289,7 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 	if sig == signalOverload && retryAfter > 0 {
 		st.pausedUntil = maxTime(st.pausedUntil, now.Add(min(retryAfter, h.maxCooldown)))
 	}
-	var starts []func()
+	var starts []task
 	var refused []waiter
 	reason, wait := refusedBreaker, st.brk.remaining(now)
 	switch {
@@ -306,6 +319,10 @@ func (h *hosts) release(host string, out hostOutcome, sig signal, took, retryAft
 		breakerChanged()
 	}
 	for _, start := range starts {
+		if next != nil && *next == nil {
+			*next = start
+			continue
+		}
 		h.spawn(start)
 	}
 	for _, w := range refused {

@@ -186,7 +186,7 @@ func TestSignalOf(t *testing.T) {
 // silent host's records are refused (to a retry tier).
 func TestHostsFullQueue(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := waiter{start: func() {}, refuse: func(string, time.Duration) {}}
+	w := waiter{start: func() task { return nil }, refuse: func(string, time.Duration) {}}
 	fill := func(h *hosts, host string, waiting int) {
 		for {
 			if ok, _, _ := h.acquire(host, 0, now); !ok {
@@ -208,7 +208,7 @@ func TestHostsFullQueue(t *testing.T) {
 	}
 
 	// A new host: firstRoundTripRoom times the queue wait for its first answers.
-	h := newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
+	h := newHosts(100, 2, 20, 10*time.Second, time.Minute, func(task) {})
 	fill(h, "new:80", 2*firstRoundTripRoom)
 	if res, _, _, freed := h.enqueue("new:80", w, now.Add(time.Millisecond)); res != full || freed == nil {
 		t.Errorf("a new host's full queue, its first answers due: %v, want full (wait)", res)
@@ -228,7 +228,7 @@ func TestHostsFullQueue(t *testing.T) {
 
 	// Its first answer starts every waiting record: the limit meets the queue (slow start).
 	started := 0
-	h = newHosts(1000, 2, 20, 10*time.Second, time.Minute, func(func()) { started++ })
+	h = newHosts(1000, 2, 20, 10*time.Second, time.Minute, func(task) { started++ })
 	fill(h, "first:80", 2*firstRoundTripRoom)
 	h.release("first:80", hostUp, signalAnswered, time.Second, 0, now.Add(time.Second))
 	if started != 2*firstRoundTripRoom {
@@ -238,7 +238,7 @@ func TestHostsFullQueue(t *testing.T) {
 		t.Errorf("limit %d after the first answer, want %d (what is in flight)", l, initialLimit-1+2*firstRoundTripRoom)
 	}
 
-	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(func()) {})
+	h = newHosts(100, 2, 20, 10*time.Second, time.Minute, func(task) {})
 	answer(h, "fast:80", time.Millisecond)
 	fill(h, "fast:80", 2)
 	before := h.limit("fast:80", now).limit
@@ -253,7 +253,7 @@ func TestHostsFullQueue(t *testing.T) {
 
 	// A slow host (4 s a request; 256 waiting at 64 take 16 s) in slow start: the limit meets
 	// the demand, one more per record.
-	h = newHosts(100, 256, 20, 10*time.Second, time.Minute, func(func()) {})
+	h = newHosts(100, 256, 20, 10*time.Second, time.Minute, func(task) {})
 	answer(h, "slow:80", 4*time.Second)
 	fill(h, "slow:80", 256)
 	before = h.limit("slow:80", now).limit
@@ -275,13 +275,13 @@ func TestHostsFullQueue(t *testing.T) {
 // admitted until then, its waiters are refused with the pause's length, and the limit halves.
 func TestHostsPauseOnRetryAfter(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := newHosts(64, 8, 20, 10*time.Second, time.Minute, func(func()) {})
+	h := newHosts(64, 8, 20, 10*time.Second, time.Minute, func(task) {})
 	for range 64 {
 		h.acquire("api:443", 0, now)
 	}
 	var refusals []string
 	var waits []time.Duration
-	w := waiter{start: func() {}, refuse: func(why string, wait time.Duration) { refusals, waits = append(refusals, why), append(waits, wait) }}
+	w := waiter{start: func() task { return nil }, refuse: func(why string, wait time.Duration) { refusals, waits = append(refusals, why), append(waits, wait) }}
 	h.enqueue("api:443", w, now)
 	h.release("api:443", hostUp, signalOverload, 50*time.Millisecond, 5*time.Second, now)
 	if len(refusals) != 1 || refusals[0] != refusedPaused || waits[0] != 5*time.Second {
@@ -317,7 +317,7 @@ func TestDeferralsWaitForLongerTiers(t *testing.T) {
 // effect at once; the limit never grows past it.
 func TestLimitCeilingFollowsMaxConcurrency(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := newHosts(1024, 0, 20, 10*time.Second, time.Minute, func(func()) {})
+	h := newHosts(1024, 0, 20, 10*time.Second, time.Minute, func(task) {})
 	for range 5 {
 		if ok, _, _ := h.acquire("a:80 capped", 5, now); !ok {
 			t.Fatal("the first 5 are admitted")

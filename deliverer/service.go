@@ -145,7 +145,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		s.isTier[t] = true
 	}
 	s.marks = newRetryMarks(cfg.RetryWindow + slices.Max(s.tierDelays))
-	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawn)
+	s.hosts = newHosts(cfg.MaxPerHost, cfg.MaxWaitingPerHost, cfg.BreakerFailures, cfg.BreakerCooldown, s.tierDelays[len(s.tierDelays)-1], s.spawnTask)
 	s.flog = newFailureLog(s.logger)
 	s.streaks.m = map[string]*failStreak{}
 	s.seen.m = map[string]schemas.Notice{}
@@ -367,8 +367,20 @@ func (s *Service) spawn(f func()) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		reserveStack(0)
 		f()
+	}()
+}
+
+// spawnTask runs t in a goroutine wg counts, then each task it hands on (a delivery whose slot
+// t's POST freed: hosts.releaseInto), as spawn is called.
+func (s *Service) spawnTask(t task) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		reserveStack(0)
+		for t != nil {
+			t = t()
+		}
 	}()
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -161,7 +162,7 @@ func TestBlockedAddr(t *testing.T) {
 
 func TestHostsBoundAndBreaker(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := newHosts(2, 0, 3, 10*time.Second, time.Minute, func(start func()) { start() })
+	h := newHosts(2, 0, 3, 10*time.Second, time.Minute, func(start task) { start() })
 	ok1, _, _ := h.acquire("a:80", 0, now)
 	ok2, _, _ := h.acquire("a:80", 0, now)
 	ok3, why, _ := h.acquire("a:80", 0, now)
@@ -316,7 +317,7 @@ func TestTLSFailureDoesNotCountTowardTheBreaker(t *testing.T) {
 		}
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := newHosts(10, 0, 3, 10*time.Second, time.Minute, func(start func()) { start() })
+	h := newHosts(10, 0, 3, 10*time.Second, time.Minute, func(start task) { start() })
 	for _, out := range []hostOutcome{hostDown, hostDown, hostUnknown, hostUnknown, hostUnknown} {
 		h.acquire("a:443", 0, now)
 		h.release("a:443", out, signalNone, 0, 0, now)
@@ -328,5 +329,48 @@ func TestTLSFailureDoesNotCountTowardTheBreaker(t *testing.T) {
 	h.release("a:443", hostDown, signalNone, 0, 0, now)
 	if len(h.openBreakers()) != 1 {
 		t.Fatal("the third failure, TLS failures between, must open the breaker (they do not reset the count either)")
+	}
+}
+
+// TestReleaseHandsAWaiterOn: a request's end hands the first waiter it lets in to the caller
+// (releaseInto: its goroutine runs it next, no goroutine is started for it), starts any other
+// in a goroutine of its own, and without a place to hand it to (release) starts every one.
+func TestReleaseHandsAWaiterOn(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var spawned []string
+	h := newHosts(1, 4, 3, 10*time.Second, time.Minute, func(start task) { start() })
+	waiterNamed := func(name string) waiter {
+		return waiter{start: func() task { spawned = append(spawned, name); return nil }, refuse: func(string, time.Duration) {}}
+	}
+	if ok, _, _ := h.acquire("a:80", 0, now); !ok {
+		t.Fatal("the first request must get the slot")
+	}
+	for _, name := range []string{"first", "second"} {
+		if res, why, _, _ := h.enqueue("a:80", waiterNamed(name), now); res != queued {
+			t.Fatalf("enqueue %s: %v %s", name, res, why)
+		}
+	}
+	var next task
+	h.releaseInto(&next, "a:80", hostUp, signalAnswered, time.Millisecond, 0, now)
+	if next == nil || len(spawned) != 0 {
+		t.Fatalf("the waiter let in must be handed to the caller, not spawned: next %v, spawned %v", next != nil, spawned)
+	}
+	if again := next(); again != nil || !slices.Equal(spawned, []string{"first"}) {
+		t.Fatalf("the handed waiter is the first in line: ran %v", spawned)
+	}
+	// Its own end, with nowhere to hand the next one to, starts it.
+	h.release("a:80", hostUp, signalAnswered, time.Millisecond, 0, now)
+	if !slices.Equal(spawned, []string{"first", "second"}) {
+		t.Fatalf("release must start the next waiter: ran %v", spawned)
+	}
+	// A hand-off place already taken is not overwritten: the waiter gets a goroutine.
+	if res, _, _, _ := h.enqueue("a:80", waiterNamed("third"), now); res != queued {
+		t.Fatal("enqueue third")
+	}
+	taken := task(func() task { return nil })
+	next = taken
+	h.releaseInto(&next, "a:80", hostUp, signalAnswered, time.Millisecond, 0, now)
+	if !slices.Equal(spawned, []string{"first", "second", "third"}) {
+		t.Fatalf("with the place taken the waiter must be spawned: ran %v", spawned)
 	}
 }
