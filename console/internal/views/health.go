@@ -46,7 +46,7 @@ type Health struct {
 	// states holds the message states; open links those of messages that may still change
 	// (retrying, dead-lettered), done those of the finished ones, least recently changed
 	// first: done is forgotten first.
-	states     slab
+	states     slab[msgState]
 	open, done msgList
 }
 
@@ -238,35 +238,6 @@ const (
 // up to the view's bound, without copying what it holds.
 const stateChunk = 4096
 
-// slab holds the states, by slot number; freed slots are used again first.
-type slab struct {
-	chunks [][]msgState
-	used   int32   // slots handed out once
-	free   []int32 // slots freed since
-}
-
-func (s *slab) at(slot int32) *msgState { return &s.chunks[slot/stateChunk][slot%stateChunk] }
-
-// alloc is a free slot, zeroed.
-func (s *slab) alloc() int32 {
-	if n := len(s.free); n > 0 {
-		slot := s.free[n-1]
-		s.free = s.free[:n-1]
-		return slot
-	}
-	if int(s.used) == len(s.chunks)*stateChunk {
-		s.chunks = append(s.chunks, make([]msgState, stateChunk))
-	}
-	s.used++
-	return s.used - 1
-}
-
-// release frees slot.
-func (s *slab) release(slot int32) {
-	*s.at(slot) = msgState{}
-	s.free = append(s.free, slot)
-}
-
 // sample is a message id of the funnel, with when it got there.
 type sample struct {
 	id string
@@ -287,8 +258,8 @@ type destHealth struct {
 // messages (at least 1).
 func NewHealth(window time.Duration, maxMessages int) *Health {
 	return &Health{window: window, maxMessages: max(maxMessages, 1), dests: map[string]*destHealth{},
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		open:  msgList{head: noSlot, tail: noSlot}, done: msgList{head: noSlot, tail: noSlot}}
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, states: newSlab[msgState](stateChunk),
+		open: msgList{head: noSlot, tail: noSlot}, done: msgList{head: noSlot, tail: noSlot}}
 }
 
 func (h *Health) minutes() int { return max(int(h.window/time.Minute), 1) }

@@ -254,33 +254,15 @@ const messageChunk = 256
 
 // destMessages is one destination's messages: in a slab, oldest first, by id, and indexed.
 type destMessages struct {
-	id     string
-	chunks [][]message
-	used   int32            // slots handed out once
-	free   []int32          // slots freed since
-	order  []int32          // by Seq, oldest first
-	byID   map[uint64]int32 // the hash of an id: the first message of a chain through idNext
-	index  [indexCount]map[uint64]indexList
-	bytes  int
+	id    string
+	slots slab[message]
+	order []int32          // by Seq, oldest first
+	byID  map[uint64]int32 // the hash of an id: the first message of a chain through idNext
+	index [indexCount]map[uint64]indexList
+	bytes int
 }
 
-func (d *destMessages) at(slot int32) *message {
-	return &d.chunks[slot/messageChunk][slot%messageChunk]
-}
-
-// alloc is a free slot, zeroed.
-func (d *destMessages) alloc() int32 {
-	if n := len(d.free); n > 0 {
-		slot := d.free[n-1]
-		d.free = d.free[:n-1]
-		return slot
-	}
-	if int(d.used) == len(d.chunks)*messageChunk {
-		d.chunks = append(d.chunks, make([]message, messageChunk))
-	}
-	d.used++
-	return d.used - 1
-}
+func (d *destMessages) at(slot int32) *message { return d.slots.at(slot) }
 
 // Messages is every destination's messages. Safe for concurrent use.
 type Messages struct {
@@ -368,7 +350,7 @@ func (v *Messages) Add(batch []DeliveryAttempt, forgotten func(a *DeliveryAttemp
 func (v *Messages) add(a *DeliveryAttempt) {
 	d := v.dests[a.DestinationID]
 	if d == nil {
-		d = &destMessages{id: a.DestinationID, byID: map[uint64]int32{}}
+		d = &destMessages{id: a.DestinationID, slots: newSlab[message](messageChunk), byID: map[uint64]int32{}}
 		for i := range d.index {
 			d.index[i] = map[uint64]indexList{}
 		}
@@ -378,7 +360,7 @@ func (v *Messages) add(a *DeliveryAttempt) {
 	slot := v.find(d, a.MessageID)
 	if slot == noSlot {
 		v.seq++
-		slot = d.alloc()
+		slot = d.slots.alloc()
 		h := v.hash(a.MessageID)
 		next, ok := d.byID[h]
 		if !ok {
@@ -550,8 +532,7 @@ func (v *Messages) evict(d *destMessages, slot int32) {
 	for i := range indexCount {
 		v.unlink(d, i, slot)
 	}
-	*m = message{}
-	d.free = append(d.free, slot)
+	d.slots.release(slot)
 }
 
 // status is m's status by its attempts: delivered once a URL answered 2xx, else dead-lettered
