@@ -234,9 +234,9 @@ const (
 	inDone
 )
 
-// stateChunk is how many states the slab allocates at once: it grows with the messages seen,
-// up to the view's bound, without copying what it holds.
-const stateChunk = 4096
+// stateChunkShift: the slab allocates 1<<stateChunkShift (4,096) states at once: it grows with
+// the messages seen, up to the view's bound, without copying what it holds.
+const stateChunkShift = 12
 
 // sample is a message id of the funnel, with when it got there.
 type sample struct {
@@ -258,7 +258,7 @@ type destHealth struct {
 // messages (at least 1).
 func NewHealth(window time.Duration, maxMessages int) *Health {
 	return &Health{window: window, maxMessages: max(maxMessages, 1), dests: map[string]*destHealth{},
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, states: newSlab[msgState](stateChunk),
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, states: newSlab[msgState](stateChunkShift),
 		open: msgList{head: noSlot, tail: noSlot}, done: msgList{head: noSlot, tail: noSlot}}
 }
 

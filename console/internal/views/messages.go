@@ -249,8 +249,8 @@ const (
 // and a query checks the key), linked through the messages by Seq.
 type indexList struct{ oldest, newest, n int32 }
 
-// messageChunk is how many messages a destination's slab allocates at once.
-const messageChunk = 256
+// messageChunkShift: a destination's slab allocates 1<<messageChunkShift (256) messages at once.
+const messageChunkShift = 8
 
 // destMessages is one destination's messages: in a slab, oldest first, by id, and indexed.
 type destMessages struct {
@@ -350,7 +350,7 @@ func (v *Messages) Add(batch []DeliveryAttempt, forgotten func(a *DeliveryAttemp
 func (v *Messages) add(a *DeliveryAttempt) {
 	d := v.dests[a.DestinationID]
 	if d == nil {
-		d = &destMessages{id: a.DestinationID, slots: newSlab[message](messageChunk), byID: map[uint64]int32{}}
+		d = &destMessages{id: a.DestinationID, slots: newSlab[message](messageChunkShift), byID: map[uint64]int32{}}
 		for i := range d.index {
 			d.index[i] = map[uint64]indexList{}
 		}

@@ -6,16 +6,17 @@ package views
 // them to follow (docs/benchmarks.md#the-views-and-the-garbage-collector). Freed slots are used
 // again first. Not safe for concurrent use: its view's lock guards it.
 type slab[T any] struct {
-	chunk  int32 // values per chunk
+	shift  uint8 // a chunk holds 1<<shift values
 	chunks [][]T
 	used   int32   // slots handed out once
 	free   []int32 // slots freed since
 }
 
-func newSlab[T any](chunk int32) slab[T] { return slab[T]{chunk: chunk} }
+// newSlab is an empty slab allocating 1<<shift values at a time.
+func newSlab[T any](shift uint8) slab[T] { return slab[T]{shift: shift} }
 
 // at is the value in slot.
-func (s *slab[T]) at(slot int32) *T { return &s.chunks[slot/s.chunk][slot%s.chunk] }
+func (s *slab[T]) at(slot int32) *T { return &s.chunks[slot>>s.shift][slot&(1<<s.shift-1)] }
 
 // alloc is a free slot, holding T's zero value.
 func (s *slab[T]) alloc() int32 {
@@ -24,8 +25,8 @@ func (s *slab[T]) alloc() int32 {
 		s.free = s.free[:n-1]
 		return slot
 	}
-	if s.used == int32(len(s.chunks))*s.chunk {
-		s.chunks = append(s.chunks, make([]T, s.chunk))
+	if s.used == int32(len(s.chunks))<<s.shift {
+		s.chunks = append(s.chunks, make([]T, 1<<s.shift))
 	}
 	s.used++
 	return s.used - 1
