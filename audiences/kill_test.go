@@ -20,6 +20,12 @@ import (
 // twice, right after each other, as when a client retries a call ingest had accepted: they
 // count once too. An audience with output track sends each member "Audience Entered" exactly
 // once too.
+// killedJoinWait is how long a kill test waits for the last instance's result: an instance
+// SIGKILLed while joining its consumer group holds the embedded broker's rebalance until the
+// rebalance timeout (kgo's default, 60 s) before the next instance is assigned the partitions,
+// so the wait is that timeout and as much again for the work.
+const killedJoinWait = 120 * time.Second
+
 func TestAudiencesSIGKILL(t *testing.T) {
 	t.Parallel()
 	bin := servicetest.Binary(t, "./cmd/audiences", "builds and kills the audiences binary")
@@ -98,7 +104,7 @@ computedTraits:
 
 	var got []identify
 	joined := map[string]int{}
-	servicetest.Eventually(t, 60*time.Second, "every user's traits as the stream has them", func() string {
+	servicetest.Eventually(t, killedJoinWait, "every user's traits as the stream has them", func() string {
 		h.events.Poll()
 		got = decodeIdentifies(t, opened(t, keys, h.events.Got))
 		lastCount, lastSum := map[string]float64{}, map[string]float64{}
