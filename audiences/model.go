@@ -391,7 +391,7 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 			return null
 		}
 		if len(path) == 1 {
-			return m.in.val(parseVal(raw))
+			return m.in.parseVal(raw)
 		}
 		return m.in.val(lookup(raw, path[1:]))
 	}
