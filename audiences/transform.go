@@ -44,6 +44,9 @@ type batch struct {
 type decodedMessage struct {
 	m   *schemas.Message
 	err error
+	// props are the properties of a track event that aggregates read, parsed (propsOK).
+	props   schemas.Members
+	propsOK bool
 }
 
 // ahead is the decoding of a poll's records on a goroutine of its own, a chunk ahead of the
@@ -61,14 +64,16 @@ const aheadChunk = 128
 
 // decodeAhead starts decoding the plain messages of tracking.events among recs (not those to
 // skip, nor sealed ones: those are opened and decoded in order by process) on a goroutine,
-// so that decoding, a sixth of the transform's work, runs beside applying the messages
-// decoded before (docs/benchmarks.md#audiences). Decoding is a pure function of the record's
+// and parsing the properties of those the aggregates read, so that decoding, a fifth of the
+// transform's work, runs beside applying the messages decoded before
+// (docs/benchmarks.md#audiences). Decoding is a pure function of the record's
 // value; the transform reads each result through message, and calls stop before returning.
 // A poll too small to gain is decoded in order (nil).
 func (s *Service) decodeAhead(recs []*kgo.Record) *ahead {
 	if len(recs) < 2*aheadChunk {
 		return nil
 	}
+	model := s.model // refreshModel is called before, not during, a transform
 	a := &ahead{msgs: make([]decodedMessage, len(recs)), chunks: make(chan int, len(recs)/aheadChunk+1), done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
@@ -79,7 +84,12 @@ func (s *Service) decodeAhead(recs []*kgo.Record) *ahead {
 				if err == nil && m == nil {
 					err = errors.New("no message")
 				}
-				a.msgs[i] = decodedMessage{m: m, err: err}
+				d := decodedMessage{m: m, err: err}
+				if err == nil && m.Type == schemas.TypeTrack && len(model.aggsByEvent[m.Event]) > 0 {
+					d.props, _ = schemas.ParseMembers(m.Properties) // as model.apply does
+					d.propsOK = true
+				}
+				a.msgs[i] = d
 			}
 			if (i+1)%aheadChunk == 0 || i == len(recs)-1 {
 				if a.stopped.Load() {
@@ -416,7 +426,11 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 	}
 	at := eventTime(m, recTime, b.now)
 	prof.seen(at)
-	s.countMessage(prof, m, at, b.now)
+	var props *schemas.Members
+	if b.decoded.m == m && b.decoded.propsOK {
+		props = &b.decoded.props
+	}
+	s.countMessage(prof, m, props, at, b.now)
 	if s.cfg.ProfileEvents > 0 && m.Type == schemas.TypeTrack && m.Event != "" {
 		s.keepTrack(b, prof, m, at)
 	}
@@ -481,8 +495,9 @@ func (s *Service) messageProfile(b *batch, part *partition, id string, m *schema
 }
 
 // countMessage adds a message that happened at (ms) to its profile: an identify's traits, a
-// track event's counters and the aggregates the model reads of it.
-func (s *Service) countMessage(prof *profile, m *schemas.Message, at, now int64) {
+// track event's counters and the aggregates the model reads of it. props are its properties
+// parsed already (decodeAhead), or nil.
+func (s *Service) countMessage(prof *profile, m *schemas.Message, props *schemas.Members, at, now int64) {
 	switch m.Type {
 	case schemas.TypeIdentify:
 		prof.mergeTraits(m.Traits, s.intern)
@@ -491,7 +506,7 @@ func (s *Service) countMessage(prof *profile, m *schemas.Message, at, now int64)
 			if ser := prof.eventSeries(s.intern.str(m.Event), true); ser != nil {
 				ser.add(at, now, 0, false)
 			}
-			s.model.apply(prof, m.Event, m.Properties, at, now)
+			s.model.applyParsed(prof, m.Event, m.Properties, props, at, now)
 		}
 	}
 }
