@@ -314,16 +314,63 @@ func (s *Service) changelogs(out []*kgo.Record, touched map[int32]*partition) []
 	}
 	each := make([][]*kgo.Record, 0, len(touched))
 	var wg sync.WaitGroup
+	bufs := make([]changelogBufs, len(touched))
 	for p, part := range touched {
 		each = append(each, nil)
-		dst := &each[len(each)-1]
-		wg.Go(func() { *dst = s.changelog(nil, p, part) })
+		dst, held := &each[len(each)-1], &bufs[len(each)-1]
+		wg.Go(func() { *dst = s.changelogInto(nil, p, part, held) })
 	}
 	wg.Wait()
-	for _, recs := range each {
+	for i, recs := range each {
 		out = append(out, recs...)
+		s.held.recs = append(s.held.recs, bufs[i].recs...)
+		s.held.chunks = append(s.held.chunks, bufs[i].chunks...)
 	}
 	return out
+}
+
+// changelogBufs are the buffers of a transaction's changelog records: their slabs of records
+// and the chunks of their values. Once the transaction has committed, Kafka has acknowledged
+// every record and nothing refers to them any more: Service.ended hands them to the next
+// transactions (recycle), which then allocate and collect less. A transaction that did not
+// commit may have records still held by the client: its buffers are left to the collector.
+type changelogBufs struct {
+	recs   []*[]kgo.Record
+	chunks []*[]byte
+}
+
+// recordSlabs and valueChunkPool hold the buffers of committed transactions (changelogBufs).
+var (
+	recordSlabs    sync.Pool
+	valueChunkPool sync.Pool
+)
+
+// recycle hands the buffers to the next transactions.
+func (c *changelogBufs) recycle() {
+	for _, r := range c.recs {
+		clear((*r)[:cap(*r)]) // no record keeps a value, key or context of a last transaction
+		recordSlabs.Put(r)
+	}
+	for _, b := range c.chunks {
+		*b = (*b)[:0]
+		valueChunkPool.Put(b)
+	}
+	*c = changelogBufs{}
+}
+
+// recordSlab is a zeroed slab of n records, recycled when one is large enough.
+func (c *changelogBufs) recordSlab(n int) []kgo.Record {
+	if c != nil {
+		if r, ok := recordSlabs.Get().(*[]kgo.Record); ok && cap(*r) >= n {
+			*r = (*r)[:n]
+			c.recs = append(c.recs, r)
+			return *r
+		}
+		r := make([]kgo.Record, n, max(n, 1024))
+		c.recs = append(c.recs, &r)
+		return r
+	}
+	return make([]kgo.Record, n)
 }
 
 // changelog appends the records of the partition's changed profiles (a tombstone for a
@@ -331,16 +378,21 @@ func (s *Service) changelogs(out []*kgo.Record, touched map[int32]*partition) []
 // only (and the process-wide tables that have their own locks), so that changelogs may run
 // it for several partitions at once.
 func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.Record {
+	return s.changelogInto(out, p, part, nil)
+}
+
+// changelogInto is changelog with its buffers noted in bufs (nil: not to be recycled).
+func (s *Service) changelogInto(out []*kgo.Record, p int32, part *partition, bufs *changelogBufs) []*kgo.Record {
 	// The records and their keys in one allocation each, their values in shared chunks (a
 	// value encoded in a scratch buffer, then copied): not one allocation per record and more
 	// as its JSON grows.
-	recs := make([]kgo.Record, len(part.dirty))
+	recs := bufs.recordSlab(len(part.dirty))
 	n := 0
 	for id := range part.dirty {
 		n += len(id)
 	}
 	keys := make([]byte, 0, n)
-	var values valueChunks
+	values := valueChunks{bufs: bufs}
 	scratch := changelogScratch.Get().(*[]byte)
 	defer changelogScratch.Put(scratch)
 	out = slices.Grow(out, len(part.dirty))
@@ -372,9 +424,12 @@ func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.
 var changelogScratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // valueChunks hands out the values of one changelog from chunks of valueChunkSize bytes
-// (a larger value gets a buffer of its own); a value's capacity is its length, so that
-// nothing appended to one value reaches the next.
-type valueChunks struct{ free []byte }
+// (a larger value gets a buffer of its own), noted in bufs when not nil; a value's capacity
+// is its length, so that nothing appended to one value reaches the next.
+type valueChunks struct {
+	free []byte
+	bufs *changelogBufs
+}
 
 const valueChunkSize = 64 << 10
 
@@ -383,7 +438,17 @@ func (c *valueChunks) copy(v []byte) []byte {
 		return slices.Clone(v)
 	}
 	if cap(c.free)-len(c.free) < len(v) {
-		c.free = make([]byte, 0, valueChunkSize)
+		if c.bufs == nil {
+			c.free = make([]byte, 0, valueChunkSize)
+		} else {
+			b, ok := valueChunkPool.Get().(*[]byte)
+			if !ok {
+				nb := make([]byte, 0, valueChunkSize)
+				b = &nb
+			}
+			c.bufs.chunks = append(c.bufs.chunks, b)
+			c.free = *b
+		}
 	}
 	n := len(c.free)
 	c.free = append(c.free, v...)

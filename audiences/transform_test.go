@@ -2,8 +2,10 @@ package audiences
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,6 +61,59 @@ func TestDecodeAhead(t *testing.T) {
 	for k, v := range inOrder {
 		if ahead[k] != v {
 			t.Fatalf("%s: decoded ahead %s, in order %s", k, ahead[k], v)
+		}
+	}
+}
+
+// TestChangelogBuffersRecycled: the buffers of a transaction's changelog records are reused
+// only once it committed (Service.ended(true)); until then the records of a transaction
+// still in the client are left as they were, whatever later transforms write.
+func TestChangelogBuffersRecycled(t *testing.T) {
+	now := time.Now()
+	s, part, _ := newBenchService(t)
+	s.cfg.EventsTopic = "tracking.events"
+	s.now = func() time.Time { return now }
+	s.parts = map[int32]*partition{0: part, 1: {restored: true, profiles: map[string]*profile{}, meta: partMeta{Defs: map[string]metaDef{}}}}
+	r := rand.New(rand.NewPCG(5, 6))
+	poll := func(from int) []*kgo.Record {
+		t.Helper()
+		var ps []kgo.FetchPartition
+		for p := range int32(2) {
+			var recs []*kgo.Record
+			for i := range 600 {
+				recs = append(recs, &kgo.Record{Topic: "tracking.events", Partition: p, Offset: int64(from + i), Value: []byte(benchEvent(r, from+i, 400)), Timestamp: now})
+			}
+			ps = append(ps, kgo.FetchPartition{Partition: p, Records: recs})
+		}
+		out, err := s.transform(context.Background(), kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "tracking.events", Partitions: ps}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	snapshot := func(out []*kgo.Record) []string {
+		var vs []string
+		for _, o := range out {
+			vs = append(vs, string(o.Value))
+		}
+		return vs
+	}
+	out1 := poll(0)
+	want1 := snapshot(out1)
+	if len(s.held.chunks) == 0 || len(s.held.recs) == 0 {
+		t.Fatal("no buffers held for the transaction")
+	}
+	poll(600) // another transaction before the first is known to have committed
+	if got := snapshot(out1); !slices.Equal(got, want1) {
+		t.Fatal("the records of a transaction not known to be committed were changed")
+	}
+	s.ended(true)
+	if len(s.held.chunks)+len(s.held.recs) != 0 {
+		t.Fatal("buffers still held after the commit")
+	}
+	for _, o := range poll(1200) {
+		if o.Topic == s.cfg.StateTopic && o.Value != nil && !json.Valid(o.Value) {
+			t.Fatalf("a record written in recycled buffers: %s", o.Value)
 		}
 	}
 }
