@@ -114,7 +114,9 @@ func (a *ahead) message(i int) decodedMessage {
 		}
 		a.upto = n
 	}
-	return a.msgs[i]
+	d := a.msgs[i]
+	a.msgs[i] = decodedMessage{} // garbage once applied, as a message decoded in order
+	return d
 }
 
 // stop ends the decoding (the transform stopped early) and waits for its goroutine.
