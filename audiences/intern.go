@@ -1,5 +1,7 @@
 package audiences
 
+import "bytes"
+
 // interner shares the strings that many profiles hold (trait keys, event names, aggregate
 // and sync ids, and short values such as a plan or a country) instead of each profile
 // holding its own copy: a million profiles would otherwise keep a million copies of "plan"
@@ -28,6 +30,19 @@ func (in *interner) str(s string) string {
 		in.m[s] = s
 	}
 	return s
+}
+
+// parseVal is parseVal(raw) with its string shared, without copying a plain string (as
+// plainString reads it) that is shared already.
+func (in *interner) parseVal(raw []byte) val {
+	if in != nil {
+		if s, ok := plainString(bytes.TrimSpace(raw)); ok {
+			if t, ok := in.m[string(s)]; ok {
+				return strVal(t)
+			}
+		}
+	}
+	return in.val(parseVal(raw))
 }
 
 // val returns v with its string shared (a string value; objects and lists are kept).

@@ -372,12 +372,21 @@ func (d *traitDef) value(p *profile, now int64) val {
 
 // apply feeds one track event (at ms, its properties) to the profile's aggregates.
 func (m *model) apply(p *profile, event string, props json.RawMessage, at, now int64) {
+	m.applyParsed(p, event, props, nil, at, now)
+}
+
+// applyParsed is apply with the properties parsed already (schemas.ParseMembers of props,
+// its error ignored) when pre is not nil.
+func (m *model) applyParsed(p *profile, event string, props json.RawMessage, pre *schemas.Members, at, now int64) {
 	defs := m.aggsByEvent[event]
 	if len(defs) == 0 {
 		return
 	}
 	var parsed schemas.Members
 	parsedOK := false
+	if pre != nil {
+		parsed, parsedOK = *pre, true
+	}
 	get := func(path []string) val {
 		if !parsedOK {
 			parsedOK = true
@@ -391,7 +400,7 @@ func (m *model) apply(p *profile, event string, props json.RawMessage, at, now i
 			return null
 		}
 		if len(path) == 1 {
-			return m.in.val(parseVal(raw))
+			return m.in.parseVal(raw)
 		}
 		return m.in.val(lookup(raw, path[1:]))
 	}

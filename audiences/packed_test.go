@@ -268,3 +268,77 @@ func TestChangelogPacksProfiles(t *testing.T) {
 		t.Errorf("spend after two orders = %s, want 150", got.appendJSON(nil))
 	}
 }
+
+// TestChangelogsSideBySide: the changelog records of several partitions encoded side by side
+// (changelogs, one goroutine a partition; run under -race) are those each partition's
+// changelog writes on its own, every value with no spare capacity (values share chunks: one
+// must not be appended to over the next), and every profile is packed once written.
+func TestChangelogsSideBySide(t *testing.T) {
+	const nparts = 4
+	now := time.Now()
+	build := func() (*Service, map[int32]*partition) {
+		t.Helper()
+		s, _, _ := newBenchService(t)
+		s.nparts = nparts
+		parts := map[int32]*partition{}
+		for p := range int32(nparts) {
+			parts[p] = &partition{restored: true, profiles: map[string]*profile{}, meta: partMeta{Defs: map[string]metaDef{}}}
+		}
+		s.parts = parts
+		bt := &batch{now: now.UnixMilli(), touched: map[int32]*partition{}}
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range 3000 {
+			m, err := schemas.DecodeMessage([]byte(benchEvent(r, i, 500)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := s.partitionOf(m.Key())
+			s.handleMessage(bt, p, parts[p], m, nil, "", now)
+		}
+		parts[1].markDirty("gone") // a profile removed: a tombstone
+		return s, parts
+	}
+	s, parts := build()
+	want := map[string]string{}
+	dirty := map[int32][]string{}
+	for p, part := range parts {
+		for id := range part.dirty {
+			dirty[p] = append(dirty[p], id)
+		}
+		for _, r := range s.changelog(nil, p, part) {
+			want[fmt.Sprint(r.Partition, "/", string(r.Key))] = string(r.Value)
+		}
+	}
+	// The same profiles again, packed now (their records are the same: TestChangelogPacksProfiles).
+	for p, ids := range dirty {
+		for _, id := range ids {
+			parts[p].markDirty(id)
+		}
+	}
+	got := s.changelogs(nil, parts)
+	if len(got) != len(want) || len(want) < 500 {
+		t.Fatalf("%d records side by side, %d one partition at a time", len(got), len(want))
+	}
+	for _, r := range got {
+		k := fmt.Sprint(r.Partition, "/", string(r.Key))
+		if w, ok := want[k]; !ok || w != string(r.Value) {
+			t.Fatalf("%s: %s, want %s", k, r.Value, w)
+		}
+		if cap(r.Value) != len(r.Value) {
+			t.Fatalf("%s: capacity %d for %d bytes", k, cap(r.Value), len(r.Value))
+		}
+		if r.Value == nil && string(r.Key) != "gone" {
+			t.Fatalf("%s: a tombstone", k)
+		}
+	}
+	for p, part := range parts {
+		if part.dirty != nil {
+			t.Errorf("partition %d: dirty set not cleared", p)
+		}
+		for id, prof := range part.profiles {
+			if len(prof.events())+len(prof.aggs()) > 0 && prof.packed == "" {
+				t.Errorf("%s not packed once written", id)
+			}
+		}
+	}
+}

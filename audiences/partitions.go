@@ -156,10 +156,13 @@ func (s *Service) revoked(ps []int32) {
 // ended is the pipe's Ended: a batch that did not commit leaves the in-memory state ahead of
 // the changelog, so every partition is restored again before its next record.
 func (s *Service) ended(committed bool) {
+	s.mu.Lock()
 	if committed {
+		s.held.recycle() // the records were acknowledged: their buffers serve again
+		s.mu.Unlock()
 		return
 	}
-	s.mu.Lock()
+	s.held = changelogBufs{} // the client may still hold records: left to the collector
 	for p := range s.parts {
 		s.parts[p] = &partition{}
 	}

@@ -641,7 +641,7 @@ func (p *profile) mergeTraits(obj json.RawMessage, in *interner) {
 	// whatever their order in the message; a repeated key: the last one wins, as in
 	// encoding/json.
 	var kvs []traitKV
-	m.Each(func(k string, v json.RawMessage) { kvs = append(kvs, traitKV{in.str(k), in.val(parseVal(v))}) })
+	m.Each(func(k string, v json.RawMessage) { kvs = append(kvs, traitKV{in.str(k), in.parseVal(v)}) })
 	slices.SortStableFunc(kvs, func(a, b traitKV) int { return strings.Compare(a.K, b.K) })
 	for _, kv := range kvs {
 		p.Traits.set(kv.K, kv.V)

@@ -76,6 +76,9 @@ type Service struct {
 	modelSet bool
 	stats    map[string]*audienceStats // by "a/<id>" or "t/<id>"
 	intern   *interner                 // used under mu
+	// held are the changelog buffers of the transaction in progress, recycled once it
+	// committed (ended).
+	held changelogBufs
 
 	keyPart kgo.TopicPartitioner // the pipe goroutine's
 	keyRecs gosync.Pool          // partitionOf's records

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,6 +35,97 @@ type batch struct {
 	// (identity.go, addLink).
 	links  map[int32]*linkGroup
 	groups []*linkGroup // every link record of the batch, to encode
+	// decoded is the record being processed decoded ahead (decodeAhead), if it was.
+	decoded decodedMessage
+}
+
+// decodedMessage is a plain tracking.events record decoded by decodeAhead: its message, or
+// why it does not decode (m nil and err nil: not decoded ahead).
+type decodedMessage struct {
+	m   *schemas.Message
+	err error
+	// props are the properties of a track event that aggregates read, parsed (propsOK).
+	props   schemas.Members
+	propsOK bool
+}
+
+// ahead is the decoding of a poll's records on a goroutine of its own, a chunk ahead of the
+// transform that applies them in order (decodeAhead).
+type ahead struct {
+	msgs    []decodedMessage
+	chunks  chan int // the number of records decoded so far, after each chunk
+	upto    int      // what the transform has seen of chunks
+	stopped atomic.Bool
+	done    chan struct{}
+}
+
+// aheadChunk is how many records decodeAhead decodes before telling the transform.
+const aheadChunk = 128
+
+// decodeAhead starts decoding the plain messages of tracking.events among recs (not those to
+// skip, nor sealed ones: those are opened and decoded in order by process) on a goroutine,
+// and parsing the properties of those the aggregates read, so that decoding, a fifth of the
+// transform's work, runs beside applying the messages decoded before
+// (docs/benchmarks.md#audiences). Decoding is a pure function of the record's
+// value; the transform reads each result through message, and calls stop before returning.
+// A poll too small to gain is decoded in order (nil).
+func (s *Service) decodeAhead(recs []*kgo.Record) *ahead {
+	if len(recs) < 2*aheadChunk {
+		return nil
+	}
+	model := s.model // refreshModel is called before, not during, a transform
+	a := &ahead{msgs: make([]decodedMessage, len(recs)), chunks: make(chan int, len(recs)/aheadChunk+1), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		defer close(a.chunks)
+		for i, r := range recs {
+			if r.Topic == s.cfg.EventsTopic && shred.KeyOf(r) == nil && !headerIs(r, HeaderOrigin, OriginAudiences) {
+				m, err := schemas.DecodeMessage(r.Value)
+				if err == nil && m == nil {
+					err = errors.New("no message")
+				}
+				d := decodedMessage{m: m, err: err}
+				if err == nil && m.Type == schemas.TypeTrack && len(model.aggsByEvent[m.Event]) > 0 {
+					d.props, _ = schemas.ParseMembers(m.Properties) // as model.apply does
+					d.propsOK = true
+				}
+				a.msgs[i] = d
+			}
+			if (i+1)%aheadChunk == 0 || i == len(recs)-1 {
+				if a.stopped.Load() {
+					return
+				}
+				a.chunks <- i + 1
+			}
+		}
+	}()
+	return a
+}
+
+// message is record i's result, waiting for its chunk; zero when it was not decoded ahead.
+func (a *ahead) message(i int) decodedMessage {
+	if a == nil {
+		return decodedMessage{}
+	}
+	for a.upto <= i {
+		n, ok := <-a.chunks
+		if !ok {
+			return decodedMessage{}
+		}
+		a.upto = n
+	}
+	d := a.msgs[i]
+	a.msgs[i] = decodedMessage{} // garbage once applied, as a message decoded in order
+	return d
+}
+
+// stop ends the decoding (the transform stopped early) and waits for its goroutine.
+func (a *ahead) stop() {
+	if a == nil {
+		return
+	}
+	a.stopped.Store(true)
+	<-a.done
 }
 
 // transform processes one poll of tracking.events and audiences.repartition in one
@@ -49,20 +142,24 @@ func (s *Service) transform(ctx context.Context, fs kgo.Fetches) ([]*kgo.Record,
 	if len(s.bf.jobs) > 0 {
 		s.mergeBackfills(b, fs)
 	}
+	recs := make([]*kgo.Record, 0, fs.NumRecords())
+	fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+	ahead := s.decodeAhead(recs)
 	var unavailable error
-	fs.EachRecord(func(r *kgo.Record) {
-		if unavailable == nil {
-			unavailable = s.process(b, r)
+	for i, r := range recs {
+		b.decoded = ahead.message(i)
+		if unavailable = s.process(b, r); unavailable != nil {
+			break
 		}
-	})
+	}
+	b.decoded = decodedMessage{}
+	ahead.stop()
 	if unavailable != nil {
 		return nil, fmt.Errorf("opening a sealed record: %w", unavailable)
 	}
 	s.metrics.events.Add(float64(b.events))
 	b.encodeLinks()
-	for p, part := range b.touched {
-		b.out = s.changelog(b.out, p, part)
-	}
+	b.out = s.changelogs(b.out, b.touched)
 	// What is written of a user is sealed with the user's data key: profile versions on
 	// audiences.state, identify calls, events and profiles handed to another partition
 	// (docs/security.md#crypto-shredding). Keys are written before the transaction's records.
@@ -101,7 +198,10 @@ func (s *Service) process(b *batch, r *kgo.Record) error {
 		if s.cfg.ProfileEvents > 0 {
 			b.source = headerValue(r, schemas.HeaderSourceID)
 		}
-		m, err := schemas.DecodeMessage(value)
+		m, err := b.decoded.m, b.decoded.err
+		if m == nil && err == nil {
+			m, err = schemas.DecodeMessage(value)
+		}
 		if err != nil {
 			s.logger.Warn().Err(err).Int32("partition", r.Partition).Int64("offset", r.Offset).Msg("skipping a tracking.events record that does not decode")
 			return nil
@@ -203,34 +303,158 @@ func (b *batch) touch(p int32, part *partition, id string) {
 	b.touched[p] = part
 }
 
+// changelogs appends the changelog records of every touched partition. A partition's
+// records are made of its own profiles alone, so partitions are encoded side by side, one
+// goroutine each: encoding is a third of a transaction's work, and the transform is the
+// one loop a poll waits for (docs/benchmarks.md#audiences). The caller holds s.mu.
+func (s *Service) changelogs(out []*kgo.Record, touched map[int32]*partition) []*kgo.Record {
+	if len(touched) <= 1 {
+		for p, part := range touched {
+			out = s.changelog(out, p, part)
+		}
+		return out
+	}
+	each := make([][]*kgo.Record, 0, len(touched))
+	var wg sync.WaitGroup
+	bufs := make([]changelogBufs, len(touched))
+	for p, part := range touched {
+		each = append(each, nil)
+		dst, held := &each[len(each)-1], &bufs[len(each)-1]
+		wg.Go(func() { *dst = s.changelogInto(nil, p, part, held) })
+	}
+	wg.Wait()
+	for i, recs := range each {
+		out = append(out, recs...)
+		s.held.recs = append(s.held.recs, bufs[i].recs...)
+		s.held.chunks = append(s.held.chunks, bufs[i].chunks...)
+	}
+	return out
+}
+
+// changelogBufs are the buffers of a transaction's changelog records: their slabs of records
+// and the chunks of their values. Once the transaction has committed, Kafka has acknowledged
+// every record and nothing refers to them any more: Service.ended hands them to the next
+// transactions (recycle), which then allocate and collect less. A transaction that did not
+// commit may have records still held by the client: its buffers are left to the collector.
+type changelogBufs struct {
+	recs   []*[]kgo.Record
+	chunks []*[]byte
+}
+
+// recordSlabs and valueChunkPool hold the buffers of committed transactions (changelogBufs).
+var (
+	recordSlabs    sync.Pool
+	valueChunkPool sync.Pool
+)
+
+// recycle hands the buffers to the next transactions.
+func (c *changelogBufs) recycle() {
+	for _, r := range c.recs {
+		clear((*r)[:cap(*r)]) // no record keeps a value, key or context of a last transaction
+		recordSlabs.Put(r)
+	}
+	for _, b := range c.chunks {
+		*b = (*b)[:0]
+		valueChunkPool.Put(b)
+	}
+	*c = changelogBufs{}
+}
+
+// recordSlab is a zeroed slab of n records, recycled when one is large enough.
+func (c *changelogBufs) recordSlab(n int) []kgo.Record {
+	if c != nil {
+		if r, ok := recordSlabs.Get().(*[]kgo.Record); ok && cap(*r) >= n {
+			*r = (*r)[:n]
+			c.recs = append(c.recs, r)
+			return *r
+		}
+		r := make([]kgo.Record, n, max(n, 1024))
+		c.recs = append(c.recs, &r)
+		return r
+	}
+	return make([]kgo.Record, n)
+}
+
 // changelog appends the records of the partition's changed profiles (a tombstone for a
-// removed one) and clears its dirty set.
+// removed one) and clears its dirty set. It reads and writes the partition and its profiles
+// only (and the process-wide tables that have their own locks), so that changelogs may run
+// it for several partitions at once.
 func (s *Service) changelog(out []*kgo.Record, p int32, part *partition) []*kgo.Record {
+	return s.changelogInto(out, p, part, nil)
+}
+
+// changelogInto is changelog with its buffers noted in bufs (nil: not to be recycled).
+func (s *Service) changelogInto(out []*kgo.Record, p int32, part *partition, bufs *changelogBufs) []*kgo.Record {
+	// The records and their keys in one allocation each, their values in shared chunks (a
+	// value encoded in a scratch buffer, then copied): not one allocation per record and more
+	// as its JSON grows.
+	recs := bufs.recordSlab(len(part.dirty))
+	n := 0
 	for id := range part.dirty {
-		r := &kgo.Record{Topic: s.cfg.StateTopic, Partition: p, Key: []byte(id)}
+		n += len(id)
+	}
+	keys := make([]byte, 0, n)
+	values := valueChunks{bufs: bufs}
+	scratch := changelogScratch.Get().(*[]byte)
+	defer changelogScratch.Put(scratch)
+	out = slices.Grow(out, len(part.dirty))
+	i := 0
+	for id := range part.dirty {
+		k := len(keys)
+		keys = append(keys, id...)
+		r := &recs[i]
+		i++
+		r.Topic, r.Partition, r.Key = s.cfg.StateTopic, p, keys[k:len(keys):len(keys)]
 		if id == metaKey {
 			r.Value, _ = json.Marshal(part.meta)
 		} else if into, ok := part.entries[id]; ok { // an external id's entry: a redirect
-			r.Value = schemas.AppendJSONString(append(make([]byte, 0, len(`{"mergedInto":""}`)+len(into)+8), `{"mergedInto":`...), into)
-			r.Value = append(r.Value, '}')
+			b := append((*scratch)[:0], `{"mergedInto":`...)
+			b = append(schemas.AppendJSONString(b, into), '}')
+			r.Value, *scratch = values.copy(b), b
 		} else if prof := part.profiles[id]; prof != nil {
-			size := 512
-			switch {
-			case prof.mergedInto() != "": // a redirect (a merged id)
-				size = len(`{"mergedInto":""}`) + len(prof.mergedInto()) + 8
-			case prof.Identity != nil: // its external ids and history (identity.go, appendJSON)
-				size += 24 + 192*len(prof.Identity.Log)
-				for _, e := range prof.Identity.IDs {
-					size += 36 + len(e.Type) + len(e.Value)
-				}
-			}
-			r.Value = prof.changelogValue(make([]byte, 0, size))
+			b := prof.changelogValue((*scratch)[:0])
+			r.Value, *scratch = values.copy(b), b
 			prof.pack() // written: its counters and aggregates packed until changed again
 		}
 		out = append(out, r)
 	}
 	part.dirty = nil
 	return out
+}
+
+// changelogScratch are the buffers changelog encodes a value in before copying it.
+var changelogScratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// valueChunks hands out the values of one changelog from chunks of valueChunkSize bytes
+// (a larger value gets a buffer of its own), noted in bufs when not nil; a value's capacity
+// is its length, so that nothing appended to one value reaches the next.
+type valueChunks struct {
+	free []byte
+	bufs *changelogBufs
+}
+
+const valueChunkSize = 64 << 10
+
+func (c *valueChunks) copy(v []byte) []byte {
+	if len(v) > valueChunkSize/4 {
+		return slices.Clone(v)
+	}
+	if cap(c.free)-len(c.free) < len(v) {
+		if c.bufs == nil {
+			c.free = make([]byte, 0, valueChunkSize)
+		} else {
+			b, ok := valueChunkPool.Get().(*[]byte)
+			if !ok {
+				nb := make([]byte, 0, valueChunkSize)
+				b = &nb
+			}
+			c.bufs.chunks = append(c.bufs.chunks, b)
+			c.free = *b
+		}
+	}
+	n := len(c.free)
+	c.free = append(c.free, v...)
+	return c.free[n:len(c.free):len(c.free)]
 }
 
 // eventTime is when a message happened, for windows: its timestamp, never later than now.
@@ -269,7 +493,11 @@ func (s *Service) handleMessage(b *batch, p int32, part *partition, m *schemas.M
 	}
 	at := eventTime(m, recTime, b.now)
 	prof.seen(at)
-	s.countMessage(prof, m, at, b.now)
+	var props *schemas.Members
+	if b.decoded.m == m && b.decoded.propsOK {
+		props = &b.decoded.props
+	}
+	s.countMessage(prof, m, props, at, b.now)
 	if s.cfg.ProfileEvents > 0 && m.Type == schemas.TypeTrack && m.Event != "" {
 		s.keepTrack(b, prof, m, at)
 	}
@@ -334,8 +562,9 @@ func (s *Service) messageProfile(b *batch, part *partition, id string, m *schema
 }
 
 // countMessage adds a message that happened at (ms) to its profile: an identify's traits, a
-// track event's counters and the aggregates the model reads of it.
-func (s *Service) countMessage(prof *profile, m *schemas.Message, at, now int64) {
+// track event's counters and the aggregates the model reads of it. props are its properties
+// parsed already (decodeAhead), or nil.
+func (s *Service) countMessage(prof *profile, m *schemas.Message, props *schemas.Members, at, now int64) {
 	switch m.Type {
 	case schemas.TypeIdentify:
 		prof.mergeTraits(m.Traits, s.intern)
@@ -344,7 +573,7 @@ func (s *Service) countMessage(prof *profile, m *schemas.Message, at, now int64)
 			if ser := prof.eventSeries(s.intern.str(m.Event), true); ser != nil {
 				ser.add(at, now, 0, false)
 			}
-			s.model.apply(prof, m.Event, m.Properties, at, now)
+			s.model.applyParsed(prof, m.Event, m.Properties, props, at, now)
 		}
 	}
 }

@@ -57,6 +57,9 @@ func parseVal(raw []byte) val {
 	case 'f':
 		return boolVal(false)
 	case '"':
+		if s, ok := plainString(raw); ok {
+			return strVal(string(s))
+		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return null
@@ -71,6 +74,22 @@ func parseVal(raw []byte) val {
 		}
 		return numVal(f)
 	}
+}
+
+// plainString is the content of a JSON string of printable ASCII without escapes (most
+// property values), which is what encoding/json would decode it to, without decoding; ok
+// false for any other value.
+func plainString(raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	s := raw[1 : len(raw)-1]
+	for _, c := range s {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return nil, false
+		}
+	}
+	return s, true
 }
 
 // rawVal is the val of a JSON object or list (valid JSON, as encoding/json decoded it), in the
