@@ -86,10 +86,23 @@ func TestRetryAfterPausesTheEndpoint(t *testing.T) {
 	pauseStart := firstLimited
 	mu.Unlock()
 	var during int
-	for _, r := range reqs {
-		// Requests already under way when the first 429 came back may still arrive.
-		if r.at.After(pauseStart.Add(100*time.Millisecond)) && r.at.Before(pauseStart.Add(1900*time.Millisecond)) {
+	seenID := map[string]int{}
+	for i, r := range reqs {
+		id := r.header.Get("X-Message-Id")
+		// Requests already under way when the first 429 came back may still arrive: under
+		// -race on a loaded machine, a wave of them sent together before any answer reached
+		// the receiver's handlers 100 ms after the first 429. The window still spans 14 of
+		// the test's sends, whose records would arrive in it if the pause were ignored.
+		if r.at.After(pauseStart.Add(500*time.Millisecond)) && r.at.Before(pauseStart.Add(1900*time.Millisecond)) {
 			during++
+			first, ok := seenID[id]
+			if !ok {
+				first = i
+			}
+			t.Logf("request %d (%s, first sent as request %d) arrived %v after the first 429", i, id, first, r.at.Sub(pauseStart))
+		}
+		if _, ok := seenID[id]; !ok {
+			seenID[id] = i
 		}
 	}
 	if during > 0 {

@@ -71,7 +71,7 @@ func configTopic(t *testing.T, ctx context.Context, s platform.KafkaSettings) st
 func testConfigWriterFences(t *testing.T, s platform.KafkaSettings) {
 	ctx := testCtx(t, 60*time.Second)
 	topic := configTopic(t, ctx, s)
-	w := platform.ConfigWriter{Kafka: s, Topic: topic, Logger: zerolog.Nop()}
+	w := platform.ConfigWriter{Kafka: s, Topic: topic, Logger: zerolog.New(zerolog.NewTestWriter(t))}
 
 	var ends []map[int32]int64
 	err := w.Write(ctx, func(ctx context.Context, tx *platform.ConfigTx) error {
@@ -94,15 +94,20 @@ func testConfigWriterFences(t *testing.T, s platform.KafkaSettings) {
 	if err != nil {
 		t.Fatalf("Write: %v", err)
 	}
-	if len(ends) != 2 {
+	// Twice: once fenced, once committed. More runs are allowed: a run may also end uncommitted
+	// with an error Write tries again (IsFenced: a commit franz-go ended as an abort, a broker
+	// still completing the other writer's transaction), as a third run did once under -race on
+	// a loaded machine. What must hold is what the runs committed.
+	if len(ends) < 2 {
 		t.Fatalf("the fenced write ran %d times, want 2 (once fenced, once committed)", len(ends))
 	}
-	if ends[1][0] <= ends[0][0] {
-		t.Errorf("the second run's ends %v do not cover the other writer's record (first run: %v)", ends[1], ends[0])
+	last := len(ends) - 1
+	if ends[last][0] <= ends[0][0] {
+		t.Errorf("the committed run's ends %v do not cover the other writer's record (first run: %v)", ends[last], ends[0])
 	}
 	got := committedNames(t, ctx, s, topic)
-	if want := []string{"source/b=b1", "source/a=a2"}; !slices.Equal(got, want) {
-		t.Errorf("committed records = %v, want %v (the fenced attempt's a1 never)", got, want)
+	if want := []string{"source/b=b1", fmt.Sprintf("source/a=a%d", len(ends))}; !slices.Equal(got, want) {
+		t.Errorf("committed records = %v, want %v (the runs that did not commit, never)", got, want)
 	}
 }
 
