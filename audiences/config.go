@@ -176,7 +176,7 @@ func (c *Config) Validate() error {
 	if c.ProfileEventsLookback < time.Minute {
 		errs = append(errs, fmt.Errorf("AUDIENCES_PROFILE_EVENTS_LOOKBACK: must be at least 1m, got %s", c.ProfileEventsLookback))
 	}
-	if _, err := compileRules(c); err != nil {
+	if _, err := compileRules(c, nil); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ShutdownTimeout <= 0 {

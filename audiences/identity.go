@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -191,10 +192,10 @@ const (
 	idEmail       = "email"
 )
 
-// IdentityRules are the identity resolution rules (AUDIENCES_IDENTITY_*,
-// docs/audiences.md#identity-resolution), compiled by compileRules.
+// identityRules are the identity resolution rules (AUDIENCES_IDENTITY_*, with the config's
+// identity section over them; docs/audiences.md#identity-rules), compiled by compileRules.
 type identityRules struct {
-	blocked   func(value string) bool // AUDIENCES_IDENTITY_BLOCKED (compileBlocked)
+	blocked   func(value string) bool // compileBlocked
 	limits    map[string]int          // by type; "*": every other type
 	window    int64                   // ms; 0: ever
 	priority  map[string]int          // by type: lower is higher priority; unlisted: after every listed
@@ -202,39 +203,76 @@ type identityRules struct {
 	// types are the external id types that identify: Segment's default identifiers and the
 	// types named in the priority or the limits.
 	types map[string]bool
+	// blockedBy and maxMergesBy name where the rule was set, for refusals' details: the
+	// setting's variable, or the config's field.
+	blockedBy, maxMergesBy string
+	// from is the config's rules these were compiled with (nil: the settings alone).
+	from *schemas.IdentityRules
 }
 
 // defaultIDTypes are Segment's default identifiers besides user_id and anonymous_id; a custom
-// type identifies once named in AUDIENCES_IDENTITY_PRIORITY or AUDIENCES_IDENTITY_LIMITS.
+// type identifies once named in the priority or the limits.
 var defaultIDTypes = []string{idEmail, "android.id", "android.idfa", "android.push_token", "ga_client_id", "ios.id", "ios.idfa", "ios.push_token"}
 
-// compileRules compiles the identity settings of c, naming the bad variable.
-func compileRules(c *Config) (*identityRules, error) {
-	r := &identityRules{limits: map[string]int{}, priority: map[string]int{}, window: c.IdentityWindow.Milliseconds(), maxMerges: c.IdentityMaxMerges}
-	var err error
-	if r.blocked, err = compileBlocked(c.IdentityBlocked); err != nil {
-		return nil, fmt.Errorf("AUDIENCES_IDENTITY_BLOCKED: %w", err)
+// Where a rule comes from, for errors and refusals' details.
+const (
+	fromBlockedSetting   = "AUDIENCES_IDENTITY_BLOCKED"
+	fromMaxMergesSetting = "AUDIENCES_IDENTITY_MAX_MERGES"
+	fromBlockedConfig    = "identity.blocked of the config"
+	fromMaxMergesConfig  = "identity.maxMerges of the config"
+)
+
+// compileRules compiles the identity settings of c with the config's rules x over them (nil:
+// none): each rule x gives replaces its setting. Errors name the bad variable or field.
+func compileRules(c *Config, x *schemas.IdentityRules) (*identityRules, error) {
+	r := &identityRules{limits: map[string]int{}, priority: map[string]int{}, window: c.IdentityWindow.Milliseconds(),
+		maxMerges: c.IdentityMaxMerges, blockedBy: fromBlockedSetting, maxMergesBy: fromMaxMergesSetting, from: x}
+	if x == nil {
+		x = &schemas.IdentityRules{}
 	}
-	for _, kv := range strings.Split(c.IdentityLimits, ",") {
-		kv = strings.TrimSpace(kv)
-		if kv == "" {
-			continue
+	expr, what := c.IdentityBlocked, fromBlockedSetting
+	if e, ok := x.BlockedExpression(); ok {
+		expr, what, r.blockedBy = e, fromBlockedConfig, fromBlockedConfig
+	}
+	var err error
+	if r.blocked, err = compileBlocked(expr); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	what = "AUDIENCES_IDENTITY_LIMITS"
+	if x.Limits != nil {
+		what, r.window = "identity.limits of the config", time.Duration(x.Limits.Window).Milliseconds()
+		for typ, limit := range x.Limits.PerType {
+			if limit < 1 {
+				return nil, fmt.Errorf("%s: %s: must be at least 1, got %d", what, typ, limit)
+			}
+			r.limits[typ] = limit
 		}
-		typ, n, ok := strings.Cut(kv, ":")
-		limit, err := strconv.Atoi(strings.TrimSpace(n))
-		if !ok || typ == "" || err != nil || limit < 1 {
-			return nil, fmt.Errorf("AUDIENCES_IDENTITY_LIMITS: want type:limit (a limit of at least 1), comma-separated, e.g. user_id:1,email:5,*:5; got %q", kv)
+	} else {
+		for _, kv := range strings.Split(c.IdentityLimits, ",") {
+			kv = strings.TrimSpace(kv)
+			if kv == "" {
+				continue
+			}
+			typ, n, ok := strings.Cut(kv, ":")
+			limit, err := strconv.Atoi(strings.TrimSpace(n))
+			if !ok || typ == "" || err != nil || limit < 1 {
+				return nil, fmt.Errorf("%s: want type:limit (a limit of at least 1), comma-separated, e.g. user_id:1,email:5,*:5; got %q", what, kv)
+			}
+			r.limits[strings.TrimSpace(typ)] = limit
 		}
-		r.limits[strings.TrimSpace(typ)] = limit
 	}
 	if l, ok := r.limits[idUserID]; ok && l != 1 {
-		return nil, fmt.Errorf("AUDIENCES_IDENTITY_LIMITS: user_id: a profile has one user id (its key); got %d", l)
+		return nil, fmt.Errorf("%s: user_id: a profile has one user id (its key); got %d", what, l)
 	}
 	r.limits[idUserID] = 1
-	for i, typ := range c.IdentityPriority {
+	priority, what := c.IdentityPriority, "AUDIENCES_IDENTITY_PRIORITY"
+	if len(x.Priority) > 0 {
+		priority, what = x.Priority, "identity.priority of the config"
+	}
+	for i, typ := range priority {
 		typ = strings.TrimSpace(typ)
 		if _, dup := r.priority[typ]; dup || typ == "" {
-			return nil, fmt.Errorf("AUDIENCES_IDENTITY_PRIORITY: %q is empty or listed twice", typ)
+			return nil, fmt.Errorf("%s: %q is empty or listed twice", what, typ)
 		}
 		r.priority[typ] = i
 	}
@@ -250,8 +288,11 @@ func compileRules(c *Config) (*identityRules, error) {
 	}
 	delete(r.types, idUserID)
 	delete(r.types, idAnonymousID)
+	if x.MaxMerges > 0 {
+		r.maxMerges, r.maxMergesBy = x.MaxMerges, fromMaxMergesConfig
+	}
 	if r.maxMerges < 1 {
-		return nil, fmt.Errorf("AUDIENCES_IDENTITY_MAX_MERGES: must be at least 1, got %d", r.maxMerges)
+		return nil, fmt.Errorf("%s: must be at least 1, got %d", r.maxMergesBy, r.maxMerges)
 	}
 	if r.window < 0 {
 		return nil, fmt.Errorf("AUDIENCES_IDENTITY_WINDOW: must be 0 (ever) or more, got %s", c.IdentityWindow)
@@ -374,15 +415,15 @@ func stringMember(obj []byte, key string) []byte {
 // claimed is checked against the rules and, when allowed, claimed through a link hand-off to
 // the id's partition (docs/audiences.md#identity-resolution).
 func (s *Service) linkExternalIDs(b *batch, p int32, part *partition, prof *profile, m *schemas.Message, at int64) {
-	messageIDs(m, s.rules.types, func(typ string, raw []byte) {
+	r := s.rules.Load()
+	messageIDs(m, r.types, func(typ string, raw []byte) {
 		if prof.hasIDBytes(typ, raw) {
 			return
 		}
 		value := string(raw)
-		r := s.rules
 		switch {
 		case r.blocked(value):
-			s.refuse(b, p, part, prof, idEvent{Type: typ, Value: value, Rule: ruleBlocked, Detail: "the value is blocked (AUDIENCES_IDENTITY_BLOCKED)"})
+			s.refuse(b, p, part, prof, idEvent{Type: typ, Value: value, Rule: ruleBlocked, Detail: "the value is blocked (" + r.blockedBy + ")"})
 			return
 		case r.limit(typ) > 0 && prof.countIDs(typ, r.since(b.now)) >= r.limit(typ):
 			s.refuse(b, p, part, prof, idEvent{Type: typ, Value: value, Rule: ruleLimit,
@@ -614,7 +655,7 @@ func (s *Service) applyJoin(b *batch, p int32, part *partition, o *op) {
 	if sm == nil {
 		sm = &idSummary{}
 	}
-	r := s.rules
+	r := s.rules.Load()
 	refuse := func(rule, detail string) {
 		e := idEvent{Type: via.Type, Value: via.Value, Rule: rule, Other: o.From, Detail: detail}
 		s.refuse(b, p, part, q, e)
@@ -703,13 +744,14 @@ func (s *Service) applyNote(b *batch, p int32, part *partition, o *op) {
 // mergeAllowed checks the rules for merging the id other (of type typ, an anonymousId or an
 // alias's previousId) into prof, recording a refusal.
 func (s *Service) mergeAllowed(b *batch, p int32, part *partition, prof *profile, typ, other string) bool {
+	r := s.rules.Load()
 	switch {
-	case s.rules.blocked(other):
-		s.refuse(b, p, part, prof, idEvent{Type: typ, Value: other, Rule: ruleBlocked, Detail: "the value is blocked (AUDIENCES_IDENTITY_BLOCKED)"})
+	case r.blocked(other):
+		s.refuse(b, p, part, prof, idEvent{Type: typ, Value: other, Rule: ruleBlocked, Detail: "the value is blocked (" + r.blockedBy + ")"})
 		return false
-	case prof.Identity != nil && prof.Identity.Merges >= s.rules.maxMerges:
+	case prof.Identity != nil && prof.Identity.Merges >= r.maxMerges:
 		s.refuse(b, p, part, prof, idEvent{Type: typ, Value: other, Rule: ruleMaxMerges,
-			Detail: fmt.Sprintf("the profile has %d merges (AUDIENCES_IDENTITY_MAX_MERGES)", prof.Identity.Merges)})
+			Detail: fmt.Sprintf("the profile has %d merges (%s)", prof.Identity.Merges, r.maxMergesBy)})
 		return false
 	}
 	return true

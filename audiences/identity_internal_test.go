@@ -192,11 +192,12 @@ func TestDefaultBlocked(t *testing.T) {
 // TestKnownIDAllocs: a message carrying an external id its profile holds already (every
 // identify of a known user) costs no allocation in identity resolution.
 func TestKnownIDAllocs(t *testing.T) {
-	rules, err := compileRules(func() *Config { c := DefaultConfig(); return &c }())
+	rules, err := compileRules(func() *Config { c := DefaultConfig(); return &c }(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Service{rules: rules}
+	s := &Service{}
+	s.rules.Store(rules)
 	prof := newUserProfile("u1")
 	prof.Identity = &identity{IDs: []extID{{Type: idEmail, Value: "ada@example.com", At: 1}}}
 	m, err := schemas.DecodeMessage([]byte(`{"type":"identify","userId":"u1","traits":{"plan":"pro","email":"ada@example.com"},"context":{"ip":"203.0.113.9"}}`))

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-cdp/tributary/audiences"
+	"github.com/tributary-cdp/tributary/platform"
 	"github.com/tributary-cdp/tributary/platform/servicetest"
 	"github.com/tributary-cdp/tributary/schemas"
 )
@@ -384,5 +385,72 @@ func testIdentityLinksBatched(t *testing.T) {
 	// About a third of the emails are on their profile's own partition: claimed in place.
 	if links < n/6 || links > n || records > 6 {
 		t.Fatalf("%d links in %d records, want up to %d links in at most 6 records (2 other partitions)", links, records, n)
+	}
+}
+
+// TestIdentityRulesFromTheConfig: the config's identity section overrides the
+// AUDIENCES_IDENTITY_* settings from the next message on, a refusal names the config's field,
+// and without the section the settings hold again (docs/audiences.md#identity-rules).
+func TestIdentityRulesFromTheConfig(t *testing.T) { synctest.Test(t, testIdentityRulesFromTheConfig) }
+
+func testIdentityRulesFromTheConfig(t *testing.T) {
+	h := newHarness(t, sources)
+	svc, reg, _ := h.run("aud-identity-config", func(c *audiences.Config) {
+		c.SyncInterval, c.IdentityLimits = time.Hour, "user_id:1,email:3"
+	})
+	email := func(user, e string) {
+		h.send(fmt.Sprintf(`{"type":"identify","anonymousId":%q,"traits":{"email":%q}}`, user, e))
+		h.advance(2 * time.Second)
+	}
+	profile := func(user string) audiences.ProfileView {
+		t.Helper()
+		var p audiences.ProfileView
+		if code := h.Get(api(svc)+"/v1/profiles/"+user, testToken, &p); code != http.StatusOK {
+			t.Fatalf("profile of %s: %d", user, code)
+		}
+		return p
+	}
+	email("c1", "one@example.com")
+	email("c1", "two@example.com") // the setting's limit is 3
+	h.Apply(sources + `
+identity:
+  blocked: ['(?i)^bot-']
+  limits: {user_id: 1, email: 2}
+`)
+	h.advance(2 * time.Second)
+	email("c1", "three@example.com") // the config's limit is 2: refused
+	email("c2", "bot-7@example.com") // the config's blocked expression
+	email("c3", "null")              // the settings' blocked words no longer apply: linked
+	if got, want := externalIDList(profile("c1")), []string{"email:one@example.com", "email:two@example.com"}; !slices.Equal(got, want) {
+		t.Fatalf("c1's external ids %q, want %q", got, want)
+	}
+	if got, want := identityEvents(profile("c1")), []string{"refusal limit email:three@example.com"}; !slices.Equal(got, want) {
+		t.Fatalf("c1's history %q, want %q", got, want)
+	}
+	c2 := profile("c2")
+	if len(c2.Identity) != 1 || c2.Identity[0].Rule != "blocked" || !strings.Contains(c2.Identity[0].Detail, "identity.blocked of the config") {
+		t.Fatalf("c2's history %+v, want one refusal by the config's blocked rule, named", c2.Identity)
+	}
+	if got, want := externalIDList(profile("c3")), []string{"email:null"}; !slices.Equal(got, want) {
+		t.Fatalf("c3's external ids %q, want %q (blocked: the config's list replaces the setting)", got, want)
+	}
+	// The section removed (its tombstone, as a config file's apply writes): the settings again.
+	if err := platform.DeleteConfigObject(h.Ctx, h.Client, schemas.TopicConfig, schemas.ConfigKindIdentity, schemas.IdentityRulesID); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(2 * time.Second)
+	email("c4", "four@example.com")
+	email("c4", "five@example.com")
+	email("c4", "six@example.com") // the setting's limit of 3 again
+	email("c5", "null")            // the setting's blocked words again
+	if got, want := externalIDList(profile("c4")), []string{"email:five@example.com", "email:four@example.com", "email:six@example.com"}; !slices.Equal(got, want) {
+		t.Fatalf("c4's external ids %q, want %q", got, want)
+	}
+	c5 := profile("c5")
+	if len(c5.Identity) != 1 || !strings.Contains(c5.Identity[0].Detail, "AUDIENCES_IDENTITY_BLOCKED") {
+		t.Fatalf("c5's history %+v, want one refusal by AUDIENCES_IDENTITY_BLOCKED", c5.Identity)
+	}
+	if got := servicetest.Counter(t, reg, "tributary_audiences_identity_refusals_total", "rule", "blocked"); got != 2 {
+		t.Errorf("blocked refusals: %v, want 2", got)
 	}
 }

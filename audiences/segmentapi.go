@@ -153,7 +153,7 @@ func (s *Service) segmentProfile(render segmentRender) http.HandlerFunc {
 			writeSegmentError(w, http.StatusBadRequest, errValidation, "the profile is <type>:<value>, e.g. user_id:u1")
 			return
 		}
-		key, has, ok := externalKey(typ, value, s.rules.types)
+		key, has, ok := externalKey(typ, value, s.rules.Load().types)
 		if !ok {
 			writeSegmentError(w, http.StatusBadRequest, errValidation, "unknown external id type "+strconv.Quote(typ)+": "+externalIDTypes)
 			return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,9 @@ type Snapshot interface {
 	Version() uint64
 	Audiences() []*schemas.Audience
 	ComputedTraits() []*schemas.ComputedTrait
+	// Identity is the config's identity rules (nil: none): what it gives overrides the
+	// AUDIENCES_IDENTITY_* settings (docs/audiences.md#identity-rules).
+	Identity() *schemas.IdentityRules
 }
 
 // Deps are the service's dependencies.
@@ -90,9 +94,12 @@ type Service struct {
 	ownersMu  gosync.Mutex
 	ownersMap map[int32]string
 	ownersAt  time.Time
-	limiter   *rate.Limiter  // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
-	rules     *identityRules // AUDIENCES_IDENTITY_* (docs/audiences.md#identity-resolution)
-	bf        backfills      // guarded by mu (backfill.go)
+	limiter   *rate.Limiter // of Segment's Profile API (AUDIENCES_PROFILE_API_RATE); nil: none
+	// rules are the identity rules in force: AUDIENCES_IDENTITY_* with the config's identity
+	// section over them (refreshModel; docs/audiences.md#identity-rules). Swapped whole: the
+	// Segment Profile API reads them beside the transform.
+	rules atomic.Pointer[identityRules]
+	bf    backfills // guarded by mu (backfill.go)
 }
 
 // New builds the service.
@@ -115,10 +122,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		bf:      backfills{jobs: map[int32]*backfillJob{}, wake: make(chan struct{}, 1)},
 		keyPart: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic),
 		apiKey:  kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic)}
-	var err error
-	if s.rules, err = compileRules(&cfg); err != nil {
+	rules, err := compileRules(&cfg, nil)
+	if err != nil {
 		return nil, err
 	}
+	s.rules.Store(rules)
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,8 @@ import (
 type staticSnapshot struct{ cfg *schemas.Config }
 
 func (s staticSnapshot) Version() uint64 { return 1 }
+
+func (s staticSnapshot) Identity() *schemas.IdentityRules { return s.cfg.Identity }
 func (s staticSnapshot) Audiences() []*schemas.Audience {
 	out := make([]*schemas.Audience, len(s.cfg.Audiences))
 	for i := range s.cfg.Audiences {

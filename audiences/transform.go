@@ -295,6 +295,17 @@ func (s *Service) refreshModel() {
 	}
 	s.model, s.modelVer, s.modelSet = compile(snap.Audiences(), snap.ComputedTraits()), snap.Version(), true
 	s.model.in = s.intern
+	if x := snap.Identity(); x != s.rules.Load().from {
+		// The config's identity rules changed: in force from this poll on, as Segment's
+		// rule changes apply to new data (docs/audiences.md#identity-rules).
+		rules, err := compileRules(&s.cfg, x)
+		if err != nil { // the config was validated: only a bad setting beneath it gets here
+			s.logger.Error().Err(err).Msg("the config's identity rules do not compile; the rules in force stay")
+			return
+		}
+		s.rules.Store(rules)
+		s.logger.Info().Bool("from_config", x != nil).Msg("identity rules in force")
+	}
 }
 
 // touch marks the profile id of partition p as changed in this batch (changelog).

@@ -77,6 +77,9 @@ func (s *Service) exportedConfig(snap *platform.Snapshot, now time.Time) (cfg *s
 			cfg.Console.Users[i].Origin = ""
 		}
 	}
+	if cfg.Identity != nil {
+		cfg.Identity.Origin = ""
+	}
 	return cfg, comments
 }
 
@@ -236,6 +239,9 @@ func (s *Service) applyConfigIn(ctx context.Context, snap *platform.Snapshot, bo
 			cfg.Console.Users[i].Origin = schemas.OriginConsole
 		}
 	}
+	if cfg.Identity != nil {
+		cfg.Identity.Origin = schemas.OriginConsole
+	}
 	recs, err := cfg.Records()
 	if err != nil {
 		return nil, fileErrors(err)
@@ -278,7 +284,7 @@ func (s *Service) applyConfigIn(ctx context.Context, snap *platform.Snapshot, bo
 	// Objects the console manages that the file no longer lists are deleted: the file is the
 	// whole of what the console manages (objects of config files stay).
 	var deletes []schemas.ConfigObject
-	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits, TrackingPlans: cfg.TrackingPlans, Console: cfg.Console}
+	result := &schemas.Config{Sources: cfg.Sources, Destinations: cfg.Destinations, Audiences: cfg.Audiences, ComputedTraits: cfg.ComputedTraits, TrackingPlans: cfg.TrackingPlans, Console: cfg.Console, Identity: cfg.Identity}
 	for _, o := range objectsOf(snap) {
 		switch {
 		case listed[o.Key()]:

@@ -38,6 +38,7 @@ var nouns = map[schemas.ConfigKind]string{
 	schemas.ConfigKindTrackingPlan:  "tracking plan",
 	schemas.ConfigKindConsoleUser:   "user",
 	schemas.ConfigKindAPIToken:      "API token",
+	schemas.ConfigKindIdentity:      "identity rules",
 }
 
 // lookup returns the object of kind and id in snap (a tombstone ConfigObject when absent).
@@ -59,6 +60,9 @@ func lookup(snap *platform.Snapshot, kind schemas.ConfigKind, id string) (schema
 		o.ConsoleUser, ok = snap.ConsoleUserByEmail(id)
 	case schemas.ConfigKindAPIToken:
 		o.APIToken, ok = snap.APITokenByID(id)
+	case schemas.ConfigKindIdentity:
+		o.Identity = snap.Identity()
+		ok = o.Identity != nil && id == schemas.IdentityRulesID
 	}
 	return o, ok
 }
@@ -87,6 +91,9 @@ func objectsOf(snap *platform.Snapshot) []schemas.ConfigObject {
 	for _, x := range snap.ConsoleUsers() {
 		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindConsoleUser, ID: x.Email, ConsoleUser: x})
 	}
+	if x := snap.Identity(); x != nil {
+		out = append(out, schemas.ConfigObject{Kind: schemas.ConfigKindIdentity, ID: schemas.IdentityRulesID, Identity: x})
+	}
 	return out
 }
 
@@ -108,6 +115,9 @@ func addTo(cfg *schemas.Config, o schemas.ConfigObject) {
 			cfg.Console = &schemas.ConsoleConfig{}
 		}
 		cfg.Console.Users = append(cfg.Console.Users, *o.ConsoleUser)
+	case o.Identity != nil:
+		x := *o.Identity
+		cfg.Identity = &x
 	}
 }
 

@@ -52,6 +52,8 @@ func (s *Service) record(o schemas.ConfigObject) (schemas.ConfigRecord, error) {
 		rec, err = o.ConsoleUser.Record()
 	case o.APIToken != nil:
 		rec, err = o.APIToken.Record()
+	case o.Identity != nil:
+		rec, err = o.Identity.Record()
 	default:
 		return schemas.ConfigRecord{Key: o.Key()}, nil // a tombstone
 	}

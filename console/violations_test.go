@@ -1,8 +1,10 @@
 package console_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,42 @@ func TestConfigExportKeepsTrackingPlans(t *testing.T) {
 	expect(t, same, http.StatusOK)
 	if ch := same.Data(t)["changes"].([]any); len(ch) != 0 {
 		t.Fatalf("re-applying the export changes %v", ch)
+	}
+}
+
+// TestConfigIdentityRulesImportAndExport: the config's identity section goes in through the
+// console's import, comes out of its export as written, and the export imported again changes
+// nothing; an import without it removes it (the console managed it).
+func TestConfigIdentityRulesImportAndExport(t *testing.T) {
+	h := newHarness(t, nil)
+	const section = `identity:
+  blocked: ['(?i)^bot-', '^[0-]*$']
+  limits: {user_id: 1, email: 2, "*": 4, window: 720h}
+  priority: [user_id, email, ios.idfa]
+  maxMerges: 10
+`
+	put := h.do(http.MethodPut, "/v1/config", section, "Content-Type", "application/yaml")
+	expect(t, put, http.StatusOK)
+	want := &schemas.IdentityRules{Blocked: &[]string{`(?i)^bot-`, `^[0-]*$`},
+		Limits:   &schemas.IdentityLimits{PerType: map[string]int{"user_id": 1, "email": 2, "*": 4}, Window: schemas.Duration(720 * time.Hour)},
+		Priority: []string{"user_id", "email", "ios.idfa"}, MaxMerges: 10}
+	exp := h.do(http.MethodGet, "/v1/config", nil)
+	expect(t, exp, http.StatusOK)
+	cfg, err := schemas.ParseConfig(exp.Body, schemas.ConfigFormatYAML)
+	if err != nil {
+		t.Fatalf("the export does not parse: %v\n%s", err, exp.Body)
+	}
+	if !reflect.DeepEqual(cfg.Identity, want) {
+		t.Fatalf("exported identity %+v, want %+v\n%s", cfg.Identity, want, exp.Body)
+	}
+	same := h.do(http.MethodPut, "/v1/config", string(exp.Body), "Content-Type", "application/yaml")
+	expect(t, same, http.StatusOK)
+	if ch := same.Data(t)["changes"].([]any); len(ch) != 0 {
+		t.Fatalf("re-applying the export changes %v", ch)
+	}
+	gone := h.do(http.MethodPut, "/v1/config", "sources: []\n", "Content-Type", "application/yaml")
+	expect(t, gone, http.StatusOK)
+	if ch := fmt.Sprint(gone.Data(t)["changes"]); !strings.Contains(ch, "identity/rules") || !strings.Contains(ch, "delete") {
+		t.Fatalf("an import without the section: changes %s, want identity/rules deleted", ch)
 	}
 }

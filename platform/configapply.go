@@ -88,6 +88,9 @@ func ApplyConfigFile(ctx context.Context, kafka KafkaSettings, topic, path strin
 			cfg.Console.Users[i].Origin = origin
 		}
 	}
+	if cfg.Identity != nil {
+		cfg.Identity.Origin = origin
+	}
 	want, err := cfg.Records()
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", path, err)

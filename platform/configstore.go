@@ -79,6 +79,7 @@ type Snapshot struct {
 	users        map[string]*schemas.ConsoleUser
 	tokens       map[string]*schemas.APIToken
 	byTokenHash  map[string]*schemas.APIToken
+	identity     *schemas.IdentityRules
 	revisions    map[string]int64
 	unsealed     map[string]bool
 	positions    map[int32]int64 // by partition: the offset of the next record to read
@@ -208,6 +209,10 @@ func (s *Snapshot) ConsoleUserByEmail(email string) (*schemas.ConsoleUser, bool)
 	return u, ok
 }
 
+// Identity returns the identity rules of the config (nil: none; the audiences service's
+// run-time settings then hold).
+func (s *Snapshot) Identity() *schemas.IdentityRules { return s.identity }
+
 // APITokens returns the console's API tokens, ordered by id.
 func (s *Snapshot) APITokens() []*schemas.APIToken { return sortedValues(s.tokens) }
 
@@ -242,6 +247,7 @@ type configState struct {
 	plans        map[string]*schemas.Plan
 	users        map[string]*schemas.ConsoleUser
 	tokens       map[string]*schemas.APIToken
+	identity     *schemas.IdentityRules
 	revisions    map[string]int64 // object key → 1 + offset of its record
 	unsealed     map[string]bool  // object keys whose record needs sealing (Snapshot.NeedsSealing)
 	positions    map[int32]int64  // partition → offset of the next record to read
@@ -291,6 +297,8 @@ func (st *configState) apply(o schemas.ConfigObject) {
 		} else {
 			setIn(&st.tokens, o.ID, o.APIToken)
 		}
+	case schemas.ConfigKindIdentity:
+		st.identity = o.Identity // nil for the tombstone
 	}
 }
 
@@ -320,6 +328,8 @@ func (st *configState) object(kind schemas.ConfigKind, id string) schemas.Config
 		o.ConsoleUser = st.users[id]
 	case schemas.ConfigKindAPIToken:
 		o.APIToken = st.tokens[id]
+	case schemas.ConfigKindIdentity:
+		o.Identity = st.identity
 	}
 	return o
 }
@@ -336,6 +346,7 @@ func (st *configState) snapshot(version uint64) *Snapshot {
 		plans:        maps.Clone(st.plans),
 		users:        maps.Clone(st.users),
 		tokens:       maps.Clone(st.tokens),
+		identity:     st.identity,
 		revisions:    maps.Clone(st.revisions),
 		unsealed:     maps.Clone(st.unsealed),
 		positions:    maps.Clone(st.positions),

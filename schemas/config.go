@@ -18,6 +18,8 @@ type Config struct {
 	TrackingPlans []Plan `json:"trackingPlans,omitempty" yaml:"trackingPlans"`
 	// Console is the console's own config: its user list (docs/console.md#users-roles-and-tokens).
 	Console *ConsoleConfig `json:"console,omitempty" yaml:"console"`
+	// Identity are the audiences service's identity rules (docs/audiences.md#identity-rules).
+	Identity *IdentityRules `json:"identity,omitempty" yaml:"identity"`
 
 	// lines maps a field path ("sources[0].id") to its line in the parsed file, so that
 	// Validate can say where a problem is. It is nil for a config built in code.

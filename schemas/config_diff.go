@@ -38,6 +38,8 @@ func (o ConfigObject) Origin() string {
 		return o.ConsoleUser.Origin
 	case o.APIToken != nil:
 		return o.APIToken.Origin
+	case o.Identity != nil:
+		return o.Identity.Origin
 	}
 	return ""
 }
@@ -59,6 +61,8 @@ func (o ConfigObject) SetOrigin(origin string) {
 		o.ConsoleUser.Origin = origin
 	case o.APIToken != nil:
 		o.APIToken.Origin = origin
+	case o.Identity != nil:
+		o.Identity.Origin = origin
 	}
 }
 
@@ -80,6 +84,8 @@ func (o ConfigObject) Value() any {
 		return o.ConsoleUser
 	case o.APIToken != nil:
 		return o.APIToken
+	case o.Identity != nil:
+		return o.Identity
 	}
 	return nil
 }

@@ -348,6 +348,10 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		d.duration(n, path, v)
 		return
 	}
+	if v.Type() == identityLimitsType {
+		d.identityLimits(n, path, v)
+		return
+	}
 	if v.Type() == rawJSONType { // a JSON Schema of a tracking plan
 		d.rawJSON(n, path, v)
 		return

@@ -40,6 +40,7 @@ type ConfigObject struct {
 	TrackingPlan  *Plan
 	ConsoleUser   *ConsoleUser
 	APIToken      *APIToken
+	Identity      *IdentityRules
 }
 
 // Key returns the record key: "<kind>/<id>".
@@ -47,7 +48,7 @@ func (o ConfigObject) Key() string { return string(o.Kind) + "/" + o.ID }
 
 // Deleted reports whether the record is a tombstone: the object no longer exists.
 func (o ConfigObject) Deleted() bool {
-	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil && o.TrackingPlan == nil && o.ConsoleUser == nil && o.APIToken == nil
+	return o.Source == nil && o.Destination == nil && o.Audience == nil && o.ComputedTrait == nil && o.TrackingPlan == nil && o.ConsoleUser == nil && o.APIToken == nil && o.Identity == nil
 }
 
 // Records returns one TopicConfig record per object of a valid config: tracking plans, then
@@ -104,6 +105,13 @@ func (c *Config) Records() ([]ConfigRecord, error) {
 			}
 			out = append(out, r)
 		}
+	}
+	if c.Identity != nil {
+		r, err := c.Identity.Record()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -174,8 +182,10 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	kind, id, ok := strings.Cut(key, "/")
 	obj := ConfigObject{Kind: ConfigKind(kind), ID: id}
 	switch {
-	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience && obj.Kind != ConfigKindComputedTrait && obj.Kind != ConfigKindTrackingPlan && obj.Kind != ConfigKindConsoleUser && obj.Kind != ConfigKindAPIToken):
-		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id>, audience/<id>, computed-trait/<id>, tracking-plan/<id>, console-user/<email> or api-token/<id>", key)
+	case !ok || (obj.Kind != ConfigKindSource && obj.Kind != ConfigKindDestination && obj.Kind != ConfigKindAudience && obj.Kind != ConfigKindComputedTrait && obj.Kind != ConfigKindTrackingPlan && obj.Kind != ConfigKindConsoleUser && obj.Kind != ConfigKindAPIToken && obj.Kind != ConfigKindIdentity):
+		return ConfigObject{}, fmt.Errorf("config record key %q: want source/<id>, destination/<id>, audience/<id>, computed-trait/<id>, tracking-plan/<id>, console-user/<email>, api-token/<id> or %s", key, ConfigKeyIdentity)
+	case obj.Kind == ConfigKindIdentity && id != IdentityRulesID:
+		return ConfigObject{}, fmt.Errorf("config record key %q: the identity rules' key is %s", key, ConfigKeyIdentity)
 	case obj.Kind == ConfigKindConsoleUser:
 		if e, err := NormalizeEmail(id); err != nil || e != id {
 			return ConfigObject{}, fmt.Errorf("config record key %q: the id must be an email address in lower case", key)
@@ -214,6 +224,9 @@ func DecodeConfigRecordWith(key string, value []byte, keys *Keyring) (ConfigObje
 	case ConfigKindAPIToken:
 		obj.APIToken = &APIToken{}
 		target = obj.APIToken
+	case ConfigKindIdentity:
+		obj.Identity = &IdentityRules{}
+		target = obj.Identity
 	}
 	lines, err := decodeStrict(value, ConfigFormatJSON, target)
 	if err == nil && obj.Destination != nil {

@@ -50,6 +50,9 @@ func (c *Config) Validate() error {
 	c.validateAudiences(v, sourceIDs)
 	c.validatePlans(v, sourceIDs)
 	c.validateConsole(v)
+	if c.Identity != nil {
+		c.Identity.check(v, "identity")
+	}
 	// Report in the order of the text; a config built in code keeps the order of the checks.
 	slices.SortStableFunc(v.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
 	return v.errs.errOrNil()
