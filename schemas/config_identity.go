@@ -157,26 +157,14 @@ func (d *decoder) identityLimits(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	l := IdentityLimits{PerType: map[string]int{}}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, ok := d.mapKey(n.Content[i], path)
-		if !ok {
-			continue
-		}
-		kp := keyPath(path, key)
-		if first, dup := seen[key]; dup {
-			d.fail(n.Content[i], kp, "repeated key (first at line %d)", first)
-			continue
-		}
-		seen[key] = n.Content[i].Line
-		d.lines[kp] = n.Content[i].Line
+	d.eachKey(n, path, func(key, kp string, value *yaml.Node) {
 		if key == IdentityWindowKey {
-			d.decode(n.Content[i+1], kp, reflect.ValueOf(&l.Window).Elem())
-			continue
+			d.decode(value, kp, reflect.ValueOf(&l.Window).Elem())
+			return
 		}
 		var limit int
-		d.decode(n.Content[i+1], kp, reflect.ValueOf(&limit).Elem())
+		d.decode(value, kp, reflect.ValueOf(&limit).Elem())
 		l.PerType[key] = limit
-	}
+	})
 	v.Set(reflect.ValueOf(l))
 }

@@ -551,6 +551,17 @@ func (d *decoder) stringMap(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	d.eachKey(n, path, func(key, kp string, value *yaml.Node) {
+		val := reflect.New(v.Type().Elem()).Elem()
+		d.decode(value, kp, val)
+		m.SetMapIndex(reflect.ValueOf(key), val)
+	})
+	v.Set(m)
+}
+
+// eachKey calls f with each key of the mapping n, its path and its value node, in order; a
+// key that is not a string or is repeated is an error, and f is not called for it.
+func (d *decoder) eachKey(n *yaml.Node, path string, f func(key, kp string, value *yaml.Node)) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, ok := d.mapKey(n.Content[i], path)
@@ -564,11 +575,8 @@ func (d *decoder) stringMap(n *yaml.Node, path string, v reflect.Value) {
 		}
 		seen[key] = n.Content[i].Line
 		d.lines[kp] = n.Content[i].Line
-		val := reflect.New(v.Type().Elem()).Elem()
-		d.decode(n.Content[i+1], kp, val)
-		m.SetMapIndex(reflect.ValueOf(key), val)
+		f(key, kp, n.Content[i+1])
 	}
-	v.Set(m)
 }
 
 // structFields lists the decodable fields of t by their JSON names.
