@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -241,12 +242,7 @@ func compileRules(c *Config, x *schemas.IdentityRules) (*identityRules, error) {
 	what = "AUDIENCES_IDENTITY_LIMITS"
 	if x.Limits != nil {
 		what, r.window = "identity.limits of the config", time.Duration(x.Limits.Window).Milliseconds()
-		for typ, limit := range x.Limits.PerType {
-			if limit < 1 {
-				return nil, fmt.Errorf("%s: %s: must be at least 1, got %d", what, typ, limit)
-			}
-			r.limits[typ] = limit
-		}
+		maps.Copy(r.limits, x.Limits.PerType) // checked when the config was read (schemas)
 	} else {
 		for _, kv := range strings.Split(c.IdentityLimits, ",") {
 			kv = strings.TrimSpace(kv)
